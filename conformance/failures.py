@@ -1,0 +1,41 @@
+"""What a failed check says: a stable kind, a human message, and the evidence."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Failure", "FAILURE_KINDS"]
+
+FAILURE_KINDS = (
+    "divergence",            # the implementation did something other than the model predicts
+    "expectation",           # a scenario's written expectation does not hold
+    "schema",                # a result or effect breaks the operation's JSON Schema
+    "implementation-error",  # the implementation raised or answered something malformed
+    "timeout",               # an operation did not answer in time
+    "invariant",             # an observed invariant (e.g. at most one injection per job) broke
+    "linearizability",       # concurrent calls match no sequential order of the model
+    "nondeterminism",        # the same steps gave different answers when replayed
+    "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
+)
+
+
+@dataclass
+class Failure:
+    kind: str
+    message: str
+    step: int | None = None
+    operation: str | None = None
+    args: Any = None
+    expected: Any = None
+    observed: Any = None
+    path: str | None = None
+    steps: list = field(default_factory=list)
+    seed: int | None = None
+    replay: str | None = None
+    counterexample_file: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def headline(self) -> str:
+        return self.message.splitlines()[0] if self.message else self.kind

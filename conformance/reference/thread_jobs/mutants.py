@@ -1,0 +1,195 @@
+"""Faulty variants of the reference runtime, to check that the kit catches bugs.
+
+Each mutant is one realistic bug: a runtime subclass overriding the single
+method involved, behind an adapter subclass that differs from
+ReferenceAdapter only in which runtime it builds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from conformance.adapter import Adapter
+
+from .adapter import ReferenceAdapter
+from .runtime import _SYNC, ACTIVE_STATUSES, PENDING_CANCEL, Job, JobError, ThreadJobRuntime, _start_key
+
+__all__ = ["MUTANTS", "Mutant"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    factory: Callable[..., Adapter]
+
+
+# ---------------------------------------------------------------- retention
+
+
+class _EvictAtLimit(ThreadJobRuntime):
+    def _eviction_victims(self, thread_id: str) -> list[Job]:
+        finished = sorted(
+            (j for j in self._thread_jobs(thread_id) if j.is_terminal), key=self._completion_key
+        )
+        excess = len(finished) - self.config.retention_limit + 1  # off by one
+        return finished[:excess] if excess > 0 else []
+
+
+class _EvictsRunning(ThreadJobRuntime):
+    def _eviction_victims(self, thread_id: str) -> list[Job]:
+        everything = sorted(self._thread_jobs(thread_id), key=_start_key)  # no terminal filter
+        excess = len(everything) - self.config.retention_limit
+        return everything[:excess] if excess > 0 else []
+
+
+class _EvictByStartTime(ThreadJobRuntime):
+    def _eviction_victims(self, thread_id: str) -> list[Job]:
+        finished = sorted((j for j in self._thread_jobs(thread_id) if j.is_terminal), key=_start_key)
+        excess = len(finished) - self.config.retention_limit
+        return finished[:excess] if excess > 0 else []
+
+
+# ----------------------------------------------------------------- ordering
+
+
+class _UnstableTieOrder(ThreadJobRuntime):
+    def _completion_key(self, job: Job) -> tuple:
+        return (job.completed_at, job.job_id)
+
+
+class _InjectionNewestFirst(ThreadJobRuntime):
+    def _injection_order(self, jobs) -> list[Job]:
+        return sorted(jobs, key=self._completion_key, reverse=True)
+
+
+# ---------------------------------------------------------------- injection
+
+
+class _DoubleInjectRace(ThreadJobRuntime):
+    def turn_boundary(self, thread_id: str) -> list[str]:
+        with self._lock:
+            self._busy.discard(thread_id)
+            pending = self._pending_injections(thread_id)  # check...
+        time.sleep(0.002)  # ...a realistic I/O pause with the lock released...
+        injected = []
+        for job in pending:
+            with self._lock:
+                self._emit(job)  # ...then act without re-checking
+            injected.append(job.job_id)
+        return injected
+
+
+class _ProgressInjects(ThreadJobRuntime):
+    def observe_progress(self, job_id: str, note: str) -> Job:
+        with self._lock:
+            job = self._known_job(job_id)
+            self._enqueue_injection(job)  # progress treated like a terminal report
+            return replace(job)
+
+
+class _NoIdleWakeup(ThreadJobRuntime):
+    def _wake_if_idle(self, thread_id: str) -> None:
+        pass  # relies on some other turn coming along
+
+
+# ---------------------------------------------------------- thread scoping
+
+
+class _ListCrossThread(ThreadJobRuntime):
+    def list_jobs(self, thread_id, statuses=None) -> list[Job]:
+        wanted = ACTIVE_STATUSES if statuses is None else frozenset(statuses)
+        with self._lock:
+            jobs = [j for j in self._jobs.values() if j.status in wanted]  # thread ignored
+            return [replace(j) for j in sorted(jobs, key=_start_key)]
+
+
+class _InspectCrossThread(ThreadJobRuntime):
+    def inspect_job(self, thread_id: str, job_id: str) -> Job:
+        with self._lock:
+            job = self._jobs.get(job_id)  # owner thread never compared
+            if job is None:
+                raise JobError("not_found_in_thread", self._not_found_in_thread(job_id))
+            return replace(job)
+
+
+# ------------------------------------------------------------------ misc
+
+
+class _SpillOffByOne(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        lines = payload.count("\n") + 1
+        size = len(payload.encode("utf-8"))
+        return lines <= self.config.max_lines and size < self.config.max_bytes
+
+
+class _CancelFinishedJob(ThreadJobRuntime):
+    def _cancellable(self, job: Job) -> bool:
+        return job.status != PENDING_CANCEL  # forgets that finished jobs are done
+
+
+class _RestartKeepsJobs(ThreadJobRuntime):
+    def restart(self) -> None:
+        with self._lock:
+            self._busy.clear()  # registry and tool-call map survive
+
+
+class _DuplicateIdAccepted(ThreadJobRuntime):
+    def _check_can_start(self, tool_call_id: str, job_id: str | None) -> None:
+        resolution = self._tool_calls.get(tool_call_id)
+        if resolution is _SYNC:
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        if resolution is not None:
+            raise JobError("job_exists_for_tool_call", self.config.msg_job_exists_for_tool_call)
+        if job_id is not None and job_id in self._jobs:
+            self._forget(self._jobs[job_id])  # overwritten by the new start
+
+
+class _SecondStartAllowed(ThreadJobRuntime):
+    def _check_can_start(self, tool_call_id: str, job_id: str | None) -> None:
+        if self._tool_calls.get(tool_call_id) is _SYNC:  # only the sync case checked
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        if job_id is not None and job_id in self._jobs:
+            raise JobError("duplicate_job_id", self.config.msg_duplicate_job_id)
+
+
+# ----------------------------------------------------------------- registry
+
+
+def _adapter_for(runtime_class: type[ThreadJobRuntime]) -> type[ReferenceAdapter]:
+    name = runtime_class.__name__.lstrip("_") + "Adapter"
+    return type(name, (ReferenceAdapter,), {"runtime_class": runtime_class, "__module__": __name__})
+
+
+_TABLE = [
+    ("evict_at_limit", _EvictAtLimit,
+     "Retention evicts as soon as the thread holds retention_limit terminal jobs, keeping limit-1."),
+    ("evicts_running", _EvictsRunning,
+     "Retention counts and evicts non-terminal jobs too, oldest by start."),
+    ("evict_by_start_time", _EvictByStartTime,
+     "Retention evicts the terminal job that started first instead of the one that finished first."),
+    ("unstable_tie_order", _UnstableTieOrder,
+     "Ties in completed_at are broken by job_id string order instead of terminal-marking order."),
+    ("double_inject_race", _DoubleInjectRace,
+     "turn_boundary checks 'already emitted?' and marks emitted in separate lock holds, "
+     "so concurrent boundaries inject the same job twice."),
+    ("list_cross_thread", _ListCrossThread, "list_jobs ignores thread_id and lists every thread's jobs."),
+    ("inspect_cross_thread", _InspectCrossThread, "inspect_job returns jobs owned by other threads."),
+    ("spill_off_by_one", _SpillOffByOne, "A payload of exactly max_bytes bytes is spilled instead of kept inline."),
+    ("cancel_finished_job", _CancelFinishedJob,
+     "Cancelling a finished job moves it to pending_cancel and stamps cancel_requested_at."),
+    ("progress_injects", _ProgressInjects,
+     "A non-terminal progress update queues an injection, so the running job is announced at the next boundary."),
+    ("restart_keeps_jobs", _RestartKeepsJobs, "A restart clears thread busy flags but keeps every job and tool-call resolution."),
+    ("no_idle_wakeup", _NoIdleWakeup, "A terminal outcome on an idle thread never requests a turn."),
+    ("duplicate_id_accepted", _DuplicateIdAccepted,
+     "start_job with an existing job_id replaces the old job instead of rejecting."),
+    ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
+    ("second_start_allowed", _SecondStartAllowed,
+     "A second start_job for the same tool_call_id creates another job."),
+]
+
+MUTANTS: dict[str, Mutant] = {
+    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+}

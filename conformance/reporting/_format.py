@@ -1,0 +1,118 @@
+"""Plain-text pieces shared by the JUnit, Markdown and console writers.
+
+Every writer reads the report with ``.get`` and defaults: an "error" report
+may carry little more than its problems, and rendering it must still work.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+__all__ = [
+    "CATEGORY_ORDER",
+    "compact_json",
+    "failed_checks",
+    "failure_text",
+    "first_line",
+    "ordered_scenarios",
+    "pretty_json",
+    "replay_for",
+    "step_text",
+    "verdict_counts",
+]
+
+CATEGORY_ORDER = ("nominal", "edge", "boundary")
+
+
+def first_line(text: Any, default: str = "") -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0].strip() if lines else default
+
+
+def compact_json(value: Any, limit: int | None = None) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _call_text(call: dict) -> str:
+    args = call.get("args") or {}
+    text = f"{call.get('operation', '?')}({', '.join(f'{k}={compact_json(v)}' for k, v in args.items())})"
+    if "observed" in call:
+        # Observations can be whole job lists; the full value of the
+        # diverging step is shown separately as expected/observed.
+        text += f" -> {compact_json(call['observed'], limit=200)}"
+    return text
+
+
+def step_text(step: dict) -> str:
+    """One step on one line: a call, a clock advance, or concurrent calls."""
+    if "advance_ms" in step:
+        return f"advance clock +{step['advance_ms']} ms"
+    if "concurrently" in step:
+        return "concurrently: " + " | ".join(_call_text(c) for c in step["concurrently"])
+    return _call_text(step)
+
+
+def replay_for(failure: dict | None, report: dict) -> str | None:
+    # A failure's own command is the narrowest replay; the run's command
+    # reproduces it too, just more slowly.
+    return (failure or {}).get("replay") or report.get("replay")
+
+
+def failure_text(failure: dict | None, report: dict) -> str:
+    """The full failure as plain text (JUnit body)."""
+    if not failure:
+        replay = replay_for(None, report)
+        return "no failure details were recorded" + (f"\n\nreplay: {replay}" if replay else "")
+    out = [f"[{failure.get('kind', '?')}] {failure.get('message', '')}".rstrip()]
+    if failure.get("operation"):
+        out.append(f"operation: {_call_text({'operation': failure['operation'], 'args': failure.get('args')})}")
+    if failure.get("step") is not None:
+        out.append(f"first divergence at step {failure['step']}")
+    if failure.get("path"):
+        out.append(f"path: {failure['path']}")
+    for key in ("expected", "observed"):
+        if failure.get(key) is not None:  # null means "not applicable" here
+            out.append(f"{key}:\n{pretty_json(failure[key])}")
+    if failure.get("steps"):
+        out.append("steps:")
+        for step in failure["steps"]:
+            mark = "   <-- first divergence" if step.get("index") == failure.get("step") else ""
+            out.append(f"  [{step.get('index')}] {step_text(step)}{mark}")
+    if failure.get("seed") is not None:
+        out.append(f"seed: {failure['seed']}")
+    if failure.get("counterexample_file"):
+        out.append(f"counterexample: {failure['counterexample_file']}")
+    replay = replay_for(failure, report)
+    if replay:
+        out.append(f"replay: {replay}")
+    return "\n".join(out)
+
+
+def ordered_scenarios(report: dict) -> list[dict]:
+    """Scenarios grouped nominal, edge, boundary (others last), matrix order kept within a group."""
+    rank = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    return sorted(report.get("scenarios") or [], key=lambda s: rank.get(s.get("category"), len(rank)))
+
+
+def verdict_counts(scenarios: list[dict]) -> dict[str, int]:
+    counts = {"pass": 0, "fail": 0, "error": 0, "skip": 0}
+    for s in scenarios:
+        counts[s.get("verdict")] = counts.get(s.get("verdict"), 0) + 1
+    return counts
+
+
+def failed_checks(report: dict) -> Iterator[tuple[str, dict | None]]:
+    """(label, failure) for every scenario and the stateful run that did not pass."""
+    for s in ordered_scenarios(report):
+        if s.get("verdict") in ("fail", "error") or s.get("failure"):
+            yield f"{s.get('id')} {s.get('title') or ''}".strip(), s.get("failure")
+    stateful = report.get("stateful")
+    if stateful and (stateful.get("verdict") in ("fail", "error") or stateful.get("failure")):
+        yield "stateful exploration", stateful.get("failure")

@@ -1,0 +1,91 @@
+"""Console summary with rich, readable both in a terminal and in CI logs.
+
+All report text goes in as ``Text`` objects, never as markup strings:
+implementation messages may contain "[...]" that rich would otherwise parse
+as markup (or reject), and ":name:" that it would turn into emoji.
+"""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ._format import failed_checks, first_line, ordered_scenarios, replay_for, verdict_counts
+
+__all__ = ["VERDICT_STYLES", "render_console_summary"]
+
+VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "error": "bold yellow", "skip": "dim"}
+
+
+def _verdict(verdict) -> Text:
+    return Text(str(verdict).upper(), style=VERDICT_STYLES.get(verdict, ""))
+
+
+def render_console_summary(report: dict, console: Console | None = None) -> None:
+    """Print the summary; ``console`` defaults to a new stdout Console."""
+    console = console or Console()
+    spec = report.get("spec") or {}
+    title = " ".join(str(p) for p in (spec.get("id") or "unknown spec", spec.get("version")) if p)
+
+    table = Table(title=Text(f"Conformance: {title}"), title_justify="left")
+    for column in ("ID", "Category", "Scenario", "Verdict"):
+        table.add_column(column, no_wrap=column != "Scenario")
+    for s in ordered_scenarios(report):
+        table.add_row(Text(str(s.get("id"))), Text(str(s.get("category") or "")), Text(str(s.get("title") or "")),
+                      _verdict(s.get("verdict")))
+    # An empty table reads like a rendering bug; say what happened.
+    console.print(table if table.row_count else Text(f"Conformance: {title}: no scenario was run"))
+
+    st = report.get("stateful")
+    line = Text("Stateful exploration: ")
+    if st:
+        line.append_text(_verdict(st.get("verdict")))
+        details = [f"profile {st['profile']}" if st.get("profile") else None,
+                   f"seed {st['seed']}" if st.get("seed") is not None else None,
+                   f"{st['examples']} examples" if st.get("examples") is not None else None,
+                   f"{st['steps']} steps" if st.get("steps") is not None else None,
+                   f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
+                   f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None]
+        details = [d for d in details if d]
+        if details:
+            line.append(f" ({', '.join(details)})")
+    else:
+        line.append("not run", style="dim")
+    console.print(line)
+
+    shown_replays = set()
+    for label, failure in failed_checks(report):
+        failure = failure or {}
+        console.print()
+        head = Text(label, style="bold red")
+        head.append(f"  [{failure.get('kind', 'no details')}]", style="red")
+        console.print(head)
+        message_lines = str(failure.get("message") or "").strip().splitlines()
+        for text in message_lines[:3]:
+            console.print(Text("  " + text))
+        if len(message_lines) > 3:
+            console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
+        if failure.get("path"):
+            console.print(Text(f"  at {failure['path']}", style="cyan"))
+        replay = replay_for(failure, report)
+        if replay:
+            # soft_wrap: a hard-wrapped command could not be copied from a log.
+            console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
+            shown_replays.add(replay)
+
+    problems = report.get("problems") or []
+    if problems:
+        console.print()
+        for p in problems:
+            where = f" ({p['where']})" if p.get("where") else ""
+            console.print(Text(f"! {p.get('kind')}{where}: {first_line(p.get('message'))}", style="yellow"))
+
+    if report.get("replay") and report["replay"] not in shown_replays:
+        console.print(Text("Replay: " + report["replay"], style="dim"), soft_wrap=True)
+
+    c = verdict_counts(report.get("scenarios") or [])
+    final = Text("\nVerdict: ")
+    final.append_text(_verdict(report.get("verdict")))
+    final.append(f"  (exit code {report.get('exit_code')}; {c['pass']} passed, {c['fail']} failed, "
+                 f"{c['error']} errors, {c['skip']} skipped)")
+    console.print(final)

@@ -1,0 +1,104 @@
+"""junit.xml: one <testsuite> per run, one <testcase> per check.
+
+Layout follows the Ant/Jenkins JUnit format that GitLab, GitHub test
+reporters, Jenkins and Azure all read: <testsuites> > <testsuite> >
+<testcase> with <failure>, <error> or <skipped> children.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from ._format import failure_text, first_line, ordered_scenarios, replay_for
+
+__all__ = ["render_junit_xml"]
+
+# Characters XML 1.0 forbids even when escaped; implementations can put
+# them in messages, and one of them makes the whole file unparsable.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text) -> str:
+    return _XML_ILLEGAL.sub("\ufffd", "" if text is None else str(text))
+
+
+def _seconds(value) -> str:
+    return f"{float(value or 0):.3f}"
+
+
+def _testcase(parent: ET.Element, name: str, classname: str, duration) -> ET.Element:
+    return ET.SubElement(parent, "testcase", name=_clean(name), classname=_clean(classname), time=_seconds(duration))
+
+
+def _outcome(case: ET.Element, verdict: str | None, failure: dict | None, report: dict) -> None:
+    if verdict == "skip":
+        ET.SubElement(case, "skipped", message=_clean(first_line((failure or {}).get("message"), "skipped")))
+    elif verdict in ("fail", "error"):
+        tag = "failure" if verdict == "fail" else "error"
+        elem = ET.SubElement(case, tag, message=_clean(first_line((failure or {}).get("message"), verdict)),
+                             type=_clean((failure or {}).get("kind") or verdict))
+        elem.text = _clean(failure_text(failure, report))
+
+
+def render_junit_xml(report: dict) -> str:
+    spec = report.get("spec") or {}
+    suite_name = spec.get("id") or "conformance"
+    suite = ET.Element("testsuite", name=_clean(suite_name))
+
+    props = ET.SubElement(suite, "properties")  # dropped below if it stays empty
+    impl = report.get("implementation") or {}
+    stateful = report.get("stateful") or {}
+    for key, value in (("spec.version", spec.get("version")), ("spec.path", spec.get("path")),
+                       ("implementation.name", impl.get("name")), ("implementation.version", impl.get("version")),
+                       ("implementation.profile", impl.get("profile")), ("verdict", report.get("verdict")),
+                       ("exit_code", report.get("exit_code")), ("seed", stateful.get("seed")),
+                       ("replay", report.get("replay"))):
+        if value is not None:
+            ET.SubElement(props, "property", name=key, value=_clean(value))
+    if not len(props):
+        suite.remove(props)  # some schemas want at least one <property>
+
+    for s in ordered_scenarios(report):
+        case = _testcase(suite, f"{s.get('id')} {s.get('title') or ''}".strip(),
+                         f"{suite_name}.{s.get('category') or 'scenario'}", s.get("duration_s"))
+        _outcome(case, s.get("verdict"), s.get("failure"), report)
+
+    case = _testcase(suite, "stateful exploration", f"{suite_name}.stateful", stateful.get("duration_s"))
+    if report.get("stateful") is None:
+        ET.SubElement(case, "skipped", message="stateful exploration was not run")
+    else:
+        _outcome(case, stateful.get("verdict"), stateful.get("failure"), report)
+
+    # A run can fail or error outside any check (adapter would not load,
+    # nondeterminism). CI must not show that as green, so the problems become
+    # a testcase of their own whenever no check carries the verdict.
+    problems = report.get("problems") or []
+    problem_text = "\n".join(f"[{p.get('kind')}] {p.get('message')}" + (f" ({p['where']})" if p.get("where") else "")
+                             for p in problems)
+    verdict = report.get("verdict")
+    tag = {"fail": "failure", "error": "error"}.get(verdict)
+    if tag and suite.find(f"testcase/{tag}") is None:
+        case = _testcase(suite, "conformance run", f"{suite_name}.run", report.get("duration_s"))
+        first = problems[0] if problems else {}
+        elem = ET.SubElement(case, tag, message=_clean(first_line(first.get("message"), f"run verdict: {verdict}")),
+                             type=_clean(first.get("kind") or verdict))
+        replay = replay_for(None, report)
+        elem.text = _clean((problem_text or f"run verdict: {verdict}") + (f"\n\nreplay: {replay}" if replay else ""))
+    elif problems:
+        ET.SubElement(suite, "system-err").text = _clean(problem_text)
+
+    cases = suite.findall("testcase")
+    counts = {"tests": len(cases)}
+    for tag in ("failure", "error", "skipped"):
+        counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[tag]] = len(suite.findall(f"testcase/{tag}"))
+    suite.attrib.update({k: str(v) for k, v in counts.items()})
+    suite.set("time", _seconds(report.get("duration_s")))
+    if report.get("started_at"):
+        # The Ant schema wants a timestamp without a zone; the report is UTC.
+        suite.set("timestamp", _clean(str(report["started_at"]).removesuffix("Z")))
+
+    root = ET.Element("testsuites", name=_clean(suite_name), time=suite.get("time"))
+    root.attrib.update({k: str(v) for k, v in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

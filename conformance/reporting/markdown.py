@@ -1,0 +1,176 @@
+"""summary.md: a human summary for CI job summaries and pull requests."""
+from __future__ import annotations
+
+import re
+
+from ._format import compact_json, failed_checks, ordered_scenarios, pretty_json, replay_for, step_text, verdict_counts
+from .mermaid import mermaid_state_diagram
+
+__all__ = ["VERDICT_ICONS", "render_summary_markdown"]
+
+VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭"}
+
+
+def _verdict(verdict) -> str:
+    return f"{VERDICT_ICONS.get(verdict, '❔')} {verdict}"
+
+
+def _text(value) -> str:
+    # Messages come from implementations; "<" could open raw HTML.
+    return str(value).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _cell(value) -> str:
+    return " ".join(_text("" if value is None else value).replace("|", "\\|").split())
+
+
+def _code(value) -> str:
+    """Inline code span that survives backticks inside the value."""
+    text = " ".join(str(value).split())
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fence(text, lang: str = "") -> str:
+    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`+", str(text))), default=0) + 1)
+    return f"{ticks}{lang}\n{str(text).rstrip()}\n{ticks}"
+
+
+def _count_table(title: str, column: str, counts: dict | None) -> list[str]:
+    if not counts:
+        return []
+    lines = [f"**{title}**", "", f"| {column} | Count |", "|---|---:|"]
+    lines += [f"| {_cell(name)} | {count} |" for name, count in counts.items()]
+    return lines + [""]
+
+
+def _header(report: dict) -> list[str]:
+    spec = report.get("spec") or {}
+    verdict = report.get("verdict")
+    title = " ".join(str(p) for p in (spec.get("id") or "unknown spec", spec.get("version")) if p)
+    kit = report.get("kit") or {}
+    facts = [f"_{_text(spec['title'])}_" if spec.get("title") else None,
+             _code(spec["path"]) if spec.get("path") else None,
+             f"{kit.get('name', '')} {kit.get('version', '')}".strip() or None,
+             f"started {report['started_at']}" if report.get("started_at") else None,
+             f"{report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else None,
+             f"exit code {report.get('exit_code')}"]
+    lines = [f"# {VERDICT_ICONS.get(verdict, '❔')} {_text(title)}: {str(verdict).upper()}", "",
+             " · ".join(f for f in facts if f), ""]
+
+    impl = report.get("implementation")
+    if impl:
+        who = " ".join(str(p) for p in (impl.get("name") or "unnamed implementation", impl.get("version")) if p)
+        parts = [f"**Implementation:** {_text(who)}",
+                 f"profile {_code(impl['profile'])}" if impl.get("profile") else "no profile",
+                 f"adapter {_code(impl['adapter'])}" if impl.get("adapter") else None]
+        declared = impl.get("parameters") or {}
+        parts.append("declared parameters: " + (", ".join(_code(f"{k}={compact_json(v)}") for k, v in declared.items())
+                                                 if declared else "none"))
+        lines += [" · ".join(p for p in parts if p), ""]
+    else:
+        lines += ["**Implementation:** not loaded", ""]
+    if report.get("parameters"):
+        lines += ["**Effective parameters:** " + ", ".join(_code(f"{k}={compact_json(v)}")
+                                                           for k, v in report["parameters"].items()), ""]
+
+    scenarios = report.get("scenarios") or []
+    c = verdict_counts(scenarios)
+    result = (f"**Result:** {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+              f"of {len(scenarios)} scenarios")
+    stateful = report.get("stateful")
+    result += f" · stateful exploration {_verdict(stateful.get('verdict'))}" if stateful else " · stateful exploration not run"
+    return lines + [result, ""]
+
+
+def _matrix(report: dict) -> list[str]:
+    lines = ["## Scenario matrix", ""]
+    scenarios = ordered_scenarios(report)
+    if not scenarios:
+        return lines + ["No scenario was run.", ""]
+    lines += ["| ID | Category | Scenario | Verdict |", "|---|---|---|---|"]
+    lines += [f"| {_cell(s.get('id'))} | {_cell(s.get('category') or '')} | {_cell(s.get('title') or '')} "
+              f"| {_verdict(s.get('verdict'))} |" for s in scenarios]
+    return lines + [""]
+
+
+def _stateful(report: dict) -> list[str]:
+    lines = ["## Stateful exploration", ""]
+    st = report.get("stateful")
+    if not st:
+        return lines + ["Not run.", ""]
+    duration = f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else ""
+    lines += ["| Verdict | Profile | Seed | Examples | Steps | Duration |", "|---|---|---:|---:|---:|---:|",
+              f"| {_verdict(st.get('verdict'))} | {_cell(st.get('profile') or '')} | {_cell(st.get('seed', ''))} "
+              f"| {_cell(st.get('examples', ''))} | {_cell(st.get('steps', ''))} | {duration} |", ""]
+    cov = st.get("coverage") or {}
+    for title, column, key in (("Operations", "Operation", "operations"), ("Transitions", "Transition", "transitions"),
+                               ("States", "State", "states"), ("Policies", "Policy", "policies")):
+        lines += _count_table(title, column, cov.get(key))
+    if cov.get("uncovered"):
+        lines += ["**Never exercised**", ""] + [f"- {_code(u)}" for u in cov["uncovered"]] + [""]
+    elif cov:
+        lines += ["Every transition and policy was exercised.", ""]
+    return lines
+
+
+def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
+    lines = [f"### {_text(label)}", ""]
+    if not failure:
+        lines += ["No failure details were recorded.", ""]
+    else:
+        facts = [f"- **Kind:** {_code(failure.get('kind'))}"]
+        if failure.get("operation"):
+            args = ", ".join(f"{k}={compact_json(v)}" for k, v in (failure.get("args") or {}).items())
+            call = f"{failure['operation']}({args})"
+            facts.append(f"- **Operation:** {_code(call)}")
+        if failure.get("step") is not None:
+            facts.append(f"- **First divergence:** step {failure['step']}")
+        if failure.get("path"):
+            facts.append(f"- **Path:** {_code(failure['path'])}")
+        if failure.get("seed") is not None:
+            facts.append(f"- **Seed:** {failure['seed']}")
+        if failure.get("counterexample_file"):
+            facts.append(f"- **Counterexample:** {_code(failure['counterexample_file'])}")
+        lines += facts + ["", _fence(failure.get("message", ""), "text"), ""]
+        if failure.get("steps"):
+            lines += ["**Steps**", ""]
+            for n, step in enumerate(failure["steps"], 1):
+                mark = " ← **first divergence**" if step.get("index") == failure.get("step") else ""
+                lines.append(f"{n}. step {step.get('index')}: {_code(step_text(step))}{mark}")
+            lines.append("")
+        for key in ("expected", "observed"):
+            if failure.get(key) is not None:  # null means "not applicable" here
+                lines += [f"**{key.capitalize()}**", "", _fence(pretty_json(failure[key]), "json"), ""]
+    replay = replay_for(failure, report)
+    if replay:
+        lines += ["**Replay**", "", _fence(replay, "sh"), ""]
+    return lines
+
+
+def render_summary_markdown(report: dict) -> str:
+    lines = _header(report) + _matrix(report) + _stateful(report)
+
+    failures = list(failed_checks(report))
+    if failures:
+        lines += ["## Failures", ""]
+        for label, failure in failures:
+            lines += _failure(label, failure, report)
+
+    if report.get("problems"):
+        lines += ["## Problems", ""]
+        for p in report["problems"]:
+            where = f" ({_code(p['where'])})" if p.get("where") else ""
+            # Indented continuation lines keep a multi-line message in its item.
+            message = _text(p.get("message", "")).strip().replace("\n", "\n  ")
+            lines.append(f"- **{_text(p.get('kind'))}**{where}: {message}")
+        lines.append("")
+
+    lifecycle = (report.get("spec") or {}).get("lifecycle")
+    if lifecycle:
+        lines += ["## Lifecycle", "", _fence(mermaid_state_diagram(lifecycle), "mermaid"), ""]
+
+    if report.get("replay"):
+        lines += ["## Replay", "", _fence(report["replay"], "sh"), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,379 @@
+"""A session drives one implementation in lockstep with the spec's model.
+
+Every call goes to the implementation first (with a timeout), its answer is
+checked for shape and against the operation's schemas, then the model
+predicts what the answer must be and the two are compared. Everything is
+recorded in a trace that becomes a failure's step list or a counterexample.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import jsonschema
+
+from statemachines import ExpressionError, Model, ObservationError, Spec, first_difference, to_jsonable
+
+from .adapter import Adapter
+from .errors import AdapterLoadError
+from .failures import Failure
+
+__all__ = ["Session", "compare", "check_shape", "DEFAULT_TIMEOUT_S"]
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class _CallTimeout(Exception):
+    pass
+
+
+class _Worker:
+    """Runs adapter calls on a daemon thread so a hung implementation can be
+    abandoned after a timeout instead of hanging the kit."""
+
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, args=(self._queue,), daemon=True, name="adapter-call").start()
+
+    @staticmethod
+    def _loop(jobs: queue.SimpleQueue) -> None:
+        while True:
+            fn, box, done = jobs.get()
+            if fn is None:
+                return
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - reported, never swallowed silently
+                box.append((False, exc))
+            done.set()
+
+    def run(self, fn: Callable[[], Any], timeout: float) -> Any:
+        box: list = []
+        done = threading.Event()
+        self._queue.put((fn, box, done))
+        if not done.wait(timeout):
+            self._start()  # the old thread stays stuck in the implementation; leave it
+            raise _CallTimeout()
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        self._queue.put((None, None, None))
+
+
+def check_shape(response: Any) -> str | None:
+    """Why a response does not have the protocol's shape, or None."""
+    if not isinstance(response, dict):
+        return f"a response must be an object, got {type(response).__name__}"
+    has_result, has_error = "result" in response, "error" in response
+    if has_result == has_error:
+        return "a response must have exactly one of `result` and `error`"
+    if has_error:
+        err = response["error"]
+        if not isinstance(err, dict) or not isinstance(err.get("kind"), str) or not isinstance(err.get("message"), str):
+            return "`error` must be {\"kind\": string, \"message\": string}"
+    effects = response.get("effects", [])
+    if not isinstance(effects, list) or not all(isinstance(e, dict) and isinstance(e.get("effect"), str)
+                                                for e in effects):
+        return "`effects` must be a list of objects, each with an `effect` name"
+    try:
+        json.dumps(response)
+    except (TypeError, ValueError) as exc:
+        return f"the response is not JSON-compatible: {exc}"
+    return None
+
+
+def compare(prediction, observation: dict):
+    """The first difference between a model prediction and an observation, as
+    (path, expected, observed, reason), or None."""
+    if prediction.ok and "error" in observation:
+        err = observation["error"]
+        return ("error", {"result": to_jsonable(prediction.result)}, err,
+                f"expected success, got error {err['kind']}: {err['message']}")
+    if not prediction.ok and "result" in observation:
+        return ("result", {"error": prediction.error}, observation["result"],
+                f"expected error {prediction.error['kind']}, got a result")
+    if not prediction.ok:
+        diff = first_difference(prediction.error, observation["error"], "error")
+    else:
+        diff = first_difference(prediction.result, observation["result"], "result")
+    if diff:
+        return (diff.path, diff.expected, diff.observed, diff.reason)
+    expected_effects, observed_effects = prediction.effects, observation.get("effects", [])
+    diff = first_difference(expected_effects, observed_effects, "effects")
+    if diff:
+        names = [e.get("effect") for e in expected_effects]
+        got = [e.get("effect") for e in observed_effects]
+        reason = diff.reason if names == got else f"expected effects {names}, got {got}"
+        return (diff.path, diff.expected, diff.observed, reason)
+    return None
+
+
+class Session:
+    """One implementation instance and one model, stepped together."""
+
+    def __init__(self, spec: Spec, params: dict, factory: Callable[[], Adapter], *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
+        self.model = Model(spec, params)
+        self.adapter = factory()
+        self.worker = _Worker()
+        self.pool: ThreadPoolExecutor | None = None
+        self.trace: list[dict] = []
+        self.now = 0
+        self.calls = 0
+        self._needs_restart = False
+        self._result_validators = {
+            name: jsonschema.Draft202012Validator(op.result_schema)
+            for name, op in spec.operations.items() if op.result_schema}
+        self._effect_validators = {name: jsonschema.Draft202012Validator(e.schema) for name, e in spec.effects.items()}
+        self._observed_invariants = [inv for inv in spec.invariants if inv.kind == "observed"]
+        self._seen: dict[str, dict] = {inv.id: {} for inv in self._observed_invariants}
+
+    # -- lifecycle ------------------------------------------------------------
+    def describe(self) -> dict:
+        return self.worker.run(self.adapter.describe, self.timeout_s)
+
+    def reset(self) -> None:
+        if self._needs_restart:
+            self._restart_adapter()
+        self.now = 0
+        self.trace = []
+        for seen in self._seen.values():
+            seen.clear()
+        self.model.reset(0)
+        try:
+            self.worker.run(lambda: self.adapter.reset(0), self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            raise AdapterLoadError(f"the implementation did not reset within {self.timeout_s:g}s") from None
+        except AdapterLoadError:
+            raise
+        except Exception as exc:
+            raise AdapterLoadError(f"the implementation failed to reset: {type(exc).__name__}: {exc}") from None
+
+    def _restart_adapter(self) -> None:
+        try:
+            self.adapter.close()
+        except Exception:  # noqa: BLE001 - a broken adapter is being replaced anyway
+            pass
+        self.adapter = self.factory()
+        self._needs_restart = False
+
+    def close(self) -> None:
+        try:
+            self.worker.run(self.adapter.close, self.timeout_s)
+        except Exception:  # noqa: BLE001 - closing must not turn a verdict into a crash
+            pass
+        self.worker.close()
+        if self.pool:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- steps ------------------------------------------------------------------
+    def advance(self, ms: int) -> Failure | None:
+        self.now += int(ms)
+        index = len(self.trace)
+        entry = {"index": index, "advance_ms": int(ms)}
+        self.trace.append(entry)
+        try:
+            effects = self.worker.run(lambda: self.adapter.set_clock(self.now), self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            return self._fail("timeout", f"set_clock({self.now}) did not answer within {self.timeout_s:g}s", index)
+        except Exception as exc:
+            return self._fail("implementation-error", f"set_clock raised {type(exc).__name__}: {exc}", index)
+        prediction = self.model.advance(self.now)
+        observed = {"result": {}, "effects": list(effects or [])}
+        diff = compare(prediction, observed)
+        if diff:
+            path, expected, got, reason = diff
+            return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
+                              expected=expected, observed=got, path=path)
+        return None
+
+    def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
+        self.calls += 1
+        try:
+            response = self.worker.run(lambda: self.adapter.call(operation, args), self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            return None, ("timeout", f"{operation} did not answer within {self.timeout_s:g}s")
+        except Exception as exc:
+            return None, ("implementation-error", f"{operation} raised {type(exc).__name__}: {exc}")
+        return response, None
+
+    def call(self, operation: str, args: dict, *, record: bool = True) -> tuple[dict | None, Failure | None]:
+        index = len(self.trace)
+        response, problem = self._invoke(operation, args)
+        if record:
+            self.trace.append({"index": index, "operation": operation, "args": args, "observed": response})
+        if problem:
+            return None, self._fail(problem[0], problem[1], index, operation=operation, args=args)
+        return response, self.judge(operation, args, response, index)
+
+    def judge(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
+        failure = self.check_response(operation, args, response, index)
+        if failure:
+            return failure
+        try:
+            prediction = self.model.predict(operation, args, response)
+        except ObservationError as exc:
+            return self._fail("divergence", f"{operation}: {exc}", index, operation=operation, args=args,
+                              observed=response)
+        except ExpressionError as exc:
+            return self._fail("spec-error", f"the spec failed while predicting {operation}: {exc}", index,
+                              operation=operation, args=args)
+        diff = compare(prediction, response)
+        if diff:
+            path, expected, got, reason = diff
+            return self._fail("divergence", f"{operation}: {path}: {reason}", index, operation=operation,
+                              args=args, expected=expected, observed=got, path=path)
+        return self.check_invariants([(index, operation, response)])
+
+    def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
+        shape = check_shape(response)
+        if shape:
+            return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
+                              operation=operation, args=args, observed=_printable(response))
+        if "result" in response and operation in self._result_validators:
+            error = next(iter(self._result_validators[operation].iter_errors(response["result"])), None)
+            if error is not None:
+                where = "result" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                schema_path = "/".join(map(str, error.schema_path))
+                return self._fail("schema", f"{operation}: {where} breaks the result schema "
+                                            f"(at schema path {schema_path}): {error.message}", index,
+                                  operation=operation, args=args, observed=response["result"], path=where)
+        for i, effect in enumerate(response.get("effects", [])):
+            validator = self._effect_validators.get(effect["effect"])
+            if validator is None:
+                return self._fail("schema", f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
+                                            f"does not declare (declared: {', '.join(self._effect_validators)})",
+                                  index, operation=operation, args=args, observed=effect, path=f"effects[{i}]")
+            error = next(iter(validator.iter_errors(effect)), None)
+            if error is not None:
+                return self._fail("schema", f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: "
+                                            f"{error.message}", index, operation=operation, args=args,
+                                  observed=effect, path=f"effects[{i}]")
+        return None
+
+    def check_invariants(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+        for inv_id, message in self.model.check_invariants():
+            return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
+                              judged[-1][0])
+        for index, operation, response in judged:
+            for inv in self._observed_invariants:
+                seen = self._seen[inv.id]
+                if operation == inv.observed.get("until"):
+                    seen.clear()
+                for effect in response.get("effects", []) if response else []:
+                    if effect.get("effect") != inv.observed["effect"]:
+                        continue
+                    key = effect.get(inv.observed["unique"])
+                    if key in seen:
+                        return self._fail("invariant", f"invariant {inv.id} broken: {inv.description} — "
+                                          f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
+                                          f"was reported at step {seen[key]} and again at step {index}",
+                                          index, operation=operation, observed=effect)
+                    seen[key] = index
+        return None
+
+    # -- concurrency ------------------------------------------------------------
+    def call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
+        """Issue calls at the same time; the outcome must match some sequential order."""
+        from .linearize import linearize
+
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kit-concurrent")
+        index = len(self.trace)
+        barrier = threading.Barrier(len(calls))
+
+        def run(op, args):
+            try:
+                barrier.wait(timeout=self.timeout_s)
+            except threading.BrokenBarrierError:
+                pass
+            return self.adapter.call(op, args)
+
+        futures = [self.pool.submit(run, op, args) for op, args in calls]
+        responses: list = []
+        for (op, args), future in zip(calls, futures):
+            try:
+                responses.append(future.result(timeout=self.timeout_s))
+            except TimeoutError:
+                self._needs_restart = True
+                responses.append(None)
+                self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+                return responses, self._fail("timeout", f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
+                                             index, operation=op, args=args)
+            except Exception as exc:
+                responses.append(None)
+                self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+                return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
+                                             f"{type(exc).__name__}: {exc}", index, operation=op, args=args)
+        self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+        for (op, args), response in zip(calls, responses):
+            failure = self.check_response(op, args, response, index)
+            if failure:
+                return responses, failure
+        # The order in which the implementation applied the calls may show only
+        # later (e.g. in list order); observe the state now so the chosen
+        # sequential order must explain it too.
+        followups = []
+        for op, args in self.probe_calls():
+            response, problem = self._invoke(op, args)
+            self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+            if problem:
+                return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
+            failure = self.check_response(op, args, response, len(self.trace) - 1)
+            if failure:
+                return responses, failure
+            followups.append((op, args, response))
+        failure = linearize(self, calls, responses, index, followups)
+        if failure:
+            return responses, failure
+        return responses, self.check_invariants([(index, op, r) for (op, _), r in zip(calls, responses)])
+
+    # -- probes -------------------------------------------------------------------
+    def probe_calls(self) -> list[tuple[str, dict]]:
+        """The spec's read-only probe calls (one per pool value), which show the
+        implementation's whole visible state."""
+        probe = self.spec.exploration.probe
+        if not probe:
+            return []
+        values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
+        return [(probe["call"], probe["args"].evaluate({"params": self.params, "pool_value": v})) for v in values]
+
+    def probe(self) -> Failure | None:
+        """Compare the implementation's visible state with the model's."""
+        for op, args in self.probe_calls():
+            response, failure = self.call(op, args)
+            if failure:
+                failure.message = f"probe after the last step: {failure.message}"
+                return failure
+        return None
+
+    # -- helpers ------------------------------------------------------------------
+    def _fail(self, kind: str, message: str, index: int | None, **evidence) -> Failure:
+        evidence.setdefault("expected", None)
+        return Failure(kind=kind, message=message, step=index, steps=[dict(s) for s in self.trace], **evidence)
+
+
+def _group(calls, responses) -> list[dict]:
+    return [{"operation": op, "args": args, "observed": responses[i] if i < len(responses) else None}
+            for i, (op, args) in enumerate(calls)]
+
+
+def _printable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)

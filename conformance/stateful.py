@@ -1,0 +1,253 @@
+"""The Hypothesis stateful suite, generated from a spec.
+
+Nothing here is written per lifecycle: the actions come from the spec's
+operations (weighted by ``exploration.weights``), its batches (long runs that
+reach deep states such as a full retention window), its concurrent groups
+(races, checked for linearizability) and clock moves. Arguments are drawn
+from the operations' JSON Schemas, from pools, from the bundle of entity
+keys seen so far (live and evicted, so forbidden calls are tried too) and
+from policies (payloads around the spill limits). After every step the
+spec's probe compares the implementation's whole visible state with the model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
+from hypothesis_jsonschema import from_schema
+
+from statemachines import Spec, text_of_size
+
+from .errors import AdapterLoadError, ConformanceFailure
+from .failures import Failure
+from .session import Session
+
+__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "build_state_machine", "run_stateful"]
+
+# examples x steps per example, per run profile
+PROFILES = {
+    "quick": {"max_examples": 30, "stateful_step_count": 25},
+    "ci": {"max_examples": 100, "stateful_step_count": 40},
+    "deep": {"max_examples": 600, "stateful_step_count": 80},
+}
+
+
+@dataclass
+class StatefulOutcome:
+    verdict: str
+    profile: str
+    seed: int
+    examples: int = 0
+    steps: int = 0
+    duration_s: float = 0.0
+    failure: Failure | None = None
+    coverage: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"verdict": self.verdict, "profile": self.profile, "seed": self.seed, "examples": self.examples,
+                "steps": self.steps, "duration_s": round(self.duration_s, 3), "coverage": self.coverage,
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+def _strip_hints(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_hints(v) for k, v in schema.items() if not k.startswith("x-")}
+    if isinstance(schema, list):
+        return [_strip_hints(v) for v in schema]
+    return schema
+
+
+class Explorer:
+    """Strategies for one spec and one set of parameter values."""
+
+    def __init__(self, spec: Spec, params: dict, concurrent: bool):
+        self.spec, self.params = spec, params
+        ex = spec.exploration
+        self.actions: list[tuple[str, Any]] = []
+        for name in spec.operations:
+            self.actions += [("call", name)] * ex.weights.get(name, 1)
+        for batch in ex.batches:
+            self.actions += [("batch", batch)] * 2
+        if concurrent:
+            for group in ex.concurrent:
+                self.actions += [("concurrent", group)] * 2
+        if ex.advance_ms:
+            self.actions += [("advance", None)] * 2
+        self._schema_strategies: dict = {}
+        self._payloads = {name: self._payload_strategy(policy) for name, policy in spec.policies.items()
+                          if policy.kind == "inline_or_spill"}
+
+    def _payload_strategy(self, policy):
+        env = {"params": self.params}
+        max_lines = int(policy.exprs["max_lines"].evaluate(env))
+        max_bytes = int(policy.exprs["max_bytes"].evaluate(env))
+        edges = [text_of_size(max_bytes, 1), text_of_size(max_bytes + 1, 1)]
+        if 2 * max_lines - 1 <= max_bytes:
+            edges.append(text_of_size(2 * max_lines - 1, max_lines))
+        edges.append(text_of_size(2 * max_lines + 1, max_lines + 1))
+        edges.append("é" * (max_bytes // 2 + 1))  # few characters, more bytes than allowed
+        small = st.text(alphabet="ab \n", max_size=12)
+        return st.one_of(small, st.sampled_from(edges))
+
+    def _schema_strategy(self, op: str, prop: str, schema: dict):
+        key = (op, prop)
+        if key not in self._schema_strategies:
+            self._schema_strategies[key] = from_schema(_strip_hints(schema))
+        return self._schema_strategies[key]
+
+    def draw_value(self, data, op: str, prop: str, schema: dict, keys: list) -> Any:
+        draw = schema.get("x-draw") if isinstance(schema, dict) else None
+        if draw and "pool" in draw:
+            return data.draw(st.sampled_from(self.spec.exploration.pools[draw["pool"]]), label=prop)
+        if draw and "keys" in draw:
+            fresh = float(draw.get("fresh", 0.1))
+            if not keys or data.draw(st.integers(0, 99), label=f"{prop}:fresh?") < fresh * 100:
+                return data.draw(st.integers(1, 4).map(lambda i: f"k{i}"), label=prop)
+            return data.draw(st.sampled_from(keys), label=prop)
+        if draw and "policy" in draw:
+            return data.draw(self._payloads[draw["policy"]], label=prop)
+        return data.draw(self._schema_strategy(op, prop, schema), label=prop)
+
+    def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
+        schema = self.spec.operations[op].args_schema
+        required = set(schema.get("required") or ())
+        args = {}
+        for prop, sub in (schema.get("properties") or {}).items():
+            if prop in omit:
+                continue
+            if prop not in required and not data.draw(st.booleans(), label=f"{prop}?"):
+                continue
+            args[prop] = self.draw_value(data, op, prop, sub, keys)
+        return args
+
+
+@dataclass
+class _Stats:
+    examples: int = 0
+    steps: int = 0
+
+
+def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
+    """A RuleBasedStateMachine class driving ``session`` through generated steps."""
+    params = session.params
+
+    class SpecStateMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            session.reset()
+            stats.examples += 1
+            self.keys: list = []
+            self.batches = 0
+
+        def _note_keys(self) -> None:
+            for key in session.model.keys():
+                if key not in self.keys:
+                    self.keys.append(key)
+
+        def _check(self, failure: Failure | None) -> None:
+            if failure is not None:
+                raise ConformanceFailure(failure)
+
+        @rule(data=st.data())
+        def step(self, data):
+            kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
+            stats.steps += 1
+            if kind == "call":
+                args = explorer.draw_args(data, what, self.keys)
+                self._check(session.call(what, args)[1])
+            elif kind == "advance":
+                self._check(session.advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms")))
+            elif kind == "batch":
+                self._batch(data, what)
+            elif kind == "concurrent":
+                self._concurrent(data, what)
+            self._note_keys()
+            self._check(session.probe())
+
+        def _batch(self, data, batch: dict) -> None:
+            env = {"params": params}
+            low = int(batch["count"]["min"].evaluate(env))
+            high = max(low, int(batch["count"]["max"].evaluate(env)))
+            n = data.draw(st.integers(low, high), label=f"{batch['name']}:count")
+            shared = {name: self._draw_shared(data, how) for name, how in batch["shared"].items()}
+            self.batches += 1
+            items: list[dict] = [{} for _ in range(n)]
+            for phase in batch["phases"]:
+                order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
+                for index in order:
+                    item = items[index]
+                    if any(value is None for value in item.values()):
+                        continue  # an earlier phase failed for this item; later phases need its result
+                    ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
+                    if ms:
+                        self._check(session.advance(ms))
+                    args = explorer.draw_args(data, phase["call"], self.keys, omit=phase["omit"] + list(phase["args"]))
+                    scope = {"params": params, "shared": shared, "batch": self.batches, "index": index, "item": item}
+                    args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
+                    response, failure = session.call(phase["call"], args)
+                    self._check(failure)
+                    item[phase["call"]] = response.get("result") if "result" in response else None
+            self._note_keys()
+
+        def _draw_shared(self, data, how: dict):
+            if "pool" in how:
+                return data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
+            raise AdapterLoadError(f"unsupported shared draw {how}")
+
+        def _concurrent(self, data, group: dict) -> None:
+            shared: dict = {}
+            calls = []
+            for op in group["calls"]:
+                args = explorer.draw_args(data, op, self.keys)
+                for name in group["same_args"]:
+                    if name in shared:
+                        args[name] = shared[name]
+                    elif name in args:
+                        shared[name] = args[name]
+                calls.append((op, args))
+            self._check(session.call_concurrently(calls)[1])
+
+    return SpecStateMachine
+
+
+def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
+                 on_example=None) -> StatefulOutcome:
+    """Explore generated step sequences; on failure, report the shrunk one."""
+    config = PROFILES[profile]
+    started = time.perf_counter()
+    stats = _Stats()
+    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
+    machine = build_state_machine(spec, session, explorer, stats)
+    if on_example is not None:
+        original_init = machine.__init__
+
+        def init(self):
+            original_init(self)
+            on_example(stats.examples)
+        machine.__init__ = init
+    settings = Settings(max_examples=config["max_examples"], stateful_step_count=config["stateful_step_count"],
+                        deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
+                        suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    test = get_state_machine_test(machine, settings=settings)
+    hypothesis_seed(seed)(test)
+    outcome = StatefulOutcome("pass", profile, seed)
+    try:
+        test()
+    except ConformanceFailure as exc:
+        outcome.verdict, outcome.failure = "fail", exc.failure
+    except Flaky as exc:
+        outcome.verdict = "fail"
+        outcome.failure = Failure(kind="nondeterminism", seed=seed, message=(
+            "the implementation failed a generated sequence, then passed the same sequence when it was "
+            f"replayed: it behaves nondeterministically ({type(exc).__name__}: {str(exc).splitlines()[0]})"))
+    except AdapterLoadError as exc:
+        outcome.verdict = "error"
+        outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
+    outcome.examples, outcome.steps = stats.examples, stats.steps
+    outcome.duration_s = time.perf_counter() - started
+    return outcome

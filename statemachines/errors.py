@@ -1,0 +1,57 @@
+"""Errors of the spec layer. ``StatemachinesError`` is the root."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["StatemachinesError", "Problem", "SpecError", "ExpressionError", "ObservationError"]
+
+
+class StatemachinesError(Exception):
+    """Root of every error raised by ``statemachines``."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: what, where, and how to fix it."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    hint: str | None = None
+
+    @property
+    def where(self) -> str:
+        if self.file is None:
+            return "<spec>"
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.message}"
+        return f"{text}\n    hint: {self.hint}" if self.hint else text
+
+
+class SpecError(StatemachinesError):
+    """A spec could not be loaded; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in spec"
+        super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class ExpressionError(StatemachinesError):
+    """A spec expression failed while the model evaluated it."""
+
+    def __init__(self, message: str, where: str):
+        self.where = where
+        super().__init__(f"{where}: {message}")
+
+
+class ObservationError(StatemachinesError):
+    """The model needed a value from the implementation's observation and it was
+    missing or unacceptable (e.g. a generated id that is already taken)."""
+
+    def __init__(self, message: str, where: str | None = None):
+        self.where = where
+        super().__init__(message)

@@ -1,0 +1,113 @@
+"""Spec expressions: CEL, compiled once, evaluated safely.
+
+Guards, computed values and invariants in a spec are CEL expressions
+(Common Expression Language). They are parsed by a CEL implementation, never
+by Python's ``eval``; a spec can only call the functions listed here.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import cel
+
+from .errors import ExpressionError
+
+__all__ = ["Expression", "compile_expression", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill"]
+
+# Variables bound by CEL comprehension macros (`xs.filter(x, ...)`) are
+# reported as references by the parser; they are not free variables.
+_MACRO_VAR = re.compile(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
+_OPERATOR = re.compile(r"^(_.*_|@.*|!_|-_)$")
+_BUILTINS = {
+    "size", "has", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "duration",
+    "timestamp", "matches", "contains", "startsWith", "endsWith", "exists", "all", "exists_one",
+    "filter", "map", "max", "min", "lowerAscii", "upperAscii", "join", "split", "replace", "trim",
+    "indexOf", "lastIndexOf", "substring", "in",
+}
+
+
+def fill(template: str, values: dict) -> str:
+    """Fill ``{name}`` placeholders; unknown placeholders stay as written."""
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                  lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+
+
+def text_of_size(size_bytes: int, lines: int) -> str:
+    """An ASCII text of exactly ``size_bytes`` bytes spread over exactly ``lines`` lines."""
+    size_bytes, lines = int(size_bytes), max(1, int(lines))
+    if size_bytes < 2 * lines - 1:
+        raise ValueError(f"text({size_bytes}, {lines}): {lines} lines need at least {2 * lines - 1} bytes")
+    body = size_bytes - (lines - 1)  # bytes left after the newlines
+    base, extra = divmod(body, lines)
+    return "\n".join("x" * (base + (1 if i < extra else 0)) for i in range(lines))
+
+
+PURE_FUNCTIONS: dict[str, Callable] = {
+    "fill": fill,
+    "text": text_of_size,
+    "line_count": lambda s: s.count("\n") + 1,
+    "byte_size": lambda s: len(s.encode("utf-8")),
+}
+
+# Provided by the model at evaluation time (they read model state or the
+# implementation's observation); listed here so specs can be checked statically.
+MODEL_FUNCTIONS = frozenset({"known", "table_has", "table_get", "record", "observed", "observed_effect"})
+
+
+@dataclass
+class Expression:
+    """A compiled CEL expression and where it was written."""
+
+    source: str
+    where: str
+    program: Any = field(repr=False)
+    variables: frozenset[str] = frozenset()
+    functions: frozenset[str] = frozenset()
+
+    def evaluate(self, env: dict, functions: dict[str, Callable] | None = None) -> Any:
+        if self.functions:
+            context = cel.Context()
+            for name in self.functions:
+                fn = (functions or {}).get(name) or PURE_FUNCTIONS.get(name)
+                if fn is not None:
+                    context.add_function(name, fn)
+            context.update(env)
+            target: Any = context
+        else:
+            target = env
+        try:
+            return self.program.execute(target)
+        except KeyError as exc:
+            raise ExpressionError(f"`{self.source}`: no field {exc.args[0]!r} in the value", self.where) from None
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ExpressionError(f"`{self.source}`: {exc}", self.where) from None
+
+    def unknown_names(self, variables: set[str] | frozenset[str]) -> list[str]:
+        """Free variables and functions this expression uses that are not available."""
+        missing = sorted(v for v in self.variables if v not in variables)
+        missing += sorted(f"{f}()" for f in self.functions
+                          if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS)
+        return missing
+
+
+def compile_expression(source: Any, where: str) -> Expression:
+    """Compile CEL text; raise ExpressionError with a readable message on bad syntax."""
+    if isinstance(source, bool):
+        source = "true" if source else "false"
+    elif source is None:
+        source = "null"
+    elif isinstance(source, (int, float)):
+        source = repr(source)
+    if not isinstance(source, str) or not source.strip():
+        raise ExpressionError("an expression must be a non-empty CEL string", where)
+    try:
+        program = cel.compile(source)
+    except (ValueError, RuntimeError) as exc:
+        detail = str(exc).split("ERROR: <input>:", 1)[-1].strip()
+        raise ExpressionError(f"invalid CEL expression `{source}`: {detail}", where) from None
+    bound = set(_MACRO_VAR.findall(source))
+    variables = frozenset(v for v in program.variables() if v not in bound)
+    functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
+    return Expression(source=source, where=where, program=program, variables=variables, functions=functions)

@@ -1,0 +1,129 @@
+"""Judging an observed value against a predicted one.
+
+Predictions are JSON values, except where the implementation may choose
+(a temp-file path, a message's wording): there the model puts a ``Matcher``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Matcher", "Difference", "first_difference", "to_jsonable"]
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A predicate over an observed value: ``checks`` is a tuple of (kind, operand)."""
+
+    checks: tuple
+
+    def failure(self, value: Any) -> str | None:
+        for kind, operand in self.checks:
+            if kind == "any":
+                continue
+            if kind == "equals":
+                if value != operand:
+                    return f"expected {operand!r}"
+                continue
+            if not isinstance(value, str):
+                return f"expected a string, got {type(value).__name__}"
+            if kind == "contains" and str(operand) not in value:
+                return f"expected text containing {_short(operand)!r}"
+            if kind == "endswith" and not value.endswith(str(operand)):
+                return f"expected a value ending with {operand!r}"
+            if kind == "matches" and not re.search(str(operand), value):
+                return f"expected a value matching /{operand}/"
+            if kind == "file_contains":
+                try:
+                    content = Path(value).read_text(encoding="utf-8")
+                except OSError as exc:
+                    return f"expected a readable file, but {exc.strerror or exc}"
+                if str(operand) not in content:
+                    return f"expected the file to hold the payload ({len(str(operand))} chars)"
+        return None
+
+    def describe(self) -> dict:
+        return {"$match": {kind: _short(op) for kind, op in self.checks}}
+
+    def __repr__(self) -> str:
+        return f"Matcher({self.describe()['$match']!r})"
+
+
+def _short(value: Any, limit: int = 120) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"... ({len(value)} chars)"
+    return value
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    expected: Any
+    observed: Any
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+_MISSING = object()
+
+
+def _same(expected: Any, observed: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(observed, bool):
+        return type(expected) is type(observed) and expected == observed
+    if isinstance(expected, (int, float)) and isinstance(observed, (int, float)):
+        return expected == observed
+    return type(expected) is type(observed) and expected == observed
+
+
+def first_difference(expected: Any, observed: Any, path: str = "") -> Difference | None:
+    """The first place where ``observed`` does not satisfy ``expected``.
+
+    Mappings: every expected key must be present and match (extra observed keys
+    are the result schema's business). Lists: same length, item by item.
+    """
+    if isinstance(expected, Matcher):
+        why = expected.failure(observed)
+        return Difference(path or "(value)", expected.describe(), observed, why) if why else None
+    if isinstance(expected, dict):
+        if not isinstance(observed, dict):
+            return Difference(path or "(value)", to_jsonable(expected), observed,
+                              f"expected an object, got {type(observed).__name__}")
+        for key, value in expected.items():
+            sub = f"{path}.{key}" if path else key
+            got = observed.get(key, _MISSING)
+            if got is _MISSING:
+                return Difference(sub, to_jsonable(value), None, "missing")
+            diff = first_difference(value, got, sub)
+            if diff:
+                return diff
+        return None
+    if isinstance(expected, list):
+        if not isinstance(observed, list):
+            return Difference(path or "(value)", to_jsonable(expected), observed,
+                              f"expected a list, got {type(observed).__name__}")
+        for i, (e, o) in enumerate(zip(expected, observed)):
+            diff = first_difference(e, o, f"{path}[{i}]")
+            if diff:
+                return diff
+        if len(expected) != len(observed):
+            return Difference(path or "(value)", to_jsonable(expected), observed,
+                              f"expected {len(expected)} item(s), got {len(observed)}")
+        return None
+    if not _same(expected, observed):
+        return Difference(path or "(value)", expected, observed, f"expected {expected!r}, got {observed!r}")
+    return None
+
+
+def to_jsonable(value: Any) -> Any:
+    """A prediction as plain JSON (matchers described), for reports."""
+    if isinstance(value, Matcher):
+        return value.describe()
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_jsonable(v) for v in value]
+    return value

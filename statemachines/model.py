@@ -1,0 +1,452 @@
+"""The executable reference model compiled from a spec.
+
+One ``transitions.Machine`` holds the lifecycle; entity records are plain
+dicts driven through it by a thin handle (no machine per entity). Operation
+steps from the spec are interpreted against an indexed store, a virtual
+clock and the spec's parameters. ``predict`` says what an operation must
+return and which effects it must produce; it reads the implementation's
+observation only where the spec lets the implementation choose (a generated
+id, a temp-file path).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from transitions import Machine
+
+from . import steps as S
+from .errors import ExpressionError, ObservationError
+from .matchers import Matcher
+from .spec import Spec
+from .store import EntityStore
+
+__all__ = ["Model", "Prediction", "Coverage"]
+
+
+@dataclass
+class Prediction:
+    """What the model says an operation must produce."""
+
+    result: Any = None
+    error: dict | None = None
+    effects: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Coverage:
+    """Counts of what a run exercised: operations, outcomes, transitions, states, policies."""
+
+    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies")
+
+    def __init__(self) -> None:
+        self.counts = {c: Counter() for c in self.CATEGORIES}
+
+    def hit(self, category: str, name: str, n: int = 1) -> None:
+        self.counts[category][name] += n
+
+    def merge(self, other: "Coverage") -> None:
+        for c in self.CATEGORIES:
+            self.counts[c].update(other.counts[c])
+
+    def copy(self) -> "Coverage":
+        out = Coverage()
+        out.merge(self)
+        return out
+
+    def as_dict(self) -> dict:
+        return {c: dict(sorted(v.items())) for c, v in self.counts.items()}
+
+
+class _Abort(Exception):
+    """An operation step rejected the call: the prediction is an error."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind, self.message = kind, message
+
+
+def _handle_class(field_name: str):
+    """A one-slot wrapper exposing a record's lifecycle field as an attribute,
+    which is how ``transitions`` reads and writes a model's state."""
+
+    def get(self):
+        return self.record[field_name]
+
+    def put(self, value):
+        self.record[field_name] = value
+
+    return type("EntityHandle", (), {"__slots__": ("record",), field_name: property(get, put)})
+
+
+class Model:
+    def __init__(self, spec: Spec, params: dict):
+        self.spec = spec
+        self.params = dict(params)
+        self.entity = spec.entity
+        self.field = spec.lifecycle.field
+        self.terminal_states = sorted(spec.lifecycle.terminal)
+        self.coverage = Coverage()
+        self._handle = _handle_class(self.field)
+        self.machine = self._build_machine()
+        self._public = tuple(self.entity.fields)
+        self.now = 0
+        self.store = EntityStore(self.entity.key, self.entity.scope_field, self.entity.unique_indexes)
+        self.tables: dict[str, dict] = {t: {} for t in spec.tables}
+        self.counters: dict[str, int] = {c: 0 for c in spec.counters}
+        self._observation: dict | None = None
+        self._observation_problem: str | None = None
+        self._touched: set = set()
+        self._touched_scopes: set = set()
+
+    # -- the lifecycle machine --------------------------------------------
+    def _build_machine(self) -> Machine:
+        lifecycle = self.spec.lifecycle
+        transitions = []
+        for t in lifecycle.transitions:
+            spec = {"trigger": t.trigger, "source": list(t.sources), "dest": t.dest}
+            if t.guard is not None:
+                spec["conditions"] = [self._guard(t.guard)]
+            transitions.append(spec)
+        return Machine(model=None, states=list(lifecycle.states), transitions=transitions,
+                       initial=lifecycle.initial, auto_transitions=False, send_event=True,
+                       model_attribute=self.field, ignore_invalid_triggers=True)
+
+    def _guard(self, expression):
+        def condition(event) -> bool:
+            return bool(expression.evaluate(event.kwargs["env"], event.kwargs["functions"]))
+        return condition
+
+    # -- lifecycle of the model itself ------------------------------------
+    def reset(self, now_ms: int = 0) -> None:
+        self.now = now_ms
+        self.store.clear()
+        for table in self.tables.values():
+            table.clear()
+        for name in self.counters:
+            self.counters[name] = 0
+
+    def snapshot(self) -> tuple:
+        return (self.now, self.store.copy(), {k: dict(v) for k, v in self.tables.items()},
+                dict(self.counters), self.coverage.copy())
+
+    def restore(self, snap: tuple) -> None:
+        now, store, tables, counters, coverage = snap
+        self.now, self.store, self.tables, self.counters, self.coverage = (
+            now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy())
+
+    def advance(self, now_ms: int) -> Prediction:
+        """Move the virtual clock; apply time-based policies."""
+        self.now = max(self.now, now_ms)
+        out = Prediction(result={})
+        for policy in self.spec.policies.values():
+            if policy.kind == "expire":
+                self._expire(policy)
+        return out
+
+    # -- queries used by the harness ----------------------------------------
+    def keys(self) -> list:
+        return list(self.store.records)
+
+    def record(self, key) -> dict | None:
+        rec = self.store.get(key)
+        return None if rec is None else {f: rec.get(f) for f in self._public}
+
+    # -- predicting one operation ---------------------------------------------
+    def predict(self, operation: str, args: dict, observation: dict | None = None) -> Prediction:
+        """Apply ``operation`` to the model and return what it must produce.
+
+        Raises ObservationError when the spec needs a value the implementation
+        chose and the observation does not provide it acceptably.
+        """
+        op = self.spec.operations[operation]
+        self._observation = observation
+        self._observation_problem = None
+        self._touched.clear()
+        self._touched_scopes.clear()
+        self.coverage.hit("operations", operation)
+        out = Prediction()
+        frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
+        try:
+            self._run(op.steps, frame, out)
+        except _Abort as abort:
+            out.error = {"kind": abort.kind, "message": abort.message}
+            out.result = None
+            self.coverage.hit("outcomes", f"{operation}: {abort.kind}")
+        else:
+            if out.result is None:
+                out.result = {}
+            self.coverage.hit("outcomes", f"{operation}: ok")
+        finally:
+            self._observation = None
+        return out
+
+    # -- step interpreter ---------------------------------------------------
+    def _functions(self) -> dict:
+        return {
+            "known": lambda key: key in self.store.records,
+            "table_has": lambda name, key: key in self.tables[name],
+            "table_get": lambda name, key: self.tables[name].get(key),
+            "record": lambda rec: {f: rec.get(f) for f in self._public},
+            "observed": self._observed,
+            "observed_effect": self._observed_effect,
+        }
+
+    def _eval(self, expression, frame: dict):
+        value = expression.evaluate(frame, self._functions())
+        if self._observation_problem:
+            problem, self._observation_problem = self._observation_problem, None
+            raise ObservationError(problem, expression.where)
+        return value
+
+    def _observed(self, path: str):
+        node: Any = self._observation
+        for part in str(path).split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                self._observation_problem = (f"the spec takes {path} from the implementation's response, "
+                                             f"which has none")
+                return None
+        return node
+
+    def _observed_effect(self, effect: str, field_name: str):
+        for item in (self._observation or {}).get("effects") or []:
+            if isinstance(item, dict) and item.get("effect") == effect and field_name in item:
+                return item[field_name]
+        self._observation_problem = (f"the spec takes {field_name} from a {effect} effect, "
+                                     f"but the implementation reported none")
+        return None
+
+    def _run(self, steps: list, frame: dict, out: Prediction) -> None:
+        for step in steps:
+            self._STEP[type(step)](self, step, frame, out)
+
+    def _error(self, err: S.ErrorSpec, frame: dict) -> _Abort:
+        return _Abort(err.kind, str(self._eval(err.message, frame)))
+
+    def _let(self, step: S.Let, frame, out):
+        for name, expr in step.values.items():
+            frame[name] = self._eval(expr, frame)
+
+    def _require(self, step: S.Require, frame, out):
+        if not self._eval(step.condition, frame):
+            raise self._error(step.error, frame)
+
+    def _reject(self, step: S.Reject, frame, out):
+        raise self._error(step.error, frame)
+
+    def _check(self, step: S.Check, frame, out):
+        if not self._eval(step.condition, frame):
+            values = {k: v for k, v in frame.items() if isinstance(v, (str, int, float, bool))}
+            message = step.message
+            for k, v in values.items():
+                message = message.replace("{" + k + "}", str(v))
+            raise ObservationError(message, step.where)
+
+    def _find(self, step: S.Find, frame, out):
+        if step.key is not None:
+            record = self.store.get(self._eval(step.key, frame))
+        else:
+            record = self.store.find_by(step.by_field, self._eval(step.by_value, frame))
+        if record is not None and step.scope is not None:
+            if record.get(self.entity.scope_field) != self._eval(step.scope, frame):
+                record = None
+        if record is None and step.missing is not None:
+            raise self._error(step.missing, frame)
+        frame[step.bind] = record
+
+    def _create(self, step: S.Create, frame, out):
+        record = {f: None for f in self.entity.fields}
+        record.update({f: None for f in self.entity.internal})
+        for name, expr in step.fields.items():
+            record[name] = self._eval(expr, frame)
+        record[self.field] = self.spec.lifecycle.initial
+        key = record[self.entity.key]
+        if key in self.store.records:
+            raise ExpressionError(f"create: a {self.entity.name} with key {key!r} already exists; the spec "
+                                  f"must reject duplicates before creating", step.where)
+        self.store.add(record)
+        self._touch(record)
+        self.coverage.hit("states", record[self.field])
+        frame[step.bind] = record
+
+    def _fire(self, step: S.Fire, frame, out):
+        record = frame[step.target]
+        before = record[self.field]
+        handle = self._handle()
+        handle.record = record
+        fired = self.machine.events[step.trigger].trigger(handle, env=frame, functions=self._functions())
+        if self._observation_problem:
+            problem, self._observation_problem = self._observation_problem, None
+            raise ObservationError(problem, step.where)
+        if fired:
+            after = record[self.field]
+            self.coverage.hit("transitions", f"{before} -{step.trigger}-> {after}")
+            self.coverage.hit("states", after)
+            self._touch(record)
+        elif step.otherwise is not None:
+            raise self._error(step.otherwise, frame)
+        if step.bind:
+            frame[step.bind] = bool(fired)
+
+    def _set(self, step: S.SetFields, frame, out):
+        record = frame[step.target]
+        for name, expr in step.fields.items():
+            self.store.update(record, name, self._eval(expr, frame))
+        self._touch(record)
+
+    def _when(self, step: S.When, frame, out):
+        self._run(step.then if self._eval(step.condition, frame) else step.otherwise, frame, out)
+
+    def _emit(self, step: S.Emit, frame, out):
+        effect = {"effect": step.effect}
+        for name, value in step.fields.items():
+            if isinstance(value, S.MatcherSpec):
+                effect[name] = Matcher(tuple((kind, None if expr is None else self._eval(expr, frame))
+                                             for kind, expr in value.checks))
+            else:
+                effect[name] = self._eval(value, frame)
+        for policy in self.spec.policies.values():
+            if policy.kind == "at_most_once" and policy.config["effect"] == step.effect:
+                self.coverage.hit("policies", f"{policy.name}.delivered")
+        out.effects.append(effect)
+
+    def _select(self, step, frame) -> list[dict]:
+        if step.scope is not None:
+            pool = self.store.in_scope(self._eval(step.scope, frame))
+        else:
+            pool = self.store.all()
+        ent = self.entity.name
+        chosen = []
+        for record in pool:
+            if step.states is not None and record[self.field] not in step.states:
+                continue
+            if step.condition is not None:
+                frame[ent] = record
+                if not self._eval(step.condition, frame):
+                    continue
+            chosen.append(record)
+        if step.ordering:
+            chosen.sort(key=self._sort_key(step.ordering))
+        return chosen
+
+    def _sort_key(self, ordering_name: str):
+        fields = self.spec.orderings[ordering_name].by
+        return lambda rec: tuple((rec.get(f) is not None, rec.get(f)) for f in fields)
+
+    def _for_each(self, step: S.ForEach, frame, out):
+        for record in self._select(step, frame):
+            if record[self.entity.key] not in self.store.records:
+                continue  # removed by an earlier iteration
+            frame[step.bind] = record
+            self._run(step.body, frame, out)
+
+    def _collect(self, step: S.Collect, frame, out):
+        ent = self.entity.name
+        values = []
+        for record in self._select(step, frame):
+            frame[ent] = record
+            values.append(self._eval(step.select, frame))
+        frame[step.bind] = values
+
+    def _apply(self, step: S.Apply, frame, out):
+        policy = self.spec.policies[step.policy]
+        if policy.kind == "inline_or_spill":
+            payload = frame["args"].get(policy.config["arg"], "")
+            text = payload if isinstance(payload, str) else str(payload)
+            lines, size = text.count("\n") + 1, len(text.encode("utf-8"))
+            max_lines = self._eval(policy.exprs["max_lines"], frame)
+            max_bytes = self._eval(policy.exprs["max_bytes"], frame)
+            inline = lines <= max_lines and size <= max_bytes
+            self.coverage.hit("policies", f"{policy.name}.{'inline' if inline else 'spilled'}")
+            if size == max_bytes or lines == max_lines:
+                self.coverage.hit("policies", f"{policy.name}.at_limit")
+            frame[step.bind] = inline
+        elif policy.kind == "keep_newest":
+            self._keep_newest(policy, self._eval(step.scope, frame) if step.scope else None, frame)
+
+    def _keep_newest(self, policy, scope_value, frame) -> None:
+        states = policy.config.get("states")
+        wanted = (self.spec.lifecycle.terminal if states == "terminal" else
+                  frozenset(self.spec.lifecycle.states) - self.spec.lifecycle.terminal if states == "non_terminal"
+                  else frozenset(states) if states else None)
+        pool = self.store.in_scope(scope_value) if scope_value is not None else self.store.all()
+        candidates = [r for r in pool if wanted is None or r[self.field] in wanted]
+        limit = int(self._eval(policy.exprs["limit"], frame))
+        if len(candidates) == limit:
+            self.coverage.hit("policies", f"{policy.name}.at_limit")
+        if len(candidates) <= limit:
+            return
+        candidates.sort(key=self._sort_key(policy.config["ordering"]))
+        for record in candidates[: len(candidates) - limit]:
+            self.store.remove(record[self.entity.key])
+            self.coverage.hit("policies", f"{policy.name}.evicted")
+        if scope_value is not None:
+            self._touched_scopes.add(scope_value)
+
+    def _expire(self, policy) -> None:
+        ent = self.entity.name
+        frame = {"params": self.params, "now": self.now, "terminal_states": self.terminal_states}
+        for record in self.store.all():
+            frame[ent] = record
+            if self._eval(policy.exprs["when"], frame):
+                self.store.remove(record[self.entity.key])
+                self.coverage.hit("policies", f"{policy.name}.expired")
+
+    def _put(self, step: S.Put, frame, out):
+        value = True if step.value is None else self._eval(step.value, frame)
+        self.tables[step.table][self._eval(step.key, frame)] = value
+
+    def _drop(self, step: S.Drop, frame, out):
+        self.tables[step.table].pop(self._eval(step.key, frame), None)
+
+    def _counter(self, step: S.Counter, frame, out):
+        self.counters[step.name] += 1
+        frame[step.bind] = self.counters[step.name]
+
+    def _reset(self, step: S.Reset, frame, out):
+        self.reset(self.now)
+
+    def _result(self, step: S.Result, frame, out):
+        if isinstance(step.value, dict):
+            out.result = {k: self._eval(v, frame) for k, v in step.value.items()}
+        else:
+            out.result = self._eval(step.value, frame)
+
+    def _touch(self, record: dict) -> None:
+        self._touched.add(record[self.entity.key])
+        if self.entity.scope_field:
+            self._touched_scopes.add(record.get(self.entity.scope_field))
+
+    _STEP = {
+        S.Let: _let, S.Require: _require, S.Reject: _reject, S.Check: _check, S.Find: _find,
+        S.Create: _create, S.Fire: _fire, S.SetFields: _set, S.When: _when, S.Emit: _emit,
+        S.ForEach: _for_each, S.Collect: _collect, S.Apply: _apply, S.Put: _put, S.Drop: _drop,
+        S.Counter: _counter, S.Reset: _reset, S.Result: _result,
+    }
+
+    # -- invariants -----------------------------------------------------------
+    def check_invariants(self) -> list[tuple[str, str]]:
+        """Spec invariants over what the last operation touched: (id, message) per violation."""
+        violations = []
+        ent = self.entity.name
+        base = {"params": self.params, "now": self.now, "terminal_states": self.terminal_states}
+        for inv in self.spec.invariants:
+            if inv.kind == "each":
+                for key in self._touched:
+                    record = self.store.get(key)
+                    if record is not None and not inv.check.evaluate({**base, ent: record}):
+                        violations.append((inv.id, f"{inv.description or inv.id} (violated by {ent} {key})"))
+            elif inv.kind == "scope":
+                for scope_value in self._touched_scopes:
+                    records = list(self.store.in_scope(scope_value))
+                    if not inv.check.evaluate({**base, self.entity.collection: records}):
+                        violations.append((inv.id, f"{inv.description or inv.id} (violated in "
+                                                   f"{self.entity.scope_field} {scope_value})"))
+        return violations

@@ -1,0 +1,72 @@
+"""Structural check of a spec against the JSON Schema of the spec format."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+
+from .errors import Problem
+from .source import SourceMap
+
+__all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure"]
+
+SPEC_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "spec" / "lifecycle-spec.schema.json"
+
+
+@lru_cache(maxsize=1)
+def spec_format_schema() -> dict:
+    return json.loads(SPEC_SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _fmt_path(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _narrow(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """For a `oneOf` over step or value kinds, report the errors of the branch the
+    author evidently meant (the one whose required key is present)."""
+    if error.validator != "oneOf" or not isinstance(error.instance, dict):
+        return [error]
+    branches = error.validator_value
+    for index, branch in enumerate(branches):
+        required = branch.get("required") if isinstance(branch, dict) else None
+        if required and required[0] in error.instance:
+            sub = [e for e in error.context if e.schema_path and e.schema_path[0] == index]
+            return [leaf for e in sub for leaf in _narrow(e)] or [error]
+    return [error]
+
+
+def _hint(error: jsonschema.ValidationError) -> str | None:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"allowed keys here: {', '.join(allowed)}" if allowed else None
+    if error.validator == "oneOf" and isinstance(error.instance, dict):
+        kinds = [b["required"][0] for b in error.validator_value if isinstance(b, dict) and b.get("required")]
+        if kinds:
+            return "each entry needs exactly one of: " + ", ".join(kinds)
+    if error.validator == "enum":
+        return "use one of: " + ", ".join(map(str, error.validator_value))
+    return None
+
+
+def check_structure(data, smap: SourceMap) -> list[Problem]:
+    """Every structural problem of ``data``, each located to file:line."""
+    validator = jsonschema.Draft202012Validator(spec_format_schema())
+    problems = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        for leaf in _narrow(error):
+            path = list(leaf.absolute_path)
+            message = leaf.message
+            if leaf.validator == "oneOf" and isinstance(leaf.instance, dict):
+                message = f"{_fmt_path(path)}: not a known entry (keys: {', '.join(map(str, leaf.instance))})"
+            elif len(message) > 300:
+                message = message[:300] + "..."
+            else:
+                message = f"{_fmt_path(path)}: {message}"
+            problems.append(smap.problem(path, message, _hint(leaf)))
+    return problems

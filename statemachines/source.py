@@ -1,0 +1,127 @@
+"""Safe YAML loading that remembers where every value came from.
+
+Specs are data: they are loaded with PyYAML's safe constructor only, and each
+mapping key and sequence item is mapped to its file and line so that every
+later error can say ``file:line``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import Problem, SpecError
+
+__all__ = ["SourceMap", "load_yaml_file", "MAX_SPEC_BYTES"]
+
+MAX_SPEC_BYTES = 2_000_000  # a lifecycle spec is a few hundred lines; refuse runaway files
+
+
+class SourceMap:
+    """Maps a path inside loaded data (a tuple of keys and indexes) to file:line."""
+
+    def __init__(self) -> None:
+        self._lines: dict[tuple, tuple[str, int]] = {}
+
+    def add(self, path: tuple, file: str, line: int) -> None:
+        self._lines.setdefault(path, (file, line))
+
+    def merge(self, other: "SourceMap", prefix: tuple = ()) -> None:
+        for path, where in other._lines.items():
+            self._lines.setdefault(prefix + path, where)
+
+    def rebase(self, old: tuple, new: tuple) -> None:
+        """Entries under ``old`` are now found under ``new`` (list concatenation)."""
+        for path, where in list(self._lines.items()):
+            if path[: len(old)] == old:
+                self._lines.setdefault(new + path[len(old):], where)
+
+    def locate(self, path) -> tuple[str | None, int | None]:
+        """The file and line of ``path``, or of its nearest located ancestor."""
+        path = tuple(path)
+        while True:
+            if path in self._lines:
+                return self._lines[path]
+            if not path:
+                return None, None
+            path = path[:-1]
+
+    def problem(self, path, message: str, hint: str | None = None) -> Problem:
+        file, line = self.locate(path)
+        return Problem(message=message, file=file, line=line, hint=hint)
+
+
+class _Builder(yaml.SafeLoader):
+    """Composes nodes safely; values are built by ``_build`` below."""
+
+
+def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Builder,
+           problems: list[Problem]) -> Any:
+    smap.add(path, file, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)
+        out: dict = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value  # YAML 1.1 reads `on:`/`yes:` keys as booleans; keep the word
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                problems.append(Problem(f"mapping key {key!r} is not a plain scalar", file,
+                                        key_node.start_mark.line + 1))
+                continue
+            key = str(key) if not isinstance(key, str) else key
+            if key in out:
+                problems.append(Problem(f"duplicate key {key!r}", file, key_node.start_mark.line + 1,
+                                        "each key may appear once in a mapping; remove or rename one"))
+            out[key] = _build(value_node, path + (key,), file, smap, loader, problems)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, path + (i,), file, smap, loader, problems) for i, item in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
+    """Load one YAML file safely; raise SpecError with file:line on any problem."""
+    path = Path(path)
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
+                                 hint="check the path and permissions")]) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(f"file is {len(raw)} bytes, over the {MAX_SPEC_BYTES}-byte limit for a spec",
+                                 file, hint="split the spec with `include:` or remove generated content")])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(f"file is not UTF-8 text (byte {exc.start})", file)]) from None
+    if not text.strip():
+        raise SpecError([Problem("file is empty", file, 1, "a spec needs at least `format`, `id` and `version`")])
+    loader = _Builder(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise SpecError([Problem(f"YAML syntax error: {what}", file, line,
+                                 "fix the indentation or quoting near this line")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem(f"YAML error: {exc}", file)]) from None
+    finally:
+        loader.dispose()
+    if node is None:
+        raise SpecError([Problem("file holds no YAML document", file, 1)])
+    smap = SourceMap()
+    problems: list[Problem] = []
+    try:
+        data = _build(node, (), file, smap, _Builder(""), problems)
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        raise SpecError([Problem(f"YAML value error: {exc.problem}", file,
+                                 mark.line + 1 if mark else None)]) from None
+    if problems:
+        raise SpecError(problems)
+    return data, smap

@@ -1,0 +1,212 @@
+"""The compiled form of a lifecycle spec: plain dataclasses, no behaviour."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .expressions import Expression
+from .source import SourceMap
+
+__all__ = [
+    "Parameter", "Profile", "Entity", "State", "Transition", "Lifecycle", "Ordering", "Policy",
+    "EffectDecl", "Operation", "Invariant", "Scenario", "Exploration", "Spec",
+]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    default: Any
+    minimum: float | None = None
+    maximum: float | None = None
+    enum: tuple | None = None
+    fixed: bool = False
+    description: str = ""
+
+    def violation(self, value: Any) -> str | None:
+        """Why ``value`` is not allowed for this parameter, or None."""
+        kinds = {"integer": int, "number": (int, float), "string": str, "boolean": bool}
+        if isinstance(value, bool) and self.type != "boolean" or not isinstance(value, kinds[self.type]):
+            return f"{self.name} must be {self.type}, got {value!r}"
+        if self.enum is not None and value not in self.enum:
+            return f"{self.name} must be one of {list(self.enum)}, got {value!r}"
+        if self.minimum is not None and value < self.minimum:
+            return f"{self.name} must be >= {self.minimum:g}, got {value!r}"
+        if self.maximum is not None and value > self.maximum:
+            return f"{self.name} must be <= {self.maximum:g}, got {value!r}"
+        return None
+
+    def bounds(self) -> str:
+        if self.enum is not None:
+            return "one of " + ", ".join(map(str, self.enum))
+        if self.minimum is not None or self.maximum is not None:
+            lo = "" if self.minimum is None else f"{self.minimum:g}"
+            hi = "" if self.maximum is None else f"{self.maximum:g}"
+            return f"{lo}..{hi}"
+        return "any " + self.type
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass(frozen=True)
+class Entity:
+    name: str
+    key: str
+    fields: dict
+    internal: dict
+    unique_indexes: tuple[str, ...]
+    scope_field: str | None
+
+    @property
+    def collection(self) -> str:
+        """The name a spec uses for a list of these entities (e.g. ``jobs``)."""
+        return self.name + "s"
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    initial: bool
+    terminal: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Transition:
+    trigger: str
+    sources: tuple[str, ...]
+    dest: str
+    guard: Expression | None
+    where: str
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    field: str
+    states: dict[str, State]
+    transitions: tuple[Transition, ...]
+
+    @property
+    def initial(self) -> str:
+        return next(s.name for s in self.states.values() if s.initial)
+
+    @property
+    def terminal(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.states.values() if s.terminal)
+
+    @property
+    def triggers(self) -> frozenset[str]:
+        return frozenset(t.trigger for t in self.transitions)
+
+
+@dataclass(frozen=True)
+class Ordering:
+    name: str
+    by: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    kind: str
+    config: dict
+    exprs: dict[str, Expression]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class EffectDecl:
+    name: str
+    schema: dict
+    description: str = ""
+
+
+@dataclass
+class Operation:
+    name: str
+    summary: str
+    args_schema: dict
+    result_schema: dict | None
+    errors: tuple[str, ...]
+    steps: list
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    description: str
+    kind: str  # "each" | "scope" | "observed"
+    check: Expression | None = None
+    observed: dict | None = None
+
+
+@dataclass
+class Scenario:
+    id: str
+    title: str
+    category: str
+    description: str
+    steps: list
+    where: str
+    requires: tuple[str, ...] = ()
+
+
+@dataclass
+class Exploration:
+    pools: dict[str, list]
+    weights: dict[str, int]
+    advance_ms: list[int]
+    probe: dict | None
+    batches: list[dict]
+    concurrent: list[dict]
+
+
+@dataclass
+class Spec:
+    """A loaded, validated lifecycle spec."""
+
+    id: str
+    version: str
+    title: str
+    description: str
+    path: str
+    parameters: dict[str, Parameter]
+    profiles: dict[str, Profile]
+    entity: Entity
+    lifecycle: Lifecycle
+    tables: tuple[str, ...]
+    counters: tuple[str, ...]
+    orderings: dict[str, Ordering]
+    policies: dict[str, Policy]
+    effects: dict[str, EffectDecl]
+    definitions: dict
+    operations: dict[str, Operation]
+    invariants: list[Invariant]
+    scenarios: list[Scenario]
+    exploration: Exploration
+    implementations: dict[str, str]
+    source_map: SourceMap = field(repr=False, default_factory=SourceMap)
+    raw: dict = field(repr=False, default_factory=dict)
+
+    def default_parameters(self) -> dict:
+        return {name: p.default for name, p in self.parameters.items()}
+
+    def lifecycle_summary(self) -> dict:
+        """The lifecycle as plain data (for reports and diagrams)."""
+        return {
+            "entity": self.entity.name,
+            "field": self.lifecycle.field,
+            "states": [{"name": s.name, "initial": s.initial, "terminal": s.terminal}
+                       for s in self.lifecycle.states.values()],
+            "transitions": [{"trigger": t.trigger, "source": list(t.sources), "dest": t.dest,
+                             "guard": t.guard.source if t.guard else None}
+                            for t in self.lifecycle.transitions],
+        }

@@ -1,0 +1,171 @@
+"""Operation steps: the small imperative vocabulary a spec uses to say what an
+operation does to the model. Each step kind is a dataclass; the model
+(``model.py``) interprets them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .expressions import Expression
+
+__all__ = [
+    "ErrorSpec", "MatcherSpec", "Let", "Require", "Reject", "Check", "Find", "Create", "Fire", "SetFields",
+    "When", "Emit", "ForEach", "Collect", "Apply", "Put", "Drop", "Counter", "Reset", "Result",
+    "STEP_KINDS",
+]
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    kind: str
+    message: Expression
+
+
+@dataclass(frozen=True)
+class MatcherSpec:
+    """How an observed value is judged: each entry is a matcher kind and the
+    expression giving its operand (``equals``, ``contains``, ``endswith``,
+    ``matches``, ``file_contains``, ``any``)."""
+
+    checks: tuple[tuple[str, Expression | None], ...]
+
+
+@dataclass
+class Let:
+    values: dict[str, Expression]
+    where: str = ""
+
+
+@dataclass
+class Require:
+    condition: Expression
+    error: ErrorSpec
+    where: str = ""
+
+
+@dataclass
+class Reject:
+    error: ErrorSpec
+    where: str = ""
+
+
+@dataclass
+class Check:
+    condition: Expression
+    message: str
+    where: str = ""
+
+
+@dataclass
+class Find:
+    bind: str
+    key: Expression | None
+    by_field: str | None
+    by_value: Expression | None
+    scope: Expression | None
+    missing: ErrorSpec | None
+    where: str = ""
+
+
+@dataclass
+class Create:
+    bind: str
+    fields: dict[str, Expression]
+    where: str = ""
+
+
+@dataclass
+class Fire:
+    trigger: str
+    target: str
+    bind: str | None
+    otherwise: ErrorSpec | None
+    where: str = ""
+
+
+@dataclass
+class SetFields:
+    target: str
+    fields: dict[str, Expression]
+    where: str = ""
+
+
+@dataclass
+class When:
+    condition: Expression
+    then: list
+    otherwise: list
+    where: str = ""
+
+
+@dataclass
+class Emit:
+    effect: str
+    fields: dict[str, Expression | MatcherSpec]
+    where: str = ""
+
+
+@dataclass
+class _Query:
+    bind: str
+    scope: Expression | None
+    states: frozenset[str] | None
+    condition: Expression | None
+    ordering: str | None
+
+
+@dataclass
+class ForEach(_Query):
+    body: list = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
+class Collect(_Query):
+    select: Expression | None = None
+    where: str = ""
+
+
+@dataclass
+class Apply:
+    policy: str
+    target: str | None
+    bind: str | None
+    scope: Expression | None
+    where: str = ""
+
+
+@dataclass
+class Put:
+    table: str
+    key: Expression
+    value: Expression | None
+    where: str = ""
+
+
+@dataclass
+class Drop:
+    table: str
+    key: Expression
+    where: str = ""
+
+
+@dataclass
+class Counter:
+    name: str
+    bind: str
+    where: str = ""
+
+
+@dataclass
+class Reset:
+    where: str = ""
+
+
+@dataclass
+class Result:
+    value: Expression | dict
+    where: str = ""
+
+
+STEP_KINDS = ("let", "require", "reject", "check", "find", "create", "fire", "set", "when", "emit",
+              "for_each", "collect", "apply", "put", "drop", "counter", "reset", "result")
