@@ -475,16 +475,20 @@ class _Builder:
             states = self._states_filter(body.get("states"), p + ("states",))
             inner = scope | {ent}
             cond = self.expr(body["where"], p + ("where",), inner) if "where" in body else None
+            cond_all = (self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None)
+                        if cond is not None else None)
             if kind == "for_each":
                 loop_scope = set(inner)
                 loop_scope.discard(body["as"]) if body["as"] != ent else None
                 loop_scope.add(body["as"])
                 steps = self._steps(body["do"], p + ("do",), loop_scope)
                 scope.update(n for n in loop_scope if n not in (ent, body["as"]))
-                return S.ForEach(body["as"], scope_expr, states, cond, body.get("ordering"), steps, where)
+                return S.ForEach(body["as"], scope_expr, states, cond, body.get("ordering"), cond_all, steps, where)
             select = self.expr(body["select"], p + ("select",), inner)
+            select_all = self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None) if select else None
             scope.add(body["as"])
-            return S.Collect(body["as"], scope_expr, states, cond, body.get("ordering"), select, where)
+            return S.Collect(body["as"], scope_expr, states, cond, body.get("ordering"), cond_all, select, where,
+                             select_all)
         if kind == "apply":
             policy = self.policies.get(body["policy"])
             if policy is None:

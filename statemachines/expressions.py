@@ -19,6 +19,7 @@ __all__ = ["Expression", "compile_expression", "PURE_FUNCTIONS", "MODEL_FUNCTION
 # Variables bound by CEL comprehension macros (`xs.filter(x, ...)`) are
 # reported as references by the parser; they are not free variables.
 _MACRO_VAR = re.compile(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
+_DOTTED = re.compile(r"^(?!(?:true|false|null|in)$)[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OPERATOR = re.compile(r"^(_.*_|@.*|!_|-_)$")
 _BUILTINS = {
     "size", "has", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "duration",
@@ -67,6 +68,11 @@ class Expression:
     functions: frozenset[str] = frozenset()
 
     def evaluate(self, env: dict, functions: dict[str, Callable] | None = None) -> Any:
+        if self.path is not None:
+            return self._lookup(env)
+        # The binding converts every variable it is given into CEL values, so
+        # hand it only the ones this expression uses (payloads can be large).
+        env = {name: env[name] for name in self.variables if name in env}
         if self.functions:
             context = cel.Context()
             for name in self.functions:
@@ -83,6 +89,19 @@ class Expression:
             raise ExpressionError(f"`{self.source}`: no field {exc.args[0]!r} in the value", self.where) from None
         except (RuntimeError, TypeError, ValueError) as exc:
             raise ExpressionError(f"`{self.source}`: {exc}", self.where) from None
+
+    path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
+
+    def _lookup(self, env: dict) -> Any:
+        head, *rest = self.path
+        if head not in env:
+            raise ExpressionError(f"`{self.source}`: undefined name {head!r}", self.where)
+        value = env[head]
+        for part in rest:
+            if not isinstance(value, dict) or part not in value:
+                raise ExpressionError(f"`{self.source}`: no field {part!r} in the value", self.where)
+            value = value[part]
+        return value
 
     def unknown_names(self, variables: set[str] | frozenset[str]) -> list[str]:
         """Free variables and functions this expression uses that are not available."""
@@ -108,6 +127,8 @@ def compile_expression(source: Any, where: str) -> Expression:
         detail = str(exc).split("ERROR: <input>:", 1)[-1].strip()
         raise ExpressionError(f"invalid CEL expression `{source}`: {detail}", where) from None
     bound = set(_MACRO_VAR.findall(source))
+    path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
-    return Expression(source=source, where=where, program=program, variables=variables, functions=functions)
+    return Expression(source=source, where=where, program=program, variables=variables, functions=functions,
+                      path=path)

@@ -322,16 +322,10 @@ class Model:
             pool = self.store.in_scope(self._eval(step.scope, frame))
         else:
             pool = self.store.all()
-        ent = self.entity.name
-        chosen = []
-        for record in pool:
-            if step.states is not None and record[self.field] not in step.states:
-                continue
-            if step.condition is not None:
-                frame[ent] = record
-                if not self._eval(step.condition, frame):
-                    continue
-            chosen.append(record)
+        chosen = [r for r in pool if step.states is None or r[self.field] in step.states]
+        if step.condition is not None and chosen:
+            keep = self._eval(step.condition_all, {**frame, "kit_records": chosen})
+            chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
         return chosen
@@ -348,12 +342,8 @@ class Model:
             self._run(step.body, frame, out)
 
     def _collect(self, step: S.Collect, frame, out):
-        ent = self.entity.name
-        values = []
-        for record in self._select(step, frame):
-            frame[ent] = record
-            values.append(self._eval(step.select, frame))
-        frame[step.bind] = values
+        chosen = self._select(step, frame)
+        frame[step.bind] = list(self._eval(step.select_all, {**frame, "kit_records": chosen})) if chosen else []
 
     def _apply(self, step: S.Apply, frame, out):
         policy = self.spec.policies[step.policy]

@@ -111,6 +111,7 @@ class _Query:
     states: frozenset[str] | None
     condition: Expression | None
     ordering: str | None
+    condition_all: Expression | None = None  # the condition mapped over all candidates in one evaluation
 
 
 @dataclass
@@ -123,6 +124,7 @@ class ForEach(_Query):
 class Collect(_Query):
     select: Expression | None = None
     where: str = ""
+    select_all: Expression | None = None
 
 
 @dataclass

@@ -1,0 +1,245 @@
+"""The ``conformance`` command.
+
+Exit codes: 0 the implementation conforms (or the spec is valid, or every
+mutant was killed); 1 it does not; 2 a usage, spec or adapter-loading error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from statemachines import SpecError, load_spec
+
+from . import runner as R
+from .errors import AdapterLoadError, ConformanceError
+from .session import DEFAULT_TIMEOUT_S
+from .stateful import PROFILES
+
+__all__ = ["main", "cli"]
+
+console = Console(stderr=False, highlight=False)
+errors = Console(stderr=True, highlight=False)
+
+
+class _RichProgress(R.Progress):
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.scenarios_task = self.stateful_task = None
+
+    def start(self, total_scenarios: int, stateful: bool) -> None:
+        if total_scenarios:
+            self.scenarios_task = self.progress.add_task("scenarios", total=total_scenarios)
+
+    def scenario_done(self, outcome) -> None:
+        if self.scenarios_task is not None:
+            self.progress.advance(self.scenarios_task)
+
+    def stateful_started(self, max_examples: int) -> None:
+        self.stateful_task = self.progress.add_task("stateful exploration", total=max_examples)
+
+    def stateful_example(self, count: int) -> None:
+        if self.stateful_task is not None:
+            self.progress.update(self.stateful_task, completed=count)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+def _parse_seed(value: str) -> int:
+    if value == "random":
+        return int.from_bytes(os.urandom(4), "big")
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a whole number or 'random'") from None
+
+
+def _print_problems(report: dict) -> None:
+    for problem in report.get("problems", []):
+        where = f"{problem['where']}: " if problem.get("where") else ""
+        errors.print(f"[bold red]error[/] {where}{problem['message']}", markup=True, highlight=False)
+
+
+def _finish(report: dict) -> None:
+    from .reporting import render_console_summary
+
+    if report["verdict"] == "error":
+        _print_problems(report)
+    else:
+        render_console_summary(report, console)
+    paths = report.get("_paths") or {}
+    if paths:
+        console.print("reports: " + ", ".join(paths.values()), highlight=False)
+    sys.exit(report["exit_code"])
+
+
+adapter_options = [
+    click.option("--adapter", "adapter", metavar="MODULE:ATTR",
+                 help="The implementation's adapter (an Adapter class or factory). "
+                      "Default: the spec's bundled reference implementation."),
+    click.option("--adapter-opt", "adapter_opts", multiple=True, metavar="KEY=VALUE",
+                 help="Keyword option passed to the adapter (repeatable)."),
+    click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
+                 show_default=True, help="Seconds one operation may take before it counts as hung."),
+]
+
+
+def _with(options):
+    def decorate(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(R.KIT_VERSION, prog_name="conformance")
+def cli() -> None:
+    """Spec-driven conformance kit for job and task lifecycles."""
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_with(adapter_options)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True,
+              help="How much stateful exploration: quick, ci or deep.")
+@click.option("--seed", default="1", show_default=True, help="Seed of the exploration (a number, or 'random').")
+@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Where report.json, junit.xml and summary.md are written.")
+@click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
+@click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
+@click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
+def run(spec, adapter, adapter_opts, timeout_s, profile, seed, report_dir, only, no_scenarios, no_stateful):
+    """Check an implementation against SPEC: the scenario matrix, then a
+    Hypothesis stateful exploration generated from the spec."""
+    from .loading import parse_options
+
+    try:
+        options = parse_options(adapter_opts)
+    except AdapterLoadError as exc:
+        raise click.UsageError(str(exc)) from None
+    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, profile=profile,
+                         seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
+                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
+    with _progress() as progress:
+        report = R.run_conformance(config, _RichProgress(progress))
+    _finish(report)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("steps_file", type=click.Path(dir_okay=False))
+@_with(adapter_options)
+@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
+def replay(spec, steps_file, adapter, adapter_opts, timeout_s, report_dir):
+    """Replay a counterexample STEPS_FILE (written by a failed run) against an implementation."""
+    from .loading import parse_options
+
+    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
+                         report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s)
+    report = R.run_conformance(config)
+    _finish(report)
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def validate(specs):
+    """Check spec files: YAML, structure, expressions, references. Exit 0 or 2."""
+    bad = 0
+    for path in specs:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            bad += 1
+            errors.print(f"[bold red]✗ {path}[/]: {len(exc.problems)} problem(s)", markup=True, highlight=False)
+            for problem in exc.problems:
+                errors.print(f"  {problem}", markup=False, highlight=False)
+            continue
+        console.print(f"[green]✓[/] {path}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, "
+                      f"{len(spec.operations)} operations, {len(spec.scenarios)} scenarios, "
+                      f"{len(spec.invariants)} invariants", markup=True, highlight=False)
+    sys.exit(2 if bad else 0)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True)
+@click.option("--seed", default="1", show_default=True)
+@click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these mutants.")
+@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True)
+def mutants(spec, profile, seed, only, timeout_s):
+    """Run the kit against every mutant the spec ships; exit 0 only if all are killed."""
+    from .mutants import load_mutants, run_mutant
+
+    try:
+        loaded = load_spec(spec)
+    except SpecError as exc:
+        errors.print(str(exc), markup=False)
+        sys.exit(2)
+    target = loaded.implementations.get("mutants")
+    if not target:
+        errors.print(f"spec {loaded.id} ships no mutants (implementations.mutants)", markup=False)
+        sys.exit(2)
+    try:
+        table_of_mutants = load_mutants(target)
+    except AdapterLoadError as exc:
+        errors.print(str(exc), markup=False)
+        sys.exit(2)
+    unknown = [n for n in only if n not in table_of_mutants]
+    if unknown:
+        raise click.UsageError(f"unknown mutant(s): {', '.join(unknown)} (known: {', '.join(table_of_mutants)})")
+    seed_value = _parse_seed(seed)
+    results = []
+    with _progress() as progress:
+        task = progress.add_task("mutants", total=len(only or table_of_mutants))
+        for name, mutant in table_of_mutants.items():
+            if only and name not in only:
+                continue
+            results.append(run_mutant(spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s))
+            progress.advance(task)
+    table = Table(title=f"Mutants of {loaded.id} (profile {profile}, seed {seed_value})")
+    for column in ("mutant", "killed", "by scenarios", "by exploration alone", "bug"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(r.name, "[green]killed[/]" if r.killed else "[red]SURVIVED[/]",
+                      ", ".join(r.killed_by_scenarios) or ("[red]error: " + r.error + "[/]" if r.error else "—"),
+                      f"yes ({r.exploration_kind})" if r.found_by_exploration else "[yellow]no[/]", r.description)
+    console.print(table)
+    survived = [r.name for r in results if not r.killed]
+    missed = [r.name for r in results if not r.found_by_exploration]
+    console.print(f"{len(results) - len(survived)}/{len(results)} killed; exploration alone found "
+                  f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
+                  highlight=False)
+    sys.exit(1 if survived else 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="conformance", standalone_mode=True)
+    except ConformanceError as exc:
+        errors.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        errors.print("interrupted", markup=False)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug in the kit itself: say so plainly, keep details for --debug
+        errors.print(f"internal error in the conformance kit: {type(exc).__name__}: {exc}", markup=False)
+        if os.environ.get("CONFORMANCE_DEBUG"):
+            traceback.print_exc()
+        else:
+            errors.print("set CONFORMANCE_DEBUG=1 to see the traceback", markup=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

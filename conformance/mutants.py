@@ -1,0 +1,53 @@
+"""Running the kit against a spec's shipped mutants: faulty variants of its
+reference implementation that the kit must catch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import AdapterLoadError
+from .loading import resolve_target
+from .runner import RunConfig, run_conformance
+
+__all__ = ["MutantResult", "load_mutants", "run_mutant"]
+
+
+@dataclass
+class MutantResult:
+    name: str
+    description: str
+    killed_by_scenarios: list[str]
+    found_by_exploration: bool
+    exploration_kind: str | None
+    exploration_message: str | None
+    error: str | None = None
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.killed_by_scenarios) or self.found_by_exploration
+
+
+def load_mutants(target: str) -> dict:
+    mutants = resolve_target(target)
+    if not isinstance(mutants, dict) or not mutants:
+        raise AdapterLoadError(f"{target} must be a non-empty dict of name -> mutant")
+    for name, mutant in mutants.items():
+        if not callable(getattr(mutant, "factory", None)):
+            raise AdapterLoadError(f"mutant {name} in {target} has no factory()")
+    return mutants
+
+
+def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
+               timeout_s: float, on_example: Callable | None = None) -> MutantResult:
+    base = dict(spec_path=spec_path, adapter_factory=mutant.factory, adapter_label=f"mutant:{name}",
+                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s)
+    scenarios = run_conformance(RunConfig(**base, stateful=False))
+    if scenarios["verdict"] == "error":
+        problems = "; ".join(p["message"] for p in scenarios["problems"])
+        return MutantResult(name, mutant.description, [], False, None, None, error=problems)
+    killed = [s["id"] for s in scenarios["scenarios"] if s["verdict"] in ("fail", "error")]
+    explored = run_conformance(RunConfig(**base, scenarios=False))
+    stateful = explored.get("stateful") or {}
+    failure = stateful.get("failure") or {}
+    return MutantResult(name, mutant.description, killed, stateful.get("verdict") == "fail",
+                        failure.get("kind"), (failure.get("message") or "").splitlines()[0] if failure else None)
