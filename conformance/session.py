@@ -226,7 +226,7 @@ class Session:
         return response, None
 
     def call(self, operation: str, args: dict, *, record: bool = True) -> tuple[dict | None, Failure | None]:
-        index = len(self.trace)
+        index = len(self.trace)  # where the call stands (or would stand) in the trace
         response, problem = self._invoke(operation, args)
         if record:
             self.trace.append({"index": index, "operation": operation, "args": args, "observed": response})
@@ -369,8 +369,12 @@ class Session:
     def probe(self) -> Failure | None:
         """Compare the implementation's visible state with the model's."""
         for op, args in self.probe_calls():
-            response, failure = self.call(op, args)
+            response, failure = self.call(op, args, record=False)
             if failure:
+                # Only a failing probe joins the trace: it is the step that shows the divergence.
+                self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+                failure.step = len(self.trace) - 1
+                failure.steps = [dict(s) for s in self.trace]
                 failure.message = f"probe after the last step: {failure.message}"
                 return failure
         return None

@@ -29,12 +29,17 @@ from .session import Session
 
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "build_state_machine", "run_stateful"]
 
-# examples x steps per example, per run profile
+# examples x steps per example, and seconds of shrinking once a failure is found
 PROFILES = {
-    "quick": {"max_examples": 30, "stateful_step_count": 25},
-    "ci": {"max_examples": 100, "stateful_step_count": 40},
-    "deep": {"max_examples": 600, "stateful_step_count": 80},
+    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 15},
+    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 30},
+    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 120},
 }
+
+
+class _ShrinkBudgetSpent(BaseException):
+    """Ends Hypothesis' shrinking early (a BaseException so it is not taken
+    for a test failure); the shortest failure seen so far is reported."""
 
 
 @dataclass
@@ -130,6 +135,21 @@ class Explorer:
 class _Stats:
     examples: int = 0
     steps: int = 0
+    shrink_s: float = 30.0
+    first_failure_at: float | None = None
+    best: Failure | None = None
+    failures: int = 0
+
+    def failed(self, failure: Failure) -> None:
+        """Keep the shortest failing step list; stop shrinking when the budget is spent."""
+        now = time.perf_counter()
+        self.failures += 1
+        if self.first_failure_at is None:
+            self.first_failure_at = now
+        if self.best is None or len(failure.steps) <= len(self.best.steps):
+            self.best = failure
+        if now - self.first_failure_at > self.shrink_s:
+            raise _ShrinkBudgetSpent()
 
 
 def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
@@ -151,6 +171,7 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
 
         def _check(self, failure: Failure | None) -> None:
             if failure is not None:
+                stats.failed(failure)
                 raise ConformanceFailure(failure)
 
         @rule(data=st.data())
@@ -220,7 +241,7 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     """Explore generated step sequences; on failure, report the shrunk one."""
     config = PROFILES[profile]
     started = time.perf_counter()
-    stats = _Stats()
+    stats = _Stats(shrink_s=config["shrink_s"])
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     machine = build_state_machine(spec, session, explorer, stats)
     if on_example is not None:
@@ -240,6 +261,10 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         test()
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
+    except _ShrinkBudgetSpent:
+        outcome.verdict, outcome.failure = "fail", stats.best
+        outcome.failure.message += (f"\n(shrinking stopped after its {stats.shrink_s:g} s budget; this is the "
+                                    f"shortest of {stats.failures} failing sequences found)")
     except Flaky as exc:
         outcome.verdict = "fail"
         outcome.failure = Failure(kind="nondeterminism", seed=seed, message=(

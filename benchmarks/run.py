@@ -1,0 +1,585 @@
+#!/usr/bin/env python
+"""Performance benchmarks of the conformance kit, measured in one run.
+
+    python benchmarks/run.py            # readable table, then the JSON object
+    python benchmarks/run.py --json     # one JSON object on stdout, nothing else
+    python benchmarks/run.py --quick    # smaller sizes (a smoke test, not a measurement)
+    python benchmarks/run.py --skip-ci-run
+
+Metrics (see benchmarks/README.md for the details):
+
+kit_steps_per_s
+    The generated stateful suite (prepare() + run_stateful(): model, comparisons,
+    probes, schema and invariant checks) against the reference implementation,
+    in steps as the kit counts them (StatefulOutcome.steps) per second of
+    run_stateful(). Spec loading and adapter start-up are not timed.
+bare_steps_per_s
+    The same rule (same Explorer action list and argument strategies, same
+    Hypothesis settings and seed) in a bare RuleBasedStateMachine that calls the
+    ReferenceAdapter directly: no model, no comparison, no probe, no checks.
+overhead_ratio
+    kit_steps_per_s / bare_steps_per_s (target >= 0.5).
+model_cost_ratio_100k_vs_100
+    Per-operation cost of Model.predict with 100,000 live jobs over the cost
+    with 100 live jobs, for a fixed mix of operations on one thread of ordinary
+    size (target <= 2).
+ci_wall_s
+    Wall time of ``conformance run spec/thread-jobs.yaml --profile ci`` as a
+    subprocess (target < 60 s).
+
+Progress goes to stderr. Exit code 0 when every measurement ran (whether or
+not the targets are met), 2 when one could not run (e.g. the kit failed).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_PATH = ROOT / "spec" / "thread-jobs.yaml"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import hypothesis  # noqa: E402
+from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule  # noqa: E402
+
+from conformance.runner import RunConfig, prepare  # noqa: E402
+from conformance.stateful import PROFILES, Explorer, run_stateful  # noqa: E402
+from statemachines import Model, Spec, load_spec  # noqa: E402
+
+TARGETS = {
+    "overhead_ratio": {"op": ">=", "value": 0.5},
+    "model_cost_ratio_100k_vs_100": {"op": "<=", "value": 2.0},
+    "ci_wall_s": {"op": "<", "value": 60.0},
+}
+
+# Sizes. "full" is the measurement; "quick" only checks that everything runs.
+FULL = {
+    "profile": "ci",
+    "model_sizes": (100, 100_000),
+    "model_reps": 50,        # repetitions of the operation mix per timed round
+    "model_rounds": 7,       # timed rounds per size; the median round is reported
+    "warmup_examples": 5,
+}
+QUICK = {
+    "profile": "quick",
+    "model_sizes": (100, 10_000),
+    "model_reps": 10,
+    "model_rounds": 3,
+    "warmup_examples": 2,
+}
+JOBS_PER_THREAD = 100  # how the live jobs are spread over threads in the model benchmark
+
+
+class BenchmarkError(Exception):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def hypothesis_settings(max_examples: int, step_count: int) -> Settings:
+    """Exactly the settings conformance.stateful.run_stateful uses."""
+    return Settings(max_examples=max_examples, stateful_step_count=step_count,
+                    deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+
+
+# --------------------------------------------------------------------------- kit
+def measure_kit(profile: str, seed: int) -> dict:
+    """run_stateful() against the reference implementation, as the CLI runs it
+    (minus the scenarios and the reports). Spec loading is outside the timing."""
+    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None))
+    session = prepared.session
+    capabilities = prepared.identity.get("capabilities") or {}
+    try:
+        calls_before = session.calls
+        started = time.perf_counter()
+        outcome = run_stateful(prepared.spec, session, profile=profile, seed=seed, capabilities=capabilities)
+        seconds = time.perf_counter() - started
+        adapter_calls = session.calls - calls_before
+    finally:
+        session.close()
+    if outcome.verdict != "pass":
+        message = outcome.failure.message if outcome.failure else outcome.verdict
+        raise BenchmarkError(f"the kit's stateful run did not pass against the reference: {message}")
+    return {"steps": outcome.steps, "examples": outcome.examples, "seconds": round(seconds, 4),
+            "steps_per_s": outcome.steps / seconds,
+            # calls made through Session._invoke (plain calls, batch calls, probes);
+            # the calls of concurrent groups go through the thread pool and are not counted
+            "sequential_adapter_calls": adapter_calls}
+
+
+# -------------------------------------------------------------------------- bare
+@dataclass
+class _BareStats:
+    examples: int = 0
+    steps: int = 0
+    adapter_calls: int = 0
+
+
+def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
+                       concurrency: str, pool_holder: dict):
+    """The kit's rule (conformance.stateful.build_state_machine) with the session
+    replaced by direct adapter calls: the same draws in the same order, the same
+    adapter calls for plain steps, batches, clock moves and concurrent groups;
+    no model, no comparison, no probe, no schema or invariant checks."""
+    key_field = spec.entity.key
+
+    class BareStateMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            adapter.reset(0)
+            stats.examples += 1
+            self.now = 0
+            self.keys: list = []
+            self.batches = 0
+
+        # The kit learns entity keys from its model; without a model, take them
+        # from the answers (a created or touched entity's key in the result).
+        def _note(self, response) -> None:
+            result = response.get("result") if isinstance(response, dict) else None
+            if isinstance(result, dict):
+                key = result.get(key_field)
+                if isinstance(key, str) and key not in self.keys:
+                    self.keys.append(key)
+
+        def _call(self, operation: str, args: dict) -> dict:
+            stats.adapter_calls += 1
+            response = adapter.call(operation, args)
+            self._note(response)
+            return response
+
+        def _advance(self, ms: int) -> None:
+            self.now += int(ms)
+            adapter.set_clock(self.now)
+
+        @rule(data=st.data())
+        def step(self, data):
+            kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
+            stats.steps += 1
+            if kind == "call":
+                args = explorer.draw_args(data, what, self.keys)
+                self._call(what, args)
+            elif kind == "advance":
+                self._advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms"))
+            elif kind == "batch":
+                self._batch(data, what)
+            elif kind == "concurrent":
+                self._concurrent(data, what)
+
+        def _batch(self, data, batch: dict) -> None:
+            env = {"params": params}
+            low = int(batch["count"]["min"].evaluate(env))
+            high = max(low, int(batch["count"]["max"].evaluate(env)))
+            n = data.draw(st.integers(low, high), label=f"{batch['name']}:count")
+            shared = {name: data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
+                      for name, how in batch["shared"].items()}
+            self.batches += 1
+            items: list[dict] = [{} for _ in range(n)]
+            for phase in batch["phases"]:
+                order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
+                for index in order:
+                    item = items[index]
+                    if any(value is None for value in item.values()):
+                        continue
+                    ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
+                    if ms:
+                        self._advance(ms)
+                    args = explorer.draw_args(data, phase["call"], self.keys, omit=phase["omit"] + list(phase["args"]))
+                    scope = {"params": params, "shared": shared, "batch": self.batches, "index": index, "item": item}
+                    args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
+                    response = self._call(phase["call"], args)
+                    item[phase["call"]] = response.get("result") if "result" in response else None
+
+        def _concurrent(self, data, group: dict) -> None:
+            shared: dict = {}
+            calls = []
+            for op in group["calls"]:
+                args = explorer.draw_args(data, op, self.keys)
+                for name in group["same_args"]:
+                    if name in shared:
+                        args[name] = shared[name]
+                    elif name in args:
+                        shared[name] = args[name]
+                calls.append((op, args))
+            stats.adapter_calls += len(calls)
+            if concurrency == "sequential":
+                responses = [adapter.call(op, args) for op, args in calls]
+            else:  # the same pool and barrier as Session.call_concurrently
+                if pool_holder.get("pool") is None:
+                    pool_holder["pool"] = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bare-concurrent")
+                barrier = threading.Barrier(len(calls))
+
+                def run(op, args):
+                    try:
+                        barrier.wait(timeout=10.0)
+                    except threading.BrokenBarrierError:
+                        pass
+                    return adapter.call(op, args)
+
+                futures = [pool_holder["pool"].submit(run, op, args) for op, args in calls]
+                responses = [f.result(timeout=10.0) for f in futures]
+            for response in responses:
+                self._note(response)
+
+    return BareStateMachine
+
+
+def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | None = None) -> dict:
+    """The bare machine with the same settings and seed as run_stateful(profile, seed)."""
+    from conformance.reference.thread_jobs import ReferenceAdapter
+
+    spec = load_spec(str(SPEC_PATH))
+    config = PROFILES[profile]
+    adapter = ReferenceAdapter()
+    identity = adapter.describe()
+    # the parameters the kit would use: spec defaults (the reference declares none)
+    params = spec.default_parameters()
+    stats = _BareStats()
+    pool_holder: dict = {}
+    try:
+        started = time.perf_counter()
+        explorer = Explorer(spec, params, bool((identity.get("capabilities") or {}).get("concurrent")))
+        machine = build_bare_machine(spec, params, explorer, adapter, stats, concurrency, pool_holder)
+        test = get_state_machine_test(machine, settings=hypothesis_settings(
+            max_examples if max_examples is not None else config["max_examples"], config["stateful_step_count"]))
+        hypothesis_seed(seed)(test)
+        test()
+        seconds = time.perf_counter() - started
+    finally:
+        adapter.close()
+        if pool_holder.get("pool") is not None:
+            pool_holder["pool"].shutdown(wait=True)
+    return {"steps": stats.steps, "examples": stats.examples, "seconds": round(seconds, 4),
+            "steps_per_s": stats.steps / seconds, "adapter_calls": stats.adapter_calls}
+
+
+def warm_up(profile: str, seed: int, concurrency: str, examples: int) -> None:
+    """Pay one-off costs (imports, lazily built strategies, CEL and jsonschema
+    caches) before either side is timed."""
+    config = PROFILES[profile]
+    measure_bare(profile, seed + 1, concurrency, max_examples=examples)
+    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed + 1, report_dir=None))
+    try:
+        from conformance.stateful import _Stats, build_state_machine
+
+        explorer = Explorer(prepared.spec, prepared.session.params,
+                            bool((prepared.identity.get("capabilities") or {}).get("concurrent")))
+        machine = build_state_machine(prepared.spec, prepared.session, explorer, _Stats())
+        test = get_state_machine_test(machine, settings=hypothesis_settings(examples, config["stateful_step_count"]))
+        hypothesis_seed(seed + 1)(test)
+        test()
+    finally:
+        prepared.session.close()
+
+
+def profile_kit(profile: str, seed: int, path: str) -> None:
+    """One extra kit run under cProfile (never part of the reported numbers)."""
+    import cProfile
+    import io
+    import pstats
+
+    log(f"cProfile of a kit run -> {path}")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    measure_kit(profile, seed)
+    profiler.disable()
+    profiler.dump_stats(path)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(20)
+    stats.sort_stats("cumulative").print_stats(r"conformance|statemachines", 25)
+    print(text.getvalue(), file=sys.stderr)
+
+
+# ------------------------------------------------------------------------- model
+def _mix(i: int, thread: str) -> list[tuple[str, dict]]:
+    """One repetition of the per-operation mix, all on ``thread``. It is steady
+    state: the job it starts is finished, injected, and later evicted by the
+    retention policy, so the thread keeps its size whatever the repetitions."""
+    job = f"bench-{i}"
+    return [
+        ("start_job", {"thread_id": thread, "tool_call_id": f"bench-call-{i}", "tool_name": "search", "job_id": job}),
+        ("inspect_job", {"thread_id": thread, "job_id": job}),
+        ("cancel_job", {"thread_id": thread, "job_id": job, "requested_by": "user"}),
+        ("observe_outcome", {"job_id": job, "outcome": "completed", "payload": "done"}),
+        ("turn_boundary", {"thread_id": thread}),
+        ("list_jobs", {"thread_id": thread}),
+    ]
+
+
+MIX_OPERATIONS = [op for op, _ in _mix(0, "t")]
+
+
+def _filled_model(spec: Spec, params: dict, live_jobs: int) -> tuple[Model, str, float]:
+    model = Model(spec, params)
+    model.reset(0)
+    started = time.perf_counter()
+    for i in range(live_jobs):
+        thread = f"thread-{i // JOBS_PER_THREAD}"
+        prediction = model.predict("start_job", {"thread_id": thread, "tool_call_id": f"call-{i}",
+                                                 "tool_name": "build" if i % 2 else "search", "job_id": f"job-{i}"})
+        if not prediction.ok:
+            raise BenchmarkError(f"filling the model failed at job {i}: {prediction.error}")
+    fill_s = time.perf_counter() - started
+    if len(model.store) != live_jobs:
+        raise BenchmarkError(f"expected {live_jobs} live jobs in the model, found {len(model.store)}")
+    return model, "thread-0", fill_s
+
+
+def _run_mix(model: Model, thread: str, start: int, reps: int, per_op: dict | None = None,
+             check: bool = False) -> float:
+    """Run ``reps`` repetitions of the mix; return the seconds spent in predict()
+    (per operation in ``per_op`` when given)."""
+    calls = [c for i in range(start, start + reps) for c in _mix(i, thread)]
+    predict, clock = model.predict, time.perf_counter
+    total = 0.0
+    for op, args in calls:
+        began = clock()
+        prediction = predict(op, args)
+        spent = clock() - began
+        total += spent
+        if per_op is not None:
+            per_op[op] = per_op.get(op, 0.0) + spent
+        if check and not prediction.ok:
+            raise BenchmarkError(f"the model benchmark's mix must succeed; {op}{args} -> {prediction.error}")
+    return total
+
+
+def measure_model(sizes: tuple[int, int], reps: int, rounds: int) -> dict:
+    """Per-operation cost of Model.predict at two sizes. Both models are built
+    first, then timed rounds alternate between them, so drifting machine load
+    affects both sizes alike; the median round of each is reported."""
+    spec = load_spec(str(SPEC_PATH))
+    params = spec.default_parameters()
+    sides = {}
+    for name, live_jobs in zip(("small", "big"), sizes):
+        log(f"model: filling with {live_jobs} running jobs ({JOBS_PER_THREAD} per thread)")
+        model, thread, fill_s = _filled_model(spec, params, live_jobs)
+        warm = max(reps // 2, 10)
+        _run_mix(model, thread, 0, warm, check=True)  # warm-up; also checks that every call succeeds
+        sides[name] = {"model": model, "thread": thread, "next": warm, "rounds": [], "per_op": {},
+                       "out": {"running_jobs_filled": live_jobs, "fill_s": round(fill_s, 3),
+                               "fill_us_per_start_job": round(fill_s / live_jobs * 1e6, 2)}}
+    log(f"model: {rounds} alternating rounds of {reps} x {len(MIX_OPERATIONS)} operations per size")
+    for _ in range(rounds):
+        for side in sides.values():
+            seconds = _run_mix(side["model"], side["thread"], side["next"], reps, side["per_op"])
+            side["next"] += reps
+            side["rounds"].append(seconds / (reps * len(MIX_OPERATIONS)))
+    result = {}
+    for name, side in sides.items():
+        model, thread = side["model"], side["thread"]
+        out = side["out"]
+        out["live_jobs"] = len(model.store)
+        out["target_thread_jobs"] = sum(1 for _ in model.store.in_scope(thread))
+        out["per_op_us_rounds"] = [round(x * 1e6, 2) for x in side["rounds"]]
+        out["per_op_us"] = round(statistics.median(side["rounds"]) * 1e6, 3)
+        # mean over all timed rounds, per call of that operation
+        out["by_operation_us"] = {op: round(t / (reps * rounds) * 1e6, 2) for op, t in side["per_op"].items()}
+        result[name] = out
+    sides.clear()
+    gc.collect()
+    result["ratio"] = result["big"]["per_op_us"] / result["small"]["per_op_us"]
+    # The mix's cost is dominated by its most expensive operation; per-operation
+    # ratios show whether any single operation scales with the total job count.
+    result["ratio_by_operation"] = {op: round(result["big"]["by_operation_us"][op] / result["small"]["by_operation_us"][op], 3)
+                                    for op in MIX_OPERATIONS}
+    result["ratio_by_operation_geomean"] = round(statistics.geometric_mean(result["ratio_by_operation"].values()), 4)
+    return result
+
+
+# ---------------------------------------------------------------------------- ci
+def measure_ci_run() -> dict:
+    exe = shutil.which("conformance")
+    cmd = [exe] if exe else [sys.executable, "-c", "from conformance.cli import main; main()"]
+    with tempfile.TemporaryDirectory(prefix="bench-ci-") as report_dir:
+        cmd += ["run", "spec/thread-jobs.yaml", "--profile", "ci", "--report-dir", report_dir]
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - started
+        stateful = None
+        try:
+            report = json.loads((Path(report_dir) / "report.json").read_text(encoding="utf-8"))
+            stateful = report.get("stateful") or {}
+        except (OSError, ValueError):
+            report = None
+    if proc.returncode != 0:
+        raise BenchmarkError(f"`conformance run` exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    out = {"wall_s": wall, "exit_code": proc.returncode, "command": " ".join(["conformance"] + cmd[-6:])}
+    if report is not None:
+        out["report_duration_s"] = report.get("duration_s")
+        out["stateful_steps"] = stateful.get("steps")
+        out["stateful_duration_s"] = stateful.get("duration_s")
+    return out
+
+
+# ----------------------------------------------------------------------- output
+def _meets(name: str, value) -> bool | None:
+    if value is None:
+        return None
+    target = TARGETS[name]
+    return {">=": value >= target["value"], "<=": value <= target["value"], "<": value < target["value"]}[target["op"]]
+
+
+def machine_info() -> dict:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"cpu_count": os.cpu_count(), "usable_cpus": usable, "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform(),
+            "hypothesis": hypothesis.__version__, "load_average": load}
+
+
+def render_table(result: dict) -> str:
+    rows = [("metric", "value", "target", "meets")]
+    meets = result["meets_targets"]
+
+    def fmt(value, unit=""):
+        return "skipped" if value is None else (f"{value:,.3f}{unit}" if isinstance(value, float) else f"{value}{unit}")
+
+    for name, unit in (("kit_steps_per_s", ""), ("bare_steps_per_s", ""), ("overhead_ratio", ""),
+                       ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s")):
+        target = TARGETS.get(name)
+        rows.append((name, fmt(result[name], unit),
+                     f"{target['op']} {target['value']:g}" if target else "",
+                     "" if name not in meets else {True: "yes", False: "NO", None: "-"}[meets[name]]))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    d = result["details"]
+    s = result["settings"]
+    lines.append("")
+    lines.append(f"stateful: profile {s['profile']} ({s['max_examples']} examples x {s['stateful_step_count']} steps), "
+                 f"seed {result['seed']}, bare concurrency: {s['bare_concurrency']}")
+    lines.append(f"  kit : {d['kit']['steps']} steps / {d['kit']['examples']} examples in {d['kit']['seconds']:.2f} s")
+    lines.append(f"  bare: {d['bare']['steps']} steps / {d['bare']['examples']} examples in {d['bare']['seconds']:.2f} s")
+    m = d["model"]
+    lines.append(f"model: {m['small']['running_jobs_filled']:,} vs {m['big']['running_jobs_filled']:,} running jobs "
+                 f"({JOBS_PER_THREAD} per thread): {m['small']['per_op_us']:,.1f} vs {m['big']['per_op_us']:,.1f} "
+                 f"us per operation (median round)")
+    for op in MIX_OPERATIONS:
+        lines.append(f"  {op:<16} {m['small']['by_operation_us'][op]:>10,.1f} us  {m['big']['by_operation_us'][op]:>10,.1f} us"
+                     f"  x{m['ratio_by_operation'][op]:.2f}")
+    if d.get("ci"):
+        lines.append(f"ci run: {d['ci']['command']} -> exit {d['ci']['exit_code']} in {d['ci']['wall_s']:.2f} s")
+    lines.append(f"machine: {result['machine']['usable_cpus']} usable cpus, Python {result['machine']['python']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print only the JSON object on stdout")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test (not a measurement)")
+    parser.add_argument("--skip-ci-run", action="store_true", help="do not time `conformance run --profile ci`")
+    parser.add_argument("--seed", type=int, default=1, help="seed of both stateful runs (default 1, as the CLI)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                        help="stateful profile for kit and bare (default: ci; quick with --quick)")
+    parser.add_argument("--bare-concurrency", choices=("pool", "sequential"), default="pool",
+                        help="how the bare machine runs concurrent groups: the kit's thread pool and "
+                             "barrier (default) or one call after another")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timed kit/bare runs (alternating); the medians are reported")
+    parser.add_argument("--cprofile", metavar="FILE",
+                        help="after the measurements, profile one more (untimed) kit run with cProfile, "
+                             "write the stats to FILE and print the top functions to stderr")
+    args = parser.parse_args(argv)
+
+    sizes = dict(QUICK if args.quick else FULL)
+    profile = args.profile or sizes["profile"]
+    seed = args.seed
+    machine = machine_info()  # load average before the run: other work on the machine skews the numbers
+    try:
+        log(f"warm-up ({sizes['warmup_examples']} examples each)")
+        warm_up(profile, seed, args.bare_concurrency, sizes["warmup_examples"])
+        kit_runs, bare_runs = [], []
+        for repeat in range(max(1, args.repeats)):
+            log(f"kit stateful run, profile {profile}, seed {seed} ({repeat + 1}/{args.repeats})")
+            kit_runs.append(measure_kit(profile, seed))
+            log(f"bare stateful run, profile {profile}, seed {seed} ({repeat + 1}/{args.repeats})")
+            bare_runs.append(measure_bare(profile, seed, args.bare_concurrency))
+        kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
+        bare_sps = statistics.median(r["steps_per_s"] for r in bare_runs)
+        model = measure_model(sizes["model_sizes"], sizes["model_reps"], sizes["model_rounds"])
+        ci = None
+        if not args.skip_ci_run:
+            log("conformance run --profile ci (subprocess)")
+            ci = measure_ci_run()
+        if args.cprofile:
+            profile_kit(profile, seed, args.cprofile)
+    except BenchmarkError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 2
+
+    overhead = kit_sps / bare_sps
+    result = {
+        "kit_steps_per_s": round(kit_sps, 2),
+        "bare_steps_per_s": round(bare_sps, 2),
+        "overhead_ratio": round(overhead, 4),
+        "model_cost_ratio_100k_vs_100": round(model["ratio"], 4),
+        "ci_wall_s": None if ci is None else round(ci["wall_s"], 3),
+        "targets": TARGETS,
+        "meets_targets": {},
+        "machine": {**{k: v for k, v in machine.items() if k != "load_average"},
+                    "load_average_at_start": machine["load_average"],
+                    "load_average_at_end": machine_info()["load_average"]},
+        "seed": seed,
+        "quick": bool(args.quick),
+        "settings": {
+            "profile": profile,
+            "max_examples": PROFILES[profile]["max_examples"],
+            "stateful_step_count": PROFILES[profile]["stateful_step_count"],
+            "hypothesis": {"deadline": None, "database": None, "verbosity": "quiet",
+                           "suppress_health_check": "all", "report_multiple_bugs": False},
+            "bare_concurrency": args.bare_concurrency,
+            "repeats": max(1, args.repeats),
+            "warmup_examples": sizes["warmup_examples"],
+            "model": {"live_jobs": list(sizes["model_sizes"]), "jobs_per_thread": JOBS_PER_THREAD,
+                      "mix": MIX_OPERATIONS, "reps_per_round": sizes["model_reps"],
+                      "rounds": sizes["model_rounds"], "statistic": "median round"},
+            "ci_command": "conformance run spec/thread-jobs.yaml --profile ci --report-dir <tmp>",
+        },
+        "details": {
+            "kit": {**kit_runs[len(kit_runs) // 2], "runs": kit_runs} if len(kit_runs) > 1 else kit_runs[0],
+            "bare": {**bare_runs[len(bare_runs) // 2], "runs": bare_runs} if len(bare_runs) > 1 else bare_runs[0],
+            "model": model,
+            "ci": ci,
+        },
+    }
+    for name in TARGETS:
+        result["meets_targets"][name] = _meets(name, result[name])
+
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_table(result))
+        print()
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

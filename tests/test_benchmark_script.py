@@ -1,0 +1,55 @@
+"""Smoke test of benchmarks/run.py: it runs and reports every number.
+
+No timing thresholds here: the numbers depend on the machine. The targets are
+checked by reading the benchmark's own ``meets_targets``, not by this test.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "run.py"
+
+METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100")
+TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s")
+
+
+def test_quick_benchmark_reports_every_number():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--quick", "--skip-ci-run"],
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)  # stdout is exactly one JSON object
+
+    for key in METRICS:
+        value = result[key]
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), (key, value)
+        assert value > 0, (key, value)
+    assert result["ci_wall_s"] is None  # skipped
+
+    assert set(result["targets"]) == set(TARGETED)
+    assert set(result["meets_targets"]) == set(TARGETED)
+    assert result["meets_targets"]["ci_wall_s"] is None
+    for key in ("overhead_ratio", "model_cost_ratio_100k_vs_100"):
+        assert isinstance(result["meets_targets"][key], bool)
+
+    assert result["machine"]["cpu_count"] >= 1
+    assert result["machine"]["python"].count(".") == 2
+    assert isinstance(result["seed"], int)
+    assert result["quick"] is True
+
+    settings = result["settings"]
+    assert settings["profile"] == "quick"
+    assert settings["max_examples"] > 0 and settings["stateful_step_count"] > 0
+    assert settings["model"]["jobs_per_thread"] > 0
+    assert len(settings["model"]["live_jobs"]) == 2
+
+    details = result["details"]
+    for side in ("kit", "bare"):
+        assert details[side]["steps"] > 0 and details[side]["examples"] > 0 and details[side]["seconds"] > 0
+    assert details["model"]["small"]["per_op_us"] > 0 and details["model"]["big"]["per_op_us"] > 0
+    assert details["ci"] is None
+    # ratios come from the numbers of this same run
+    assert abs(result["overhead_ratio"] - result["kit_steps_per_s"] / result["bare_steps_per_s"]) < 0.01
