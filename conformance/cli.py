@@ -23,8 +23,10 @@ from .stateful import PROFILES
 
 __all__ = ["main", "cli"]
 
-console = Console(stderr=False, highlight=False)
-errors = Console(stderr=True, highlight=False)
+# In CI logs (no terminal) rich would wrap at 80 columns; long paths and replay
+# commands read better unwrapped.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 class _RichProgress(R.Progress):

@@ -16,13 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from statemachines import SpecError, load_spec
-
-from .errors import AdapterLoadError
-from .reporting._format import failure_text
-from .runner import RunConfig, prepare
-from .scenarios import run_scenario
-from .stateful import PROFILES, run_stateful
+# The plugin loads with every pytest run: keep it light (no Hypothesis import
+# here); the engine is imported when a suite is built.
+PROFILE_NAMES = ("ci", "deep", "quick")
 
 __all__ = ["conformance_suite", "pytest_addoption"]
 
@@ -31,7 +27,7 @@ STATEFUL_ID = "stateful"
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("conformance", "lifecycle conformance kit")
-    group.addoption("--conformance-profile", choices=sorted(PROFILES), default=None,
+    group.addoption("--conformance-profile", choices=PROFILE_NAMES, default=None,
                     help="stateful exploration profile for conformance_suite items")
     group.addoption("--conformance-seed", type=int, default=None, help="seed of the stateful exploration")
 
@@ -39,6 +35,14 @@ def pytest_addoption(parser) -> None:
 def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_options: dict | None = None,
                       profile: str = "quick", seed: int = 1, stateful: bool = True, timeout_s: float = 10.0):
     """A parametrized pytest test function: one item per scenario, plus the exploration."""
+    from statemachines import SpecError, load_spec
+
+    from .errors import AdapterLoadError
+    from .reporting._format import failure_text
+    from .runner import RunConfig, prepare
+    from .scenarios import run_scenario
+    from .stateful import run_stateful
+
     try:
         ids = [scenario.id for scenario in load_spec(spec_path).scenarios]
     except SpecError as exc:

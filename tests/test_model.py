@@ -1,0 +1,97 @@
+"""The model compiled from spec/thread-jobs.yaml follows the YAML."""
+from pathlib import Path
+
+import pytest
+
+from statemachines import Matcher, Model, ObservationError, load_spec
+
+SPEC = load_spec(Path(__file__).resolve().parent.parent / "spec" / "thread-jobs.yaml")
+
+
+def model(**params):
+    m = Model(SPEC, {**SPEC.default_parameters(), **params})
+    m.reset(0)
+    return m
+
+
+def start(m, job_id, thread="t1", call=None):
+    return m.predict("start_job", {"thread_id": thread, "tool_call_id": call or f"c-{job_id}",
+                                   "tool_name": "build", "job_id": job_id})
+
+
+def finish(m, job_id, payload="ok", outcome="completed"):
+    return m.predict("observe_outcome", {"job_id": job_id, "outcome": outcome, "payload": payload},
+                     {"result": {}, "effects": [{"effect": "payload_spilled", "job_id": job_id, "path": "/tmp/x"}]})
+
+
+def test_transitions_come_from_the_lifecycle():
+    m = model()
+    start(m, "j1")
+    assert m.predict("cancel_job", {"thread_id": "t1", "job_id": "j1", "requested_by": "user"}).effects == [
+        {"effect": "cancellation_requested", "job_id": "j1", "requested_by": "user"}]
+    assert m.record("j1")["status"] == "pending_cancel"
+    finish(m, "j1", outcome="completed")  # cancel is best effort
+    assert m.record("j1")["status"] == "completed"
+    again = m.predict("cancel_job", {"thread_id": "t1", "job_id": "j1", "requested_by": "agent"})
+    assert again.result == {"job_id": "j1", "status": "completed"} and again.effects == []
+    assert m.coverage.counts["transitions"]["pending_cancel -finish-> completed"] == 1
+
+
+def test_scope_hides_jobs_of_other_threads():
+    m = model()
+    start(m, "j1", thread="t1")
+    other = m.predict("inspect_job", {"thread_id": "t2", "job_id": "j1"})
+    assert other.error == {"kind": "not_found_in_thread", "message": "Job not found in this thread: j1"}
+    assert m.predict("list_jobs", {"thread_id": "t2"}).result == {"jobs": []}
+
+
+@pytest.mark.parametrize("limit", [1, 5, 20])
+def test_retention_keeps_the_newest_n_terminal_jobs_by_completion(limit):
+    m = model(retention_limit=limit)
+    start(m, "running-one")
+    for i in range(limit + 1):
+        start(m, f"j{i}")
+    for i in reversed(range(limit + 1)):  # complete newest-started first
+        finish(m, f"j{i}")
+    kept = {k for k in m.keys() if k.startswith("j")}
+    assert len(kept) == limit and f"j{limit}" not in kept  # j{limit} completed first, so it is the oldest
+    assert "running-one" in m.keys()
+
+
+def test_payload_limits_follow_parameters():
+    m = model(max_bytes=10, max_lines=2)
+    start(m, "a"); start(m, "b"); start(m, "c")
+    assert finish(m, "a", payload="x" * 10).effects[0]["effect"] == "turn_requested"       # at the limit: inline
+    spilled = finish(m, "b", payload="x" * 11).effects[0]
+    assert spilled["effect"] == "payload_spilled" and isinstance(spilled["path"], Matcher)
+    assert finish(m, "c", payload="a\nb\nc").effects[0]["effect"] == "payload_spilled"   # 3 lines > 2
+
+
+def test_equal_completion_times_inject_in_marking_order():
+    m = model()
+    m.predict("begin_turn", {"thread_id": "t1"})
+    for job in ("z", "a", "m"):
+        start(m, job)
+    for job in ("m", "z", "a"):
+        finish(m, job)
+    assert m.predict("turn_boundary", {"thread_id": "t1"}).result == {"injected": ["m", "z", "a"]}
+    assert m.predict("turn_boundary", {"thread_id": "t1"}).result == {"injected": []}
+
+
+def test_generated_ids_are_taken_from_the_observation_and_checked():
+    m = model()
+    start(m, "job-1")
+    args = {"thread_id": "t1", "tool_call_id": "c9", "tool_name": "x"}
+    with pytest.raises(ObservationError, match="job-1"):
+        m.predict("start_job", args, {"result": {"job_id": "job-1"}})
+    assert m.predict("start_job", args, {"result": {"job_id": "job-2"}}).result["job_id"] == "job-2"
+
+
+def test_restart_forgets_everything():
+    m = model()
+    start(m, "j1")
+    m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x", "result": "r"})
+    m.predict("restart", {})
+    assert m.keys() == []
+    assert m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x",
+                                       "result": "r"}).ok

@@ -1,0 +1,34 @@
+"""Every spec in the repository loads, and the thread-jobs matrix is complete."""
+from pathlib import Path
+
+import pytest
+
+from statemachines import load_spec
+
+SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
+MAIN_SPECS = sorted(p for p in SPEC_DIR.glob("*.yaml") if ".scenarios." not in p.name)
+
+
+@pytest.mark.parametrize("path", MAIN_SPECS, ids=[p.name for p in MAIN_SPECS])
+def test_every_spec_validates(path):
+    spec = load_spec(path)
+    assert spec.operations and spec.lifecycle.states
+    ids = [s.id for s in spec.scenarios]
+    assert len(ids) == len(set(ids))
+    for scenario in spec.scenarios:
+        assert scenario.category in ("nominal", "edge", "boundary")
+
+
+def test_thread_jobs_has_the_whole_matrix():
+    spec = load_spec(SPEC_DIR / "thread-jobs.yaml")
+    expected = [f"N{i}" for i in range(1, 11)] + [f"E{i}" for i in range(1, 14)] + [f"B{i}" for i in range(1, 9)]
+    assert [s.id for s in spec.scenarios] == expected
+    assert set(spec.lifecycle.states) == {"running", "pending_cancel", "completed", "failed", "cancelled", "timed_out"}
+    assert spec.lifecycle.terminal == {"completed", "failed", "cancelled", "timed_out"}
+
+
+def test_profiles_stay_within_parameter_bounds():
+    spec = load_spec(SPEC_DIR / "thread-jobs.yaml")
+    for profile in spec.profiles.values():
+        for name, value in profile.parameters.items():
+            assert spec.parameters[name].violation(value) is None
