@@ -47,8 +47,9 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})
     except _Stop as stop:
-        stop.failure.message = f"scenario {scenario.id} ({scenario.title}): {stop.failure.message}"
-        return ScenarioOutcome(scenario, "fail", stop.failure, time.perf_counter() - started)
+        failure = _confirm(session, scenario, stop.failure)
+        failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
+        return ScenarioOutcome(scenario, "fail", failure, time.perf_counter() - started)
     except AdapterLoadError as exc:
         failure = Failure(kind="implementation-error", message=f"scenario {scenario.id}: {exc}",
                           steps=list(session.trace))
@@ -57,6 +58,42 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
         failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace))
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started)
+
+
+# Failures that are evidence by themselves: a race that broke an invariant
+# need not recur to be real.
+_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error"}
+
+
+def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
+    """Replay a failed scenario once; if the same steps now behave differently,
+    the implementation is nondeterministic, which is reported as such."""
+    if failure.kind in _DEFINITIVE or any(isinstance(s, ConcurrentStep) for s in _flatten(scenario.steps)):
+        return failure
+    first_trace = failure.steps
+    try:
+        session.reset()
+        run_steps(session, scenario.steps, {"params": session.params})
+        again = None
+    except _Stop as stop:
+        again = stop.failure
+    except Exception:  # noqa: BLE001 - the first failure stands
+        return failure
+    if again is not None and (again.kind, again.step, again.path) == (failure.kind, failure.step, failure.path):
+        return failure
+    where = "passed" if again is None else f"failed differently ({again.kind} at step {again.step}: {again.message.splitlines()[0]})"
+    return Failure(kind="nondeterminism", step=failure.step, operation=failure.operation, args=failure.args,
+                   expected=failure.expected, observed=failure.observed, path=failure.path, steps=first_trace,
+                   message=(f"the implementation answered differently when the same steps were replayed: the "
+                            f"first run failed ({failure.kind}: {failure.message.splitlines()[0]}), the replay "
+                            f"{where}"))
+
+
+def _flatten(steps: list):
+    for step in steps:
+        yield step
+        if isinstance(step, RepeatStep):
+            yield from _flatten(step.steps)
 
 
 def run_steps(session: Session, steps: list, env: dict) -> None:

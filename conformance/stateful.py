@@ -84,6 +84,7 @@ class Explorer:
         if ex.advance_ms:
             self.actions += [("advance", None)] * 2
         self._schema_strategies: dict = {}
+        self.model = None  # set by the state machine, for drawing live keys
         self._payloads = {name: self._payload_strategy(policy) for name, policy in spec.policies.items()
                           if policy.kind == "inline_or_spill"}
 
@@ -110,13 +111,27 @@ class Explorer:
         if draw and "pool" in draw:
             return data.draw(st.sampled_from(self.spec.exploration.pools[draw["pool"]]), label=prop)
         if draw and "keys" in draw:
+            # Mostly keys the model holds now (non-terminal ones first), else any key
+            # ever seen (evicted ones too), else a fresh one: forbidden calls get tried.
             fresh = float(draw.get("fresh", 0.1))
-            if not keys or data.draw(st.integers(0, 99), label=f"{prop}:fresh?") < fresh * 100:
+            roll = data.draw(st.integers(0, 99), label=f"{prop}:which?")
+            if not keys or roll < fresh * 100:
                 return data.draw(st.integers(1, 4).map(lambda i: f"k{i}"), label=prop)
-            return data.draw(st.sampled_from(keys), label=prop)
+            live = self.live_keys() if roll < 55 + fresh * 50 else []
+            return data.draw(st.sampled_from(live or keys), label=prop)
         if draw and "policy" in draw:
             return data.draw(self._payloads[draw["policy"]], label=prop)
         return data.draw(self._schema_strategy(op, prop, schema), label=prop)
+
+    def live_keys(self) -> list:
+        """Keys of records the model holds now, non-terminal first."""
+        model = self.model
+        if model is None:
+            return []
+        field, terminal = model.field, model.spec.lifecycle.terminal
+        records = model.store.records
+        active = [k for k, r in records.items() if r[field] not in terminal]
+        return active or list(records)
 
     def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
         schema = self.spec.operations[op].args_schema
@@ -155,6 +170,7 @@ class _Stats:
 def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
     """A RuleBasedStateMachine class driving ``session`` through generated steps."""
     params = session.params
+    explorer.model = session.model
 
     class SpecStateMachine(RuleBasedStateMachine):
         def __init__(self):
