@@ -13,6 +13,25 @@ __all__ = ["linearize", "SEARCH_BUDGET"]
 SEARCH_BUDGET = 20_000  # model predictions tried before the search gives up
 
 
+def _short(value, limit: int = 160) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _summary(response) -> str:
+    """One line for a response: the result or error, and its effects by name."""
+    if not isinstance(response, dict):
+        return _short(response)
+    head = (f"error {response['error'].get('kind')}" if isinstance(response.get("error"), dict)
+            else f"result {_short(response.get('result'))}")
+    names: dict = {}
+    for effect in response.get("effects") or []:
+        name = effect.get("effect") if isinstance(effect, dict) else "?"
+        names[name] = names.get(name, 0) + 1
+    effects = ", ".join(f"{n}×{c}" for n, c in names.items()) or "no effects"
+    return f"{head}; {effects}"
+
+
 def _key_positions(followups: list, key: str) -> dict:
     """Where each entity key first appears in the probes' answers (list order)."""
     positions: dict = {}
@@ -101,7 +120,7 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
     model.restore(start)
     lines = [f"{len(calls)} concurrent calls match no sequential order of the spec's model."]
     for i, ((op, args), response) in enumerate(zip(calls, responses)):
-        lines.append(f"  call {i}: {op}({json.dumps(args, default=str)}) -> {json.dumps(response, default=str)}")
+        lines.append(f"  call {i}: {op}({_short(args)}) -> {_summary(response)}")
     if best["diff"] is not None:
         path, expected, observed, reason = best["diff"]
         order = " then ".join(f"call {i}" for i in best["order"])

@@ -342,6 +342,10 @@ class Session:
         for inv_id, message in self.model.check_invariants():
             return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
                               judged[-1][0])
+        return self.check_observed(judged)
+
+    def check_observed(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+        """Invariants over what the implementation reported (e.g. one injection per job)."""
         for index, operation, response in judged:
             for inv in self._observed_invariants:
                 seen = self._seen[inv.id]
@@ -352,9 +356,11 @@ class Session:
                         continue
                     key = effect.get(inv.observed["unique"])
                     if key in seen:
+                        when = (f"twice by the concurrent calls of step {index}" if seen[key] == index
+                                else f"at step {seen[key]} and again at step {index}")
                         return self._fail("invariant", f"invariant {inv.id} broken: {inv.description} — "
                                           f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
-                                          f"was reported at step {seen[key]} and again at step {index}",
+                                          f"was reported {when}",
                                           index, operation=operation, observed=effect)
                     seen[key] = index
         return None
@@ -410,10 +416,16 @@ class Session:
             if failure:
                 return responses, failure
             followups.append((op, args, response))
+        judged = [(index, op, r) for (op, _), r in zip(calls, responses)]
+        saved = {k: dict(v) for k, v in self._seen.items()}
+        failure = self.check_observed(judged)  # the sharper diagnosis, when it applies
+        if failure:
+            return responses, failure
+        self._seen = saved  # check_invariants below records them again
         failure = linearize(self, calls, responses, index, followups)
         if failure:
             return responses, failure
-        return responses, self.check_invariants([(index, op, r) for (op, _), r in zip(calls, responses)])
+        return responses, self.check_invariants(judged)
 
     # -- probes -------------------------------------------------------------------
     def probe_calls(self) -> list[tuple[str, dict]]:

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ._format import failed_checks, first_line, ordered_scenarios, replay_for, verdict_counts
+from ._format import (compact_json, failed_checks, first_line, ordered_scenarios, replay_for, step_text,
+                      verdict_counts)
 
 __all__ = ["VERDICT_STYLES", "render_console_summary"]
 
@@ -67,6 +68,16 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
             console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
         if failure.get("path"):
             console.print(Text(f"  at {failure['path']}", style="cyan"))
+        for name in ("expected", "observed"):
+            if failure.get(name) is not None:
+                console.print(Text(f"  {name}: {compact_json(failure[name], 300)}"), soft_wrap=True)
+        steps = failure.get("steps") or []
+        if steps:
+            where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
+            console.print(Text(f"  {len(steps)} step(s) lead here; the full list is in summary.md{where}", style="dim"))
+            for step in steps[-3:]:
+                line = step_text(step)
+                console.print(Text("    " + (line if len(line) <= 240 else line[:239] + "…")), soft_wrap=True)
         replay = replay_for(failure, report)
         if replay:
             # soft_wrap: a hard-wrapped command could not be copied from a log.
