@@ -43,6 +43,9 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     if missing:
         note = f"the implementation does not declare capability {', '.join(missing)}"
         return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": session.params}):
+        note = f"the scenario assumes {scenario.assumes.source}, which these parameters do not meet"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})

@@ -259,19 +259,27 @@ class Session:
         self.trace.append(entry)
         try:
             effects = self.worker.run(lambda: self.adapter.set_clock(self.now), self.timeout_s)
+            effects = [] if effects is None else effects
         except _CallTimeout:
             self._needs_restart = True
             return self._fail("timeout", f"set_clock({self.now}) did not answer within {self.timeout_s:g}s", index)
         except Exception as exc:
             return self._fail("implementation-error", f"set_clock raised {type(exc).__name__}: {exc}", index)
-        prediction = self.model.advance(self.now)
-        observed = {"result": {}, "effects": list(effects or [])}
-        diff = compare(prediction, observed)
+        observed = {"result": {}, "effects": effects if isinstance(effects, list) else effects}
+        entry["observed"] = observed
+        failure = self.check_response("set_clock", {"now_ms": self.now}, observed, index)
+        if failure:
+            return failure
+        try:
+            prediction = self.model.advance(self.now)
+        except ExpressionError as exc:
+            return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
+        diff = compare(prediction, observed, self.spec.entity.key)
         if diff:
             path, expected, got, reason = diff
             return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
                               expected=expected, observed=got, path=path)
-        return None
+        return self.check_invariants([(index, "set_clock", observed)])
 
     def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
         self.calls += 1

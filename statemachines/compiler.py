@@ -162,6 +162,8 @@ class _Builder:
         self.policies = self._policies()
         self._check_orderings()
         self.operations = {name: self._operation(name, op) for name, op in d["operations"].items()}
+        self._op_errors, self._op_name = set(), "on_clock"
+        on_clock = self._steps(d.get("on_clock") or [], ("on_clock",), set(_BASE_VARS))
         invariants = self._invariants()
         exploration = self._exploration()
         scenarios = self._scenarios()
@@ -171,7 +173,7 @@ class _Builder:
             lifecycle=self.lifecycle, tables=self.tables, counters=self.counters, orderings=self.orderings,
             policies=self.policies, effects=self.effects, definitions=self.definitions,
             operations=self.operations, invariants=invariants, scenarios=scenarios, exploration=exploration,
-            implementations=dict(d.get("implementations") or {}), source_map=self.smap, raw=d,
+            implementations=dict(d.get("implementations") or {}), on_clock=on_clock, source_map=self.smap, raw=d,
         )
 
     def _parameters(self) -> dict[str, Parameter]:
@@ -625,8 +627,9 @@ class _Builder:
                 if feature not in FEATURES:
                     self.problem(path + ("requires",), f"unknown feature {feature!r}",
                                  f"features: {', '.join(sorted(FEATURES))}")
+            assumes = self.expr(sc["assumes"], path + ("assumes",), {"params"}) if "assumes" in sc else None
             out.append(Scenario(sc["id"], sc["title"], sc["category"], sc.get("description", ""), steps,
-                                self.where(path), requires))
+                                self.where(path), requires, assumes))
         return out
 
     def _template(self, value: Any, path: tuple, names: set[str]) -> Any:

@@ -139,9 +139,18 @@ class Model:
             now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy())
 
     def advance(self, now_ms: int) -> Prediction:
-        """Move the virtual clock; apply time-based policies."""
+        """Move the virtual clock; run the spec's ``on_clock`` steps and
+        time-based policies; return the effects time must produce."""
         self.now = max(self.now, now_ms)
         out = Prediction(result={})
+        self._touched.clear()
+        self._touched_scopes.clear()
+        if self.spec.on_clock:
+            frame = {"args": {}, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
+            try:
+                self._run(self.spec.on_clock, frame, out)
+            except _Abort as abort:
+                raise ExpressionError(f"on_clock steps may not reject ({abort.kind})", "on_clock") from None
         for policy in self.spec.policies.values():
             if policy.kind == "expire":
                 self._expire(policy)

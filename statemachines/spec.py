@@ -157,6 +157,7 @@ class Scenario:
     steps: list
     where: str
     requires: tuple[str, ...] = ()
+    assumes: Expression | None = None
 
 
 @dataclass
@@ -193,6 +194,7 @@ class Spec:
     scenarios: list[Scenario]
     exploration: Exploration
     implementations: dict[str, str]
+    on_clock: list = field(default_factory=list)
     source_map: SourceMap = field(repr=False, default_factory=SourceMap)
     raw: dict = field(repr=False, default_factory=dict)
 
