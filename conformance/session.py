@@ -205,6 +205,7 @@ class Session:
         self.now = 0
         self.calls = 0
         self._needs_restart = False
+        self.defer_model_invariants = False  # the stateful suite checks them once per step
         self._result_validators = {
             name: jsonschema.Draft202012Validator(op.result_schema)
             for name, op in spec.operations.items() if op.result_schema}
@@ -347,10 +348,18 @@ class Session:
         return None
 
     def check_invariants(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+        if not self.defer_model_invariants:
+            failure = self.check_model_invariants(judged[-1][0])
+            if failure:
+                return failure
+        return self.check_observed(judged)
+
+    def check_model_invariants(self, index: int | None = None) -> Failure | None:
+        """The spec's invariants over the model state touched since the last check."""
         for inv_id, message in self.model.check_invariants():
             return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
-                              judged[-1][0])
-        return self.check_observed(judged)
+                              len(self.trace) - 1 if index is None else index)
+        return None
 
     def check_observed(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
         """Invariants over what the implementation reported (e.g. one injection per job)."""

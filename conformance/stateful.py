@@ -204,6 +204,7 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             elif kind == "concurrent":
                 self._concurrent(data, what)
             self._note_keys()
+            self._check(session.check_model_invariants())
             self._check(session.probe())
 
         def _batch(self, data, batch: dict) -> None:
@@ -259,6 +260,7 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     started = time.perf_counter()
     stats = _Stats(shrink_s=config["shrink_s"])
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
+    session.defer_model_invariants = True
     machine = build_state_machine(spec, session, explorer, stats)
     if on_example is not None:
         original_init = machine.__init__
@@ -283,12 +285,22 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
                                     f"shortest of {stats.failures} failing sequences found)")
     except Flaky as exc:
         outcome.verdict = "fail"
-        outcome.failure = Failure(kind="nondeterminism", seed=seed, message=(
+        if stats.best is not None and stats.best.kind in ("linearizability", "invariant"):
+            # A race seen once is evidence enough, even if the replay did not hit it again.
+            outcome.failure = stats.best
+            outcome.failure.message += ("\n(this failure did not recur every time the sequence was replayed: "
+                                        "the implementation behaves nondeterministically here, e.g. a race)")
+        else:
+            outcome.failure = Failure(kind="nondeterminism", seed=seed, steps=stats.best.steps if stats.best else [],
+                                      message=(
             "the implementation failed a generated sequence, then passed the same sequence when it was "
-            f"replayed: it behaves nondeterministically ({type(exc).__name__}: {str(exc).splitlines()[0]})"))
+            f"replayed: it behaves nondeterministically ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            + (f"; the first failure was: {stats.best.message.splitlines()[0]}" if stats.best else "")))
     except AdapterLoadError as exc:
         outcome.verdict = "error"
         outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
+    finally:
+        session.defer_model_invariants = False
     outcome.examples, outcome.steps = stats.examples, stats.steps
     outcome.duration_s = time.perf_counter() - started
     return outcome

@@ -18,6 +18,7 @@ from transitions import Machine
 
 from . import steps as S
 from .errors import ExpressionError, ObservationError
+from .expressions import compile_expression
 from .matchers import Matcher
 from .spec import Spec
 from .store import EntityStore
@@ -101,6 +102,10 @@ class Model:
         self._observation_problem: str | None = None
         self._touched: set = set()
         self._touched_scopes: set = set()
+        # All per-record invariants in one CEL evaluation per touched record.
+        self._each = [inv for inv in spec.invariants if inv.kind == "each"]
+        self._each_all = (compile_expression("[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]",
+                                             "invariants") if self._each else None)
 
     # -- the lifecycle machine --------------------------------------------
     def _build_machine(self) -> Machine:
@@ -123,6 +128,8 @@ class Model:
     # -- lifecycle of the model itself ------------------------------------
     def reset(self, now_ms: int = 0) -> None:
         self.now = now_ms
+        self._touched.clear()
+        self._touched_scopes.clear()
         self.store.clear()
         for table in self.tables.values():
             table.clear()
@@ -143,8 +150,6 @@ class Model:
         time-based policies; return the effects time must produce."""
         self.now = max(self.now, now_ms)
         out = Prediction(result={})
-        self._touched.clear()
-        self._touched_scopes.clear()
         if self.spec.on_clock:
             frame = {"args": {}, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
             try:
@@ -174,8 +179,6 @@ class Model:
         op = self.spec.operations[operation]
         self._observation = observation
         self._observation_problem = None
-        self._touched.clear()
-        self._touched_scopes.clear()
         self.coverage.hit("operations", operation)
         out = Prediction()
         frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
@@ -432,20 +435,25 @@ class Model:
 
     # -- invariants -----------------------------------------------------------
     def check_invariants(self) -> list[tuple[str, str]]:
-        """Spec invariants over what the last operation touched: (id, message) per violation."""
+        """Spec invariants over what was touched since the last check: (id, message) per violation."""
         violations = []
         ent = self.entity.name
         base = {"params": self.params, "now": self.now, "terminal_states": self.terminal_states}
-        for inv in self.spec.invariants:
-            if inv.kind == "each":
-                for key in self._touched:
-                    record = self.store.get(key)
-                    if record is not None and not inv.check.evaluate({**base, ent: record}):
+        if self._each_all is not None:
+            for key in self._touched:
+                record = self.store.get(key)
+                if record is None:
+                    continue
+                for inv, ok in zip(self._each, self._each_all.evaluate({**base, ent: record})):
+                    if not ok:
                         violations.append((inv.id, f"{inv.description or inv.id} (violated by {ent} {key})"))
-            elif inv.kind == "scope":
+        for inv in self.spec.invariants:
+            if inv.kind == "scope":
                 for scope_value in self._touched_scopes:
                     records = list(self.store.in_scope(scope_value))
                     if not inv.check.evaluate({**base, self.entity.collection: records}):
                         violations.append((inv.id, f"{inv.description or inv.id} (violated in "
                                                    f"{self.entity.scope_field} {scope_value})"))
+        self._touched.clear()
+        self._touched_scopes.clear()
         return violations
