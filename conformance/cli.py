@@ -5,6 +5,7 @@ mutant was killed); 1 it does not; 2 a usage, spec or adapter-loading error.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -13,6 +14,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from statemachines import SpecError, load_spec
 
@@ -23,10 +25,10 @@ from .stateful import PROFILES
 
 __all__ = ["main", "cli"]
 
-# In CI logs (no terminal) rich would wrap at 80 columns; long paths and replay
-# commands read better unwrapped.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+# In CI logs (no terminal) rich would wrap at 80 columns; tables get a wide
+# page, and plain lines (paths, file:line, replay commands) are never wrapped.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _RichProgress(R.Progress):
@@ -55,6 +57,21 @@ def _progress() -> Progress:
                     console=console, transient=True, disable=not console.is_terminal)
 
 
+class _Seconds(click.ParamType):
+    """A positive, finite number of seconds."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"{value!r} must be a positive, finite number of seconds", param, ctx)
+        return number
+
+
 def _parse_seed(value: str) -> int:
     if value == "random":
         return int.from_bytes(os.urandom(4), "big")
@@ -67,7 +84,7 @@ def _parse_seed(value: str) -> int:
 def _print_problems(report: dict) -> None:
     for problem in report.get("problems", []):
         where = f"{problem['where']}: " if problem.get("where") else ""
-        errors.print(f"[bold red]error[/] {where}{problem['message']}", markup=True, highlight=False)
+        errors.print(Text("error ", style="bold red") + Text(f"{where}{problem['message']}"))
 
 
 def _finish(report: dict) -> None:
@@ -89,9 +106,17 @@ adapter_options = [
                       "Default: the spec's bundled reference implementation."),
     click.option("--adapter-opt", "adapter_opts", multiple=True, metavar="KEY=VALUE",
                  help="Keyword option passed to the adapter (repeatable)."),
-    click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
+    click.option("--adapter-cmd", "adapter_cmd", metavar="COMMAND",
+                 help="Run the implementation as a program speaking the stdio adapter protocol "
+                      "(docs/adapter-protocol.md), e.g. \"node my-adapter.js\". Not with --adapter."),
+    click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
                  show_default=True, help="Seconds one operation may take before it counts as hung."),
 ]
+
+
+def _check_adapter_choice(adapter, adapter_opts, adapter_cmd) -> None:
+    if adapter_cmd is not None and (adapter or adapter_opts):
+        raise click.UsageError("--adapter-cmd runs a program; it cannot be combined with --adapter or --adapter-opt")
 
 
 def _with(options):
@@ -119,16 +144,19 @@ def cli() -> None:
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
-def run(spec, adapter, adapter_opts, timeout_s, profile, seed, report_dir, only, no_scenarios, no_stateful):
+def run(spec, adapter, adapter_opts, adapter_cmd, timeout_s, profile, seed, report_dir, only, no_scenarios,
+        no_stateful):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec."""
     from .loading import parse_options
 
+    _check_adapter_choice(adapter, adapter_opts, adapter_cmd)
     try:
         options = parse_options(adapter_opts)
     except AdapterLoadError as exc:
         raise click.UsageError(str(exc)) from None
-    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, profile=profile,
+    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
+                         profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
     with _progress() as progress:
@@ -141,11 +169,13 @@ def run(spec, adapter, adapter_opts, timeout_s, profile, seed, report_dir, only,
 @click.argument("steps_file", type=click.Path(dir_okay=False))
 @_with(adapter_options)
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
-def replay(spec, steps_file, adapter, adapter_opts, timeout_s, report_dir):
+def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, timeout_s, report_dir):
     """Replay a counterexample STEPS_FILE (written by a failed run) against an implementation."""
     from .loading import parse_options
 
+    _check_adapter_choice(adapter, adapter_opts, adapter_cmd)
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
+                         adapter_cmd=adapter_cmd,
                          report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s)
     report = R.run_conformance(config)
     _finish(report)
@@ -161,13 +191,13 @@ def validate(specs):
             spec = load_spec(path)
         except SpecError as exc:
             bad += 1
-            errors.print(f"[bold red]✗ {path}[/]: {len(exc.problems)} problem(s)", markup=True, highlight=False)
+            errors.print(Text(f"✗ {path}", style="bold red") + Text(f": {len(exc.problems)} problem(s)"))
             for problem in exc.problems:
-                errors.print(f"  {problem}", markup=False, highlight=False)
+                errors.print(Text(f"  {problem}"))
             continue
-        console.print(f"[green]✓[/] {path}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, "
-                      f"{len(spec.operations)} operations, {len(spec.scenarios)} scenarios, "
-                      f"{len(spec.invariants)} invariants", markup=True, highlight=False)
+        console.print(Text("✓ ", style="green") + Text(
+            f"{path}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
+            f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"))
     sys.exit(2 if bad else 0)
 
 
@@ -176,7 +206,8 @@ def validate(specs):
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True)
 @click.option("--seed", default="1", show_default=True)
 @click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these mutants.")
-@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
+              show_default=True)
 def mutants(spec, profile, seed, only, timeout_s):
     """Run the kit against every mutant the spec ships; exit 0 only if all are killed."""
     from .mutants import load_mutants, run_mutant
@@ -211,9 +242,11 @@ def mutants(spec, profile, seed, only, timeout_s):
     for column in ("mutant", "killed", "by scenarios", "by exploration alone", "bug"):
         table.add_column(column, overflow="fold")
     for r in results:
-        table.add_row(r.name, "[green]killed[/]" if r.killed else "[red]SURVIVED[/]",
-                      ", ".join(r.killed_by_scenarios) or ("[red]error: " + r.error + "[/]" if r.error else "—"),
-                      f"yes ({r.exploration_kind})" if r.found_by_exploration else "[yellow]no[/]", r.description)
+        table.add_row(Text(r.name), Text("killed", style="green") if r.killed else Text("SURVIVED", style="red"),
+                      Text(", ".join(r.killed_by_scenarios)) if r.killed_by_scenarios
+                      else Text(f"error: {r.error}" if r.error else "—", style="red" if r.error else ""),
+                      Text(f"yes ({r.exploration_kind})") if r.found_by_exploration else Text("no", style="yellow"),
+                      Text(r.description))
     console.print(table)
     survived = [r.name for r in results if not r.killed]
     missed = [r.name for r in results if not r.found_by_exploration]

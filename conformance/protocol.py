@@ -194,22 +194,22 @@ def parse_line(line: bytes) -> dict:
         raise ProtocolError(f"expected a line of bytes, got {type(line).__name__}")
     line = bytes(line)
     if len(line) > MAX_LINE_BYTES + 2:  # allow for "\r\n"
-        raise ProtocolError(f"a line longer than {MAX_LINE_BYTES} bytes", line)
+        raise ProtocolError(f"the program printed a line longer than {MAX_LINE_BYTES} bytes", line)
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ProtocolError(f"a line that is not UTF-8 ({exc.reason} at byte {exc.start})", line) from None
+        raise ProtocolError(f"the program printed a line that is not UTF-8 ({exc.reason} at byte {exc.start})", line) from None
     try:
         message = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ProtocolError(f"a line nesting deeper than {MAX_DEPTH} levels", line) from None
+        raise ProtocolError(f"the program printed a line nesting deeper than {MAX_DEPTH} levels", line) from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN/Infinity
-        raise ProtocolError(f"a line that is not JSON ({exc})", line) from None
+        raise ProtocolError(f"the program printed a line that is not JSON ({exc})", line) from None
     if not isinstance(message, dict):
-        raise ProtocolError(f"a line that is a JSON {type(message).__name__}, not an object", line)
+        raise ProtocolError(f"the program printed a line that is a JSON {type(message).__name__}, not an object", line)
     problem = _check_tree(message, check_strings=bool(_SURROGATE_ESCAPE.search(line)))
     if problem:
-        raise ProtocolError(f"a line that breaks the protocol ({problem})", line)
+        raise ProtocolError(f"the program printed a line that breaks the protocol ({problem})", line)
     return message
 
 
@@ -248,10 +248,10 @@ class ResponseReader:
         message = parse_line(line)
         id = message.get("id")
         if "id" not in message:
-            raise ProtocolError("a response without an id (every response carries the id of the request it "
-                                "answers)", line)
+            raise ProtocolError("the program printed a response without an id (every response carries the id of the "
+                                "request it answers)", line)
         if isinstance(id, bool) or not isinstance(id, int):
-            raise ProtocolError(f"a response whose id is not an integer ({json.dumps(id)[:40]})", line)
+            raise ProtocolError(f"the program printed a response whose id is not an integer ({json.dumps(id)[:40]})", line)
         with self._lock:
             type_ = self._pending.pop(id, None)
             if type_ is None:
@@ -260,8 +260,8 @@ class ResponseReader:
                     self._answered.add(id)
                     return None
                 if id in self._answered:
-                    raise ProtocolError(f"a second answer to request {id}", line)
-                raise ProtocolError(f"an answer to unknown request id {id} (no request with that id is waiting)",
+                    raise ProtocolError(f"the program answered request {id} twice; the second answer", line)
+                raise ProtocolError(f"the program answered unknown request id {id} (no request with that id was sent)",
                                     line)
             self._answered.add(id)
         if type_ == "hello" and message.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION \
@@ -271,6 +271,6 @@ class ResponseReader:
             return Response(id, type_, message)
         problem = validate_message(message, type_, "response")
         if problem:
-            raise ProtocolError(f"an answer to {type_} request {id} that breaks the protocol's "
+            raise ProtocolError(f"the program answered {type_} request {id} with a message that breaks the protocol's "
                                 f"{type_}.response schema ({problem})", line, id=id)
         return Response(id, type_, message)

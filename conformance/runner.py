@@ -32,6 +32,7 @@ class RunConfig:
     adapter_options: dict = field(default_factory=dict)
     adapter_factory: Callable | None = None  # an already-built factory (mutants, tests)
     adapter_label: str | None = None
+    adapter_cmd: str | None = None        # a program speaking the stdio protocol (docs/adapter-protocol.md)
     profile: str = "ci"
     seed: int = 1
     report_dir: str | None = "reports"
@@ -66,12 +67,14 @@ def _report_skeleton(config: RunConfig) -> dict:
         "verdict": "error", "exit_code": 2,
         "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "duration_s": 0.0,
         "spec": {"id": None, "version": None, "title": None, "path": config.spec_path, "lifecycle": None},
-        "implementation": {"adapter": config.adapter_label or config.adapter},
+        "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd},
         "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
     }
 
 
 def _adapter_args(config: RunConfig, target: str) -> str:
+    if config.adapter_cmd is not None:
+        return "--adapter-cmd " + shlex.quote(config.adapter_cmd)
     parts = ["--adapter", target]
     for key, value in sorted(config.adapter_options.items()):
         parts += ["--adapter-opt", f"{key}={value}"]
@@ -81,9 +84,14 @@ def _adapter_args(config: RunConfig, target: str) -> str:
 def prepare(config: RunConfig) -> Prepared:
     """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
     spec = load_spec(config.spec_path)
-    target = config.adapter_label or config.adapter or spec.implementations.get("reference")
+    target = config.adapter_label or config.adapter or config.adapter_cmd or spec.implementations.get("reference")
     if config.adapter_factory is not None:
         factory = config.adapter_factory
+    elif config.adapter_cmd is not None:
+        if config.adapter:
+            raise AdapterLoadError("give either an adapter (module:attribute) or an adapter command, not both")
+        from .stdio import stdio_factory
+        factory = stdio_factory(config.adapter_cmd, spec)
     else:
         if not target:
             raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
@@ -91,12 +99,16 @@ def prepare(config: RunConfig) -> Prepared:
     session = Session(spec, spec.default_parameters(), factory, timeout_s=config.timeout_s)
     try:
         identity = session.describe()
+    except AdapterLoadError:  # already says what went wrong (e.g. a refused stdio handshake)
+        session.close()
+        raise
     except Exception as exc:
         session.close()
         raise AdapterLoadError(f"describe() failed: {type(exc).__name__}: {exc}") from None
-    if not isinstance(identity, dict):
+    problem = _identity_problem(identity)
+    if problem:
         session.close()
-        raise AdapterLoadError(f"describe() must return an object, got {type(identity).__name__}")
+        raise AdapterLoadError(problem)
     params, problems = resolve_parameters(spec, identity.get("profile"), identity.get("parameters") or {})
     if problems:
         session.close()
@@ -104,6 +116,22 @@ def prepare(config: RunConfig) -> Prepared:
     session.params = params
     session.model.params = params
     return Prepared(spec, session, identity, params, target or "")
+
+
+def _identity_problem(identity) -> str | None:
+    """What is wrong with an implementation's describe() answer, or None."""
+    if not isinstance(identity, dict):
+        return f"describe() must return an object, got {type(identity).__name__}"
+    for name, kinds, label in (("name", (str, type(None)), "a string"), ("version", (str, type(None)), "a string"),
+                               ("profile", (str, type(None)), "a string or null"),
+                               ("parameters", (dict, type(None)), "an object"),
+                               ("capabilities", (dict, type(None)), "an object")):
+        if not isinstance(identity.get(name), kinds):
+            return f"describe() returned `{name}` as {type(identity.get(name)).__name__}; it must be {label}"
+    for name, value in (identity.get("capabilities") or {}).items():
+        if not isinstance(value, bool):
+            return f"describe() returned capability `{name}` = {value!r}; it must be true or false"
+    return None
 
 
 def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict:
@@ -120,10 +148,19 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
                                "where": p.where} for p in exc.problems]
     except AdapterLoadError as exc:
-        report["problems"] = [{"kind": "adapter-error", "message": str(exc), "where": config.adapter}]
+        report["problems"] = [{"kind": "adapter-error", "message": str(exc), "where": config.adapter or config.adapter_cmd}]
     if prepared is not None:
         try:
             _run(config, prepared, report, progress)
+        except SpecError as exc:  # e.g. a broken replay file
+            report["verdict"], report["exit_code"] = "error", 2
+            report["problems"] += [{"kind": "spec-error", "where": p.where,
+                                    "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
+                                   for p in exc.problems]
+        except AdapterLoadError as exc:
+            report["verdict"], report["exit_code"] = "error", 2
+            report["problems"].append({"kind": "adapter-error", "message": str(exc),
+                                       "where": config.adapter or config.adapter_cmd})
         finally:
             prepared.session.close()
     report["duration_s"] = round(time.perf_counter() - started, 3)

@@ -12,7 +12,7 @@ import queue
 import re
 import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from typing import Any, Callable
 
 import jsonschema
@@ -23,13 +23,14 @@ from .adapter import Adapter
 from .errors import AdapterLoadError
 from .failures import Failure
 
-__all__ = ["Session", "compare", "check_shape", "DEFAULT_TIMEOUT_S"]
+__all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
 
 DEFAULT_TIMEOUT_S = 10.0
 
 
-class _CallTimeout(Exception):
-    pass
+class _CallTimeout(BaseException):
+    """Raised inside a hung call by the interval timer. A BaseException so that an
+    implementation's own ``except Exception`` cannot swallow it."""
 
 
 def _alarm(signum, frame):
@@ -83,6 +84,16 @@ class _Worker:
 
     def close(self) -> None:
         self._queue.put((None, None, None))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` for an exception raised by an implementation, even one
+    whose own ``__str__`` fails."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - the implementation's exception is broken; say so
+        text = "<its message could not be printed>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def check_shape(response: Any) -> str | None:
@@ -198,9 +209,8 @@ class Session:
                  timeout_s: float = DEFAULT_TIMEOUT_S):
         self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
         self.model = Model(spec, params)
-        self.adapter = factory()
         self.worker = _Worker()
-        self.pool: ThreadPoolExecutor | None = None
+        self.adapter = self._build_adapter()
         self.trace: list[dict] = []
         self.now = 0
         self.calls = 0
@@ -215,7 +225,15 @@ class Session:
 
     # -- lifecycle ------------------------------------------------------------
     def describe(self) -> dict:
-        return self.worker.run(self.adapter.describe, self.timeout_s)
+        try:
+            return self.worker.run(self.adapter.describe, self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            raise AdapterLoadError(f"describe() did not answer within {self.timeout_s:g}s") from None
+        except (AdapterLoadError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            raise AdapterLoadError(f"describe() failed: {describe_exception(exc)}") from None
 
     def reset(self) -> None:
         if self._needs_restart:
@@ -232,15 +250,24 @@ class Session:
             raise AdapterLoadError(f"the implementation did not reset within {self.timeout_s:g}s") from None
         except AdapterLoadError:
             raise
-        except Exception as exc:
-            raise AdapterLoadError(f"the implementation failed to reset: {type(exc).__name__}: {exc}") from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._needs_restart = True
+            raise AdapterLoadError(f"the implementation failed to reset: {describe_exception(exc)}") from None
+
+    def _build_adapter(self) -> Adapter:
+        try:
+            return self.worker.run(self.factory, self.timeout_s)
+        except _CallTimeout:
+            raise AdapterLoadError(f"the adapter did not start within {self.timeout_s:g}s") from None
 
     def _restart_adapter(self) -> None:
         try:
             self.adapter.close()
         except Exception:  # noqa: BLE001 - a broken adapter is being replaced anyway
             pass
-        self.adapter = self.factory()
+        self.adapter = self._build_adapter()
         self._needs_restart = False
 
     def close(self) -> None:
@@ -249,8 +276,6 @@ class Session:
         except Exception:  # noqa: BLE001 - closing must not turn a verdict into a crash
             pass
         self.worker.close()
-        if self.pool:
-            self.pool.shutdown(wait=False, cancel_futures=True)
 
     # -- steps ------------------------------------------------------------------
     def advance(self, ms: int) -> Failure | None:
@@ -264,10 +289,12 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             return self._fail("timeout", f"set_clock({self.now}) did not answer within {self.timeout_s:g}s", index)
-        except Exception as exc:
-            return self._fail("implementation-error", f"set_clock raised {type(exc).__name__}: {exc}", index)
-        observed = {"result": {}, "effects": effects if isinstance(effects, list) else effects}
-        entry["observed"] = observed
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            return self._fail("implementation-error", f"set_clock raised {describe_exception(exc)}", index)
+        observed = {"result": {}, "effects": effects}
+        entry["observed"] = _printable(observed)
         failure = self.check_response("set_clock", {"now_ms": self.now}, observed, index)
         if failure:
             return failure
@@ -289,15 +316,17 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             return None, ("timeout", f"{operation} did not answer within {self.timeout_s:g}s")
-        except Exception as exc:
-            return None, ("implementation-error", f"{operation} raised {type(exc).__name__}: {exc}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: an implementation may not end the kit
+            return None, ("implementation-error", f"{operation} raised {describe_exception(exc)}")
         return response, None
 
     def call(self, operation: str, args: dict, *, record: bool = True) -> tuple[dict | None, Failure | None]:
         index = len(self.trace)  # where the call stands (or would stand) in the trace
         response, problem = self._invoke(operation, args)
         if record:
-            self.trace.append({"index": index, "operation": operation, "args": args, "observed": response})
+            self.trace.append({"index": index, "operation": operation, "args": args, "observed": _printable(response)})
         if problem:
             return None, self._fail(problem[0], problem[1], index, operation=operation, args=args)
         return response, self.judge(operation, args, response, index)
@@ -387,34 +416,41 @@ class Session:
         """Issue calls at the same time; the outcome must match some sequential order."""
         from .linearize import linearize
 
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kit-concurrent")
         index = len(self.trace)
         barrier = threading.Barrier(len(calls))
+        boxes: list[list] = [[] for _ in calls]
+        done = [threading.Event() for _ in calls]
 
-        def run(op, args):
+        def run(i, op, args):
             try:
                 barrier.wait(timeout=self.timeout_s)
             except threading.BrokenBarrierError:
                 pass
-            return self.adapter.call(op, args)
-
-        futures = [self.pool.submit(run, op, args) for op, args in calls]
-        responses: list = []
-        for (op, args), future in zip(calls, futures):
             try:
-                responses.append(future.result(timeout=self.timeout_s))
-            except TimeoutError:
+                boxes[i].append((True, self.adapter.call(op, args)))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                boxes[i].append((False, exc))
+            done[i].set()
+
+        # Daemon threads: a call that never returns must not keep the kit alive.
+        for i, (op, args) in enumerate(calls):
+            threading.Thread(target=run, args=(i, op, args), daemon=True, name="kit-concurrent").start()
+        deadline = time.monotonic() + self.timeout_s
+        responses: list = []
+        for i, (op, args) in enumerate(calls):
+            if not done[i].wait(max(0.0, deadline - time.monotonic())):
                 self._needs_restart = True
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
                 return responses, self._fail("timeout", f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
                                              index, operation=op, args=args)
-            except Exception as exc:
+            ok, value = boxes[i][0]
+            if not ok:
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
                 return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
-                                             f"{type(exc).__name__}: {exc}", index, operation=op, args=args)
+                                             f"{describe_exception(value)}", index, operation=op, args=args)
+            responses.append(value)
         self.trace.append({"index": index, "concurrently": _group(calls, responses)})
         for (op, args), response in zip(calls, responses):
             failure = self.check_response(op, args, response, index)
@@ -474,7 +510,7 @@ class Session:
 
 
 def _group(calls, responses) -> list[dict]:
-    return [{"operation": op, "args": args, "observed": responses[i] if i < len(responses) else None}
+    return [{"operation": op, "args": args, "observed": _printable(responses[i]) if i < len(responses) else None}
             for i, (op, args) in enumerate(calls)]
 
 

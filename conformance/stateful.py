@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
 from hypothesis import strategies as st
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 from hypothesis_jsonschema import from_schema
 
@@ -113,12 +113,17 @@ class Explorer:
         if draw and "keys" in draw:
             # Mostly keys the model holds now (non-terminal ones first), else any key
             # ever seen (evicted ones too), else a fresh one: forbidden calls get tried.
+            # Every draw has the same shape whatever the state (an index taken
+            # modulo the list), so replaying a sequence after a race changed the
+            # state never confuses Hypothesis.
             fresh = float(draw.get("fresh", 0.1))
             roll = data.draw(st.integers(0, 99), label=f"{prop}:which?")
+            pick = data.draw(st.integers(0, 255), label=prop)
             if not keys or roll < fresh * 100:
-                return data.draw(st.integers(1, 4).map(lambda i: f"k{i}"), label=prop)
+                return f"k{pick % 4 + 1}"
             live = self.live_keys() if roll < 55 + fresh * 50 else []
-            return data.draw(st.sampled_from(live or keys), label=prop)
+            choices = live or keys
+            return choices[pick % len(choices)]
         if draw and "policy" in draw:
             return data.draw(self._payloads[draw["policy"]], label=prop)
         return data.draw(self._schema_strategy(op, prop, schema), label=prop)
@@ -283,6 +288,15 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         outcome.verdict, outcome.failure = "fail", stats.best
         outcome.failure.message += (f"\n(shrinking stopped after its {stats.shrink_s:g} s budget; this is the "
                                     f"shortest of {stats.failures} failing sequences found)")
+    except FlakyStrategyDefinition as exc:
+        # The kit's own generation misbehaved; never blame the implementation for it.
+        if stats.best is not None:
+            outcome.verdict, outcome.failure = "fail", stats.best
+        else:
+            outcome.verdict = "error"
+            outcome.failure = Failure(kind="spec-error", seed=seed, message=(
+                "the exploration stopped: its step generation depended on state in a way Hypothesis could "
+                f"not replay ({str(exc).splitlines()[0]}); no failure of the implementation was seen"))
     except Flaky as exc:
         outcome.verdict = "fail"
         if stats.best is not None and stats.best.kind in ("linearizability", "invariant"):

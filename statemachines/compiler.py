@@ -79,7 +79,8 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
                 problems.append(part_map.problem((key,), f"`{key}` cannot be merged from an included file "
                                                          f"(only lists and mappings merge)"))
     if problems:
-        raise SpecError(problems)
+        # Keep checking what did load, so every problem is reported in one go.
+        data["__load_problems__"] = problems
     return data, smap
 
 
@@ -106,13 +107,14 @@ def load_spec(path: str | Path) -> Spec:
 
 def compile_spec(data: dict, smap: SourceMap | None = None, path: str = "<spec>") -> Spec:
     smap = smap or SourceMap()
-    problems = check_structure(data, smap)
-    if problems:
+    earlier = data.pop("__load_problems__", [])
+    problems = earlier + check_structure(data, smap)
+    if len(problems) > len(earlier):
         raise SpecError(problems)
     builder = _Builder(data, smap, path)
     spec = builder.build()
-    if builder.problems:
-        raise SpecError(builder.problems)
+    if earlier or builder.problems:
+        raise SpecError(earlier + builder.problems)
     return spec
 
 

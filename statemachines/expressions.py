@@ -50,6 +50,8 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     "text": text_of_size,
     "line_count": lambda s: s.count("\n") + 1,
     "byte_size": lambda s: len(s.encode("utf-8")),
+    # The last n items of a list (all of it when shorter; none when n <= 0).
+    "last_n": lambda xs, n: list(xs)[max(0, len(list(xs)) - int(n)):] if int(n) > 0 else [],
 }
 
 # Provided by the model at evaluation time (they read model state or the

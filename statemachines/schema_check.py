@@ -62,6 +62,13 @@ def check_structure(data, smap: SourceMap) -> list[Problem]:
         for leaf in _narrow(error):
             path = list(leaf.absolute_path)
             message = leaf.message
+            if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
+                # Point at each unexpected key's own line, not at its parent mapping.
+                allowed = set(leaf.schema.get("properties", {}))
+                for key in (k for k in leaf.instance if k not in allowed):
+                    problems.append(smap.problem(path + [key], f"{_fmt_path(path)}: unknown key, {key!r} was unexpected",
+                                                 _hint(leaf)))
+                continue
             if leaf.validator == "oneOf" and isinstance(leaf.instance, dict):
                 message = f"{_fmt_path(path)}: not a known entry (keys: {', '.join(map(str, leaf.instance))})"
             elif len(message) > 300:

@@ -6,6 +6,7 @@ later error can say ``file:line``.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,27 @@ class _Builder(_SafeBase):
     """Composes nodes safely; values are built by ``_build`` below."""
 
 
+MAX_NODES = 200_000  # values a spec may expand to (guards against alias bombs)
+_STANDARD_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.left = MAX_NODES
+
+
 def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Builder,
-           problems: list[Problem]) -> Any:
+           problems: list[Problem], budget: _Budget) -> Any:
+    budget.left -= 1
+    if budget.left < 0:
+        raise SpecError([Problem(f"the document expands to more than {MAX_NODES} values (YAML aliases "
+                                 f"repeated over and over?)", file, node.start_mark.line + 1,
+                                 "a spec needs no more than a few thousand values; remove the alias chain")])
     smap.add(path, file, node.start_mark.line + 1)
+    if not isinstance(node, yaml.ScalarNode) and node.tag not in _STANDARD_TAGS:
+        problems.append(Problem(f"unsupported YAML tag {node.tag!r}", file, node.start_mark.line + 1,
+                                "specs are plain data: remove the tag"))
+        return None
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
         out: dict = {}
@@ -77,11 +96,31 @@ def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Bu
             if key in out:
                 problems.append(Problem(f"duplicate key {key!r}", file, key_node.start_mark.line + 1,
                                         "each key may appear once in a mapping; remove or rename one"))
-            out[key] = _build(value_node, path + (key,), file, smap, loader, problems)
+            out[key] = _build(value_node, path + (key,), file, smap, loader, problems, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(item, path + (i,), file, smap, loader, problems) for i, item in enumerate(node.value)]
+        return [_build(item, path + (i,), file, smap, loader, problems, budget) for i, item in enumerate(node.value)]
     return loader.construct_object(node, deep=True)
+
+
+MAX_DEPTH = 64  # a spec nests a dozen levels; far deeper input is a mistake or an attack
+
+
+def _too_deep(text: str, file: str) -> Problem | None:
+    """Nesting depth checked on the event stream (no recursion), before building."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SafeBase):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return Problem(f"values are nested more than {MAX_DEPTH} levels deep", file,
+                                   event.start_mark.line + 1, "flatten the structure")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the real load reports syntax errors with their line
+    return None
 
 
 def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
@@ -89,12 +128,15 @@ def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
     path = Path(path)
     file = str(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:  # read at most one byte past the limit: never a whole huge file
+            size = os.fstat(handle.fileno()).st_size
+            raw = handle.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
                                  hint="check the path and permissions")]) from None
     if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError([Problem(f"file is {len(raw)} bytes, over the {MAX_SPEC_BYTES}-byte limit for a spec",
+        how_big = f"{size} bytes, over" if size > MAX_SPEC_BYTES else "over"  # devices and pipes report 0
+        raise SpecError([Problem(f"file is {how_big} the {MAX_SPEC_BYTES}-byte limit for a spec",
                                  file, hint="split the spec with `include:` or remove generated content")])
     try:
         text = raw.decode("utf-8")
@@ -102,6 +144,9 @@ def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
         raise SpecError([Problem(f"file is not UTF-8 text (byte {exc.start})", file)]) from None
     if not text.strip():
         raise SpecError([Problem("file is empty", file, 1, "a spec needs at least `format`, `id` and `version`")])
+    deep = _too_deep(text, file)
+    if deep:
+        raise SpecError([deep])
     loader = _Builder(text)
     try:
         node = loader.get_single_node()
@@ -113,6 +158,9 @@ def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
                                  "fix the indentation or quoting near this line")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Problem(f"YAML error: {exc}", file)]) from None
+    except RecursionError:
+        raise SpecError([Problem("the document is nested too deeply to be a spec", file, None,
+                                 "flatten the structure")]) from None
     finally:
         loader.dispose()
     if node is None:
@@ -120,7 +168,10 @@ def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
     smap = SourceMap()
     problems: list[Problem] = []
     try:
-        data = _build(node, (), file, smap, _Builder(""), problems)
+        data = _build(node, (), file, smap, _Builder(""), problems, _Budget())
+    except RecursionError:
+        raise SpecError([Problem("the document is nested too deeply to be a spec", file, None,
+                                 "flatten the structure")]) from None
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         raise SpecError([Problem(f"YAML value error: {exc.problem}", file,

@@ -39,6 +39,7 @@ def test_quick_benchmark_reports_every_number():
     assert result["machine"]["python"].count(".") == 2
     assert isinstance(result["seed"], int)
     assert result["quick"] is True
+    assert isinstance(result["warnings"], list)
 
     settings = result["settings"]
     assert settings["profile"] == "quick"
@@ -49,6 +50,8 @@ def test_quick_benchmark_reports_every_number():
     details = result["details"]
     for side in ("kit", "bare"):
         assert details[side]["steps"] > 0 and details[side]["examples"] > 0 and details[side]["seconds"] > 0
+        assert isinstance(details[side]["completed"], bool)
+        assert isinstance(details[side]["aborted_attempts"], list)
     assert details["model"]["small"]["per_op_us"] > 0 and details["model"]["big"]["per_op_us"] > 0
     assert details["ci"] is None
     # ratios come from the numbers of this same run

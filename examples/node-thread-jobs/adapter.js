@@ -315,6 +315,13 @@ function main() {
     if (request.type === 'bye') finish();
   });
   input.on('close', finish);
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    process.on(signal, () => {
+      log(`${signal}: exiting`);
+      session.close();
+      process.exit(0);
+    });
+  }
   process.stdout.on('error', (err) => {
     if (err.code === 'EPIPE') process.exit(0);
     throw err;

@@ -316,7 +316,7 @@ class ThreadJobRuntime {
 
   /** Write an oversized payload to a file in the spill directory; returns its path. */
   _spill(job, text) {
-    if (!this.spillDir) this.spillDir = fs.mkdtempSync(path.join(this.spillRoot, 'thread-jobs-'));
+    if (!this.spillDir) this.spillDir = fs.mkdtempSync(path.join(this.spillRoot, 'node-thread-jobs-'));
     const name = fillTemplate(this.options.spillFileName, { job_id: job.jobId, tool_name: job.toolName });
     const inside = (dir, file) => {
       const rel = path.relative(dir, file);

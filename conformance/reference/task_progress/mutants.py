@@ -1,0 +1,194 @@
+"""Faulty variants of the reference runtime, to check that the kit catches bugs.
+
+Each mutant is one realistic bug: a runtime subclass overriding the single
+method involved, behind an adapter subclass that differs from
+ReferenceAdapter only in which runtime it builds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from conformance.adapter import Adapter
+
+from .adapter import ReferenceAdapter
+from .runtime import (
+    ACTIVE_STATUSES,
+    PENDING,
+    AbortController,
+    Progress,
+    ProgressTracker,
+    TaskRuntime,
+    TaskState,
+    Usage,
+)
+
+__all__ = ["MUTANTS", "Mutant"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    factory: Callable[..., Adapter]
+
+
+# ------------------------------------------------------------- notification
+
+
+class _DoubleNotifyRace(TaskRuntime):
+    def notify_task(self, task_id: str) -> bool:
+        task = self.get_task(task_id)  # check under the lock...
+        if not self.is_terminal(task) or task.notified:
+            return False
+        time.sleep(0.002)  # ...a realistic pause with the lock released...
+        self._update(task_id, lambda t: replace(t, notified=True))  # ...then set without re-checking
+        self._notifier.enqueue(task_id, task.status)
+        return True
+
+
+class _MainSessionForegroundNotifies(TaskRuntime):
+    def _settle_main_session(self, task_id: str, status: str, was_backgrounded: bool) -> None:
+        self._notify(task_id)  # foreground or not, the XML goes out
+        if not was_backgrounded:
+            self._sdk.task_terminated(task_id, status)
+
+
+# ----------------------------------------------------------------- progress
+
+
+class _TokenCountSumsInputs(TaskRuntime):
+    def _track_usage(self, tracker: ProgressTracker, usage: Usage) -> ProgressTracker:
+        turn_input = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+        return replace(tracker, latest_input_tokens=tracker.latest_input_tokens + turn_input,
+                       cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens)
+
+
+class _KeepsSixActivities(TaskRuntime):
+    def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
+        limit = self.config.max_recent_activities + 1  # off by one
+        return activities[len(activities) - limit:] if len(activities) > limit else activities
+
+
+class _StructuredOutputListed(TaskRuntime):
+    def _listed_activity(self, tool_name: str) -> bool:
+        return True
+
+
+class _SummaryLostOnUpdate(TaskRuntime):
+    def _merge_progress(self, current: Progress, fresh: Progress) -> Progress:
+        return fresh
+
+
+class _ProgressAfterTerminalApplies(TaskRuntime):
+    def _accepts_progress(self, task: TaskState) -> bool:
+        return True
+
+
+# ---------------------------------------------------------------- eviction
+
+
+class _EvictsBeforeNotified(TaskRuntime):
+    def _evictable(self, task: TaskState, now: int) -> bool:
+        return (self.is_terminal(task) and not task.retain
+                and task.evict_after is not None and task.evict_after <= now)
+
+
+class _EvictsRetained(TaskRuntime):
+    def _evictable(self, task: TaskState, now: int) -> bool:
+        # A missing deadline read as "already due", forgetting that a
+        # retained task has none.
+        return (self.is_terminal(task) and task.notified
+                and (task.evict_after is None or task.evict_after <= now))
+
+
+class _GraceOffByOne(TaskRuntime):
+    def _evictable(self, task: TaskState, now: int) -> bool:
+        return (self.is_terminal(task) and task.notified and not task.retain
+                and task.evict_after is not None and task.evict_after < now)
+
+
+# --------------------------------------------------- foreground/background
+
+
+class _BackgroundTwiceTrue(TaskRuntime):
+    def _backgroundable(self, task: TaskState) -> bool:
+        return task.status in ACTIVE_STATUSES
+
+
+class _ForegroundKeepsPrevious(TaskRuntime):
+    def _restore_to_background(self, task_id: str) -> None:
+        pass
+
+
+# --------------------------------------------------------------------- kill
+
+
+class _KillFinishedChangesIt(TaskRuntime):
+    def _killable(self, task: TaskState) -> bool:
+        if task.status == PENDING:
+            return self.config.kill_pending
+        return task.status != self.config.killed_status
+
+
+class _ChildNotKilled(TaskRuntime):
+    def _controller_for(self, task_id: str, parent: AbortController | None) -> AbortController:
+        controller = AbortController()  # a fresh controller, never linked to the parent's
+        controller.on_abort(lambda: self._abort_sink.request_abort(task_id))
+        return controller
+
+
+# ----------------------------------------------------------------- messages
+
+
+class _DrainKeepsQueue(TaskRuntime):
+    def _cleared_queue(self, task: TaskState) -> TaskState:
+        return task
+
+
+# ----------------------------------------------------------------- registry
+
+
+def _adapter_for(runtime_class: type[TaskRuntime]) -> type[ReferenceAdapter]:
+    name = runtime_class.__name__.lstrip("_") + "Adapter"
+    return type(name, (ReferenceAdapter,), {"runtime_class": runtime_class, "__module__": __name__})
+
+
+_TABLE = [
+    ("double_notify_race", _DoubleNotifyRace,
+     "notify_task checks 'already notified?' and sets notified in separate lock holds, "
+     "so racing calls send the same notification twice."),
+    ("token_count_sums_inputs", _TokenCountSumsInputs,
+     "token_count sums the input tokens of every turn instead of keeping the latest (inputs are cumulative)."),
+    ("keeps_six_activities", _KeepsSixActivities,
+     "recent_activities keeps max_recent_activities + 1 entries."),
+    ("structured_output_listed", _StructuredOutputListed,
+     "The internal structured-output tool is listed among recent_activities."),
+    ("summary_lost_on_update", _SummaryLostOnUpdate,
+     "A progress update replaces the progress wholesale, dropping the existing summary."),
+    ("progress_after_terminal_applies", _ProgressAfterTerminalApplies,
+     "update_progress still changes the progress of a task that is no longer running."),
+    ("evicts_before_notified", _EvictsBeforeNotified,
+     "evict removes finished tasks past their grace period before they were notified."),
+    ("evicts_retained", _EvictsRetained,
+     "evict reads a missing evict_after as due, so retained finished tasks are evicted."),
+    ("grace_off_by_one", _GraceOffByOne,
+     "evict requires evict_after < now, keeping a task whose grace period ends exactly now."),
+    ("background_twice_true", _BackgroundTwiceTrue,
+     "Backgrounding an already backgrounded task reports true and releases the caller again."),
+    ("foreground_keeps_previous", _ForegroundKeepsPrevious,
+     "foreground_task does not put the previously foregrounded task back in the background."),
+    ("kill_finished_changes_it", _KillFinishedChangesIt,
+     "kill_task kills a completed or failed task instead of refusing it as not running."),
+    ("child_not_killed", _ChildNotKilled,
+     "A child task's abort controller is not linked to its parent's, so killing the parent leaves it running."),
+    ("drain_keeps_queue", _DrainKeepsQueue,
+     "drain_messages returns the queued messages but leaves them queued."),
+    ("main_session_foreground_notifies", _MainSessionForegroundNotifies,
+     "A main-session task completed while in the foreground also sends a notification."),
+]
+
+MUTANTS: dict[str, Mutant] = {
+    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+}
