@@ -216,6 +216,7 @@ class Session:
         self.calls = 0
         self._needs_restart = False
         self.defer_model_invariants = False  # the stateful suite checks them once per step
+        self._valid_responses: set = set()
         self._result_validators = {
             name: jsonschema.Draft202012Validator(op.result_schema)
             for name, op in spec.operations.items() if op.result_schema}
@@ -355,6 +356,19 @@ class Session:
         if shape:
             return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
                               operation=operation, args=args, observed=_printable(response))
+        # Most answers repeat one already found valid (the same list, the same error):
+        # remember valid ones instead of running the schema validators again.
+        fingerprint = (operation, json.dumps(response, sort_keys=True))
+        if fingerprint in self._valid_responses:
+            return None
+        failure = self._check_schemas(operation, args, response, index)
+        if failure is None:
+            if len(self._valid_responses) > 20_000:
+                self._valid_responses.clear()
+            self._valid_responses.add(fingerprint)
+        return failure
+
+    def _check_schemas(self, operation: str, args: dict, response: dict, index: int) -> Failure | None:
         if "result" in response and operation in self._result_validators:
             error = next(iter(self._result_validators[operation].iter_errors(response["result"])), None)
             if error is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import steps as S
 from .errors import ExpressionError, Problem, SpecError
-from .expressions import Expression, compile_expression
+from .expressions import Expression, compile_expression, fields_used
 from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
 from .schema_check import check_structure
 from .source import SourceMap, load_yaml_file
@@ -305,6 +305,18 @@ class _Builder:
                 if f not in known:
                     self.problem(("orderings", name, "by"), f"ordering {name} sorts by unknown field {f!r}")
 
+    def _projection(self, sources: list, var: str) -> frozenset | None:
+        """The record fields a query's expressions read, so only those are handed to CEL."""
+        fields: set = set()
+        for source in sources:
+            if source is None:
+                continue
+            used = fields_used(str(source), var)
+            if used is None:
+                return None
+            fields |= used
+        return frozenset(fields)
+
     def _states_filter(self, value, path) -> frozenset[str] | None:
         if value is None:
             return None
@@ -487,12 +499,18 @@ class _Builder:
                 loop_scope.add(body["as"])
                 steps = self._steps(body["do"], p + ("do",), loop_scope)
                 scope.update(n for n in loop_scope if n not in (ent, body["as"]))
-                return S.ForEach(body["as"], scope_expr, states, cond, body.get("ordering"), cond_all, steps, where)
+                step = S.ForEach(bind=body["as"], scope=scope_expr, states=states, condition=cond,
+                                 ordering=body.get("ordering"), condition_all=cond_all, body=steps, where=where)
+                step.fields = self._projection([body.get("where")], ent)
+                return step
             select = self.expr(body["select"], p + ("select",), inner)
             select_all = self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None) if select else None
             scope.add(body["as"])
-            return S.Collect(body["as"], scope_expr, states, cond, body.get("ordering"), cond_all, select, where,
-                             select_all)
+            step = S.Collect(bind=body["as"], scope=scope_expr, states=states, condition=cond,
+                             ordering=body.get("ordering"), condition_all=cond_all, select=select, where=where,
+                             select_all=select_all)
+            step.fields = self._projection([body.get("where"), body["select"]], ent)
+            return step
         if kind == "apply":
             policy = self.policies.get(body["policy"])
             if policy is None:

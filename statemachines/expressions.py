@@ -14,7 +14,7 @@ import cel
 
 from .errors import ExpressionError
 
-__all__ = ["Expression", "compile_expression", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill"]
+__all__ = ["Expression", "compile_expression", "fields_used", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill"]
 
 # Variables bound by CEL comprehension macros (`xs.filter(x, ...)`) are
 # reported as references by the parser; they are not free variables.
@@ -111,6 +111,14 @@ class Expression:
         missing += sorted(f"{f}()" for f in self.functions
                           if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS)
         return missing
+
+
+def fields_used(source: str, var: str) -> frozenset[str] | None:
+    """The fields of ``var`` an expression reads (``var.field``), or None when it
+    uses ``var`` as a whole (e.g. passes it to a function) and needs every field."""
+    if re.search(rf"\b{re.escape(var)}\b(?!\s*\.)", source):
+        return None
+    return frozenset(re.findall(rf"\b{re.escape(var)}\.([A-Za-z_][A-Za-z0-9_]*)", source))
 
 
 def compile_expression(source: Any, where: str) -> Expression:

@@ -10,6 +10,7 @@ id, a temp-file path).
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from transitions import Machine
 
 from . import steps as S
 from .errors import ExpressionError, ObservationError
-from .expressions import compile_expression
+from .expressions import compile_expression, fields_used
 from .matchers import Matcher
 from .spec import Spec
 from .store import EntityStore
@@ -106,6 +107,17 @@ class Model:
         self._each = [inv for inv in spec.invariants if inv.kind == "each"]
         self._each_all = (compile_expression("[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]",
                                              "invariants") if self._each else None)
+        self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each else None
+        self._scope_fields = {}
+        for inv in spec.invariants:
+            if inv.kind == "scope":
+                macro = re.search(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", inv.check.source)
+                bare = re.search(rf"\b{self.entity.collection}\b(?!\s*\.(?:all|exists|exists_one|filter|map|size)\()",
+                                 inv.check.source)
+                var = macro.group(1) if macro else None
+                # the macro's own binding, `filter(j, ...`, is not a use of the whole record
+                body = re.sub(rf"\(\s*{var}\s*,", "(", inv.check.source) if var else ""
+                self._scope_fields[inv.id] = fields_used(body, var) if var and not bare else None
 
     # -- the lifecycle machine --------------------------------------------
     def _build_machine(self) -> Machine:
@@ -336,11 +348,18 @@ class Model:
             pool = self.store.all()
         chosen = [r for r in pool if step.states is None or r[self.field] in step.states]
         if step.condition is not None and chosen:
-            keep = self._eval(step.condition_all, {**frame, "kit_records": chosen})
+            keep = self._eval(step.condition_all, {**frame, "kit_records": self._project(chosen, step.fields)})
             chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
         return chosen
+
+    @staticmethod
+    def _project(records: list[dict], fields) -> list[dict]:
+        """Only the fields an expression reads: converting whole records into CEL values is what costs."""
+        if fields is None:
+            return records
+        return [{f: r.get(f) for f in fields} for r in records]
 
     def _sort_key(self, ordering_name: str):
         fields = self.spec.orderings[ordering_name].by
@@ -354,7 +373,7 @@ class Model:
             self._run(step.body, frame, out)
 
     def _collect(self, step: S.Collect, frame, out):
-        chosen = self._select(step, frame)
+        chosen = self._project(self._select(step, frame), step.fields)
         frame[step.bind] = list(self._eval(step.select_all, {**frame, "kit_records": chosen})) if chosen else []
 
     def _apply(self, step: S.Apply, frame, out):
@@ -444,13 +463,14 @@ class Model:
                 record = self.store.get(key)
                 if record is None:
                     continue
-                for inv, ok in zip(self._each, self._each_all.evaluate({**base, ent: record})):
+                view = record if self._each_fields is None else {f: record.get(f) for f in self._each_fields}
+                for inv, ok in zip(self._each, self._each_all.evaluate({**base, ent: view})):
                     if not ok:
                         violations.append((inv.id, f"{inv.description or inv.id} (violated by {ent} {key})"))
         for inv in self.spec.invariants:
             if inv.kind == "scope":
                 for scope_value in self._touched_scopes:
-                    records = list(self.store.in_scope(scope_value))
+                    records = self._project(list(self.store.in_scope(scope_value)), self._scope_fields.get(inv.id))
                     if not inv.check.evaluate({**base, self.entity.collection: records}):
                         violations.append((inv.id, f"{inv.description or inv.id} (violated in "
                                                    f"{self.entity.scope_field} {scope_value})"))

@@ -112,6 +112,7 @@ class _Query:
     condition: Expression | None
     ordering: str | None
     condition_all: Expression | None = None  # the condition mapped over all candidates in one evaluation
+    fields: frozenset | None = None  # record fields the condition and selection read (None: all)
 
 
 @dataclass

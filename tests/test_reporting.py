@@ -432,3 +432,12 @@ def test_console_error_report_and_long_replay_not_wrapped():
     assert "! adapter-error (spec/thread-jobs.yaml:12): cannot import 'myrt.adapter': No module named 'myrt'" in text
     assert "Verdict: ERROR  (exit code 2; 0 passed, 0 failed, 0 errors, 0 skipped)" in text
     assert report["replay"] in text  # soft-wrapped: still one line to copy
+
+
+def test_report_schema_knows_every_failure_kind():
+    from conformance.failures import FAILURE_KINDS
+    from conformance.reporting import SCHEMA_PATH
+    import json as _json
+    text = _json.dumps(_json.loads(SCHEMA_PATH.read_text()))
+    for kind in FAILURE_KINDS:
+        assert f'"{kind}"' in text, kind

@@ -209,9 +209,6 @@ def test_a_program_answering_differently_on_replay_is_reported_as_nondeterminist
     assert_went_on(run, minimum_passed=20)
 
 
-@pytest.mark.xfail(strict=True, reason="kit gap outside the transport: conformance/schemas/report.schema.json's "
-                   "failure kind enum lacks 'nondeterminism' (conformance.failures.FAILURE_KINDS has it), so such a "
-                   "report fails validation and is written unvalidated with a report-error problem")
 def test_a_report_with_nondeterminism_validates(tmp_path):
     run = run_kit(tmp_path, fixture("nondeterministic"), "--no-stateful")
     assert {f["kind"] for f in run.failures()} == {"nondeterminism"}
