@@ -72,6 +72,11 @@ class Expression:
     def evaluate(self, env: dict, functions: dict[str, Callable] | None = None) -> Any:
         if self.path is not None:
             return self._lookup(env)
+        if self.fast is not None:
+            try:
+                return self.fast(env)
+            except _NotFast:
+                pass  # unexpected value shapes: let CEL decide (and report)
         # The binding converts every variable it is given into CEL values, so
         # hand it only the ones this expression uses (payloads can be large).
         env = {name: env[name] for name in self.variables if name in env}
@@ -93,6 +98,7 @@ class Expression:
             raise ExpressionError(f"`{self.source}`: {exc}", self.where) from None
 
     path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
+    fast: Callable[[dict], Any] | None = None  # exact Python evaluation of a few trivial shapes
 
     def _lookup(self, env: dict) -> Any:
         head, *rest = self.path
@@ -111,6 +117,65 @@ class Expression:
         missing += sorted(f"{f}()" for f in self.functions
                           if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS)
         return missing
+
+
+class _NotFast(Exception):
+    """A fast path met values it does not handle exactly like CEL."""
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_PATH = rf"(?!(?:true|false|null|in)\b){_NAME}(?:\.{_NAME})*"
+_MAP_ITEM = re.compile(rf"\s*'({_NAME})'\s*:\s*({_PATH})\s*")
+_IN = re.compile(rf"^\s*({_PATH})\s+in\s+({_PATH})\s*$")
+_NOT = re.compile(rf"^\s*!\s*({_PATH})\s*$")
+
+
+def _getter(path: str):
+    head, *rest = path.split(".")
+
+    def get(env: dict):
+        if head not in env:
+            raise _NotFast()
+        value = env[head]
+        for part in rest:
+            if not isinstance(value, dict) or part not in value:
+                raise _NotFast()
+            value = value[part]
+        return value
+    return get
+
+
+def _fast_path(source: str):
+    """Python evaluation for three trivial shapes, with CEL's exact semantics for
+    the value types they accept (anything else falls back to CEL):
+    a map literal of field reads, ``a.b in c``, and ``!a.b``."""
+    text = source.strip()
+    if text.startswith("{") and text.endswith("}") and "{" not in text[1:-1] and "}" not in text[1:-1]:
+        items = [_MAP_ITEM.fullmatch(part) for part in text[1:-1].split(",")] if text[1:-1].strip() else []
+        if all(items):
+            getters = [(m.group(1), _getter(m.group(2))) for m in items]
+            return lambda env: {key: get(env) for key, get in getters}
+    match = _IN.match(text)
+    if match:
+        item, container = _getter(match.group(1)), _getter(match.group(2))
+
+        def contains(env):
+            value, pool = item(env), container(env)
+            if not isinstance(pool, list) or not isinstance(value, str) or not all(isinstance(p, str) for p in pool):
+                raise _NotFast()
+            return value in pool
+        return contains
+    match = _NOT.match(text)
+    if match:
+        get = _getter(match.group(1))
+
+        def negate(env):
+            value = get(env)
+            if not isinstance(value, bool):
+                raise _NotFast()
+            return not value
+        return negate
+    return None
 
 
 def fields_used(source: str, var: str) -> frozenset[str] | None:
@@ -141,4 +206,4 @@ def compile_expression(source: Any, where: str) -> Expression:
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
     return Expression(source=source, where=where, program=program, variables=variables, functions=functions,
-                      path=path)
+                      path=path, fast=None if path else _fast_path(source))
