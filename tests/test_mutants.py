@@ -6,20 +6,28 @@ from pathlib import Path
 
 import pytest
 
-from conformance.mutants import run_mutant
-from conformance.reference.thread_jobs.mutants import MUTANTS
+from conformance.mutants import load_mutants, run_mutant
+from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "spec" / "thread-jobs.yaml")
+SPECS_WITH_MUTANTS = {}
+for _path in sorted((ROOT / "spec").glob("*.yaml")):
+    if ".scenarios." not in _path.name:
+        _target = load_spec(_path).implementations.get("mutants")
+        if _target:
+            SPECS_WITH_MUTANTS[str(_path)] = load_mutants(_target)
+CASES = [(spec, name) for spec, mutants in SPECS_WITH_MUTANTS.items() for name in sorted(mutants)]
 
 
-def test_there_are_enough_mutants():
-    assert len(MUTANTS) >= 12
+@pytest.mark.parametrize("spec", sorted(SPECS_WITH_MUTANTS), ids=lambda p: Path(p).stem)
+def test_there_are_enough_mutants(spec):
+    assert len(SPECS_WITH_MUTANTS[spec]) >= 10
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_mutant_is_killed_by_scenarios_and_by_exploration_alone(name):
-    result = run_mutant(SPEC, name, MUTANTS[name], profile="quick", seed=1, timeout_s=10)
+@pytest.mark.parametrize("spec, name", CASES, ids=[f"{Path(s).stem}:{n}" for s, n in CASES])
+def test_mutant_is_killed_by_scenarios_and_by_exploration_alone(spec, name):
+    result = run_mutant(spec, name, SPECS_WITH_MUTANTS[spec][name], profile="quick", seed=1, timeout_s=10)
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
     assert result.found_by_exploration, f"{name} was not found by the stateful exploration alone"
