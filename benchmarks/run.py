@@ -47,7 +47,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +62,7 @@ from hypothesis.errors import Flaky  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule  # noqa: E402
 
 from conformance.runner import RunConfig, prepare  # noqa: E402
-from conformance.stateful import PROFILES, Explorer, run_stateful  # noqa: E402
+from conformance.stateful import PROFILES, Driver, Explorer, perform, run_stateful  # noqa: E402
 from statemachines import Model, Spec, load_spec  # noqa: E402
 from statemachines.steps import Reset  # noqa: E402
 
@@ -221,7 +220,7 @@ class _LiveKeys:
 
 
 def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
-                       concurrency: str, pool_holder: dict):
+                       concurrency: str):
     """The kit's rule (conformance.stateful.build_state_machine) with the session
     replaced by direct adapter calls: the same draws in the same order, the same
     adapter calls for plain steps, batches, clock moves and concurrent groups;
@@ -231,6 +230,47 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
     explorer.model = live  # the Explorer prefers live keys; here they come from the answers
     # operations that forget everything (the spec's `reset` step), so live keys are cleared
     resets = {name for name, op in spec.operations.items() if any(isinstance(step, Reset) for step in op.steps)}
+
+    class BareDriver(Driver):
+        """The kit's actions, carried out by calling the adapter directly."""
+
+        def __init__(self, machine):
+            self.machine = machine
+
+        def call(self, operation: str, args: dict) -> dict:
+            stats.adapter_calls += 1
+            response = adapter.call(operation, args)
+            self.machine._note(operation, response)
+            return response
+
+        def advance(self, ms: int) -> None:
+            self.machine.now += int(ms)
+            adapter.set_clock(self.machine.now)
+
+        def concurrently(self, calls: list) -> None:
+            stats.adapter_calls += len(calls)
+            if concurrency == "sequential":
+                responses = [adapter.call(op, args) for op, args in calls]
+            else:  # daemon threads and a barrier, as Session.call_concurrently
+                barrier = threading.Barrier(len(calls))
+                boxes: list = [None] * len(calls)
+
+                def run(i, op, args):
+                    try:
+                        barrier.wait(timeout=10.0)
+                    except threading.BrokenBarrierError:
+                        pass
+                    boxes[i] = adapter.call(op, args)
+
+                threads = [threading.Thread(target=run, args=(i, op, args), daemon=True)
+                           for i, (op, args) in enumerate(calls)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=10.0)
+                responses = boxes
+            for (op, _), response in zip(calls, responses):
+                self.machine._note(op, response)
 
     class BareStateMachine(RuleBasedStateMachine):
         def __init__(self):
@@ -242,6 +282,7 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
             self.keys: list = []
             self.seen: list = []
             self.batches = 0
+            self.driver = BareDriver(self)
 
         # The kit learns entity keys from its model; without a model, take them
         # from the answers (a created or touched entity's key in the result).
@@ -256,92 +297,17 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
                 live.note(result)
 
         def _note_keys(self) -> None:
-            # at the same points as the kit: after each step and after a whole batch
+            # at the same point as the kit: after each step
             for key in self.seen:
                 if key not in self.keys:
                     self.keys.append(key)
             self.seen.clear()
 
-        def _call(self, operation: str, args: dict) -> dict:
-            stats.adapter_calls += 1
-            response = adapter.call(operation, args)
-            self._note(operation, response)
-            return response
-
-        def _advance(self, ms: int) -> None:
-            self.now += int(ms)
-            adapter.set_clock(self.now)
-
         @rule(data=st.data())
         def step(self, data):
-            kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
             stats.steps += 1
-            if kind == "call":
-                args = explorer.draw_args(data, what, self.keys)
-                self._call(what, args)
-            elif kind == "advance":
-                self._advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms"))
-            elif kind == "batch":
-                self._batch(data, what)
-            elif kind == "concurrent":
-                self._concurrent(data, what)
+            perform(explorer, data, self, self.driver)  # the kit's own action mix and draws
             self._note_keys()
-
-        def _batch(self, data, batch: dict) -> None:
-            env = {"params": params}
-            low = int(batch["count"]["min"].evaluate(env))
-            high = max(low, int(batch["count"]["max"].evaluate(env)))
-            n = data.draw(st.integers(low, high), label=f"{batch['name']}:count")
-            shared = {name: data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
-                      for name, how in batch["shared"].items()}
-            self.batches += 1
-            items: list[dict] = [{} for _ in range(n)]
-            for phase in batch["phases"]:
-                order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
-                for index in order:
-                    item = items[index]
-                    if any(value is None for value in item.values()):
-                        continue
-                    ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
-                    if ms:
-                        self._advance(ms)
-                    args = explorer.draw_args(data, phase["call"], self.keys, omit=phase["omit"] + list(phase["args"]))
-                    scope = {"params": params, "shared": shared, "batch": self.batches, "index": index, "item": item}
-                    args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
-                    response = self._call(phase["call"], args)
-                    item[phase["call"]] = response.get("result") if "result" in response else None
-            self._note_keys()
-
-        def _concurrent(self, data, group: dict) -> None:
-            shared: dict = {}
-            calls = []
-            for op in group["calls"]:
-                args = explorer.draw_args(data, op, self.keys)
-                for name in group["same_args"]:
-                    if name in shared:
-                        args[name] = shared[name]
-                    elif name in args:
-                        shared[name] = args[name]
-                calls.append((op, args))
-            stats.adapter_calls += len(calls)
-            if concurrency == "sequential":
-                responses = [adapter.call(op, args) for op, args in calls]
-            else:  # the same pool and barrier as Session.call_concurrently
-                if pool_holder.get("pool") is None:
-                    pool_holder["pool"] = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bare-concurrent")
-                barrier = threading.Barrier(len(calls))
-
-                def run(op, args):
-                    try:
-                        barrier.wait(timeout=10.0)
-                    except threading.BrokenBarrierError:
-                        pass
-                    return adapter.call(op, args)
-
-                futures = [pool_holder["pool"].submit(run, op, args) for op, args in calls]
-                responses = [f.result(timeout=10.0) for f in futures]
-            for (op, _), response in zip(calls, responses):
-                self._note(op, response)
 
     return BareStateMachine
 
@@ -357,11 +323,10 @@ def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | 
     # the parameters the kit would use: spec defaults (the reference declares none)
     params = spec.default_parameters()
     stats = _BareStats()
-    pool_holder: dict = {}
     try:
         started = time.perf_counter()
         explorer = Explorer(spec, params, bool((identity.get("capabilities") or {}).get("concurrent")))
-        machine = build_bare_machine(spec, params, explorer, adapter, stats, concurrency, pool_holder)
+        machine = build_bare_machine(spec, params, explorer, adapter, stats, concurrency)
         test = get_state_machine_test(machine, settings=hypothesis_settings(
             max_examples if max_examples is not None else config["max_examples"], config["stateful_step_count"]))
         hypothesis_seed(seed)(test)
@@ -373,8 +338,6 @@ def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | 
         seconds = time.perf_counter() - started
     finally:
         adapter.close()
-        if pool_holder.get("pool") is not None:
-            pool_holder["pool"].shutdown(wait=True)
     return {"steps": stats.steps, "examples": stats.examples, "seconds": round(seconds, 4),
             "steps_per_s": stats.steps / seconds, "adapter_calls": stats.adapter_calls}
 

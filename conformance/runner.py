@@ -18,7 +18,7 @@ from .failures import Failure
 from .loading import adapter_factory
 from .scenarios import ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
-from .stateful import PROFILES, StatefulOutcome, run_stateful
+from .stateful import PROFILES, run_stateful
 
 __all__ = ["RunConfig", "Progress", "run_conformance", "prepare", "Prepared", "KIT_VERSION"]
 

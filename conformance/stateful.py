@@ -27,7 +27,7 @@ from .errors import AdapterLoadError, ConformanceFailure
 from .failures import Failure
 from .session import Session
 
-__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "build_state_machine", "run_stateful"]
+__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "build_state_machine", "run_stateful"]
 
 # examples x steps per example, and seconds of shrinking once a failure is found
 PROFILES = {
@@ -151,6 +151,84 @@ class Explorer:
         return args
 
 
+class Driver:
+    """Where generated actions go: the kit's checking session, or (in the
+    benchmark) an implementation called bare. ``perform`` uses only this."""
+
+    def call(self, operation: str, args: dict) -> dict: ...
+    def advance(self, ms: int) -> None: ...
+    def concurrently(self, calls: list[tuple[str, dict]]) -> None: ...
+
+
+class _Checked(Driver):
+    """The kit's driver: every call judged by the session; a failure stops the example."""
+
+    def __init__(self, session: Session, stats: "_Stats"):
+        self.session, self.stats = session, stats
+
+    def check(self, failure: Failure | None) -> None:
+        if failure is not None:
+            self.stats.failed(failure)
+            raise ConformanceFailure(failure)
+
+    def call(self, operation: str, args: dict) -> dict:
+        response, failure = self.session.call(operation, args)
+        self.check(failure)
+        return response
+
+    def advance(self, ms: int) -> None:
+        self.check(self.session.advance(ms))
+
+    def concurrently(self, calls: list[tuple[str, dict]]) -> None:
+        self.check(self.session.call_concurrently(calls)[1])
+
+
+def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
+    """Draw one action of the spec's mix and carry it out through ``driver``.
+    ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
+    spec, params = explorer.spec, explorer.params
+    kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
+    if kind == "call":
+        driver.call(what, explorer.draw_args(data, what, machine.keys))
+    elif kind == "advance":
+        driver.advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms"))
+    elif kind == "concurrent":
+        shared: dict = {}
+        calls = []
+        for op in what["calls"]:
+            args = explorer.draw_args(data, op, machine.keys)
+            for name in what["same_args"]:
+                if name in shared:
+                    args[name] = shared[name]
+                elif name in args:
+                    shared[name] = args[name]
+            calls.append((op, args))
+        driver.concurrently(calls)
+    elif kind == "batch":
+        env = {"params": params}
+        low = int(what["count"]["min"].evaluate(env))
+        high = max(low, int(what["count"]["max"].evaluate(env)))
+        n = data.draw(st.integers(low, high), label=f"{what['name']}:count")
+        shared = {name: data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
+                  for name, how in what["shared"].items()}
+        machine.batches += 1
+        items: list[dict] = [{} for _ in range(n)]
+        for phase in what["phases"]:
+            order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
+            for index in order:
+                item = items[index]
+                if any(value is None for value in item.values()):
+                    continue  # an earlier phase failed for this item; later phases need its result
+                ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
+                if ms:
+                    driver.advance(ms)
+                args = explorer.draw_args(data, phase["call"], machine.keys, omit=phase["omit"] + list(phase["args"]))
+                scope = {"params": params, "shared": shared, "batch": machine.batches, "index": index, "item": item}
+                args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
+                response = driver.call(phase["call"], args)
+                item[phase["call"]] = response.get("result") if isinstance(response, dict) and "result" in response else None
+
+
 @dataclass
 class _Stats:
     examples: int = 0
@@ -174,86 +252,31 @@ class _Stats:
 
 def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
     """A RuleBasedStateMachine class driving ``session`` through generated steps."""
-    params = session.params
     explorer.model = session.model
+    driver = _Checked(session, stats)
 
     class SpecStateMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
             session.reset()
             stats.examples += 1
-            self.keys: list = []
+            self.keys: list = []  # every key seen, in order of first sight (evicted ones too)
+            self._seen: set = set()
             self.batches = 0
 
         def _note_keys(self) -> None:
             for key in session.model.keys():
-                if key not in self.keys:
+                if key not in self._seen:
+                    self._seen.add(key)
                     self.keys.append(key)
-
-        def _check(self, failure: Failure | None) -> None:
-            if failure is not None:
-                stats.failed(failure)
-                raise ConformanceFailure(failure)
 
         @rule(data=st.data())
         def step(self, data):
-            kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
             stats.steps += 1
-            if kind == "call":
-                args = explorer.draw_args(data, what, self.keys)
-                self._check(session.call(what, args)[1])
-            elif kind == "advance":
-                self._check(session.advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms")))
-            elif kind == "batch":
-                self._batch(data, what)
-            elif kind == "concurrent":
-                self._concurrent(data, what)
+            perform(explorer, data, self, driver)
             self._note_keys()
-            self._check(session.check_model_invariants())
-            self._check(session.probe())
-
-        def _batch(self, data, batch: dict) -> None:
-            env = {"params": params}
-            low = int(batch["count"]["min"].evaluate(env))
-            high = max(low, int(batch["count"]["max"].evaluate(env)))
-            n = data.draw(st.integers(low, high), label=f"{batch['name']}:count")
-            shared = {name: self._draw_shared(data, how) for name, how in batch["shared"].items()}
-            self.batches += 1
-            items: list[dict] = [{} for _ in range(n)]
-            for phase in batch["phases"]:
-                order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
-                for index in order:
-                    item = items[index]
-                    if any(value is None for value in item.values()):
-                        continue  # an earlier phase failed for this item; later phases need its result
-                    ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
-                    if ms:
-                        self._check(session.advance(ms))
-                    args = explorer.draw_args(data, phase["call"], self.keys, omit=phase["omit"] + list(phase["args"]))
-                    scope = {"params": params, "shared": shared, "batch": self.batches, "index": index, "item": item}
-                    args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
-                    response, failure = session.call(phase["call"], args)
-                    self._check(failure)
-                    item[phase["call"]] = response.get("result") if "result" in response else None
-            self._note_keys()
-
-        def _draw_shared(self, data, how: dict):
-            if "pool" in how:
-                return data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
-            raise AdapterLoadError(f"unsupported shared draw {how}")
-
-        def _concurrent(self, data, group: dict) -> None:
-            shared: dict = {}
-            calls = []
-            for op in group["calls"]:
-                args = explorer.draw_args(data, op, self.keys)
-                for name in group["same_args"]:
-                    if name in shared:
-                        args[name] = shared[name]
-                    elif name in args:
-                        shared[name] = args[name]
-                calls.append((op, args))
-            self._check(session.call_concurrently(calls)[1])
+            driver.check(session.check_model_invariants())
+            driver.check(session.probe())
 
     return SpecStateMachine
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from conformance.adapter import Adapter
 
+from ..mutant import Mutant
 from .adapter import ReferenceAdapter
 from .runtime import (
     ACTIVE_STATUSES,
@@ -26,12 +27,6 @@ from .runtime import (
 
 __all__ = ["MUTANTS", "Mutant"]
 
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    description: str
-    factory: Callable[..., Adapter]
 
 
 # ------------------------------------------------------------- notification

@@ -12,17 +12,12 @@ from typing import Callable
 
 from conformance.adapter import Adapter
 
+from ..mutant import Mutant
 from .adapter import ReferenceAdapter
 from .runtime import _SYNC, ACTIVE_STATUSES, PENDING_CANCEL, Job, JobError, ThreadJobRuntime, _start_key
 
 __all__ = ["MUTANTS", "Mutant"]
 
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    description: str
-    factory: Callable[..., Adapter]
 
 
 # ---------------------------------------------------------------- retention
