@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import shlex
 import os
 import platform
 import shutil
@@ -153,10 +154,28 @@ def hypothesis_settings(max_examples: int, step_count: int) -> Settings:
 
 
 # --------------------------------------------------------------------------- kit
-def measure_kit(profile: str, seed: int) -> dict:
+STDIO_EXAMPLE = ROOT / "examples" / "python-stdio" / "adapter.py"
+
+
+def _one_at_a_time_reference():
+    """The reference, declaring no concurrency (as the stdio example does)."""
+    from conformance.reference.thread_jobs import ReferenceAdapter
+
+    class OneAtATime(ReferenceAdapter):
+        def describe(self) -> dict:
+            return {**super().describe(), "capabilities": {"concurrent": False}}
+    return OneAtATime()
+
+
+def measure_kit(profile: str, seed: int, adapter_cmd: str | None = None, one_at_a_time: bool = False) -> dict:
     """run_stateful() against the reference implementation, as the CLI runs it
-    (minus the scenarios and the reports). Spec loading is outside the timing."""
-    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None))
+    (minus the scenarios and the reports). Spec loading is outside the timing.
+    With ``adapter_cmd``, the same reference is driven through the stdio
+    protocol (examples/python-stdio wraps it)."""
+    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None,
+                                 adapter_cmd=adapter_cmd,
+                                 adapter_factory=_one_at_a_time_reference if one_at_a_time else None,
+                                 adapter_label="reference (no concurrency)" if one_at_a_time else None))
     session = prepared.session
     capabilities = prepared.identity.get("capabilities") or {}
     try:
@@ -632,6 +651,16 @@ def main(argv: list[str] | None = None) -> int:
                                           args.attempts, "bare", _rate_from_aborted))
         kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
         bare_sps = statistics.median(r["steps_per_s"] for r in bare_runs)
+        # The same reference, the same kit, through the stdio protocol. The stdio
+        # example answers one request at a time (no concurrent groups), so the
+        # in-process side is measured again under the same capability.
+        log(f"kit stateful run through stdio ({STDIO_EXAMPLE.relative_to(ROOT)}), profile {profile}, seed {seed}")
+        stdio = with_retries(lambda: measure_kit(profile, seed, f"{shlex.quote(sys.executable)} "
+                                                                f"{shlex.quote(str(STDIO_EXAMPLE))}"),
+                             args.attempts, "stdio", _rate_from_aborted)
+        log(f"kit stateful run in process, concurrency off, profile {profile}, seed {seed}")
+        inproc = with_retries(lambda: measure_kit(profile, seed, one_at_a_time=True),
+                              args.attempts, "in-process (no concurrency)", _rate_from_aborted)
         model = measure_model(sizes["model_sizes"], sizes["model_reps"], sizes["model_rounds"])
         ci = None
         if not args.skip_ci_run:
@@ -653,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         "overhead_ratio": round(overhead, 4),
         "model_cost_ratio_100k_vs_100": round(model["ratio"], 4),
         "ci_wall_s": None if ci is None or ci["wall_s"] is None else round(ci["wall_s"], 3),
+        "stdio_steps_per_s": round(stdio["steps_per_s"], 2),
+        "inprocess_steps_per_s": round(inproc["steps_per_s"], 2),
+        "stdio_vs_inprocess_ratio": round(stdio["steps_per_s"] / inproc["steps_per_s"], 4),
         "targets": TARGETS,
         "meets_targets": {},
         "machine": {**{k: v for k, v in machine.items() if k != "load_average"},
@@ -680,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
             "bare": {**bare_runs[len(bare_runs) // 2], "runs": bare_runs} if len(bare_runs) > 1 else bare_runs[0],
             "model": model,
             "ci": ci,
+            "stdio": stdio,
+            "inprocess_no_concurrency": inproc,
         },
     }
     for name in TARGETS:

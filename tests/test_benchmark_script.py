@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
 
-METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100")
+METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100",
+           "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio")
 TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s")
 
 
