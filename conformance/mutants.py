@@ -38,9 +38,11 @@ def load_mutants(target: str) -> dict:
 
 
 def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
-               timeout_s: float, on_example: Callable | None = None) -> MutantResult:
+               timeout_s: float, on_example: Callable | None = None, shrink_s: float = 0.0) -> MutantResult:
+    """Run the scenarios, then the exploration alone, against one mutant. Shrinking
+    is off by default: whether the exploration finds the bug is what counts here."""
     base = dict(spec_path=spec_path, adapter_factory=mutant.factory, adapter_label=f"mutant:{name}",
-                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s)
+                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s)
     scenarios = run_conformance(RunConfig(**base, stateful=False))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])

@@ -41,6 +41,7 @@ class RunConfig:
     only: tuple[str, ...] = ()
     replay_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
 
 
 class Progress:
@@ -219,7 +220,8 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         progress.stateful_started(PROFILES[config.profile]["max_examples"])
         session.model.coverage.__init__()  # coverage of the exploration alone
         outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
-                               capabilities=capabilities, on_example=progress.stateful_example)
+                               capabilities=capabilities, on_example=progress.stateful_example,
+                               shrink_s=config.shrink_s)
         outcome.coverage = _coverage(spec, session.model.coverage.as_dict())
         if outcome.failure is not None:
             failure = outcome.failure

@@ -282,11 +282,11 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
 
 
 def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
-                 on_example=None) -> StatefulOutcome:
+                 on_example=None, shrink_s: float | None = None) -> StatefulOutcome:
     """Explore generated step sequences; on failure, report the shrunk one."""
     config = PROFILES[profile]
     started = time.perf_counter()
-    stats = _Stats(shrink_s=config["shrink_s"])
+    stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s)
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
     machine = build_state_machine(spec, session, explorer, stats)
@@ -310,7 +310,8 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     except _ShrinkBudgetSpent:
         outcome.verdict, outcome.failure = "fail", stats.best
         outcome.failure.message += (f"\n(shrinking stopped after its {stats.shrink_s:g} s budget; this is the "
-                                    f"shortest of {stats.failures} failing sequences found)")
+                                    f"shortest of {stats.failures} failing sequences found)" if stats.shrink_s
+                                    else "\n(not shrunk: shrinking was switched off)")
     except FlakyStrategyDefinition as exc:
         # The kit's own generation misbehaved; never blame the implementation for it.
         if stats.best is not None:

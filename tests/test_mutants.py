@@ -27,7 +27,8 @@ def test_there_are_enough_mutants(spec):
 
 @pytest.mark.parametrize("spec, name", CASES, ids=[f"{Path(s).stem}:{n}" for s, n in CASES])
 def test_mutant_is_killed_by_scenarios_and_by_exploration_alone(spec, name):
-    result = run_mutant(spec, name, SPECS_WITH_MUTANTS[spec][name], profile="quick", seed=1, timeout_s=10)
+    # The ci profile is what `conformance run` and `conformance mutants` use by default.
+    result = run_mutant(spec, name, SPECS_WITH_MUTANTS[spec][name], profile="ci", seed=1, timeout_s=10)
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
     assert result.found_by_exploration, f"{name} was not found by the stateful exploration alone"
