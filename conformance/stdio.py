@@ -220,13 +220,20 @@ class _Connection:
                 waiter.error = exc
                 waiter.event.set()
                 return
+        self._fail_all(exc, report_first=False)
+
+    def _fail_all(self, error: BaseException, *, report_first: bool) -> None:
+        """The stream is broken: remember the first cause and fail every pending
+        request, with that first cause or with ``error`` itself."""
+        with self.lock:
             if self.failure is None:
-                self.failure = exc
+                self.failure = error
             waiters, self.waiters = list(self.waiters.values()), {}
             if waiters:
                 self.failure_reported = True
+            failure = self.failure if report_first else error
         for waiter in waiters:
-            waiter.error = copy.copy(exc)
+            waiter.error = copy.copy(failure)
             waiter.event.set()
 
     def _on_eof(self) -> None:
@@ -239,15 +246,7 @@ class _Connection:
                 pass
             self._stderr_done.wait(0.5)
             error = ProgramExited(self.exit_text())
-        with self.lock:
-            if self.failure is None:
-                self.failure = error
-            waiters, self.waiters = list(self.waiters.values()), {}
-            if waiters:
-                self.failure_reported = True
-        for waiter in waiters:
-            waiter.error = copy.copy(self.failure)
-            waiter.event.set()
+        self._fail_all(error, report_first=True)
 
     def exit_text(self) -> str:
         """One line with the exit status and stderr's last line (reports
