@@ -355,6 +355,9 @@ class Model:
             chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
+            first = self.spec.orderings[step.ordering].by[0]
+            if any(a.get(first) == b.get(first) for a, b in zip(chosen, chosen[1:])):
+                self.coverage.hit("policies", f"{step.ordering}.tie")  # the tie-break decided an order
         return chosen
 
     def _each_record(self, expression, frame: dict, records: list[dict]) -> list:
