@@ -39,7 +39,7 @@ def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_opt
 
     from .errors import AdapterLoadError
     from .reporting._format import failure_text
-    from .runner import RunConfig, prepare
+    from .runner import RunConfig, prepare, run_command
     from .scenarios import run_scenario
     from .stateful import run_stateful
 
@@ -85,7 +85,7 @@ def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_opt
             outcome = run_stateful(prepared.spec, prepared.session, profile=config.profile, seed=config.seed,
                                    capabilities=capabilities)
             if outcome.failure is not None:
-                outcome.failure.replay = (f"conformance run {spec_path} --adapter {prepared.target} "
+                outcome.failure.replay = (f"{run_command(config, prepared.target)} "
                                           f"--profile {config.profile} --seed {config.seed} --no-scenarios")
                 pytest.fail(failure_text(outcome.failure.to_dict(), report), pytrace=False)
             return
@@ -94,7 +94,7 @@ def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_opt
         if outcome.verdict == "skip":
             pytest.skip(outcome.note or "skipped")
         if outcome.failure is not None:
-            outcome.failure.replay = f"conformance run {spec_path} --adapter {prepared.target} --scenario {case}"
+            outcome.failure.replay = f"{run_command(config, prepared.target)} --scenario {case}"
             pytest.fail(failure_text(outcome.failure.to_dict(), report), pytrace=False)
 
     return test_conformance

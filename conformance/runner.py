@@ -20,7 +20,7 @@ from .scenarios import ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
 from .stateful import PROFILES, run_stateful
 
-__all__ = ["RunConfig", "Progress", "run_conformance", "prepare", "Prepared", "KIT_VERSION"]
+__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION"]
 
 KIT_VERSION = "0.1.0"
 
@@ -71,6 +71,11 @@ def _report_skeleton(config: RunConfig) -> dict:
         "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd},
         "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
     }
+
+
+def run_command(config: RunConfig, target: str) -> str:
+    """``conformance run SPEC <adapter args>``: the start of every replay command."""
+    return f"conformance run {shlex.quote(config.spec_path)} {_adapter_args(config, target)}"
 
 
 def _adapter_args(config: RunConfig, target: str) -> str:
@@ -187,7 +192,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
                                 "parameters": identity.get("parameters") or {}, "capabilities": capabilities}
     report["parameters"] = prepared.params
     adapter_args = _adapter_args(config, prepared.target)
-    base_cmd = f"conformance run {shlex.quote(config.spec_path)} {adapter_args}"
+    base_cmd = run_command(config, prepared.target)
 
     scenarios = spec.scenarios
     if config.replay_file:
