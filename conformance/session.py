@@ -98,6 +98,21 @@ def describe_exception(exc: BaseException) -> str:
 
 def check_shape(response: Any) -> str | None:
     """Why a response does not have the protocol's shape, or None."""
+    return _shape(response)[0]
+
+
+def _shape(response: Any) -> tuple[str | None, str | None]:
+    """(why the response is malformed or None, its canonical JSON text when it is not)."""
+    problem = _structure(response)
+    if problem:
+        return problem, None
+    try:
+        return None, json.dumps(response, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        return f"the response is not JSON-compatible: {exc}", None
+
+
+def _structure(response: Any) -> str | None:
     if not isinstance(response, dict):
         return f"a response must be an object, got {type(response).__name__}"
     has_result, has_error = "result" in response, "error" in response
@@ -111,10 +126,6 @@ def check_shape(response: Any) -> str | None:
     if not isinstance(effects, list) or not all(isinstance(e, dict) and isinstance(e.get("effect"), str)
                                                 for e in effects):
         return "`effects` must be a list of objects, each with an `effect` name"
-    try:
-        json.dumps(response)
-    except (TypeError, ValueError) as exc:
-        return f"the response is not JSON-compatible: {exc}"
     return None
 
 
@@ -352,13 +363,13 @@ class Session:
         return self.check_invariants([(index, operation, response)])
 
     def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
-        shape = check_shape(response)
+        shape, text = _shape(response)
         if shape:
             return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
                               operation=operation, args=args, observed=_printable(response))
         # Most answers repeat one already found valid (the same list, the same error):
         # remember valid ones instead of running the schema validators again.
-        fingerprint = (operation, json.dumps(response, sort_keys=True))
+        fingerprint = (operation, text)
         if fingerprint in self._valid_responses:
             return None
         failure = self._check_schemas(operation, args, response, index)
