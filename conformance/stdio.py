@@ -75,6 +75,16 @@ def split_command(command: str | list[str] | tuple[str, ...]) -> list[str]:
     return argv
 
 
+def _signal_and_wait(proc: subprocess.Popen, sig: int) -> None:
+    """If the program still runs, signal its process group and wait a bounded time."""
+    if proc.poll() is None:
+        _kill_group(proc, sig)
+        try:
+            proc.wait(timeout=_TERM_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def _kill_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)  # the program and anything it started
@@ -314,20 +324,10 @@ class _Connection:
             self.closing = True
             if polite:
                 self._say_bye()
-            if proc.poll() is None:
-                _kill_group(proc, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=_TERM_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    pass
+            _signal_and_wait(proc, signal.SIGTERM)
         finally:
             self.closing = True
-            if proc.poll() is None:
-                _kill_group(proc, signal.SIGKILL)
-                try:
-                    proc.wait(timeout=_TERM_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    pass
+            _signal_and_wait(proc, signal.SIGKILL)
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 try:
                     stream.close()
