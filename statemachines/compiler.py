@@ -62,9 +62,6 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
             elif isinstance(data[key], list) and isinstance(value, list):
                 offset = len(data[key])
                 data[key] = data[key] + value
-                for i in range(len(value)):
-                    smap.merge(_sub(part_map, (key, i)), ())
-                    smap.rebase((key, "__part__", i), (key, offset + i))
                 _shift(smap, part_map, key, offset)
             elif isinstance(data[key], dict) and isinstance(value, dict):
                 for sub_key, sub_value in value.items():
@@ -355,9 +352,7 @@ class _Builder:
         errors = tuple(op.get("errors") or ())
         self._op_errors = set(errors)
         self._op_name = name
-        arg_names = set((args_schema.get("properties") or {}))
         steps = self._steps(op["steps"], path + ("steps",), set(_BASE_VARS))
-        del arg_names
         return Operation(name, op.get("summary", ""), args_schema, result_schema, errors, steps,
                          bool(op.get("read_only", False)))
 

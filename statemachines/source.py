@@ -32,12 +32,6 @@ class SourceMap:
         for path, where in other._lines.items():
             self._lines.setdefault(prefix + path, where)
 
-    def rebase(self, old: tuple, new: tuple) -> None:
-        """Entries under ``old`` are now found under ``new`` (list concatenation)."""
-        for path, where in list(self._lines.items()):
-            if path[: len(old)] == old:
-                self._lines.setdefault(new + path[len(old):], where)
-
     def locate(self, path) -> tuple[str | None, int | None]:
         """The file and line of ``path``, or of its nearest located ancestor."""
         path = tuple(path)
