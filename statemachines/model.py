@@ -100,6 +100,7 @@ class Model:
         self.tables: dict[str, dict] = {t: {} for t in spec.tables}
         self.counters: dict[str, int] = {c: 0 for c in spec.counters}
         self._observation: dict | None = None
+        self._fns = self._functions()  # CEL callbacks; they read the current observation through self
         self._observation_problem: str | None = None
         self._touched: set = set()
         self._touched_scopes: set = set()
@@ -220,7 +221,7 @@ class Model:
         }
 
     def _eval(self, expression, frame: dict):
-        value = expression.evaluate(frame, self._functions())
+        value = expression.evaluate(frame, self._fns)
         if self._observation_problem:
             problem, self._observation_problem = self._observation_problem, None
             raise ObservationError(problem, expression.where)
@@ -305,7 +306,7 @@ class Model:
         before = record[self.field]
         handle = self._handle()
         handle.record = record
-        fired = self.machine.events[step.trigger].trigger(handle, env=frame, functions=self._functions())
+        fired = self.machine.events[step.trigger].trigger(handle, env=frame, functions=self._fns)
         if self._observation_problem:
             problem, self._observation_problem = self._observation_problem, None
             raise ObservationError(problem, step.where)
