@@ -46,6 +46,10 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     if scenario.assumes is not None and not scenario.assumes.evaluate({"params": session.params}):
         note = f"the scenario assumes {scenario.assumes.source}, which these parameters do not meet"
         return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
+    if absent:
+        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})
@@ -63,6 +67,19 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started)
 
 
+def _operations(steps: list) -> set[str]:
+    """Every operation a scenario's steps call."""
+    names: set[str] = set()
+    for step in steps:
+        if isinstance(step, CallStep):
+            names.add(step.operation)
+        elif isinstance(step, ConcurrentStep):
+            names.update(call.operation for call in step.calls)
+        elif isinstance(step, RepeatStep):
+            names |= _operations(step.steps)
+    return names
+
+
 # Failures that are evidence by themselves: a race that broke an invariant
 # need not recur to be real.
 _DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error"}
@@ -74,6 +91,10 @@ def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
     if failure.kind in _DEFINITIVE or any(isinstance(s, ConcurrentStep) for s in _flatten(scenario.steps)):
         return failure
     first_trace = failure.steps
+    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
+    if absent:
+        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})

@@ -291,7 +291,8 @@ class Session:
 
     # -- steps ------------------------------------------------------------------
     def advance(self, ms: int) -> Failure | None:
-        self.now += int(ms)
+        # An operation that waits moved the clock with it (the model knows where to).
+        self.now = max(self.now, self.model.now) + int(ms)
         index = len(self.trace)
         entry = {"index": index, "advance_ms": int(ms)}
         self.trace.append(entry)
@@ -510,7 +511,7 @@ class Session:
         """The spec's read-only probe calls (one per pool value), which show the
         implementation's whole visible state."""
         probe = self.spec.exploration.probe
-        if not probe:
+        if not probe or probe["call"] not in self.spec.offered_operations(self.params):
             return []
         values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
         return [(probe["call"], probe["args"].evaluate({"params": self.params, "pool_value": v})) for v in values]

@@ -74,13 +74,17 @@ class Explorer:
         self.spec, self.params = spec, params
         ex = spec.exploration
         self.actions: list[tuple[str, Any]] = []
+        offered = spec.offered_operations(params)  # a profile may expose only some operations
         for name in spec.operations:
-            self.actions += [("call", name)] * ex.weights.get(name, 1)
+            if name in offered:
+                self.actions += [("call", name)] * ex.weights.get(name, 1)
         for batch in ex.batches:
-            self.actions += [("batch", batch)] * 2
+            if all(phase["call"] in offered for phase in batch["phases"]):
+                self.actions += [("batch", batch)] * 2
         if concurrent:
             for group in ex.concurrent:
-                self.actions += [("concurrent", group)] * 2
+                if all(call in offered for call in group["calls"]):
+                    self.actions += [("concurrent", group)] * 2
         if ex.advance_ms:
             self.actions += [("advance", None)] * 2
         self._schema_strategies: dict = {}
@@ -108,6 +112,11 @@ class Explorer:
 
     def draw_value(self, data, op: str, prop: str, schema: dict, keys: list) -> Any:
         draw = schema.get("x-draw") if isinstance(schema, dict) else None
+        items = schema.get("items") if isinstance(schema, dict) else None
+        if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
+            size = data.draw(st.integers(int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
+                             label=f"{prop}:size")
+            return [self.draw_value(data, op, prop, items, keys) for _ in range(size)]
         if draw and "pool" in draw:
             return data.draw(st.sampled_from(self.spec.exploration.pools[draw["pool"]]), label=prop)
         if draw and "keys" in draw:

@@ -163,6 +163,11 @@ class _Builder:
         self.operations = {name: self._operation(name, op) for name, op in d["operations"].items()}
         self._op_errors, self._op_name = set(), "on_clock"
         on_clock = self._steps(d.get("on_clock") or [], ("on_clock",), set(_BASE_VARS))
+        timers = tuple(d.get("timers") or ())
+        for i, name in enumerate(timers):
+            if name not in self.entity.fields and name not in self.entity.internal:
+                self.problem(("timers", i), f"timer field {name!r} is not a field of {self.entity.name}",
+                             f"fields: {', '.join(sorted(set(self.entity.fields) | set(self.entity.internal)))}")
         invariants = self._invariants()
         exploration = self._exploration()
         scenarios = self._scenarios()
@@ -172,7 +177,8 @@ class _Builder:
             lifecycle=self.lifecycle, tables=self.tables, counters=self.counters, orderings=self.orderings,
             policies=self.policies, effects=self.effects, definitions=self.definitions,
             operations=self.operations, invariants=invariants, scenarios=scenarios, exploration=exploration,
-            implementations=dict(d.get("implementations") or {}), on_clock=on_clock, source_map=self.smap, raw=d,
+            implementations=dict(d.get("implementations") or {}), on_clock=on_clock, timers=timers,
+            source_map=self.smap, raw=d,
         )
 
     def _parameters(self) -> dict[str, Parameter]:
@@ -353,13 +359,16 @@ class _Builder:
         self._op_errors = set(errors)
         self._op_name = name
         steps = self._steps(op["steps"], path + ("steps",), set(_BASE_VARS))
+        assumes = self.expr(op["assumes"], path + ("assumes",), {"params"}) if "assumes" in op else None
         return Operation(name, op.get("summary", ""), args_schema, result_schema, errors, steps,
-                         bool(op.get("read_only", False)))
+                         bool(op.get("read_only", False)), assumes)
 
     def _check_draws(self, schema: dict, path: tuple) -> None:
         pools = (self.data.get("exploration") or {}).get("pools") or {}
         for prop, sub in (schema.get("properties") or {}).items():
             draw = sub.get("x-draw") if isinstance(sub, dict) else None
+            if not draw and isinstance(sub, dict) and isinstance(sub.get("items"), dict):
+                draw, prop = sub["items"].get("x-draw"), f"{prop}.items"  # a list of drawn values
             if not draw:
                 continue
             where = path + ("properties", prop, "x-draw")
@@ -539,6 +548,13 @@ class _Builder:
             return S.Counter(body["name"], body["as"], where)
         if kind == "reset":
             return S.Reset(where)
+        if kind == "remove":
+            self._need_bound(body["on"], scope, p + ("on",))
+            return S.Remove(body["on"], where)
+        if kind == "advance":
+            if self._op_name == "on_clock":
+                self.problem(p, "on_clock steps run while the clock moves; they cannot move it themselves")
+            return S.Advance(self.expr(body["to"], p + ("to",), scope), where)
         if kind == "result":
             if isinstance(body, dict):
                 return S.Result({k: self.expr(v, p + (k,), scope) for k, v in body.items()}, where)

@@ -52,11 +52,23 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     "byte_size": lambda s: len(s.encode("utf-8")),
     # The last n items of a list (all of it when shorter; none when n <= 0).
     "last_n": lambda xs, n: list(xs)[max(0, len(list(xs)) - int(n)):] if int(n) > 0 else [],
+    # The smallest / largest item of a list, or `default` when it is empty.
+    "least": lambda xs, default: min(list(xs), default=default),
+    "greatest": lambda xs, default: max(list(xs), default=default),
+    # The strings of a list joined with a separator.
+    "join": lambda xs, sep: str(sep).join(str(x) for x in xs),
+    # Items in first-occurrence order, without repeats.
+    "distinct": lambda xs: list(dict.fromkeys(xs)),
+    # The position of x in a list, or -1.
+    "index_of": lambda xs, x: list(xs).index(x) if x in list(xs) else -1,
+    # An integer power (exponential backoff: base * pow(2, attempt)).
+    "pow": lambda b, e: int(b) ** int(e),
 }
 
 # Provided by the model at evaluation time (they read model state or the
 # implementation's observation); listed here so specs can be checked statically.
-MODEL_FUNCTIONS = frozenset({"known", "table_has", "table_get", "record", "observed", "observed_effect"})
+MODEL_FUNCTIONS = frozenset({"known", "table_has", "table_get", "record", "observed", "observed_effect",
+                             "smallest_free_key", "free_key", "lookup"})
 
 
 @dataclass

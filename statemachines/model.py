@@ -161,8 +161,26 @@ class Model:
     def advance(self, now_ms: int) -> Prediction:
         """Move the virtual clock; run the spec's ``on_clock`` steps and
         time-based policies; return the effects time must produce."""
-        self.now = max(self.now, now_ms)
         out = Prediction(result={})
+        self._run_clock(now_ms, out)
+        return out
+
+    def _run_clock(self, target: int, out: Prediction) -> None:
+        """Run time forward to ``target``: the on_clock steps run at every
+        instant a timer field holds on the way (in time order, each timer
+        seeing the clock at its own instant), then at ``target``."""
+        target = max(self.now, int(target))
+        while self.spec.timers:
+            due = [rec[f] for rec in self.store.all() for f in self.spec.timers
+                   if rec.get(f) is not None and self.now < rec[f] < target]
+            if not due:
+                break
+            self.now = min(due)
+            self._tick(out)
+        self.now = target
+        self._tick(out)
+
+    def _tick(self, out: Prediction) -> None:
         if self.spec.on_clock:
             frame = {"args": {}, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
             try:
@@ -172,7 +190,6 @@ class Model:
         for policy in self.spec.policies.values():
             if policy.kind == "expire":
                 self._expire(policy)
-        return out
 
     # -- queries used by the harness ----------------------------------------
     def keys(self) -> list:
@@ -218,7 +235,24 @@ class Model:
             "record": lambda rec: {f: rec.get(f) for f in self._public},
             "observed": self._observed,
             "observed_effect": self._observed_effect,
+            "smallest_free_key": self._smallest_free_key,
+            "free_key": self._free_key,
+            "lookup": self.record,  # the public fields of the record with this key, or null
         }
+
+    def _smallest_free_key(self, prefix: str, start: int) -> str:
+        """``prefix + N`` for the smallest N >= start that no record has as its key."""
+        n = int(start)
+        while f"{prefix}{n}" in self.store.records:
+            n += 1
+        return f"{prefix}{n}"
+
+    def _free_key(self, preferred: str, separator: str, start: int) -> str:
+        """``preferred`` if no record has it, else ``preferred + separator + N``
+        for the smallest free N >= start."""
+        if preferred not in self.store.records:
+            return preferred
+        return self._smallest_free_key(f"{preferred}{separator}", start)
 
     def _eval(self, expression, frame: dict):
         value = expression.evaluate(frame, self._fns)
@@ -455,6 +489,21 @@ class Model:
     def _reset(self, step: S.Reset, frame, out):
         self.reset(self.now)
 
+    def _remove(self, step: S.Remove, frame, out):
+        record = frame[step.target]
+        if self.store.get(record[self.entity.key]) is record:
+            self.store.remove(record[self.entity.key])
+            self.coverage.hit("policies", "removed")
+            if self.entity.scope_field:
+                self._touched_scopes.add(record.get(self.entity.scope_field))
+
+    def _advance(self, step: S.Advance, frame, out):
+        target = self._eval(step.to, frame)
+        if target is None or int(target) < self.now:
+            raise ExpressionError(f"advance: `{step.to.source}` gave {target!r}, before now ({self.now})", step.where)
+        self._run_clock(int(target), out)
+        frame["now"] = self.now
+
     def _result(self, step: S.Result, frame, out):
         if isinstance(step.value, dict):
             out.result = {k: self._eval(v, frame) for k, v in step.value.items()}
@@ -470,7 +519,7 @@ class Model:
         S.Let: _let, S.Require: _require, S.Reject: _reject, S.Check: _check, S.Find: _find,
         S.Create: _create, S.Fire: _fire, S.SetFields: _set, S.When: _when, S.Emit: _emit,
         S.ForEach: _for_each, S.Collect: _collect, S.Apply: _apply, S.Put: _put, S.Drop: _drop,
-        S.Counter: _counter, S.Reset: _reset, S.Result: _result,
+        S.Counter: _counter, S.Reset: _reset, S.Result: _result, S.Remove: _remove, S.Advance: _advance,
     }
 
     # -- invariants -----------------------------------------------------------

@@ -137,6 +137,10 @@ class Operation:
     errors: tuple[str, ...]
     steps: list
     read_only: bool = False
+    assumes: Expression | None = None  # over params: is the operation offered under these parameters?
+
+    def offered(self, params: dict) -> bool:
+        return self.assumes is None or bool(self.assumes.evaluate({"params": params}))
 
 
 @dataclass(frozen=True)
@@ -195,8 +199,13 @@ class Spec:
     exploration: Exploration
     implementations: dict[str, str]
     on_clock: list = field(default_factory=list)
+    timers: tuple[str, ...] = ()  # record fields holding instants at which on_clock must run
     source_map: SourceMap = field(repr=False, default_factory=SourceMap)
     raw: dict = field(repr=False, default_factory=dict)
+
+    def offered_operations(self, params: dict) -> frozenset[str]:
+        """The operations an implementation with these parameters exposes."""
+        return frozenset(name for name, op in self.operations.items() if op.offered(params))
 
     def default_parameters(self) -> dict:
         return {name: p.default for name, p in self.parameters.items()}

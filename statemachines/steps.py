@@ -10,6 +10,7 @@ from .expressions import Expression
 __all__ = [
     "ErrorSpec", "MatcherSpec", "Let", "Require", "Reject", "Check", "Find", "Create", "Fire", "SetFields",
     "When", "Emit", "ForEach", "Collect", "Apply", "Put", "Drop", "Counter", "Reset", "Result",
+    "Remove", "Advance",
     "STEP_KINDS",
 ]
 
@@ -165,10 +166,24 @@ class Reset:
 
 
 @dataclass
+class Remove:
+    """Forget one record: it is gone as if it never existed."""
+    target: str
+    where: str = ""
+
+
+@dataclass
+class Advance:
+    """The operation waits: the virtual clock runs to ``to`` (timers fire on the way)."""
+    to: Expression
+    where: str = ""
+
+
+@dataclass
 class Result:
     value: Expression | dict
     where: str = ""
 
 
 STEP_KINDS = ("let", "require", "reject", "check", "find", "create", "fire", "set", "when", "emit",
-              "for_each", "collect", "apply", "put", "drop", "counter", "reset", "result")
+              "for_each", "collect", "apply", "put", "drop", "counter", "reset", "result", "remove", "advance")
