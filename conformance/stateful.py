@@ -78,12 +78,16 @@ class Explorer:
         for name in spec.operations:
             if name in offered:
                 self.actions += [("call", name)] * ex.weights.get(name, 1)
+        def applies(item: dict, calls: list) -> bool:
+            holds = item.get("assumes") is None or bool(item["assumes"].evaluate({"params": params}))
+            return holds and all(call in offered for call in calls)
+
         for batch in ex.batches:
-            if all(phase["call"] in offered for phase in batch["phases"]):
+            if applies(batch, [phase["call"] for phase in batch["phases"]]):
                 self.actions += [("batch", batch)] * 2
         if concurrent:
             for group in ex.concurrent:
-                if all(call in offered for call in group["calls"]):
+                if applies(group, group["calls"]):
                     self.actions += [("concurrent", group)] * 2
         if ex.advance_ms:
             self.actions += [("advance", None)] * 2

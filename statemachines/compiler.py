@@ -626,8 +626,9 @@ class _Builder:
                 phases.append({"call": ph["call"], "order": ph.get("order", "given"),
                                "advance_ms": list(ph.get("advance_ms") or [0]), "omit": list(ph.get("omit") or []),
                                "args": {k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()}})
+            assumes = self.expr(b["assumes"], path + ("assumes",), {"params"}) if "assumes" in b else None
             batches.append({"name": b["name"], "description": b.get("description", ""), "count": count,
-                            "shared": dict(b.get("shared") or {}), "phases": phases})
+                            "shared": dict(b.get("shared") or {}), "phases": phases, "assumes": assumes})
         concurrent = []
         for i, c in enumerate(ex.get("concurrent") or []):
             path = ("exploration", "concurrent", i)
@@ -639,7 +640,9 @@ class _Builder:
                 for a in c.get("same_args") or []:
                     if a not in props:
                         self.problem(path + ("same_args",), f"operation {op} has no argument {a!r}")
-            concurrent.append({"name": c["name"], "calls": list(c["calls"]), "same_args": list(c.get("same_args") or [])})
+            assumes = self.expr(c["assumes"], path + ("assumes",), {"params"}) if "assumes" in c else None
+            concurrent.append({"name": c["name"], "calls": list(c["calls"]), "same_args": list(c.get("same_args") or []),
+                               "assumes": assumes})
         return Exploration(pools=dict(ex.get("pools") or {}), weights=dict(ex.get("weights") or {}),
                            advance_ms=list(ex.get("advance_ms") or [0, 1]), probe=probe, batches=batches,
                            concurrent=concurrent)

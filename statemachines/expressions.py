@@ -26,6 +26,7 @@ _BUILTINS = {
     "timestamp", "matches", "contains", "startsWith", "endsWith", "exists", "all", "exists_one",
     "filter", "map", "max", "min", "lowerAscii", "upperAscii", "join", "split", "replace", "trim",
     "indexOf", "lastIndexOf", "substring", "in",
+    "_[_]",  # indexing a list or map
 }
 
 
@@ -59,6 +60,8 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     "join": lambda xs, sep: str(sep).join(str(x) for x in xs),
     # Items in first-occurrence order, without repeats.
     "distinct": lambda xs: list(dict.fromkeys(xs)),
+    # The positions of a list's items: [0, 1, ..., size - 1] (to map with an index).
+    "indices": lambda xs: list(range(len(list(xs)))),
     # The position of x in a list, or -1.
     "index_of": lambda xs, x: list(xs).index(x) if x in list(xs) else -1,
     # An integer power (exponential backoff: base * pow(2, attempt)).

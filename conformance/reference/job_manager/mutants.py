@@ -1,0 +1,164 @@
+"""Faulty variants of the reference job manager, to check that the kit catches bugs.
+
+Each mutant is one realistic bug: a manager (or tool) subclass overriding the
+single method involved, behind an adapter subclass that differs from
+JobManagerAdapter only in which class it builds.
+"""
+from __future__ import annotations
+
+from ..mutant import Mutant
+from .adapter import JobManagerAdapter
+from .runtime import CANCELLED, RUNNING, AsyncJobManager, Job
+from .tool import JobTool
+
+__all__ = ["MUTANTS", "Mutant"]
+
+
+# ------------------------------------------------------------------ capacity
+
+
+class _CapOffByOne(AsyncJobManager):
+    def _check_capacity(self) -> None:
+        if len(self.running_jobs()) > self.config.max_running:  # one job too many gets in
+            super()._check_capacity()
+
+
+class _OverCapAccepted(AsyncJobManager):
+    def _check_capacity(self) -> None:
+        pass  # "the body will just wait its turn": nothing is rejected
+
+
+class _CancelledCountAsRunning(AsyncJobManager):
+    def running_jobs(self) -> list[Job]:
+        # Counts by "has its body returned?", so cancelled jobs still running their body count.
+        return [job for job in self.all_jobs() if job.status == RUNNING or not job.done.done()]
+
+
+# ----------------------------------------------------------------------- ids
+
+
+class _IdsFromCounter(AsyncJobManager):
+    _next_generated = 0
+
+    def _free_generated_id(self) -> str:
+        while True:
+            self._next_generated += 1  # never goes back: evicted numbers are not reused
+            if f"bg_{self._next_generated}" not in self._registry.jobs:
+                return f"bg_{self._next_generated}"
+
+
+class _SuffixStartsAtOne(AsyncJobManager):
+    def _free_suffixed_id(self, base: str) -> str:
+        suffix = 1
+        while f"{base}-{suffix}" in self._registry.jobs:
+            suffix += 1
+        return f"{base}-{suffix}"
+
+
+# -------------------------------------------------------------------- cancel
+
+
+class _CancelNotSticky(AsyncJobManager):
+    def _finish(self, job: Job, outcome: str, text: str) -> None:
+        if job.status == CANCELLED:
+            job.status = RUNNING  # the body's outcome wins over the cancellation
+        super()._finish(job, outcome, text)
+
+
+class _CancelledDelivered(AsyncJobManager):
+    def cancel(self, job_id: str) -> bool:
+        if not super().cancel(job_id):
+            return False
+        self._enqueue_delivery(job_id, "")  # announces the cancellation as a completion
+        return True
+
+
+# ------------------------------------------------------------------ delivery
+
+
+class _WatchNotSuppressing(AsyncJobManager):
+    def is_suppressed(self, job_id: str) -> bool:
+        return job_id in self._registry.acknowledged
+
+
+class _RetryFromClockTarget(AsyncJobManager):
+    def _retry_at(self, attempt: int) -> int:
+        # Reads "now" as where the clock is heading, not the instant the timer fired.
+        return self._loop.horizon + self._retry_delay(attempt)
+
+
+class _BackoffNotDoubling(AsyncJobManager):
+    def _retry_delay(self, attempt: int) -> int:
+        c = self.config
+        return min(c.retry_max_ms, c.retry_base_ms + c.retry_jitter_ms)
+
+
+# ------------------------------------------------------------ acknowledgement
+
+
+class _ListNotAcknowledging(JobTool):
+    def _acknowledge_listed(self, jobs: list[Job]) -> None:
+        pass
+
+
+class _PollNotAcknowledging(JobTool):
+    def _acknowledge_reported(self, jobs: list[Job]) -> None:
+        pass
+
+
+# ------------------------------------------------------------------ eviction
+
+
+class _EvictionOneMsLate(AsyncJobManager):
+    def _eviction_at(self, job_id: str) -> int:
+        return self._loop.now() + self.config.retention_ms + 1
+
+
+class _EvictionFromStart(AsyncJobManager):
+    def _eviction_at(self, job_id: str) -> int:
+        return self._registry.jobs[job_id].started_at + self.config.retention_ms
+
+
+# ------------------------------------------------------------------ registry
+
+
+def _adapter_for(cls: type) -> type[JobManagerAdapter]:
+    slot = "tool_class" if issubclass(cls, JobTool) else "manager_class"
+    name = cls.__name__.lstrip("_") + "Adapter"
+    return type(name, (JobManagerAdapter,), {slot: cls, "__module__": __name__})
+
+
+_TABLE = [
+    ("cap_off_by_one", _CapOffByOne,
+     "The running-job limit check uses > instead of >=, so max_running + 1 jobs can run."),
+    ("over_cap_accepted", _OverCapAccepted,
+     "A start over the running-job limit is accepted instead of rejected with limit_reached."),
+    ("cancelled_count_as_running", _CancelledCountAsRunning,
+     "Cancelled jobs whose body is still running count against the running-job limit."),
+    ("ids_from_counter", _IdsFromCounter,
+     "Generated bg_N ids come from a counter, so numbers freed by eviction are never reused."),
+    ("suffix_starts_at_one", _SuffixStartsAtOne,
+     "A taken preferred id gets the suffix -1 first instead of -2."),
+    ("cancel_not_sticky", _CancelNotSticky,
+     "A cancelled job whose body later returns becomes completed or failed (and is delivered)."),
+    ("cancelled_delivered", _CancelledDelivered,
+     "Cancelling a job enqueues a follow-up delivery for it, so the cancelled job is delivered."),
+    ("watch_not_suppressing", _WatchNotSuppressing,
+     "Watching a job during a poll does not suppress its delivery, so it is delivered while watched."),
+    ("retry_from_clock_target", _RetryFromClockTarget,
+     "The next delivery retry is computed from the clock's target time instead of the instant the retry ran."),
+    ("backoff_not_doubling", _BackoffNotDoubling,
+     "Delivery retries always wait retry_base_ms instead of doubling after each failure."),
+    ("list_not_acknowledging", _ListNotAcknowledging,
+     "The job tool's list does not acknowledge the finished jobs it reports, so they are still delivered."),
+    ("poll_not_acknowledging", _PollNotAcknowledging,
+     "A poll or cancel result does not acknowledge the finished jobs it reports, so they are still delivered."),
+    ("eviction_one_ms_late", _EvictionOneMsLate,
+     "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late."),
+    ("eviction_from_start", _EvictionFromStart,
+     "Retention is measured from the job's start instead of from when it became terminal."),
+]
+
+MUTANTS: dict[str, Mutant] = {
+    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+}
