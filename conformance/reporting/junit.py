@@ -30,9 +30,9 @@ def _testcase(parent: ET.Element, name: str, classname: str, duration) -> ET.Ele
     return ET.SubElement(parent, "testcase", name=_clean(name), classname=_clean(classname), time=_seconds(duration))
 
 
-def _outcome(case: ET.Element, verdict: str | None, failure: dict | None, report: dict) -> None:
+def _outcome(case: ET.Element, verdict: str | None, failure: dict | None, report: dict, note: str | None = None) -> None:
     if verdict == "skip":
-        ET.SubElement(case, "skipped", message=_clean(first_line((failure or {}).get("message"), "skipped")))
+        ET.SubElement(case, "skipped", message=_clean(note or first_line((failure or {}).get("message"), "skipped")))
     elif verdict in ("fail", "error"):
         tag = "failure" if verdict == "fail" else "error"
         elem = ET.SubElement(case, tag, message=_clean(first_line((failure or {}).get("message"), verdict)),
@@ -61,7 +61,7 @@ def render_junit_xml(report: dict) -> str:
     for s in ordered_scenarios(report):
         case = _testcase(suite, f"{s.get('id')} {s.get('title') or ''}".strip(),
                          f"{suite_name}.{s.get('category') or 'scenario'}", s.get("duration_s"))
-        _outcome(case, s.get("verdict"), s.get("failure"), report)
+        _outcome(case, s.get("verdict"), s.get("failure"), report, s.get("note"))
 
     case = _testcase(suite, "stateful exploration", f"{suite_name}.stateful", stateful.get("duration_s"))
     if report.get("stateful") is None:

@@ -1,0 +1,100 @@
+"""spec/async-jobs.yaml end to end: both reference profiles conform, the verdict
+follows the YAML (a changed cap or finished limit is demanded, with no Python
+edited), reports and the pytest plugin work per profile, bad input is
+explained."""
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.runner import RunConfig, run_conformance
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec" / "async-jobs.yaml"
+FRAGMENTS = ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.scenarios.yaml"]
+
+
+def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
+    if profile:
+        options["profile"] = profile
+    return run_conformance(RunConfig(spec_path=str(spec), adapter_options=options, profile="quick",
+                                     report_dir=str(report_dir) if report_dir else None, stateful=stateful))
+
+
+@pytest.mark.parametrize("profile, own, other", [("job-manager", "JM-", "TT-"), ("task-table", "TT-", "JM-")])
+def test_each_reference_profile_conforms_and_skips_the_other_profiles_scenarios(profile, own, other, tmp_path):
+    report = _run(profile=profile, report_dir=tmp_path)
+    assert report["verdict"] == "pass", report.get("problems") or report["stateful"].get("failure")
+    verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}
+    assert all(v == "pass" for sid, v in verdicts.items() if sid.startswith(own))
+    assert all(v == "skip" for sid, v in verdicts.items() if sid.startswith(other))
+    assert sum(sid.startswith(own) for sid in verdicts) >= 25
+    assert report["stateful"]["coverage"]["uncovered"] == []
+    junit = (tmp_path / "junit.xml").read_text()
+    assert "params.surface" in junit  # a skipped scenario says why
+    assert "stateDiagram" in (tmp_path / "summary.md").read_text()
+
+
+def _copy_spec(folder: Path, pattern: str, replacement: str) -> Path:
+    for name in FRAGMENTS:
+        shutil.copy(ROOT / "spec" / name, folder)
+    text = SPEC.read_text()
+    changed, n = re.subn(pattern, replacement, text)
+    assert n == 1, pattern
+    path = folder / "async-jobs.yaml"
+    path.write_text(changed)
+    return path
+
+
+def test_a_lower_cap_in_the_spec_is_demanded(tmp_path):
+    spec = _copy_spec(tmp_path, r"(max_running:\n    type: integer\n    default: )15", r"\g<1>3")
+    report = _run(spec, report_dir=tmp_path / "r", stateful=False)
+    assert report["parameters"]["max_running"] == 3
+    failed = {s["id"] for s in report["scenarios"] if s["verdict"] == "fail"}
+    assert {"JM-B1", "JM-B2"} & failed, failed  # the reference still accepts 15
+    assert "limit_reached" in str([s["failure"] for s in report["scenarios"] if s["verdict"] == "fail"])
+    # An implementation that declares the new cap conforms.
+    assert _run(spec, stateful=False, max_running="3")["verdict"] == "pass"
+
+
+def test_a_smaller_finished_limit_in_the_task_table_profile_is_found_by_exploration(tmp_path):
+    spec = _copy_spec(tmp_path, r"max_finished: 64", "max_finished: 5")
+    report = _run(spec, profile="task-table", report_dir=tmp_path / "r")
+    assert report["verdict"] == "fail" and report["parameters"]["max_finished"] == 5
+    failure = report["stateful"]["failure"]
+    assert failure["kind"] == "divergence" and Path(failure["counterexample_file"]).exists()
+    assert "--adapter-opt profile=task-table" in report["replay"]
+    assert _run(spec, profile="task-table", max_finished="5")["verdict"] == "pass"
+
+
+def test_the_pytest_plugin_gives_one_item_per_scenario_of_the_declared_profile(tmp_path):
+    test_file = tmp_path / "test_my_tasks.py"
+    test_file.write_text(textwrap.dedent(f"""
+        from conformance.pytest_plugin import conformance_suite
+        test_tasks = conformance_suite({str(SPEC)!r}, adapter_options={{"profile": "task-table"}}, profile="quick")
+    """))
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
+                           "-o", "addopts=", "-k", "TT-N1 or TT-B1 or JM-N1 or stateful", "-rs"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed, 4 skipped" in proc.stdout, proc.stdout  # TT-N1, TT-B1, stateful; JM-N1, JM-N10..N12
+    assert "params.surface" in proc.stdout  # why JM-N1 is skipped
+
+
+@pytest.mark.parametrize("pattern, replacement, phrase", [
+    (r"max_finished: 64", "max_finished: 0", "max_finished must be >= 1"),
+    (r"timers: \[ends_at, dq_next_at, evict_at\]", "timers: [ends_at, due_at]", "timer field 'due_at'"),
+    (r'assumes: "params.surface == \'task_table\'"\n    args:\n      type: object\n      required: \[job_id\]',
+     'assumes: "args.job_id == \'x\'"\n    args:\n      type: object\n      required: [job_id]', "unknown name"),
+])
+def test_bad_input_names_file_line_and_what(tmp_path, pattern, replacement, phrase):
+    spec = _copy_spec(tmp_path, pattern, replacement)
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "validate", str(spec)],
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out
+    assert phrase in out and re.search(r"async-jobs\.yaml:\d+", out), out
