@@ -109,14 +109,20 @@ adapter_options = [
     click.option("--adapter-cmd", "adapter_cmd", metavar="COMMAND",
                  help="Run the implementation as a program speaking the stdio adapter protocol "
                       "(docs/adapter-protocol.md), e.g. \"node my-adapter.js\". Not with --adapter."),
+    click.option("--adapter-cli", "adapter_cli", metavar="CONFIG", type=click.Path(dir_okay=False),
+                 help="Run a command-line tool as the implementation, one invocation per operation, as the "
+                      "config file says (docs/command-adapter.md). --adapter-opt sets its profile and vars."),
     click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
                  show_default=True, help="Seconds one operation may take before it counts as hung."),
 ]
 
 
-def _check_adapter_choice(adapter, adapter_opts, adapter_cmd) -> None:
-    if adapter_cmd is not None and (adapter or adapter_opts):
-        raise click.UsageError("--adapter-cmd runs a program; it cannot be combined with --adapter or --adapter-opt")
+def _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli=None) -> None:
+    if adapter_cmd is not None and (adapter or adapter_opts or adapter_cli):
+        raise click.UsageError("--adapter-cmd runs a program; it cannot be combined with --adapter, --adapter-opt "
+                               "or --adapter-cli")
+    if adapter_cli is not None and adapter:
+        raise click.UsageError("--adapter-cli runs a command-line tool; it cannot be combined with --adapter")
 
 
 def _with(options):
@@ -144,19 +150,19 @@ def cli() -> None:
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
-def run(spec, adapter, adapter_opts, adapter_cmd, timeout_s, profile, seed, report_dir, only, no_scenarios,
-        no_stateful):
+def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
+        no_scenarios, no_stateful):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec."""
     from .loading import parse_options
 
-    _check_adapter_choice(adapter, adapter_opts, adapter_cmd)
+    _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     try:
         options = parse_options(adapter_opts)
     except AdapterLoadError as exc:
         raise click.UsageError(str(exc)) from None
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
-                         profile=profile,
+                         adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
     with _progress() as progress:
@@ -169,13 +175,13 @@ def run(spec, adapter, adapter_opts, adapter_cmd, timeout_s, profile, seed, repo
 @click.argument("steps_file", type=click.Path(dir_okay=False))
 @_with(adapter_options)
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
-def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, timeout_s, report_dir):
+def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, report_dir):
     """Replay a counterexample STEPS_FILE (written by a failed run) against an implementation."""
     from .loading import parse_options
 
-    _check_adapter_choice(adapter, adapter_opts, adapter_cmd)
+    _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
-                         adapter_cmd=adapter_cmd,
+                         adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
                          report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s)
     report = R.run_conformance(config)
     _finish(report)

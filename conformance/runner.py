@@ -33,6 +33,7 @@ class RunConfig:
     adapter_factory: Callable | None = None  # an already-built factory (mutants, tests)
     adapter_label: str | None = None
     adapter_cmd: str | None = None        # a program speaking the stdio protocol (docs/adapter-protocol.md)
+    adapter_cli: str | None = None        # a command adapter config: a command-line tool (docs/command-adapter.md)
     profile: str = "ci"
     seed: int = 1
     report_dir: str | None = "reports"
@@ -68,7 +69,8 @@ def _report_skeleton(config: RunConfig) -> dict:
         "verdict": "error", "exit_code": 2,
         "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "duration_s": 0.0,
         "spec": {"id": None, "version": None, "title": None, "path": config.spec_path, "lifecycle": None},
-        "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd},
+        "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd
+                           or config.adapter_cli},
         "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
     }
 
@@ -81,7 +83,7 @@ def run_command(config: RunConfig, target: str) -> str:
 def _adapter_args(config: RunConfig, target: str) -> str:
     if config.adapter_cmd is not None:
         return "--adapter-cmd " + shlex.quote(config.adapter_cmd)
-    parts = ["--adapter", target]
+    parts = ["--adapter-cli", config.adapter_cli] if config.adapter_cli is not None else ["--adapter", target]
     for key, value in sorted(config.adapter_options.items()):
         parts += ["--adapter-opt", f"{key}={value}"]
     return " ".join(shlex.quote(p) for p in parts)
@@ -90,7 +92,8 @@ def _adapter_args(config: RunConfig, target: str) -> str:
 def prepare(config: RunConfig) -> Prepared:
     """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
     spec = load_spec(config.spec_path)
-    target = config.adapter_label or config.adapter or config.adapter_cmd or spec.implementations.get("reference")
+    target = (config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
+              or spec.implementations.get("reference"))
     if config.adapter_factory is not None:
         factory = config.adapter_factory
     elif config.adapter_cmd is not None:
@@ -98,6 +101,11 @@ def prepare(config: RunConfig) -> Prepared:
             raise AdapterLoadError("give either an adapter (module:attribute) or an adapter command, not both")
         from .stdio import stdio_factory
         factory = stdio_factory(config.adapter_cmd, spec)
+    elif config.adapter_cli is not None:
+        if config.adapter:
+            raise AdapterLoadError("give either an adapter (module:attribute) or a command adapter config, not both")
+        from .command import command_factory
+        factory = command_factory(config.adapter_cli, config.adapter_options)
     else:
         if not target:
             raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
@@ -154,7 +162,8 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
                                "where": p.where} for p in exc.problems]
     except AdapterLoadError as exc:
-        report["problems"] = [{"kind": "adapter-error", "message": str(exc), "where": config.adapter or config.adapter_cmd}]
+        report["problems"] = [{"kind": "adapter-error", "message": str(exc),
+                               "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
     if prepared is not None:
         try:
             _run(config, prepared, report, progress)
@@ -166,7 +175,7 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         except AdapterLoadError as exc:
             report["verdict"], report["exit_code"] = "error", 2
             report["problems"].append({"kind": "adapter-error", "message": str(exc),
-                                       "where": config.adapter or config.adapter_cmd})
+                                       "where": config.adapter or config.adapter_cmd or config.adapter_cli})
         finally:
             prepared.session.close()
     report["duration_s"] = round(time.perf_counter() - started, 3)
@@ -227,7 +236,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
                                capabilities=capabilities, on_example=progress.stateful_example,
                                shrink_s=config.shrink_s)
-        outcome.coverage = _coverage(spec, session.model.coverage.as_dict())
+        outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
         if outcome.failure is not None:
             failure = outcome.failure
             failure.seed = config.seed
@@ -251,11 +260,12 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
 
 
-def _coverage(spec: Spec, counts: dict) -> dict:
-    """Coverage counts plus what the spec declares that was never exercised."""
+def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
+    """Coverage counts plus what the spec declares (and these parameters offer) that was never exercised."""
     declared = [f"{src} -{t.trigger}-> {t.dest}" for t in spec.lifecycle.transitions for src in t.sources]
     uncovered = [name for name in declared if name not in counts["transitions"]]
-    uncovered += [f"operation {op}" for op in spec.operations if op not in counts["operations"]]
+    offered = spec.offered_operations(params)
+    uncovered += [f"operation {op}" for op in spec.operations if op in offered and op not in counts["operations"]]
     uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
     return {"operations": counts["operations"], "outcomes": counts["outcomes"],
             "transitions": counts["transitions"], "states": counts["states"],
