@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from conformance.adapter import Adapter, EffectRecorder, error_response, result_response
 
+from .. import arguments as arg
 from .loop import BODY, Future, VirtualLoop
 from .runtime import COMPLETED, FAILED, AsyncJobManager, BodyFailed, DeliveryRefused, Job, JobError, JobManagerConfig
 from .tool import WAIT_CHOICES_MS, JobTool
@@ -32,55 +33,14 @@ OUTCOMES = (COMPLETED, FAILED)
 
 
 def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(params) - _PARAM_NAMES
-    if unknown:
-        raise TypeError(f"unknown parameters: {sorted(unknown)}")
-    # Options given on a command line arrive as strings.
-    coerced: dict[str, Any] = {}
-    for name, value in params.items():
-        if name in _INT_MINIMUM:
-            if isinstance(value, bool):
-                raise ValueError(f"{name} must be a whole number, not {value!r}")
-            coerced[name] = int(value)
-            if coerced[name] < _INT_MINIMUM[name]:
-                raise ValueError(f"{name} must be >= {_INT_MINIMUM[name]}")
-        else:
-            coerced[name] = str(value)
-    return coerced
+    return arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUM)
 
 
 # -------------------------------------------------------------- arguments
 
 
-class _BadArguments(Exception):
-    pass
-
-
-def _text(args: dict, name: str, optional: bool = False) -> str | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise _BadArguments(f"{name} must be a string")
-    return value
-
-
 def _millis(args: dict, name: str, optional: bool = False, minimum: int = 1) -> int | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _BadArguments(f"{name} must be a whole number >= {minimum}")
-    return value
-
-
-def _choice(args: dict, name: str, choices: tuple, default: Any = None) -> Any:
-    value = args.get(name)
-    if value is None and default is not None:
-        return default
-    if value not in choices:
-        raise _BadArguments(f"{name} must be one of {list(choices)}")
-    return value
+    return arg.whole(args, name, optional, minimum)
 
 
 def _ids(args: dict, name: str) -> list[str] | None:
@@ -88,16 +48,7 @@ def _ids(args: dict, name: str) -> list[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _BadArguments(f"{name} must be a list of job ids")
-    return value
-
-
-def _flag(args: dict, name: str) -> bool:
-    value = args.get(name)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _BadArguments(f"{name} must be true or false")
+        raise arg.BadArguments(f"{name} must be a list of job ids")
     return value
 
 
@@ -230,7 +181,7 @@ class JobManagerAdapter(Adapter):
                 self.loop.run_due()  # what the operation left for now (deliveries, evictions)
             except JobError as exc:
                 return error_response(exc.kind, exc.message, self.effects.end())
-            except _BadArguments as exc:
+            except arg.BadArguments as exc:
                 return error_response("invalid_arguments", str(exc), self.effects.end())
             except BaseException:
                 self.effects.end()
@@ -240,12 +191,12 @@ class JobManagerAdapter(Adapter):
     # ---------------------------------------------------------- operations
 
     def _start_job(self, a: dict) -> dict:
-        label = _text(a, "label")
-        type_ = _choice(a, "type", JOB_TYPES, default="bash")
-        preferred = _text(a, "id", optional=True)
+        label = arg.text(a, "label")
+        type_ = arg.choice(a, "type", JOB_TYPES, default="bash")
+        preferred = arg.text(a, "id", optional=True)
         plan = {"duration_ms": _millis(a, "duration_ms", optional=True),
-                "outcome": _choice(a, "outcome", OUTCOMES, default=COMPLETED),
-                "text": _text(a, "text", optional=True) or "",
+                "outcome": arg.choice(a, "outcome", OUTCOMES, default=COMPLETED),
+                "text": arg.text(a, "text", optional=True) or "",
                 "stop_ms": _millis(a, "stop_ms", optional=True)}
         body = _PlayedWork(self, plan, self._starts + 1)
         job = self._manager.register(type_, label, body, preferred)
@@ -254,26 +205,26 @@ class JobManagerAdapter(Adapter):
         return {"job_id": job.id, "status": job.status}
 
     def _finish_job(self, a: dict) -> dict:
-        job_id = _text(a, "job_id")
-        outcome = _choice(a, "outcome", OUTCOMES)
-        text = _text(a, "text")
+        job_id = arg.text(a, "job_id")
+        outcome = arg.choice(a, "outcome", OUTCOMES)
+        text = arg.text(a, "text")
         job = self._known(job_id)
         returned = self._bodies[job.serial].finish(outcome, text)
         self.loop.run_due()  # the manager reacts to the body's return, as to any due timer
         return {"job_id": job_id, "status": job.status, "returned": returned}
 
     def _get_job(self, a: dict) -> dict:
-        job = self._manager.get(_text(a, "job_id"))
+        job = self._manager.get(arg.text(a, "job_id"))
         return {"job": None if job is None else _snapshot(job)}
 
     def _list_jobs(self, a: dict) -> dict:
         return {"jobs": [_snapshot(job) for job in sorted(self._manager.all_jobs(), key=lambda j: j.id)]}
 
     def _job_tool(self, a: dict) -> dict:
-        poll, cancel, list_all = _ids(a, "poll"), _ids(a, "cancel"), _flag(a, "list")
+        poll, cancel, list_all = _ids(a, "poll"), _ids(a, "cancel"), arg.flag(a, "list")
         wait_ms = a.get("wait_ms")
         if wait_ms is not None and (type(wait_ms) is not int or wait_ms not in WAIT_CHOICES_MS):
-            raise _BadArguments(f"wait_ms must be one of {list(WAIT_CHOICES_MS)}")
+            raise arg.BadArguments(f"wait_ms must be one of {list(WAIT_CHOICES_MS)}")
         outcome = self._tool.execute(poll=poll, cancel=cancel, list_all=list_all, wait_ms=wait_ms)
         return {"message": outcome.message, "cancelled": outcome.cancelled,
                 "jobs": [_snapshot(job) for job in outcome.jobs], "waited_ms": outcome.waited_ms}
@@ -281,7 +232,7 @@ class JobManagerAdapter(Adapter):
     def _set_delivery(self, a: dict) -> dict:
         value = a.get("accept")
         if not isinstance(value, bool):
-            raise _BadArguments("accept must be true or false")
+            raise arg.BadArguments("accept must be true or false")
         self._channel.accepting = value
         return {"accepting": value}
 

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from conformance.adapter import Adapter, error_response, result_response
 
+from .. import arguments as arg
 from .body import BodyPlan, KitWork, PlannedBody
 from .clock import VirtualClock
 from .runtime import COMPLETED, FAILED, BackgroundTasks, TaskConfig, TaskHandle
@@ -26,59 +27,18 @@ _MAX_WAIT_MS = 300000
 
 
 def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(params) - _PARAM_NAMES
-    if unknown:
-        raise TypeError(f"unknown parameters: {sorted(unknown)}")
-    # Options given on a command line arrive as strings.
-    coerced: dict[str, Any] = {}
-    for name, value in params.items():
-        if name in _INT_PARAMS:
-            coerced[name] = int(value)
-            if coerced[name] < 0:
-                raise ValueError(f"{name} must not be negative")
-        else:
-            coerced[name] = str(value)
-    return coerced
+    return arg.coerce_params(params, _PARAM_NAMES, {name: 0 for name in _INT_PARAMS})
 
 
 # -------------------------------------------------------------- arguments
-
-
-class _BadArguments(Exception):
-    pass
 
 
 class _NotFound(Exception):
     pass
 
 
-def _text(args: dict, name: str, optional: bool = False) -> str | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise _BadArguments(f"{name} must be a string")
-    return value
-
-
 def _millis(args: dict, name: str, optional: bool = False, maximum: int | None = None) -> int | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
-            maximum is not None and value > maximum):
-        bound = f"1..{maximum}" if maximum is not None else ">= 1"
-        raise _BadArguments(f"{name} must be a whole number of milliseconds, {bound}")
-    return value
-
-
-def _choice(args: dict, name: str, choices: tuple[str, ...], default: str | None = None) -> str:
-    value = args.get(name)
-    if value is None and default is not None:
-        return default
-    if value not in choices:
-        raise _BadArguments(f"{name} must be one of {list(choices)}")
-    return value
+    return arg.whole(args, name, optional, 1, maximum)
 
 
 # -------------------------------------------------------------- operations
@@ -93,12 +53,12 @@ class _Session:
         self.tasks: dict[str, tuple[KitWork, TaskHandle]] = {}
 
     def start_job(self, a: dict) -> dict:
-        label = _text(a, "label")
-        _choice(a, "type", _TYPES, default="bash")
-        _text(a, "id", optional=True)  # a preferred id: this profile numbers its own
+        label = arg.text(a, "label")
+        arg.choice(a, "type", _TYPES, default="bash")
+        arg.text(a, "id", optional=True)  # a preferred id: this profile numbers its own
         plan = BodyPlan(duration_ms=_millis(a, "duration_ms", optional=True),
-                        outcome=_choice(a, "outcome", _OUTCOMES, default=COMPLETED),
-                        text=_text(a, "text", optional=True) or "",
+                        outcome=arg.choice(a, "outcome", _OUTCOMES, default=COMPLETED),
+                        text=arg.text(a, "text", optional=True) or "",
                         stop_ms=_millis(a, "stop_ms", optional=True))
         work = KitWork()
         with self.lock:  # registered before anyone can look the id up
@@ -107,9 +67,9 @@ class _Session:
         return {"job_id": handle.task_id, "status": "running"}
 
     def finish_job(self, a: dict) -> dict:
-        job_id = _text(a, "job_id")
-        outcome = _choice(a, "outcome", _OUTCOMES)
-        text = _text(a, "text")
+        job_id = arg.text(a, "job_id")
+        outcome = arg.choice(a, "outcome", _OUTCOMES)
+        text = arg.text(a, "text")
         with self.lock:
             task = self.tasks.get(job_id)
             if task is not None and self.runtime.peek(job_id) is None:
@@ -123,14 +83,14 @@ class _Session:
         return {"job_id": job_id, "status": handle.join().status, "returned": returned}
 
     def get_job(self, a: dict) -> dict:
-        snapshot = self.runtime.peek(_text(a, "job_id"))
+        snapshot = self.runtime.peek(arg.text(a, "job_id"))
         return {"job": None if snapshot is None else snapshot.to_record()}
 
     def list_jobs(self, a: dict) -> dict:
         return {"jobs": [s.to_record() for s in self.runtime.list()]}
 
     def cancel_task(self, a: dict) -> dict:
-        job_id = _text(a, "job_id")
+        job_id = arg.text(a, "job_id")
         return {"job_id": job_id, "cancelled": self.runtime.cancel_task(job_id)}
 
     def cancel_all(self, a: dict) -> dict:
@@ -205,7 +165,7 @@ class TaskTableAdapter(Adapter):
         session = self._session  # one session for the whole call, even if reset races
         try:
             return result_response(handler(session, dict(args or {})))
-        except _BadArguments as exc:
+        except arg.BadArguments as exc:
             return error_response("invalid_arguments", str(exc))
         except _NotFound as exc:
             job_id = str(exc.args[0])
