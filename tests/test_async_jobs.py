@@ -98,3 +98,17 @@ def test_bad_input_names_file_line_and_what(tmp_path, pattern, replacement, phra
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out
     assert phrase in out and re.search(r"async-jobs\.yaml:\d+", out), out
+
+
+def test_each_profile_ships_at_least_eight_mutants_each_declaring_its_profile():
+    from conformance.reference.async_jobs import MUTANTS
+
+    for profile in ("job-manager", "task-table"):
+        names = [name for name in MUTANTS if name.startswith(profile + ".")]
+        assert len(names) >= 8, profile
+        for name in names:
+            adapter = MUTANTS[name].factory()
+            try:
+                assert adapter.describe()["profile"] == profile
+            finally:
+                adapter.close()
