@@ -10,6 +10,8 @@ import pytest
 from conformance.reference.job_manager import JobManagerAdapter
 from conformance.reference.job_manager.mutants import MUTANTS, Mutant
 
+from reference_calls import err, observe, ok
+
 __all__: list[str] = []
 
 LIMIT = "Background job limit reached (15). Wait for running jobs to finish or cancel one."
@@ -23,21 +25,6 @@ def adapter():
     a = JobManagerAdapter()
     yield a
     a.close()
-
-
-def ok(a, op, **args):
-    """Call and expect success; return (result, effects)."""
-    response = a.call(op, args)
-    assert "error" not in response, response
-    return response["result"], response["effects"]
-
-
-def err(a, op, **args):
-    """Call and expect an error; return (kind, message)."""
-    response = a.call(op, args)
-    assert "result" not in response, response
-    assert response["effects"] == []
-    return response["error"]["kind"], response["error"]["message"]
 
 
 def start(a, label="job", **plan):
@@ -693,14 +680,6 @@ EXPECTED = {
 }
 
 
-def _observe(factory, scenario):
-    a = factory()
-    try:
-        return scenario(a)
-    finally:
-        a.close()
-
-
 def test_every_mutant_has_a_scenario():
     assert len(MUTANTS) >= 9 and set(MUTANTS) == set(SCENARIOS)
     for name, m in MUTANTS.items():
@@ -709,13 +688,13 @@ def test_every_mutant_has_a_scenario():
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED, key=lambda f: f.__name__), ids=lambda f: f.__name__)
 def test_reference_answers_each_mutant_scenario_as_the_contract_says(scenario):
-    assert _observe(JobManagerAdapter, scenario) == EXPECTED[scenario]
+    assert observe(JobManagerAdapter, scenario) == EXPECTED[scenario]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_mutant_misbehaves(name):
     scenario = SCENARIOS[name]
-    assert _observe(MUTANTS[name].factory, scenario) != _observe(JobManagerAdapter, scenario)
+    assert observe(MUTANTS[name].factory, scenario) != observe(JobManagerAdapter, scenario)
 
 
 def _baseline(a):
@@ -745,4 +724,4 @@ def _baseline(a):
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_is_otherwise_faithful(name):
-    assert _observe(MUTANTS[name].factory, _baseline) == _observe(JobManagerAdapter, _baseline)
+    assert observe(MUTANTS[name].factory, _baseline) == observe(JobManagerAdapter, _baseline)

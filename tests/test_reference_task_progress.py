@@ -11,6 +11,8 @@ import pytest
 from conformance.reference.task_progress import ReferenceAdapter
 from conformance.reference.task_progress.mutants import MUTANTS, Mutant
 
+from reference_calls import err, observe, ok
+
 __all__: list[str] = []
 
 ID = re.compile(r"^[as][0-9a-z]{8}$")
@@ -24,21 +26,6 @@ def adapter():
     a = ReferenceAdapter()
     yield a
     a.close()
-
-
-def ok(a, op, **args):
-    """Call and expect success; return (result, effects)."""
-    response = a.call(op, args)
-    assert "error" not in response, response
-    return response["result"], response["effects"]
-
-
-def err(a, op, **args):
-    """Call and expect an error; return (kind, message)."""
-    response = a.call(op, args)
-    assert "result" not in response, response
-    assert response["effects"] == []
-    return response["error"]["kind"], response["error"]["message"]
 
 
 def register(a, kind="agent", mode="async", **extra):
@@ -593,14 +580,6 @@ SCENARIOS = {
 }
 
 
-def _observe(factory, scenario):
-    a = factory()
-    try:
-        return scenario(a)
-    finally:
-        a.close()
-
-
 def test_every_mutant_has_a_scenario():
     assert len(MUTANTS) >= 12 and set(MUTANTS) == set(SCENARIOS)
     for name, m in MUTANTS.items():
@@ -610,7 +589,7 @@ def test_every_mutant_has_a_scenario():
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_mutant_misbehaves(name):
     scenario = SCENARIOS[name]
-    assert _observe(MUTANTS[name].factory, scenario) != _observe(ReferenceAdapter, scenario)
+    assert observe(MUTANTS[name].factory, scenario) != observe(ReferenceAdapter, scenario)
 
 
 def _baseline(a):
@@ -651,4 +630,4 @@ def _baseline(a):
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_is_otherwise_faithful(name):
-    assert _observe(MUTANTS[name].factory, _baseline) == _observe(ReferenceAdapter, _baseline)
+    assert observe(MUTANTS[name].factory, _baseline) == observe(ReferenceAdapter, _baseline)

@@ -11,6 +11,9 @@ import pytest
 from conformance.reference.task_table import TaskTableAdapter
 from conformance.reference.task_table.mutants import MUTANTS, Mutant
 
+import reference_calls as calls
+from reference_calls import err, observe
+
 __all__: list[str] = []
 
 
@@ -26,17 +29,9 @@ def adapter():
 
 def ok(a, op, **args):
     """Call and expect success; return the result (this profile has no effects)."""
-    response = a.call(op, args)
-    assert "error" not in response, response
-    assert response["effects"] == []
-    return response["result"]
-
-
-def err(a, op, **args):
-    response = a.call(op, args)
-    assert "result" not in response, response
-    assert response["effects"] == []
-    return response["error"]["kind"], response["error"]["message"]
+    result, effects = calls.ok(a, op, **args)
+    assert effects == []
+    return result
 
 
 def start(a, label="t", **plan):
@@ -614,14 +609,6 @@ SCENARIOS = {
 }
 
 
-def _observe(factory, scenario):
-    a = factory()
-    try:
-        return scenario(a)
-    finally:
-        a.close()
-
-
 def test_every_mutant_has_a_scenario():
     assert len(MUTANTS) >= 9 and set(MUTANTS) == set(SCENARIOS)
     for name, m in MUTANTS.items():
@@ -631,7 +618,7 @@ def test_every_mutant_has_a_scenario():
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_mutant_misbehaves(name):
     scenario = SCENARIOS[name]
-    assert _observe(MUTANTS[name].factory, scenario) != _observe(TaskTableAdapter, scenario)
+    assert observe(MUTANTS[name].factory, scenario) != observe(TaskTableAdapter, scenario)
 
 
 def _baseline(a):
@@ -668,4 +655,4 @@ def _baseline(a):
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_is_otherwise_faithful(name):
-    assert _observe(MUTANTS[name].factory, _baseline) == _observe(TaskTableAdapter, _baseline)
+    assert observe(MUTANTS[name].factory, _baseline) == observe(TaskTableAdapter, _baseline)
