@@ -175,7 +175,6 @@ def _schema_problem(error: jsonschema.ValidationError) -> str:
     best = error
     if error.context:  # oneOf/anyOf: the alternative that came closest
         best = jsonschema.exceptions.best_match(error.context)
-    path = list(error.absolute_path)
     hint = best.schema.get("description") if isinstance(best.schema, dict) else None
     if not hint and isinstance(error.schema, dict):
         hint = error.schema.get("description")

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from conformance.adapter import Adapter, EffectRecorder, error_response, result_response
 
+from .. import arguments as arg
 from .runtime import KINDS, MODES, TaskConfig, TaskError, TaskRuntime, Usage, VirtualClock
 
 __all__ = ["PROFILES", "ReferenceAdapter"]
@@ -60,56 +61,27 @@ def _coerce_bool(name: str, value: Any) -> bool:
 # -------------------------------------------------------------- arguments
 
 
-class _BadArguments(Exception):
-    pass
-
-
 _MISSING = object()
-
-
-def _text(args: dict, name: str, optional: bool = False) -> str | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise _BadArguments(f"{name} must be a string")
-    return value
-
-
-def _count(args: dict, name: str, optional: bool = False) -> int | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _BadArguments(f"{name} must be a whole number >= 0")
-    return value
 
 
 def _flag(args: dict, name: str) -> bool:
     value = args.get(name)
     if not isinstance(value, bool):
-        raise _BadArguments(f"{name} must be true or false")
-    return value
-
-
-def _choice(args: dict, name: str, choices: tuple[str, ...]) -> str:
-    value = args.get(name)
-    if value not in choices:
-        raise _BadArguments(f"{name} must be one of {list(choices)}")
+        raise arg.BadArguments(f"{name} must be true or false")
     return value
 
 
 def _names(args: dict, name: str) -> list[str]:
     value = args.get(name)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _BadArguments(f"{name} must be a list of strings")
+        raise arg.BadArguments(f"{name} must be a list of strings")
     return value
 
 
 def _present(args: dict, name: str) -> Any:
     value = args.get(name, _MISSING)
     if value is _MISSING:
-        raise _BadArguments(f"{name} is required")
+        raise arg.BadArguments(f"{name} is required")
     return value
 
 
@@ -162,88 +134,88 @@ class _CallerWaiter:
 
 
 def _register_task(rt: TaskRuntime, a: dict) -> dict:
-    kind = _choice(a, "kind", KINDS)
-    description = _text(a, "description")
-    mode = _choice(a, "mode", MODES)
-    parent_id = _text(a, "parent_id", optional=True)
+    kind = arg.choice(a, "kind", KINDS)
+    description = arg.text(a, "description")
+    mode = arg.choice(a, "mode", MODES)
+    parent_id = arg.text(a, "parent_id", optional=True)
     # Only a foreground task has a caller to release; for async it is moot.
-    auto_background_ms = _count(a, "auto_background_ms", optional=True)
+    auto_background_ms = arg.whole(a, "auto_background_ms", optional=True, minimum=0)
     task = rt.register_task(kind, description, mode, parent_id, auto_background_ms)
     return {"task_id": task.task_id, "status": task.status, "is_backgrounded": task.is_backgrounded}
 
 
 def _start_task(rt: TaskRuntime, a: dict) -> dict:
-    task = rt.start_task(_text(a, "task_id"))
+    task = rt.start_task(arg.text(a, "task_id"))
     return {"task_id": task.task_id, "status": task.status}
 
 
 def _complete_task(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     _present(a, "result")  # any JSON value; the record keeps no result
     task, changed = rt.complete_task(task_id)
     return {"task_id": task_id, "status": task.status, "changed": changed}
 
 
 def _fail_task(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
-    task, changed = rt.fail_task(task_id, _text(a, "error"))
+    task_id = arg.text(a, "task_id")
+    task, changed = rt.fail_task(task_id, arg.text(a, "error"))
     return {"task_id": task_id, "status": task.status, "changed": changed}
 
 
 def _kill_task(rt: TaskRuntime, a: dict) -> dict:
-    task = rt.kill_task(_text(a, "task_id"))
+    task = rt.kill_task(arg.text(a, "task_id"))
     return {"task_id": task.task_id, "status": task.status}
 
 
 def _notify_task(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     return {"task_id": task_id, "sent": rt.notify_task(task_id)}
 
 
 def _mark_notified(rt: TaskRuntime, a: dict) -> dict:
-    task = rt.mark_notified(_text(a, "task_id"))
+    task = rt.mark_notified(arg.text(a, "task_id"))
     return {"task_id": task.task_id, "notified": task.notified}
 
 
 def _background_task(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     return {"task_id": task_id, "backgrounded": rt.background_task(task_id)}
 
 
 def _foreground_task(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     return {"task_id": task_id, "previous": rt.foreground_task(task_id)}
 
 
 def _update_progress(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     usage = Usage(
-        input_tokens=_count(a, "input_tokens"),
-        output_tokens=_count(a, "output_tokens"),
-        cache_creation_input_tokens=_count(a, "cache_creation_input_tokens", optional=True) or 0,
-        cache_read_input_tokens=_count(a, "cache_read_input_tokens", optional=True) or 0,
+        input_tokens=arg.whole(a, "input_tokens", minimum=0),
+        output_tokens=arg.whole(a, "output_tokens", minimum=0),
+        cache_creation_input_tokens=arg.whole(a, "cache_creation_input_tokens", optional=True, minimum=0) or 0,
+        cache_read_input_tokens=arg.whole(a, "cache_read_input_tokens", optional=True, minimum=0) or 0,
     )
     progress = rt.update_progress(task_id, usage, _names(a, "tool_uses"))
     return {"task_id": task_id, "progress": progress.to_record()}
 
 
 def _update_summary(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
-    return {"task_id": task_id, "progress": rt.update_summary(task_id, _text(a, "summary")).to_record()}
+    task_id = arg.text(a, "task_id")
+    return {"task_id": task_id, "progress": rt.update_summary(task_id, arg.text(a, "summary")).to_record()}
 
 
 def _queue_message(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
-    return {"task_id": task_id, "queued": rt.queue_message(task_id, _text(a, "message"))}
+    task_id = arg.text(a, "task_id")
+    return {"task_id": task_id, "queued": rt.queue_message(task_id, arg.text(a, "message"))}
 
 
 def _drain_messages(rt: TaskRuntime, a: dict) -> dict:
-    task_id = _text(a, "task_id")
+    task_id = arg.text(a, "task_id")
     return {"task_id": task_id, "messages": rt.drain_messages(task_id)}
 
 
 def _set_retain(rt: TaskRuntime, a: dict) -> dict:
-    task = rt.set_retain(_text(a, "task_id"), _flag(a, "retain"))
+    task = rt.set_retain(arg.text(a, "task_id"), _flag(a, "retain"))
     return {"task_id": task.task_id, "retain": task.retain, "evict_after": task.evict_after}
 
 
@@ -252,7 +224,7 @@ def _evict(rt: TaskRuntime, a: dict) -> dict:
 
 
 def _get_task(rt: TaskRuntime, a: dict) -> dict:
-    return {"task": rt.get_task(_text(a, "task_id")).to_record()}
+    return {"task": rt.get_task(arg.text(a, "task_id")).to_record()}
 
 
 def _list_background(rt: TaskRuntime, a: dict) -> dict:
@@ -356,7 +328,7 @@ class ReferenceAdapter(Adapter):
             result = handler(runtime, dict(args or {}))
         except TaskError as exc:
             return error_response(exc.kind, exc.message, self._effects.end())
-        except _BadArguments as exc:
+        except arg.BadArguments as exc:
             return error_response("invalid_arguments", str(exc), self._effects.end())
         except BaseException:
             self._effects.end()

@@ -7,10 +7,7 @@ ReferenceAdapter only in which runtime it builds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Callable
-
-from conformance.adapter import Adapter
+from dataclasses import replace
 
 from ..mutant import Mutant
 from .adapter import ReferenceAdapter

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from conformance.adapter import Adapter, EffectRecorder, error_response, result_response
 
+from .. import arguments as arg
 from .runtime import TERMINAL_STATUSES, JobError, ThreadJobConfig, ThreadJobRuntime
 
 __all__ = ["PROFILES", "ReferenceAdapter"]
@@ -36,19 +37,6 @@ def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
         raise TypeError(f"unknown parameters: {sorted(unknown)}")
     # Options given on a command line arrive as strings.
     return {k: int(v) if k in _INT_PARAMS else str(v) for k, v in params.items()}
-
-
-class _BadArguments(Exception):
-    pass
-
-
-def _text(args: dict, name: str, optional: bool = False) -> str | None:
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise _BadArguments(f"{name} must be a string")
-    return value
 
 
 # ------------------------------------------------------------ environment
@@ -92,39 +80,39 @@ def _job_status(job) -> dict:
 
 
 def _complete_sync(rt: ThreadJobRuntime, a: dict) -> dict:
-    result = rt.complete_sync(_text(a, "thread_id"), _text(a, "tool_call_id"),
-                              _text(a, "tool_name"), _text(a, "result"))
+    result = rt.complete_sync(arg.text(a, "thread_id"), arg.text(a, "tool_call_id"),
+                              arg.text(a, "tool_name"), arg.text(a, "result"))
     return {"mode": "synchronous", "result": result}
 
 
 def _start_job(rt: ThreadJobRuntime, a: dict) -> dict:
-    job = rt.start_job(_text(a, "thread_id"), _text(a, "tool_call_id"), _text(a, "tool_name"),
-                       _text(a, "job_id", optional=True))
+    job = rt.start_job(arg.text(a, "thread_id"), arg.text(a, "tool_call_id"), arg.text(a, "tool_name"),
+                       arg.text(a, "job_id", optional=True))
     return {"mode": "background", "job_id": job.job_id, "status": job.status}
 
 
 def _observe_outcome(rt: ThreadJobRuntime, a: dict) -> dict:
-    outcome = _text(a, "outcome")
+    outcome = arg.text(a, "outcome")
     if outcome not in TERMINAL_STATUSES:
-        raise _BadArguments(f"outcome must be one of {sorted(TERMINAL_STATUSES)}")
-    return _job_status(rt.observe_outcome(_text(a, "job_id"), outcome, _text(a, "payload")))
+        raise arg.BadArguments(f"outcome must be one of {sorted(TERMINAL_STATUSES)}")
+    return _job_status(rt.observe_outcome(arg.text(a, "job_id"), outcome, arg.text(a, "payload")))
 
 
 def _observe_progress(rt: ThreadJobRuntime, a: dict) -> dict:
-    return _job_status(rt.observe_progress(_text(a, "job_id"), a.get("note", "")))
+    return _job_status(rt.observe_progress(arg.text(a, "job_id"), a.get("note", "")))
 
 
 def _observe_llm_error(rt: ThreadJobRuntime, a: dict) -> dict:
-    return _job_status(rt.observe_llm_error(_text(a, "job_id")))
+    return _job_status(rt.observe_llm_error(arg.text(a, "job_id")))
 
 
 def _begin_turn(rt: ThreadJobRuntime, a: dict) -> dict:
-    rt.begin_turn(_text(a, "thread_id"))
+    rt.begin_turn(arg.text(a, "thread_id"))
     return {}
 
 
 def _turn_boundary(rt: ThreadJobRuntime, a: dict) -> dict:
-    return {"injected": rt.turn_boundary(_text(a, "thread_id"))}
+    return {"injected": rt.turn_boundary(arg.text(a, "thread_id"))}
 
 
 def _list_jobs(rt: ThreadJobRuntime, a: dict) -> dict:
@@ -132,21 +120,21 @@ def _list_jobs(rt: ThreadJobRuntime, a: dict) -> dict:
     if statuses is not None and not (
         isinstance(statuses, list) and all(isinstance(s, str) for s in statuses)
     ):
-        raise _BadArguments("statuses must be a list of strings or null")
-    jobs = rt.list_jobs(_text(a, "thread_id"), statuses)
+        raise arg.BadArguments("statuses must be a list of strings or null")
+    jobs = rt.list_jobs(arg.text(a, "thread_id"), statuses)
     return {"jobs": [{"job_id": j.job_id, "tool_call_id": j.tool_call_id,
                       "tool_name": j.tool_name, "status": j.status} for j in jobs]}
 
 
 def _inspect_job(rt: ThreadJobRuntime, a: dict) -> dict:
-    return {"job": rt.inspect_job(_text(a, "thread_id"), _text(a, "job_id")).to_record()}
+    return {"job": rt.inspect_job(arg.text(a, "thread_id"), arg.text(a, "job_id")).to_record()}
 
 
 def _cancel_job(rt: ThreadJobRuntime, a: dict) -> dict:
-    requested_by = _text(a, "requested_by")
+    requested_by = arg.text(a, "requested_by")
     if requested_by not in ("user", "agent"):
-        raise _BadArguments("requested_by must be 'user' or 'agent'")
-    return _job_status(rt.cancel_job(_text(a, "thread_id"), _text(a, "job_id"), requested_by))
+        raise arg.BadArguments("requested_by must be 'user' or 'agent'")
+    return _job_status(rt.cancel_job(arg.text(a, "thread_id"), arg.text(a, "job_id"), requested_by))
 
 
 def _retry_job(rt: ThreadJobRuntime, a: dict) -> dict:
@@ -239,7 +227,7 @@ class ReferenceAdapter(Adapter):
             result = handler(runtime, dict(args or {}))
         except JobError as exc:
             return error_response(exc.kind, exc.message, self._effects.end())
-        except _BadArguments as exc:
+        except arg.BadArguments as exc:
             return error_response("invalid_arguments", str(exc), self._effects.end())
         except BaseException:
             self._effects.end()
