@@ -62,8 +62,8 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import Flaky  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule  # noqa: E402
 
-from conformance.runner import RunConfig, prepare  # noqa: E402
-from conformance.stateful import PROFILES, Driver, Explorer, perform, run_stateful  # noqa: E402
+from conformance.engine.runner import RunConfig, prepare  # noqa: E402
+from conformance.engine.stateful import PROFILES, Driver, Explorer, perform, run_stateful  # noqa: E402
 from statemachines import Model, Spec, load_spec  # noqa: E402
 from statemachines.steps import Reset  # noqa: E402
 
@@ -147,7 +147,7 @@ def log(message: str) -> None:
 
 
 def hypothesis_settings(max_examples: int, step_count: int) -> Settings:
-    """Exactly the settings conformance.stateful.run_stateful uses."""
+    """Exactly the settings conformance.engine.stateful.run_stateful uses."""
     return Settings(max_examples=max_examples, stateful_step_count=step_count,
                     deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
@@ -159,7 +159,7 @@ STDIO_EXAMPLE = ROOT / "examples" / "python-stdio" / "adapter.py"
 
 def _one_at_a_time_reference():
     """The reference, declaring no concurrency (as the stdio example does)."""
-    from conformance.reference.thread_jobs import ReferenceAdapter
+    from lifecycle_references.thread_jobs import ReferenceAdapter
 
     class OneAtATime(ReferenceAdapter):
         def describe(self) -> dict:
@@ -240,7 +240,7 @@ class _LiveKeys:
 
 def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
                        concurrency: str):
-    """The kit's rule (conformance.stateful.build_state_machine) with the session
+    """The kit's rule (conformance.engine.stateful.build_state_machine) with the session
     replaced by direct adapter calls: the same draws in the same order, the same
     adapter calls for plain steps, batches, clock moves and concurrent groups;
     no model, no comparison, no probe, no schema or invariant checks."""
@@ -333,7 +333,7 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
 
 def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | None = None) -> dict:
     """The bare machine with the same settings and seed as run_stateful(profile, seed)."""
-    from conformance.reference.thread_jobs import ReferenceAdapter
+    from lifecycle_references.thread_jobs import ReferenceAdapter
 
     spec = load_spec(str(SPEC_PATH))
     config = PROFILES[profile]
@@ -371,7 +371,7 @@ def warm_up(profile: str, seed: int, concurrency: str, examples: int) -> None:
         log(f"warm-up (bare): {exc}")
     prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed + 1, report_dir=None))
     try:
-        from conformance.stateful import _Stats, build_state_machine
+        from conformance.engine.stateful import _Stats, build_state_machine
 
         explorer = Explorer(prepared.spec, prepared.session.params,
                             bool((prepared.identity.get("capabilities") or {}).get("concurrent")))

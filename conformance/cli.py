@@ -12,16 +12,17 @@ import traceback
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from statemachines import SpecError, load_spec
 
-from . import runner as R
+from .engine import runner as R
 from .errors import AdapterLoadError, ConformanceError
-from .session import DEFAULT_TIMEOUT_S
-from .stateful import PROFILES
+from .progress import NORMAL, QUIET, VERBOSE, BarProgress, progress_for
+from .specs import SpecNotFound, bundled_specs, resolve_spec
+from .engine.session import DEFAULT_TIMEOUT_S
+from .engine.stateful import PROFILES
 
 __all__ = ["main", "cli"]
 
@@ -29,32 +30,6 @@ __all__ = ["main", "cli"]
 # page, and plain lines (paths, file:line, replay commands) are never wrapped.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-class _RichProgress(R.Progress):
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.scenarios_task = self.stateful_task = None
-
-    def start(self, total_scenarios: int, stateful: bool) -> None:
-        if total_scenarios:
-            self.scenarios_task = self.progress.add_task("scenarios", total=total_scenarios)
-
-    def scenario_done(self, outcome) -> None:
-        if self.scenarios_task is not None:
-            self.progress.advance(self.scenarios_task)
-
-    def stateful_started(self, max_examples: int) -> None:
-        self.stateful_task = self.progress.add_task("stateful exploration", total=max_examples)
-
-    def stateful_example(self, count: int) -> None:
-        if self.stateful_task is not None:
-            self.progress.update(self.stateful_task, completed=count)
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
 
 
 class _Seconds(click.ParamType):
@@ -87,11 +62,19 @@ def _print_problems(report: dict) -> None:
         errors.print(Text("error ", style="bold red") + Text(f"{where}{problem['message']}"))
 
 
-def _finish(report: dict) -> None:
+def _finish(report: dict, level: int = NORMAL) -> None:
     from .reporting import render_console_summary
 
     if report["verdict"] == "error":
         _print_problems(report)
+    elif level <= QUIET:
+        failed = [s for s in report["scenarios"] if s["verdict"] in ("fail", "error")]
+        if report.get("stateful") and report["stateful"]["verdict"] in ("fail", "error"):
+            failed.append({"id": "stateful", **report["stateful"]})
+        for entry in failed:
+            message = ((entry.get("failure") or {}).get("message") or "").splitlines()[:1]
+            console.print(f"FAIL {entry['id']}: {message[0] if message else entry['verdict']}", markup=False)
+        console.print(f"Verdict: {report['verdict'].upper()}", markup=False)
     else:
         render_console_summary(report, console)
     paths = report.get("_paths") or {}
@@ -108,10 +91,10 @@ adapter_options = [
                  help="Keyword option passed to the adapter (repeatable)."),
     click.option("--adapter-cmd", "adapter_cmd", metavar="COMMAND",
                  help="Run the implementation as a program speaking the stdio adapter protocol "
-                      "(docs/adapter-protocol.md), e.g. \"node my-adapter.js\". Not with --adapter."),
+                      "(`conformance docs adapter-protocol`), e.g. \"node my-adapter.js\". Not with --adapter."),
     click.option("--adapter-cli", "adapter_cli", metavar="CONFIG", type=click.Path(dir_okay=False),
                  help="Run a command-line tool as the implementation, one invocation per operation, as the "
-                      "config file says (docs/command-adapter.md). --adapter-opt sets its profile and vars."),
+                      "config file says (`conformance docs command-adapter`). --adapter-opt sets its profile and vars."),
     click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
                  show_default=True, help="Seconds one operation may take before it counts as hung."),
 ]
@@ -123,6 +106,31 @@ def _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli=None) 
                                "or --adapter-cli")
     if adapter_cli is not None and adapter:
         raise click.UsageError("--adapter-cli runs a command-line tool; it cannot be combined with --adapter")
+
+
+def _spec_file(spec: str) -> str:
+    """SPEC as a file to load: a path, or the name of an installed spec. A
+    name that is neither is a usage error, before anything runs or is written."""
+    try:
+        path = resolve_spec(spec)
+    except SpecNotFound as exc:
+        raise click.UsageError(str(exc)) from None
+    if not os.path.exists(path):
+        raise click.UsageError(f"cannot read spec {spec}: no such file (give a spec file, or the name of an "
+                               f"installed spec: `conformance specs` lists them)")
+    return path
+
+
+verbosity_options = [
+    click.option("-q", "--quiet", is_flag=True, help="Only the verdict, failures and where the reports are."),
+    click.option("-v", "--verbose", is_flag=True, help="Also a line per scenario as it finishes."),
+]
+
+
+def _verbosity(quiet: bool, verbose: bool) -> int:
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose exclude each other")
+    return QUIET if quiet else VERBOSE if verbose else NORMAL
 
 
 def _with(options):
@@ -150,12 +158,23 @@ def cli() -> None:
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
+@_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful):
+        no_scenarios, no_stateful, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
-    Hypothesis stateful exploration generated from the spec."""
-    from .loading import parse_options
+    Hypothesis stateful exploration generated from the spec.
 
+    SPEC is a spec file or the name of an installed spec (`conformance
+    specs` lists them). Without --adapter/--adapter-cmd/--adapter-cli the
+    spec's bundled reference implementation is checked.
+
+    \b
+    Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
+    adapter-loading error."""
+    from .adapters.python import parse_options
+
+    level = _verbosity(quiet, verbose)
+    _spec_file(spec)
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     try:
         options = parse_options(adapter_opts)
@@ -165,9 +184,9 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
-    with _progress() as progress:
-        report = R.run_conformance(config, _RichProgress(progress))
-    _finish(report)
+    with progress_for(console, errors, level) as progress:
+        report = R.run_conformance(config, progress)
+    _finish(report, level)
 
 
 @cli.command()
@@ -176,9 +195,15 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
 @_with(adapter_options)
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
 def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, report_dir):
-    """Replay a counterexample STEPS_FILE (written by a failed run) against an implementation."""
-    from .loading import parse_options
+    """Replay a counterexample STEPS_FILE (written by a failed run) against an
+    implementation. SPEC is a spec file or the name of an installed spec.
 
+    \b
+    Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
+    adapter-loading error."""
+    from .adapters.python import parse_options
+
+    _spec_file(spec)
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
                          adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
@@ -201,23 +226,26 @@ def _is_fragment(path: str) -> bool:
 @cli.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(specs):
-    """Check spec files: YAML, structure, expressions, references. Exit 0 or 2."""
+    """Check spec files: YAML, structure, expressions, references. Each
+    SPECS item is a file or the name of an installed spec. Exit 0 (all valid)
+    or 2."""
     bad = 0
-    for path in specs:
+    for given in specs:
+        path = _spec_file(given)
         if _is_fragment(path):
-            console.print(Text("· ", style="dim") + Text(f"{path}: a fragment (no `format:`), checked as part of "
+            console.print(Text("· ", style="dim") + Text(f"{given}: a fragment (no `format:`), checked as part of "
                                                           f"the spec that includes it"))
             continue
         try:
             spec = load_spec(path)
         except SpecError as exc:
             bad += 1
-            errors.print(Text(f"✗ {path}", style="bold red") + Text(f": {len(exc.problems)} problem(s)"))
+            errors.print(Text(f"✗ {given}", style="bold red") + Text(f": {len(exc.problems)} problem(s)"))
             for problem in exc.problems:
                 errors.print(Text(f"  {problem}"))
             continue
         console.print(Text("✓ ", style="green") + Text(
-            f"{path}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
+            f"{given}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
             f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"))
     sys.exit(2 if bad else 0)
 
@@ -230,11 +258,13 @@ def validate(specs):
 @click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
               show_default=True)
 def mutants(spec, profile, seed, only, timeout_s):
-    """Run the kit against every mutant the spec ships; exit 0 only if all are killed."""
+    """Run the kit against every mutant SPEC ships (a file or an installed
+    spec's name); exit 0 only if all are killed, 1 if one survives, 2 for a
+    spec or loading error."""
     from .mutants import load_mutants, run_mutant
 
     try:
-        loaded = load_spec(spec)
+        loaded = load_spec(_spec_file(spec))
     except SpecError as exc:
         errors.print(str(exc), markup=False)
         sys.exit(2)
@@ -252,13 +282,13 @@ def mutants(spec, profile, seed, only, timeout_s):
         raise click.UsageError(f"unknown mutant(s): {', '.join(unknown)} (known: {', '.join(table_of_mutants)})")
     seed_value = _parse_seed(seed)
     results = []
-    with _progress() as progress:
-        task = progress.add_task("mutants", total=len(only or table_of_mutants))
-        for name, mutant in table_of_mutants.items():
-            if only and name not in only:
-                continue
+    chosen = [(n, m) for n, m in table_of_mutants.items() if not only or n in only]
+    for index, (name, mutant) in enumerate(chosen, 1):
+        label = f"mutant {index}/{len(chosen)}: {name}"
+        if not console.is_terminal:
+            errors.print(f"progress: {label}", markup=False)
+        with console.status(label) if console.is_terminal else _nothing():
             results.append(run_mutant(spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s))
-            progress.advance(task)
     table = Table(title=f"Mutants of {loaded.id} (profile {profile}, seed {seed_value})")
     for column in ("mutant", "killed", "by scenarios", "by exploration alone", "bug"):
         table.add_column(column, overflow="fold")
@@ -275,6 +305,71 @@ def mutants(spec, profile, seed, only, timeout_s):
                   f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
                   highlight=False)
     sys.exit(1 if survived else 0)
+
+
+@cli.command("specs")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_specs(as_json):
+    """List the installed specs that can be named instead of a path: this
+    kit's own and those other packages contribute (entry point group
+    lifecycle_conformance.specs)."""
+    import json
+
+    rows = []
+    for entry in bundled_specs():
+        try:
+            spec = load_spec(entry.path)
+        except SpecError as exc:
+            rows.append({"name": entry.name, "error": f"{len(exc.problems)} problem(s); run `conformance validate "
+                                                      f"{entry.name}`", "source": entry.source})
+            continue
+        rows.append({"name": entry.name, "id": spec.id, "version": spec.version, "title": spec.title,
+                     "profiles": sorted(spec.profiles), "operations": len(spec.operations),
+                     "scenarios": len(spec.scenarios), "reference": spec.implementations.get("reference"),
+                     "mutants": spec.implementations.get("mutants"), "source": entry.source,
+                     "path": str(entry.path)})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="Installed specs (name them instead of a path: conformance run NAME)")
+    for column in ("name", "version", "profiles", "operations", "scenarios", "bundled reference"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        if "error" in row:
+            table.add_row(Text(row["name"]), Text(row["error"], style="red"), Text(""), Text(""), Text(""), Text(""))
+            continue
+        table.add_row(Text(row["name"]), Text(row["version"]), Text(", ".join(row["profiles"]) or "—"),
+                      Text(str(row["operations"])), Text(str(row["scenarios"])), Text(row["reference"] or "—"))
+    console.print(table)
+
+
+@cli.command("docs")
+@click.argument("name", required=False)
+def show_docs(name):
+    """Print one of the kit's documents (the protocol for --adapter-cmd, the
+    command adapter's config, the contracts), or list them without NAME."""
+    from importlib import resources
+
+    shipped = {entry.name.removesuffix(".md"): entry for entry in resources.files("conformance.docs").iterdir()
+               if entry.name.endswith(".md")}
+    if name is None:
+        for doc in sorted(shipped):
+            first = shipped[doc].read_text(encoding="utf-8").lstrip().splitlines()[0].lstrip("# ")
+            console.print(f"{doc:<28} {first}", markup=False)
+        console.print("print one with: conformance docs NAME", markup=False)
+        return
+    key = name.removesuffix(".md").removeprefix("docs/")
+    if key not in shipped:
+        raise click.UsageError(f"no document {name!r} (shipped: {', '.join(sorted(shipped))})")
+    click.echo(shipped[key].read_text(encoding="utf-8"))
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
 
 
 def main(argv: list[str] | None = None) -> None:

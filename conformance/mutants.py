@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import AdapterLoadError
-from .loading import resolve_target
-from .runner import RunConfig, run_conformance
+from .adapters.python import resolve_target
+from .engine.runner import RunConfig, run_conformance
 
 __all__ = ["MutantResult", "load_mutants", "run_mutant"]
 

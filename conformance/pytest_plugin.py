@@ -39,9 +39,9 @@ def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_opt
 
     from .errors import AdapterLoadError
     from .reporting._format import failure_text
-    from .runner import RunConfig, prepare, run_command
-    from .scenarios import run_scenario
-    from .stateful import run_stateful
+    from .engine.runner import RunConfig, prepare, run_command
+    from .engine.scenarios import run_scenario
+    from .engine.stateful import run_stateful
 
     try:
         ids = [scenario.id for scenario in load_spec(spec_path).scenarios]

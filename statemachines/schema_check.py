@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
+from importlib import resources
 
 import jsonschema
 
@@ -12,7 +12,10 @@ from .source import SourceMap
 
 __all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure"]
 
-SPEC_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "spec" / "lifecycle-spec.schema.json"
+# Written in the repository's spec/ and shipped inside the installed package
+# ``lifecycle_specs`` (see setup.py): read as a package resource, never through
+# a path into the source tree.
+SPEC_SCHEMA_PATH = resources.files("lifecycle_specs").joinpath("lifecycle-spec.schema.json")
 
 
 @lru_cache(maxsize=1)

@@ -1,4 +1,5 @@
-"""The layering in ARCHITECTURE.md holds, and public names are declared."""
+"""The layering in ARCHITECTURE.md holds, there are no import circles, and
+public names are declared."""
 import ast
 import importlib
 from pathlib import Path
@@ -6,7 +7,36 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = sorted(p for pkg in ("statemachines", "conformance") for p in (ROOT / pkg).rglob("*.py"))
+PACKAGES = ("statemachines", "conformance", "lifecycle_references")
+KIT = PACKAGES + ("lifecycle_specs",)
+MODULES = sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+# ARCHITECTURE.md's table: each room, and the rooms of the kit it may import.
+# A module belongs to the room with the longest matching prefix.
+ROOMS = {
+    "statemachines": {"statemachines"},
+    "conformance.errors": set(),
+    "conformance.specs": {"conformance.errors"},
+    "conformance.adapters.adapter": set(),
+    "conformance.adapters": {"conformance.adapters", "conformance.errors"},
+    "conformance.reporting": {"conformance.reporting"},
+    "conformance.engine": {"conformance.engine", "conformance.adapters", "conformance.errors", "conformance.specs",
+                           "conformance.reporting", "statemachines"},
+    # front doors: everything below them
+    "conformance.cli": {"conformance", "statemachines"},
+    "conformance.pytest_plugin": {"conformance", "statemachines"},
+    "conformance.mutants": {"conformance", "statemachines"},
+    "conformance.scaffold": {"conformance", "statemachines"},
+    "conformance.__main__": {"conformance"},
+    "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim
+    # references: the adapter protocol only (the CLI reference's wiring also reaches the command adapter)
+    "lifecycle_references": {"lifecycle_references", "conformance.adapters.adapter"},
+    "lifecycle_references.async_cli.wiring": {"lifecycle_references", "conformance.adapters"},
+}
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -25,34 +55,103 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
-def under(folder: str):
-    return [p for p in MODULES if p.is_relative_to(ROOT / folder)]
+def kit_imports(path: Path) -> set[str]:
+    return {n for n in imports_of(path) if n.split(".")[0] in KIT}
+
+
+def room_of(name: str) -> str | None:
+    matches = [room for room in ROOMS if name == room or name.startswith(room + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def under(prefix: str, name: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
+def test_every_module_imports_only_the_rooms_its_room_may(path):
+    name = module_name(path)
+    room = room_of(name)
+    assert room is not None, f"{name} is in no room of ARCHITECTURE.md's table (add it there and to ROOMS)"
+    allowed = ROOMS[room] | {room}
+    bad = {n for n in kit_imports(path) if not any(under(a, n) for a in allowed)}
+    assert not bad, f"{name} (room {room}) imports {sorted(bad)}; it may import only {sorted(allowed)}"
 
 
 def test_statemachines_never_imports_hypothesis_or_pytest():
-    for path in under("statemachines"):
-        bad = {n for n in imports_of(path) if n.split(".")[0] in ("hypothesis", "pytest", "conformance")}
-        assert not bad, f"{path}: {bad}"
+    for path in MODULES:
+        if module_name(path).startswith("statemachines"):
+            bad = {n for n in imports_of(path) if n.split(".")[0] in ("hypothesis", "pytest", "conformance")}
+            assert not bad, f"{path}: {bad}"
 
 
 def test_reference_implementations_are_independent_of_the_model():
-    for path in under("conformance/reference"):
-        kit = {n for n in imports_of(path) if n.split(".")[0] in ("statemachines", "conformance")}
-        allowed = {n for n in kit if n == "conformance.adapter" or n.startswith("conformance.reference")}
-        assert kit == allowed, f"{path} imports {kit - allowed}"
+    for path in MODULES:
+        if module_name(path).startswith("lifecycle_references"):
+            assert not {n for n in kit_imports(path) if n.split(".")[0] == "statemachines"}, path
 
 
-def test_reporting_imports_no_other_kit_module():
-    for path in under("conformance/reporting"):
-        kit = {n for n in imports_of(path) if n.split(".")[0] in ("statemachines", "conformance")}
-        assert all(n.startswith("conformance.reporting") for n in kit), f"{path}: {kit}"
+def test_no_import_circles():
+    names = {module_name(p): p for p in MODULES}
+
+    def target(imported: str) -> str | None:
+        while imported and imported not in names:  # `from pkg import name` names a module or something in pkg
+            imported = imported.rpartition(".")[0]
+        return imported or None
+
+    graph = {name: {t for n in kit_imports(path) if (t := target(n)) and t != name and not name.startswith(t + ".")
+                    and not t.startswith(name + ".")}
+             for name, path in names.items()}
+    # a package's __init__ importing its own submodules is not a circle; anything else is
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_public_surface():
+    import conformance
+
+    assert set(conformance.__all__) >= {"Adapter", "RunConfig", "run_conformance", "conformance_suite"}
+    for name in conformance.__all__:
+        assert getattr(conformance, name) is not None
+
+
+def test_old_adapter_path_warns_but_works():
+    import sys
+    import warnings
+
+    sys.modules.pop("conformance.adapter", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from conformance.adapter import Adapter
+    from conformance.adapters import Adapter as new
+
+    assert Adapter is new
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
 def test_public_names_are_declared(path):
     if path.name == "__main__.py":
         pytest.skip("entry point")
-    module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"))
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore", DeprecationWarning)
+        module = importlib.import_module(module_name(path))
     if path.name == "__init__.py" and not hasattr(module, "__all__"):
         assert not [n for n in vars(module) if not n.startswith("_")], f"{path} exports names without __all__"
         return

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import RunConfig, run_conformance
+from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "async-jobs.yaml"
@@ -101,7 +101,7 @@ def test_bad_input_names_file_line_and_what(tmp_path, pattern, replacement, phra
 
 
 def test_each_profile_ships_at_least_eight_mutants_each_declaring_its_profile():
-    from conformance.reference.async_jobs import MUTANTS
+    from lifecycle_references.async_jobs import MUTANTS
 
     for profile in ("job-manager", "task-table"):
         names = [name for name in MUTANTS if name.startswith(profile + ".")]

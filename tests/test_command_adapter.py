@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.command import CommandAdapter, command_factory, observe
-from conformance.command_config import CommandConfigError, TemplateError, expand_argv, load_command_config
-from conformance.runner import RunConfig, run_conformance
+from conformance.adapters.command import CommandAdapter, command_factory, observe
+from conformance.adapters.command_config import CommandConfigError, TemplateError, expand_argv, load_command_config
+from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "spec" / "async-command.yaml")

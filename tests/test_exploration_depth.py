@@ -1,7 +1,7 @@
 """The generated exploration reaches the deep states on its own (default ci profile)."""
 from pathlib import Path
 
-from conformance.runner import RunConfig, run_conformance
+from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 

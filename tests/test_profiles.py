@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import RunConfig, run_conformance
+from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 

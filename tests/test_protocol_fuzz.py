@@ -1,4 +1,4 @@
-"""Fuzzing the protocol reader (conformance.protocol): whatever a program
+"""Fuzzing the protocol reader (conformance.adapters.stdio_protocol): whatever a program
 prints, reading it either gives a response or raises ProtocolError -- never
 another exception, never a hang -- and every valid message round-trips.
 """
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
 from conformance.errors import ConformanceError
-from conformance.protocol import (MAX_DEPTH, MAX_LINE_BYTES, MESSAGE_TYPES, ProtocolError, Response, ResponseReader,
+from conformance.adapters.stdio_protocol import (MAX_DEPTH, MAX_LINE_BYTES, MESSAGE_TYPES, ProtocolError, Response, ResponseReader,
                                   bye_request, call_request, clock_request, encode, hello_request, load_schema,
                                   parse_line, reset_request, validate_message)
 

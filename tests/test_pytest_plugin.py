@@ -29,7 +29,7 @@ def test_reference_passes_every_item(tmp_path):
 
 def test_mutant_fails_its_scenario_with_a_readable_failure(tmp_path):
     (tmp_path / "mutant_adapter.py").write_text(textwrap.dedent("""
-        from conformance.reference.thread_jobs.mutants import MUTANTS
+        from lifecycle_references.thread_jobs.mutants import MUTANTS
         def Adapter(**options):
             return MUTANTS["evict_at_limit"].factory(**options)
     """))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import stateful
-from conformance.async_cli_reference import CONFIG
-from conformance.command import kill_marked_processes
-from conformance.runner import RunConfig, run_conformance
+from conformance.engine import stateful
+from lifecycle_references.async_cli.wiring import CONFIG
+from conformance.adapters.command import kill_marked_processes
+from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "spec" / "async-command.yaml")
@@ -60,7 +60,7 @@ def test_a_profile_the_tool_does_not_follow_fails():
 
 def _run_with_env(env: dict, options: dict, only: tuple) -> dict:
     """Run with a profile declared to the kit but a different one given to the tool."""
-    from conformance.command import CommandAdapter
+    from conformance.adapters.command import CommandAdapter
 
     def factory():
         adapter = CommandAdapter(CONFIG, **options)
@@ -86,7 +86,7 @@ def tool(state: Path, clock: Path, *args: str, mutant: str | None = None) -> tup
     env.pop("ASYNC_CLI_MUTANT", None)
     if mutant:
         env["ASYNC_CLI_MUTANT"] = mutant
-    proc = subprocess.run([sys.executable, "-S", "-m", "conformance.reference.async_cli", *args], env=env,
+    proc = subprocess.run([sys.executable, "-S", "-m", "lifecycle_references.async_cli", *args], env=env,
                           capture_output=True, text=True, timeout=30)
     return proc.returncode, json.loads(proc.stdout)
 

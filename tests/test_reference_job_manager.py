@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from conformance.reference.job_manager import JobManagerAdapter
-from conformance.reference.job_manager.mutants import MUTANTS, Mutant
+from lifecycle_references.job_manager import JobManagerAdapter
+from lifecycle_references.job_manager.mutants import MUTANTS, Mutant
 
 from reference_calls import err, observe, ok
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from conformance.reference.task_progress import ReferenceAdapter
-from conformance.reference.task_progress.mutants import MUTANTS, Mutant
+from lifecycle_references.task_progress import ReferenceAdapter
+from lifecycle_references.task_progress.mutants import MUTANTS, Mutant
 
 from reference_calls import err, observe, ok
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conformance.reference.task_table import TaskTableAdapter
-from conformance.reference.task_table.mutants import MUTANTS, Mutant
+from lifecycle_references.task_table import TaskTableAdapter
+from lifecycle_references.task_table.mutants import MUTANTS, Mutant
 
 import reference_calls as calls
 from reference_calls import err, observe

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from conformance.reference.thread_jobs import ReferenceAdapter
-from conformance.reference.thread_jobs.mutants import MUTANTS, Mutant
+from lifecycle_references.thread_jobs import ReferenceAdapter
+from lifecycle_references.thread_jobs.mutants import MUTANTS, Mutant
 
 from reference_calls import err, observe, ok
 

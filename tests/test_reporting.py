@@ -435,7 +435,7 @@ def test_console_error_report_and_long_replay_not_wrapped():
 
 
 def test_report_schema_knows_every_failure_kind():
-    from conformance.failures import FAILURE_KINDS
+    from conformance.engine.failures import FAILURE_KINDS
     from conformance.reporting import SCHEMA_PATH
     import json as _json
     text = _json.dumps(_json.loads(SCHEMA_PATH.read_text()))

@@ -9,7 +9,7 @@ way. Every run must finish, write its report, say what happened, and print
 no traceback. Exit codes: 1 for misbehaviour during the run, 2 for a program
 refused at the handshake (or one that cannot start).
 
-The unit tests at the end drive :class:`conformance.stdio.StdioAdapter`
+The unit tests at the end drive :class:`conformance.adapters.stdio.StdioAdapter`
 directly: concurrency by id, restarts after a crash, close() on a hung
 program, the stderr ring buffer and the line length cap.
 """
@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from conformance.errors import AdapterLoadError
-from conformance.protocol import MAX_LINE_BYTES, ProtocolError
-from conformance.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAdapter, split_command, stdio_factory
+from conformance.adapters.stdio_protocol import MAX_LINE_BYTES, ProtocolError
+from conformance.adapters.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAdapter, split_command, stdio_factory
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "spec/thread-jobs.yaml"
@@ -256,7 +256,7 @@ def test_a_program_that_cannot_start_is_an_adapter_error(tmp_path, command, said
 
 def test_adapter_cmd_excludes_adapter(tmp_path):
     argv = [sys.executable, "-m", "conformance.cli", "run", SPEC, "--adapter-cmd", EXAMPLE,
-            "--adapter", "conformance.reference.thread_jobs:ReferenceAdapter", "--report-dir", str(tmp_path)]
+            "--adapter", "lifecycle_references.thread_jobs:ReferenceAdapter", "--report-dir", str(tmp_path)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "cannot be combined with --adapter" in proc.stderr

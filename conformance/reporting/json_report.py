@@ -1,6 +1,8 @@
 """report.json: serialisation and validation against report.schema.json."""
 from __future__ import annotations
 
+from importlib import resources
+
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -13,7 +15,7 @@ from .errors import ReportingError
 
 __all__ = ["SCHEMA_PATH", "load_report", "load_schema", "render_json", "validate_report"]
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "report.schema.json"
+SCHEMA_PATH = resources.files("conformance").joinpath("schemas", "report.schema.json")
 
 
 @lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ replace ``implementation`` and ``handle`` with calls into your code.
 import json
 import sys
 
-from conformance.reference.thread_jobs import ReferenceAdapter
+from lifecycle_references.thread_jobs import ReferenceAdapter
 
 SPEC = {"id": "thread-jobs", "version": "1.0.0"}
 

@@ -1,0 +1,95 @@
+"""Comparing a model prediction with an implementation's answer: the first
+difference, explained (lists of records by membership). Used by the session
+and by the linearizability check alike."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from statemachines import first_difference, to_jsonable
+
+__all__ = ["compare"]
+
+
+def _list_at(root: Any, path: str) -> tuple[str, Any] | None:
+    """The innermost list on ``path`` (e.g. ``result.jobs[3].status`` -> the
+    ``jobs`` list) and its own path."""
+    node, walked, found = root, "", None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            if not isinstance(node, list):
+                break
+            found = (walked, node)
+            index = int(part[1:-1])
+            if index >= len(node):
+                break
+            node, walked = node[index], f"{walked}{part}"
+        else:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node, walked = node[part], f"{walked}.{part}" if walked else part
+    else:
+        if isinstance(node, list):  # the path names the list itself
+            found = (walked, node)
+    return found
+
+
+def _membership(expected_root: Any, observed_root: Any, path: str, key: str | None) -> str | None:
+    """For lists of entity records: which records are missing or unexpected."""
+    if not key:
+        return None
+    exp, obs = _list_at(expected_root, path), _list_at(observed_root, path)
+    if not exp or not obs or exp[0] != obs[0]:
+        return None
+    def keys_of(items: list) -> list:
+        if items and all(isinstance(i, str) for i in items):
+            return list(items)  # a list of ids itself
+        return [i.get(key) for i in items if isinstance(i, dict)]
+
+    exp_keys, obs_keys = keys_of(exp[1]), keys_of(obs[1])
+    if len(exp_keys) != len(exp[1]) or len(obs_keys) != len(obs[1]) or None in exp_keys + obs_keys:
+        return None
+    missing = [k for k in exp_keys if k not in obs_keys]
+    extra = [k for k in obs_keys if k not in exp_keys]
+    if not missing and not extra:
+        if exp_keys != obs_keys:
+            return f"{exp[0]} has the right {key}s in the wrong order: expected {exp_keys}, got {obs_keys}"
+        return None
+    parts = [f"{exp[0]} should hold {len(exp_keys)} item(s), holds {len(obs_keys)}"]
+    if missing:
+        parts.append(f"missing {key} {', '.join(map(str, missing))}")
+    if extra:
+        parts.append(f"unexpected {key} {', '.join(map(str, extra))}")
+    return "; ".join(parts)
+
+
+def compare(prediction, observation: dict, key: str | None = None):
+    """The first difference between a model prediction and an observation, as
+    (path, expected, observed, reason), or None. ``key`` names the entity key,
+    so differing lists of records are explained by membership."""
+    if prediction.ok and "error" in observation:
+        err = observation["error"]
+        return ("error", {"result": to_jsonable(prediction.result)}, err,
+                f"expected success, got error {err['kind']}: {err['message']}")
+    if not prediction.ok and "result" in observation:
+        return ("result", {"error": prediction.error}, observation["result"],
+                f"expected error {prediction.error['kind']}, got a result")
+    if not prediction.ok:
+        diff = first_difference(prediction.error, observation["error"], "error")
+    else:
+        diff = first_difference(prediction.result, observation["result"], "result")
+        if diff:
+            wrapped_exp, wrapped_obs = {"result": to_jsonable(prediction.result)}, {"result": observation["result"]}
+            membership = _membership(wrapped_exp, wrapped_obs, diff.path, key)
+            if membership:
+                return (diff.path, diff.expected, diff.observed, f"{diff.reason} — {membership}")
+    if diff:
+        return (diff.path, diff.expected, diff.observed, diff.reason)
+    expected_effects, observed_effects = prediction.effects, observation.get("effects", [])
+    diff = first_difference(expected_effects, observed_effects, "effects")
+    if diff:
+        names = [e.get("effect") for e in expected_effects]
+        got = [e.get("effect") for e in observed_effects]
+        reason = diff.reason if names == got else f"expected effects {names}, got {got}"
+        return (diff.path, diff.expected, diff.observed, reason)
+    return None

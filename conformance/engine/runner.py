@@ -1,0 +1,294 @@
+"""One conformance run: spec + implementation -> report. The CLI and the
+pytest plugin both go through here, so they cannot drift apart."""
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from statemachines import Spec, SpecError, load_replay_file, load_spec, resolve_parameters
+
+from ..errors import AdapterLoadError
+from ..specs import SpecNotFound, resolve_spec
+from .failures import Failure
+from ..adapters.python import adapter_factory
+from .scenarios import ScenarioOutcome, run_scenario
+from .session import DEFAULT_TIMEOUT_S, Session
+from .stateful import PROFILES, run_stateful
+
+__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION"]
+
+KIT_VERSION = "0.1.0"
+
+
+@dataclass
+class RunConfig:
+    spec_path: str
+    adapter: str | None = None            # module:attribute; None = the spec's reference implementation
+    adapter_options: dict = field(default_factory=dict)
+    adapter_factory: Callable | None = None  # an already-built factory (mutants, tests)
+    adapter_label: str | None = None
+    adapter_cmd: str | None = None        # a program speaking the stdio protocol (docs/adapter-protocol.md)
+    adapter_cli: str | None = None        # a command adapter config: a command-line tool (docs/command-adapter.md)
+    profile: str = "ci"
+    seed: int = 1
+    report_dir: str | None = "reports"
+    scenarios: bool = True
+    stateful: bool = True
+    only: tuple[str, ...] = ()
+    replay_file: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
+
+
+class Progress:
+    """Callbacks the CLI uses to show progress; all optional."""
+
+    def start(self, total_scenarios: int, stateful: bool) -> None: ...
+    def scenario_done(self, outcome: ScenarioOutcome) -> None: ...
+    def stateful_started(self, max_examples: int) -> None: ...
+    def stateful_example(self, count: int) -> None: ...
+
+
+@dataclass
+class Prepared:
+    spec: Spec
+    session: Session
+    identity: dict
+    params: dict
+    target: str
+
+
+def _report_skeleton(config: RunConfig) -> dict:
+    return {
+        "kit": {"name": "lifecycle-conformance", "version": KIT_VERSION},
+        "verdict": "error", "exit_code": 2,
+        "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "duration_s": 0.0,
+        "spec": {"id": None, "version": None, "title": None, "path": config.spec_path, "lifecycle": None},
+        "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd
+                           or config.adapter_cli},
+        "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
+    }
+
+
+def run_command(config: RunConfig, target: str) -> str:
+    """``conformance run SPEC <adapter args>``: the start of every replay command."""
+    return f"conformance run {shlex.quote(config.spec_path)} {_adapter_args(config, target)}"
+
+
+def _adapter_args(config: RunConfig, target: str) -> str:
+    if config.adapter_cmd is not None:
+        return "--adapter-cmd " + shlex.quote(config.adapter_cmd)
+    parts = ["--adapter-cli", config.adapter_cli] if config.adapter_cli is not None else ["--adapter", target]
+    for key, value in sorted(config.adapter_options.items()):
+        parts += ["--adapter-opt", f"{key}={value}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
+    spec = load_spec(resolve_spec(config.spec_path))
+    target = (config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
+              or spec.implementations.get("reference"))
+    if config.adapter_factory is not None:
+        factory = config.adapter_factory
+    elif config.adapter_cmd is not None:
+        if config.adapter:
+            raise AdapterLoadError("give either an adapter (module:attribute) or an adapter command, not both")
+        from ..adapters.stdio import stdio_factory
+        factory = stdio_factory(config.adapter_cmd, spec)
+    elif config.adapter_cli is not None:
+        if config.adapter:
+            raise AdapterLoadError("give either an adapter (module:attribute) or a command adapter config, not both")
+        from ..adapters.command import command_factory
+        factory = command_factory(config.adapter_cli, config.adapter_options)
+    else:
+        if not target:
+            raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
+        factory = adapter_factory(target, config.adapter_options)
+    session = Session(spec, spec.default_parameters(), factory, timeout_s=config.timeout_s)
+    try:
+        identity = session.describe()
+    except AdapterLoadError:  # already says what went wrong (e.g. a refused stdio handshake)
+        session.close()
+        raise
+    except Exception as exc:
+        session.close()
+        raise AdapterLoadError(f"describe() failed: {type(exc).__name__}: {exc}") from None
+    problem = _identity_problem(identity)
+    if problem:
+        session.close()
+        raise AdapterLoadError(problem)
+    params, problems = resolve_parameters(spec, identity.get("profile"), identity.get("parameters") or {})
+    if problems:
+        session.close()
+        raise AdapterLoadError("the implementation's declared profile does not fit the spec: " + "; ".join(problems))
+    session.params = params
+    session.model.params = params
+    return Prepared(spec, session, identity, params, target or "")
+
+
+def _identity_problem(identity) -> str | None:
+    """What is wrong with an implementation's describe() answer, or None."""
+    if not isinstance(identity, dict):
+        return f"describe() must return an object, got {type(identity).__name__}"
+    for name, kinds, label in (("name", (str, type(None)), "a string"), ("version", (str, type(None)), "a string"),
+                               ("profile", (str, type(None)), "a string or null"),
+                               ("parameters", (dict, type(None)), "an object"),
+                               ("capabilities", (dict, type(None)), "an object")):
+        if not isinstance(identity.get(name), kinds):
+            return f"describe() returned `{name}` as {type(identity.get(name)).__name__}; it must be {label}"
+    for name, value in (identity.get("capabilities") or {}).items():
+        if not isinstance(value, bool):
+            return f"describe() returned capability `{name}` = {value!r}; it must be true or false"
+    return None
+
+
+def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict:
+    """Run everything the config asks for and return the report (also written
+    to ``config.report_dir`` when set). Never raises for bad input: problems
+    become an ``error`` verdict with exit code 2."""
+    progress = progress or Progress()
+    started = time.perf_counter()
+    report = _report_skeleton(config)
+    prepared = None
+    try:
+        prepared = prepare(config)
+    except SpecError as exc:
+        report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+                               "where": p.where} for p in exc.problems]
+    except SpecNotFound as exc:
+        report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
+    except AdapterLoadError as exc:
+        report["problems"] = [{"kind": "adapter-error", "message": str(exc),
+                               "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
+    if prepared is not None:
+        try:
+            _run(config, prepared, report, progress)
+        except SpecError as exc:  # e.g. a broken replay file
+            report["verdict"], report["exit_code"] = "error", 2
+            report["problems"] += [{"kind": "spec-error", "where": p.where,
+                                    "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
+                                   for p in exc.problems]
+        except AdapterLoadError as exc:
+            report["verdict"], report["exit_code"] = "error", 2
+            report["problems"].append({"kind": "adapter-error", "message": str(exc),
+                                       "where": config.adapter or config.adapter_cmd or config.adapter_cli})
+        finally:
+            prepared.session.close()
+    report["duration_s"] = round(time.perf_counter() - started, 3)
+    if config.report_dir:
+        from ..reporting import write_reports
+        try:
+            paths = write_reports(report, config.report_dir)
+        except Exception as exc:  # the verdict must survive a reporting bug
+            report["problems"].append({"kind": "report-error", "message": f"could not write reports: {exc}",
+                                       "where": config.report_dir})
+            paths = write_reports(report, config.report_dir, validate=False)
+        report["_paths"] = {k: str(v) for k, v in paths.items()}
+    return report
+
+
+def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress) -> None:
+    spec, session, identity = prepared.spec, prepared.session, prepared.identity
+    capabilities = identity.get("capabilities") or {}
+    report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": config.spec_path,
+                      "lifecycle": spec.lifecycle_summary()}
+    report["implementation"] = {"adapter": prepared.target, "name": identity.get("name"),
+                                "version": identity.get("version"), "profile": identity.get("profile"),
+                                "parameters": identity.get("parameters") or {}, "capabilities": capabilities}
+    report["parameters"] = prepared.params
+    adapter_args = _adapter_args(config, prepared.target)
+    base_cmd = run_command(config, prepared.target)
+
+    scenarios = spec.scenarios
+    if config.replay_file:
+        scenarios = [load_replay_file(spec, config.replay_file)]
+    elif config.only:
+        unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
+        if unknown:
+            report["problems"].append({"kind": "usage-error", "message": f"unknown scenario id(s): {', '.join(unknown)}",
+                                       "where": config.spec_path})
+            return
+        scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
+    if not config.scenarios:
+        scenarios = []
+    run_stateful_part = config.stateful and not config.replay_file and not config.only
+    progress.start(len(scenarios), run_stateful_part)
+
+    for scenario in scenarios:
+        outcome = run_scenario(session, scenario, capabilities)
+        if outcome.failure is not None:
+            outcome.failure.replay = (f"conformance replay {shlex.quote(config.spec_path)} "
+                                      f"{shlex.quote(config.replay_file)} {adapter_args}" if config.replay_file
+                                      else f"{base_cmd} --scenario {scenario.id}")
+        entry = outcome.to_dict()
+        if outcome.note:
+            entry["note"] = outcome.note
+        report["scenarios"].append(entry)
+        progress.scenario_done(outcome)
+
+    if run_stateful_part:
+        progress.stateful_started(PROFILES[config.profile]["max_examples"])
+        session.model.coverage.__init__()  # coverage of the exploration alone
+        outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
+                               capabilities=capabilities, on_example=progress.stateful_example,
+                               shrink_s=config.shrink_s)
+        outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
+        if outcome.failure is not None:
+            failure = outcome.failure
+            failure.seed = config.seed
+            rerun = f"{base_cmd} --profile {config.profile} --seed {config.seed} --no-scenarios"
+            if failure.steps and config.report_dir:
+                path = Path(config.report_dir) / "counterexample-stateful.yaml"
+                _write_counterexample(path, spec, failure, config)
+                failure.counterexample_file = str(path)
+                failure.replay = f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(str(path))} {adapter_args}"
+                failure.message += f"\n(the whole exploration re-runs with: {rerun})"
+            else:
+                failure.replay = rerun
+        report["stateful"] = outcome.to_dict()
+
+    verdicts = [s["verdict"] for s in report["scenarios"]]
+    if report["stateful"]:
+        verdicts.append(report["stateful"]["verdict"])
+    failed = any(v in ("fail", "error") for v in verdicts)
+    report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
+    if failed:
+        report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+
+
+def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
+    """Coverage counts plus what the spec declares (and these parameters offer) that was never exercised."""
+    declared = [f"{src} -{t.trigger}-> {t.dest}" for t in spec.lifecycle.transitions for src in t.sources]
+    uncovered = [name for name in declared if name not in counts["transitions"]]
+    offered = spec.offered_operations(params)
+    uncovered += [f"operation {op}" for op in spec.operations if op in offered and op not in counts["operations"]]
+    uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
+    return {"operations": counts["operations"], "outcomes": counts["outcomes"],
+            "transitions": counts["transitions"], "states": counts["states"],
+            "policies": counts["policies"], "uncovered": uncovered}
+
+
+def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
+    steps = []
+    for step in failure.steps:
+        if "advance_ms" in step:
+            steps.append({"advance_ms": step["advance_ms"]})
+        elif "concurrently" in step:
+            steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
+        else:
+            steps.append({"call": step["operation"], "args": step["args"]})
+    doc = {"id": "stateful-counterexample",
+           "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {config.seed}, profile {config.profile})",
+           "failure": failure.message.splitlines()[0],
+           "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
+           "steps": steps}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "# A minimal step list the stateful exploration found; replay it with the command in the report.\n"
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")

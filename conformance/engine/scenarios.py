@@ -1,0 +1,219 @@
+"""Running the scenario matrix: every step in lockstep with the model, and
+every written expectation checked against what the implementation did."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from statemachines import (AdvanceStep, CallStep, ConcurrentStep, ExpressionError, RepeatStep, Scenario,
+                           first_difference, render)
+
+from ..errors import AdapterLoadError
+from .failures import Failure
+from .session import Session
+
+__all__ = ["ScenarioOutcome", "run_scenario", "run_steps"]
+
+
+@dataclass
+class ScenarioOutcome:
+    scenario: Scenario
+    verdict: str  # pass | fail | error | skip
+    failure: Failure | None
+    duration_s: float
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"id": self.scenario.id, "title": self.scenario.title, "category": self.scenario.category,
+                "verdict": self.verdict, "duration_s": round(self.duration_s, 4),
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+class _Stop(Exception):
+    def __init__(self, failure: Failure):
+        self.failure = failure
+
+
+def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> ScenarioOutcome:
+    started = time.perf_counter()
+    requires = getattr(scenario, "requires", ()) or ()
+    missing = [r for r in requires if not capabilities.get(r)]
+    if missing:
+        note = f"the implementation does not declare capability {', '.join(missing)}"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": session.params}):
+        note = f"the scenario assumes {scenario.assumes.source}, which these parameters do not meet"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
+    if absent:
+        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    try:
+        session.reset()
+        run_steps(session, scenario.steps, {"params": session.params})
+    except _Stop as stop:
+        failure = _confirm(session, scenario, stop.failure)
+        failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
+        return ScenarioOutcome(scenario, "fail", failure, time.perf_counter() - started)
+    except AdapterLoadError as exc:
+        failure = Failure(kind="implementation-error", message=f"scenario {scenario.id}: {exc}",
+                          steps=list(session.trace))
+        return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
+    except ExpressionError as exc:
+        failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace))
+        return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
+    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started)
+
+
+def _operations(steps: list) -> set[str]:
+    """Every operation a scenario's steps call."""
+    names: set[str] = set()
+    for step in steps:
+        if isinstance(step, CallStep):
+            names.add(step.operation)
+        elif isinstance(step, ConcurrentStep):
+            names.update(call.operation for call in step.calls)
+        elif isinstance(step, RepeatStep):
+            names |= _operations(step.steps)
+    return names
+
+
+# Failures that are evidence by themselves: a race that broke an invariant
+# need not recur to be real.
+_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error"}
+
+
+def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
+    """Replay a failed scenario once; if the same steps now behave differently,
+    the implementation is nondeterministic, which is reported as such."""
+    if failure.kind in _DEFINITIVE or any(isinstance(s, ConcurrentStep) for s in _flatten(scenario.steps)):
+        return failure
+    first_trace = failure.steps
+    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
+    if absent:
+        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
+        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    try:
+        session.reset()
+        run_steps(session, scenario.steps, {"params": session.params})
+        again = None
+    except _Stop as stop:
+        again = stop.failure
+    except Exception:  # noqa: BLE001 - the first failure stands
+        return failure
+    if again is not None and (again.kind, again.step, again.path) == (failure.kind, failure.step, failure.path):
+        return failure
+    where = "passed" if again is None else f"failed differently ({again.kind} at step {again.step}: {again.message.splitlines()[0]})"
+    return Failure(kind="nondeterminism", step=failure.step, operation=failure.operation, args=failure.args,
+                   expected=failure.expected, observed=failure.observed, path=failure.path, steps=first_trace,
+                   message=(f"the implementation answered differently when the same steps were replayed: the "
+                            f"first run failed ({failure.kind}: {failure.message.splitlines()[0]}), the replay "
+                            f"{where}"))
+
+
+def _flatten(steps: list):
+    for step in steps:
+        yield step
+        if isinstance(step, RepeatStep):
+            yield from _flatten(step.steps)
+
+
+def run_steps(session: Session, steps: list, env: dict) -> None:
+    for step in steps:
+        if isinstance(step, CallStep):
+            _call(session, step, env)
+        elif isinstance(step, AdvanceStep):
+            ms = step.ms if isinstance(step.ms, int) else int(render(step.ms, env))
+            failure = session.advance(ms)
+            if failure:
+                raise _Stop(failure)
+        elif isinstance(step, RepeatStep):
+            times = step.times if isinstance(step.times, int) else int(render(step.times, env))
+            for i in range(times):
+                if step.var:
+                    env[step.var] = i
+                run_steps(session, step.steps, env)
+        elif isinstance(step, ConcurrentStep):
+            _concurrently(session, step, env)
+
+
+def _call(session: Session, step: CallStep, env: dict) -> None:
+    args = render(step.args, env)
+    response, failure = session.call(step.operation, args)
+    if failure:
+        raise _Stop(failure)
+    if step.expect:
+        expect = render(step.expect, env)
+        problem = _unmet(expect, response)
+        if problem:
+            path, expected, observed, reason = problem
+            raise _Stop(Failure(
+                kind="expectation", operation=step.operation, args=args, step=len(session.trace) - 1,
+                message=(f"{step.operation} at {step.where}: {path}: {reason} (the spec's model agreed with the "
+                         f"implementation here, so the scenario's written expectation contradicts the model)"),
+                expected=expected, observed=observed, path=path, steps=list(session.trace)))
+    for name, target in step.save.items():
+        env[name] = _pick(response, target, step)
+
+
+def _unmet(expect: dict, response: dict):
+    if "error" in expect:
+        if "error" not in response:
+            return ("error", expect["error"], response.get("result"), f"expected error {expect['error'].get('kind')}")
+        diff = first_difference(expect["error"], response["error"], "error")
+        if diff:
+            return (diff.path, diff.expected, diff.observed, diff.reason)
+    if "result" in expect:
+        if "result" not in response:
+            return ("result", expect["result"], response.get("error"), "expected a result, got an error")
+        diff = first_difference(expect["result"], response["result"], "result")
+        if diff:
+            return (diff.path, diff.expected, diff.observed, diff.reason)
+    if "effects" in expect:
+        diff = first_difference(expect["effects"], response.get("effects", []), "effects")
+        if diff:
+            return (diff.path, diff.expected, diff.observed, diff.reason)
+    return None
+
+
+def _pick(response: dict, target: str, step: CallStep) -> Any:
+    node: Any = response
+    for part in target.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise _Stop(Failure(kind="expectation", operation=step.operation,
+                                message=f"{step.operation} at {step.where}: cannot save {target}: the response has no such value",
+                                observed=response))
+    return node
+
+
+def _concurrently(session: Session, step: ConcurrentStep, env: dict) -> None:
+    calls = [(c.operation, render(c.args, env)) for c in step.calls]
+    responses, failure = session.call_concurrently(calls)
+    if failure:
+        raise _Stop(failure)
+    expect = step.expect or {}
+    ok = sum(1 for r in responses if r and "result" in r)
+    kinds = Counter(r["error"]["kind"] for r in responses if r and "error" in r)
+    effects = Counter(e["effect"] for r in responses if r for e in r.get("effects", []))
+    problems = []
+    if "ok" in expect and ok != expect["ok"]:
+        problems.append(f"expected {expect['ok']} call(s) to succeed, {ok} did")
+    for kind, count in (expect.get("error_kinds") or {}).items():
+        if kinds.get(kind, 0) != count:
+            problems.append(f"expected {count} error(s) {kind}, got {kinds.get(kind, 0)}")
+    for name, count in (expect.get("effect_counts") or {}).items():
+        if effects.get(name, 0) != count:
+            problems.append(f"expected {count} {name} effect(s) in total, got {effects.get(name, 0)}")
+    if problems:
+        raise _Stop(Failure(kind="expectation", step=len(session.trace) - 1,
+                            message=f"concurrent calls at {step.where}: " + "; ".join(problems),
+                            expected=expect, observed=responses, steps=list(session.trace)))
+    for c, response in zip(step.calls, responses):
+        for name, target in c.save.items():
+            env[name] = _pick(response, target, c)

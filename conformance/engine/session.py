@@ -1,0 +1,464 @@
+"""A session drives one implementation in lockstep with the spec's model.
+
+Every call goes to the implementation first (with a timeout), its answer is
+checked for shape and against the operation's schemas, then the model
+predicts what the answer must be and the two are compared. Everything is
+recorded in a trace that becomes a failure's step list or a counterexample.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+import jsonschema
+
+from statemachines import ExpressionError, Model, ObservationError, Spec
+
+from ..adapters.adapter import Adapter
+from ..errors import AdapterLoadError
+from .compare import compare
+from .failures import Failure
+from .linearize import linearize
+
+__all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class _CallTimeout(BaseException):
+    """Raised inside a hung call by the interval timer. A BaseException so that an
+    implementation's own ``except Exception`` cannot swallow it."""
+
+
+def _alarm(signum, frame):
+    raise _CallTimeout()
+
+
+class _Worker:
+    """Runs adapter calls with a timeout. On the main thread a call runs
+    directly under an interval timer (cheap); elsewhere it runs on a daemon
+    thread that is abandoned if the implementation hangs."""
+
+    def __init__(self) -> None:
+        self._direct = hasattr(signal, "setitimer")
+        self._start()
+
+    def _start(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, args=(self._queue,), daemon=True, name="adapter-call").start()
+
+    @staticmethod
+    def _loop(jobs: queue.SimpleQueue) -> None:
+        while True:
+            fn, box, done = jobs.get()
+            if fn is None:
+                return
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - reported, never swallowed silently
+                box.append((False, exc))
+            done.set()
+
+    def run(self, fn: Callable[[], Any], timeout: float) -> Any:
+        if self._direct and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGALRM, _alarm)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                return fn()
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+        box: list = []
+        done = threading.Event()
+        self._queue.put((fn, box, done))
+        if not done.wait(timeout):
+            self._start()  # the old thread stays stuck in the implementation; leave it
+            raise _CallTimeout()
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        self._queue.put((None, None, None))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` for an exception raised by an implementation, even one
+    whose own ``__str__`` fails."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - the implementation's exception is broken; say so
+        text = "<its message could not be printed>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def check_shape(response: Any) -> str | None:
+    """Why a response does not have the protocol's shape, or None."""
+    return _shape(response)[0]
+
+
+def _shape(response: Any) -> tuple[str | None, str | None]:
+    """(why the response is malformed or None, its canonical JSON text when it is not)."""
+    problem = _structure(response)
+    if problem:
+        return problem, None
+    try:
+        return None, json.dumps(response, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        return f"the response is not JSON-compatible: {exc}", None
+
+
+def _structure(response: Any) -> str | None:
+    if not isinstance(response, dict):
+        return f"a response must be an object, got {type(response).__name__}"
+    has_result, has_error = "result" in response, "error" in response
+    if has_result == has_error:
+        return "a response must have exactly one of `result` and `error`"
+    if has_error:
+        err = response["error"]
+        if not isinstance(err, dict) or not isinstance(err.get("kind"), str) or not isinstance(err.get("message"), str):
+            return "`error` must be {\"kind\": string, \"message\": string}"
+    effects = response.get("effects", [])
+    if not isinstance(effects, list) or not all(isinstance(e, dict) and isinstance(e.get("effect"), str)
+                                                for e in effects):
+        return "`effects` must be a list of objects, each with an `effect` name"
+    return None
+
+
+class Session:
+    """One implementation instance and one model, stepped together."""
+
+    def __init__(self, spec: Spec, params: dict, factory: Callable[[], Adapter], *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
+        self.model = Model(spec, params)
+        self.worker = _Worker()
+        self.adapter = self._build_adapter()
+        self.trace: list[dict] = []
+        self.now = 0
+        self.calls = 0
+        self._needs_restart = False
+        self.defer_model_invariants = False  # the stateful suite checks them once per step
+        self._valid_responses: set = set()
+        self._result_validators = {
+            name: jsonschema.Draft202012Validator(op.result_schema)
+            for name, op in spec.operations.items() if op.result_schema}
+        self._effect_validators = {name: jsonschema.Draft202012Validator(e.schema) for name, e in spec.effects.items()}
+        self._observed_invariants = [inv for inv in spec.invariants if inv.kind == "observed"]
+        self._seen: dict[str, dict] = {inv.id: {} for inv in self._observed_invariants}
+
+    # -- lifecycle ------------------------------------------------------------
+    def describe(self) -> dict:
+        try:
+            return self.worker.run(self.adapter.describe, self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            raise AdapterLoadError(f"describe() did not answer within {self.timeout_s:g}s") from None
+        except (AdapterLoadError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            raise AdapterLoadError(f"describe() failed: {describe_exception(exc)}") from None
+
+    def reset(self) -> None:
+        if self._needs_restart:
+            self._restart_adapter()
+        self.now = 0
+        self.trace = []
+        for seen in self._seen.values():
+            seen.clear()
+        self.model.reset(0)
+        try:
+            self.worker.run(lambda: self.adapter.reset(0), self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            raise AdapterLoadError(f"the implementation did not reset within {self.timeout_s:g}s") from None
+        except AdapterLoadError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._needs_restart = True
+            raise AdapterLoadError(f"the implementation failed to reset: {describe_exception(exc)}") from None
+
+    def _build_adapter(self) -> Adapter:
+        try:
+            return self.worker.run(self.factory, self.timeout_s)
+        except _CallTimeout:
+            raise AdapterLoadError(f"the adapter did not start within {self.timeout_s:g}s") from None
+
+    def _restart_adapter(self) -> None:
+        try:
+            self.adapter.close()
+        except Exception:  # noqa: BLE001 - a broken adapter is being replaced anyway
+            pass
+        self.adapter = self._build_adapter()
+        self._needs_restart = False
+
+    def close(self) -> None:
+        try:
+            self.worker.run(self.adapter.close, self.timeout_s)
+        except Exception:  # noqa: BLE001 - closing must not turn a verdict into a crash
+            pass
+        self.worker.close()
+
+    # -- steps ------------------------------------------------------------------
+    def advance(self, ms: int) -> Failure | None:
+        # An operation that waits moved the clock with it (the model knows where to).
+        self.now = max(self.now, self.model.now) + int(ms)
+        index = len(self.trace)
+        entry = {"index": index, "advance_ms": int(ms)}
+        self.trace.append(entry)
+        try:
+            effects = self.worker.run(lambda: self.adapter.set_clock(self.now), self.timeout_s)
+            effects = [] if effects is None else effects
+        except _CallTimeout:
+            self._needs_restart = True
+            return self._fail("timeout", f"set_clock({self.now}) did not answer within {self.timeout_s:g}s", index)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            return self._fail("implementation-error", f"set_clock raised {describe_exception(exc)}", index)
+        observed = {"result": {}, "effects": effects}
+        entry["observed"] = _printable(observed)
+        failure = self.check_response("set_clock", {"now_ms": self.now}, observed, index)
+        if failure:
+            return failure
+        try:
+            prediction = self.model.advance(self.now)
+        except ExpressionError as exc:
+            return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
+        diff = compare(prediction, observed, self.spec.entity.key)
+        if diff:
+            path, expected, got, reason = diff
+            return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
+                              expected=expected, observed=got, path=path)
+        return self.check_invariants([(index, "set_clock", observed)])
+
+    def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
+        self.calls += 1
+        try:
+            response = self.worker.run(lambda: self.adapter.call(operation, args), self.timeout_s)
+        except _CallTimeout:
+            self._needs_restart = True
+            return None, ("timeout", f"{operation} did not answer within {self.timeout_s:g}s")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: an implementation may not end the kit
+            return None, ("implementation-error", f"{operation} raised {describe_exception(exc)}")
+        return response, None
+
+    def call(self, operation: str, args: dict, *, record: bool = True) -> tuple[dict | None, Failure | None]:
+        index = len(self.trace)  # where the call stands (or would stand) in the trace
+        response, problem = self._invoke(operation, args)
+        if record:
+            self.trace.append({"index": index, "operation": operation, "args": args, "observed": _printable(response)})
+        if problem:
+            return None, self._fail(problem[0], problem[1], index, operation=operation, args=args)
+        return response, self.judge(operation, args, response, index)
+
+    def judge(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
+        failure = self.check_response(operation, args, response, index)
+        if failure:
+            return failure
+        try:
+            prediction = self.model.predict(operation, args, response)
+        except ObservationError as exc:
+            return self._fail("divergence", f"{operation}: {exc}", index, operation=operation, args=args,
+                              observed=response)
+        except ExpressionError as exc:
+            return self._fail("spec-error", f"the spec failed while predicting {operation}: {exc}", index,
+                              operation=operation, args=args)
+        diff = compare(prediction, response, self.spec.entity.key)
+        if diff:
+            path, expected, got, reason = diff
+            return self._fail("divergence", f"{operation}: {path}: {reason}", index, operation=operation,
+                              args=args, expected=expected, observed=got, path=path)
+        return self.check_invariants([(index, operation, response)])
+
+    def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
+        shape, text = _shape(response)
+        if shape:
+            return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
+                              operation=operation, args=args, observed=_printable(response))
+        # Most answers repeat one already found valid (the same list, the same error):
+        # remember valid ones instead of running the schema validators again.
+        fingerprint = (operation, text)
+        if fingerprint in self._valid_responses:
+            return None
+        failure = self._check_schemas(operation, args, response, index)
+        if failure is None:
+            if len(self._valid_responses) > 20_000:
+                self._valid_responses.clear()
+            self._valid_responses.add(fingerprint)
+        return failure
+
+    def _check_schemas(self, operation: str, args: dict, response: dict, index: int) -> Failure | None:
+        if "result" in response and operation in self._result_validators:
+            error = next(iter(self._result_validators[operation].iter_errors(response["result"])), None)
+            if error is not None:
+                where = "result" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                schema_path = "/".join(map(str, error.schema_path))
+                return self._fail("schema", f"{operation}: {where} breaks the result schema "
+                                            f"(at schema path {schema_path}): {error.message}", index,
+                                  operation=operation, args=args, observed=response["result"], path=where)
+        for i, effect in enumerate(response.get("effects", [])):
+            validator = self._effect_validators.get(effect["effect"])
+            if validator is None:
+                return self._fail("schema", f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
+                                            f"does not declare (declared: {', '.join(self._effect_validators)})",
+                                  index, operation=operation, args=args, observed=effect, path=f"effects[{i}]")
+            error = next(iter(validator.iter_errors(effect)), None)
+            if error is not None:
+                return self._fail("schema", f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: "
+                                            f"{error.message}", index, operation=operation, args=args,
+                                  observed=effect, path=f"effects[{i}]")
+        return None
+
+    def check_invariants(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+        if not self.defer_model_invariants:
+            failure = self.check_model_invariants(judged[-1][0])
+            if failure:
+                return failure
+        return self.check_observed(judged)
+
+    def check_model_invariants(self, index: int | None = None) -> Failure | None:
+        """The spec's invariants over the model state touched since the last check."""
+        for inv_id, message in self.model.check_invariants():
+            return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
+                              len(self.trace) - 1 if index is None else index)
+        return None
+
+    def check_observed(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+        """Invariants over what the implementation reported (e.g. one injection per job)."""
+        for index, operation, response in judged:
+            for inv in self._observed_invariants:
+                seen = self._seen[inv.id]
+                if operation == inv.observed.get("until"):
+                    seen.clear()
+                for effect in response.get("effects", []) if response else []:
+                    if effect.get("effect") != inv.observed["effect"]:
+                        continue
+                    key = effect.get(inv.observed["unique"])
+                    if key in seen:
+                        when = (f"twice by the concurrent calls of step {index}" if seen[key] == index
+                                else f"at step {seen[key]} and again at step {index}")
+                        return self._fail("invariant", f"invariant {inv.id} broken: {inv.description} — "
+                                          f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
+                                          f"was reported {when}",
+                                          index, operation=operation, observed=effect)
+                    seen[key] = index
+        return None
+
+    # -- concurrency ------------------------------------------------------------
+    def call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
+        """Issue calls at the same time; the outcome must match some sequential order."""
+
+        index = len(self.trace)
+        barrier = threading.Barrier(len(calls))
+        boxes: list[list] = [[] for _ in calls]
+        done = [threading.Event() for _ in calls]
+
+        def run(i, op, args):
+            try:
+                barrier.wait(timeout=self.timeout_s)
+            except threading.BrokenBarrierError:
+                pass
+            try:
+                boxes[i].append((True, self.adapter.call(op, args)))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                boxes[i].append((False, exc))
+            done[i].set()
+
+        # Daemon threads: a call that never returns must not keep the kit alive.
+        for i, (op, args) in enumerate(calls):
+            threading.Thread(target=run, args=(i, op, args), daemon=True, name="kit-concurrent").start()
+        deadline = time.monotonic() + self.timeout_s
+        responses: list = []
+        for i, (op, args) in enumerate(calls):
+            if not done[i].wait(max(0.0, deadline - time.monotonic())):
+                self._needs_restart = True
+                responses.append(None)
+                self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+                return responses, self._fail("timeout", f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
+                                             index, operation=op, args=args)
+            ok, value = boxes[i][0]
+            if not ok:
+                responses.append(None)
+                self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+                return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
+                                             f"{describe_exception(value)}", index, operation=op, args=args)
+            responses.append(value)
+        self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+        for (op, args), response in zip(calls, responses):
+            failure = self.check_response(op, args, response, index)
+            if failure:
+                return responses, failure
+        # The order in which the implementation applied the calls may show only
+        # later (e.g. in list order); observe the state now so the chosen
+        # sequential order must explain it too.
+        followups = []
+        for op, args in self.probe_calls():
+            response, problem = self._invoke(op, args)
+            self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+            if problem:
+                return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
+            failure = self.check_response(op, args, response, len(self.trace) - 1)
+            if failure:
+                return responses, failure
+            followups.append((op, args, response))
+        judged = [(index, op, r) for (op, _), r in zip(calls, responses)]
+        saved = {k: dict(v) for k, v in self._seen.items()}
+        failure = self.check_observed(judged)  # the sharper diagnosis, when it applies
+        if failure:
+            return responses, failure
+        self._seen = saved  # check_invariants below records them again
+        failure = linearize(self, calls, responses, index, followups)
+        if failure:
+            return responses, failure
+        return responses, self.check_invariants(judged)
+
+    # -- probes -------------------------------------------------------------------
+    def probe_calls(self) -> list[tuple[str, dict]]:
+        """The spec's read-only probe calls (one per pool value), which show the
+        implementation's whole visible state."""
+        probe = self.spec.exploration.probe
+        if not probe or probe["call"] not in self.spec.offered_operations(self.params):
+            return []
+        values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
+        return [(probe["call"], probe["args"].evaluate({"params": self.params, "pool_value": v})) for v in values]
+
+    def probe(self) -> Failure | None:
+        """Compare the implementation's visible state with the model's."""
+        for op, args in self.probe_calls():
+            response, failure = self.call(op, args, record=False)
+            if failure:
+                # Only a failing probe joins the trace: it is the step that shows the divergence.
+                self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+                failure.step = len(self.trace) - 1
+                failure.steps = [dict(s) for s in self.trace]
+                failure.message = f"probe after the last step: {failure.message}"
+                return failure
+        return None
+
+    # -- helpers ------------------------------------------------------------------
+    def _fail(self, kind: str, message: str, index: int | None, **evidence) -> Failure:
+        evidence.setdefault("expected", None)
+        return Failure(kind=kind, message=message, step=index, steps=[dict(s) for s in self.trace], **evidence)
+
+
+def _group(calls, responses) -> list[dict]:
+    return [{"operation": op, "args": args, "observed": _printable(responses[i]) if i < len(responses) else None}
+            for i, (op, args) in enumerate(calls)]
+
+
+def _printable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,357 @@
+"""The Hypothesis stateful suite, generated from a spec.
+
+Nothing here is written per lifecycle: the actions come from the spec's
+operations (weighted by ``exploration.weights``), its batches (long runs that
+reach deep states such as a full retention window), its concurrent groups
+(races, checked for linearizability) and clock moves. Arguments are drawn
+from the operations' JSON Schemas, from pools, from the bundle of entity
+keys seen so far (live and evicted, so forbidden calls are tried too) and
+from policies (payloads around the spill limits). After every step the
+spec's probe compares the implementation's whole visible state with the model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky, FlakyStrategyDefinition
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
+from hypothesis_jsonschema import from_schema
+
+from statemachines import Spec, text_of_size
+
+from ..errors import AdapterLoadError, ConformanceFailure
+from .failures import Failure
+from .session import Session
+
+__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "build_state_machine", "run_stateful"]
+
+# examples x steps per example, and seconds of shrinking once a failure is found
+PROFILES = {
+    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 15},
+    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 30},
+    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 120},
+}
+
+
+class _ShrinkBudgetSpent(BaseException):
+    """Ends Hypothesis' shrinking early (a BaseException so it is not taken
+    for a test failure); the shortest failure seen so far is reported."""
+
+
+@dataclass
+class StatefulOutcome:
+    verdict: str
+    profile: str
+    seed: int
+    examples: int = 0
+    steps: int = 0
+    duration_s: float = 0.0
+    failure: Failure | None = None
+    coverage: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"verdict": self.verdict, "profile": self.profile, "seed": self.seed, "examples": self.examples,
+                "steps": self.steps, "duration_s": round(self.duration_s, 3), "coverage": self.coverage,
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+def _strip_hints(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_hints(v) for k, v in schema.items() if not k.startswith("x-")}
+    if isinstance(schema, list):
+        return [_strip_hints(v) for v in schema]
+    return schema
+
+
+class Explorer:
+    """Strategies for one spec and one set of parameter values."""
+
+    def __init__(self, spec: Spec, params: dict, concurrent: bool):
+        self.spec, self.params = spec, params
+        ex = spec.exploration
+        self.actions: list[tuple[str, Any]] = []
+        offered = spec.offered_operations(params)  # a profile may expose only some operations
+        for name in spec.operations:
+            if name in offered:
+                self.actions += [("call", name)] * ex.weights.get(name, 1)
+        def applies(item: dict, calls: list) -> bool:
+            holds = item.get("assumes") is None or bool(item["assumes"].evaluate({"params": params}))
+            return holds and all(call in offered for call in calls)
+
+        for batch in ex.batches:
+            if applies(batch, [phase["call"] for phase in batch["phases"]]):
+                self.actions += [("batch", batch)] * 2
+        if concurrent:
+            for group in ex.concurrent:
+                if applies(group, group["calls"]):
+                    self.actions += [("concurrent", group)] * 2
+        if ex.advance_ms:
+            self.actions += [("advance", None)] * 2
+        self._schema_strategies: dict = {}
+        self.model = None  # set by the state machine, for drawing live keys
+        self._payloads = {name: self._payload_strategy(policy) for name, policy in spec.policies.items()
+                          if policy.kind == "inline_or_spill"}
+
+    def _payload_strategy(self, policy):
+        env = {"params": self.params}
+        max_lines = int(policy.exprs["max_lines"].evaluate(env))
+        max_bytes = int(policy.exprs["max_bytes"].evaluate(env))
+        edges = [text_of_size(max_bytes, 1), text_of_size(max_bytes + 1, 1)]
+        if 2 * max_lines - 1 <= max_bytes:
+            edges.append(text_of_size(2 * max_lines - 1, max_lines))
+        edges.append(text_of_size(2 * max_lines + 1, max_lines + 1))
+        edges.append("é" * (max_bytes // 2 + 1))  # few characters, more bytes than allowed
+        small = st.text(alphabet="ab \n", max_size=12)
+        return st.one_of(small, st.sampled_from(edges))
+
+    def _schema_strategy(self, op: str, prop: str, schema: dict):
+        key = (op, prop)
+        if key not in self._schema_strategies:
+            self._schema_strategies[key] = from_schema(_strip_hints(schema))
+        return self._schema_strategies[key]
+
+    def draw_value(self, data, op: str, prop: str, schema: dict, keys: list) -> Any:
+        draw = schema.get("x-draw") if isinstance(schema, dict) else None
+        items = schema.get("items") if isinstance(schema, dict) else None
+        if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
+            size = data.draw(st.integers(int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
+                             label=f"{prop}:size")
+            return [self.draw_value(data, op, prop, items, keys) for _ in range(size)]
+        if draw and "pool" in draw:
+            return data.draw(st.sampled_from(self.spec.exploration.pools[draw["pool"]]), label=prop)
+        if draw and "keys" in draw:
+            # Mostly keys the model holds now (non-terminal ones first), else any key
+            # ever seen (evicted ones too), else a fresh one: forbidden calls get tried.
+            # Every draw has the same shape whatever the state (an index taken
+            # modulo the list), so replaying a sequence after a race changed the
+            # state never confuses Hypothesis.
+            fresh = float(draw.get("fresh", 0.1))
+            roll = data.draw(st.integers(0, 99), label=f"{prop}:which?")
+            pick = data.draw(st.integers(0, 255), label=prop)
+            if not keys or roll < fresh * 100:
+                return f"k{pick % 4 + 1}"
+            live = self.live_keys() if roll < 55 + fresh * 50 else []
+            choices = live or keys
+            return choices[pick % len(choices)]
+        if draw and "policy" in draw:
+            return data.draw(self._payloads[draw["policy"]], label=prop)
+        return data.draw(self._schema_strategy(op, prop, schema), label=prop)
+
+    def live_keys(self) -> list:
+        """Keys of records the model holds now, non-terminal first."""
+        model = self.model
+        if model is None:
+            return []
+        field, terminal = model.field, model.spec.lifecycle.terminal
+        records = model.store.records
+        active = [k for k, r in records.items() if r[field] not in terminal]
+        return active or list(records)
+
+    def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
+        schema = self.spec.operations[op].args_schema
+        required = set(schema.get("required") or ())
+        args = {}
+        for prop, sub in (schema.get("properties") or {}).items():
+            if prop in omit:
+                continue
+            if prop not in required and not data.draw(st.booleans(), label=f"{prop}?"):
+                continue
+            args[prop] = self.draw_value(data, op, prop, sub, keys)
+        return args
+
+
+class Driver:
+    """Where generated actions go: the kit's checking session, or (in the
+    benchmark) an implementation called bare. ``perform`` uses only this."""
+
+    def call(self, operation: str, args: dict) -> dict: ...
+    def advance(self, ms: int) -> None: ...
+    def concurrently(self, calls: list[tuple[str, dict]]) -> None: ...
+
+
+class _Checked(Driver):
+    """The kit's driver: every call judged by the session; a failure stops the example."""
+
+    def __init__(self, session: Session, stats: "_Stats"):
+        self.session, self.stats = session, stats
+
+    def check(self, failure: Failure | None) -> None:
+        if failure is not None:
+            self.stats.failed(failure)
+            raise ConformanceFailure(failure)
+
+    def call(self, operation: str, args: dict) -> dict:
+        response, failure = self.session.call(operation, args)
+        self.check(failure)
+        return response
+
+    def advance(self, ms: int) -> None:
+        self.check(self.session.advance(ms))
+
+    def concurrently(self, calls: list[tuple[str, dict]]) -> None:
+        self.check(self.session.call_concurrently(calls)[1])
+
+
+def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
+    """Draw one action of the spec's mix and carry it out through ``driver``.
+    ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
+    spec, params = explorer.spec, explorer.params
+    kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
+    if kind == "call":
+        driver.call(what, explorer.draw_args(data, what, machine.keys))
+    elif kind == "advance":
+        driver.advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms"))
+    elif kind == "concurrent":
+        shared: dict = {}
+        calls = []
+        for op in what["calls"]:
+            args = explorer.draw_args(data, op, machine.keys)
+            for name in what["same_args"]:
+                if name in shared:
+                    args[name] = shared[name]
+                elif name in args:
+                    shared[name] = args[name]
+            calls.append((op, args))
+        driver.concurrently(calls)
+    elif kind == "batch":
+        env = {"params": params}
+        low = int(what["count"]["min"].evaluate(env))
+        high = max(low, int(what["count"]["max"].evaluate(env)))
+        n = data.draw(st.integers(low, high), label=f"{what['name']}:count")
+        shared = {name: data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
+                  for name, how in what["shared"].items()}
+        machine.batches += 1
+        items: list[dict] = [{} for _ in range(n)]
+        for phase in what["phases"]:
+            order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
+            for index in order:
+                item = items[index]
+                if any(value is None for value in item.values()):
+                    continue  # an earlier phase failed for this item; later phases need its result
+                ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
+                if ms:
+                    driver.advance(ms)
+                args = explorer.draw_args(data, phase["call"], machine.keys, omit=phase["omit"] + list(phase["args"]))
+                scope = {"params": params, "shared": shared, "batch": machine.batches, "index": index, "item": item}
+                args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
+                response = driver.call(phase["call"], args)
+                item[phase["call"]] = response.get("result") if isinstance(response, dict) and "result" in response else None
+
+
+@dataclass
+class _Stats:
+    examples: int = 0
+    steps: int = 0
+    shrink_s: float = 30.0
+    first_failure_at: float | None = None
+    best: Failure | None = None
+    failures: int = 0
+
+    def failed(self, failure: Failure) -> None:
+        """Keep the shortest failing step list; stop shrinking when the budget is spent."""
+        now = time.perf_counter()
+        self.failures += 1
+        if self.first_failure_at is None:
+            self.first_failure_at = now
+        if self.best is None or len(failure.steps) <= len(self.best.steps):
+            self.best = failure
+        if now - self.first_failure_at > self.shrink_s:
+            raise _ShrinkBudgetSpent()
+
+
+def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
+    """A RuleBasedStateMachine class driving ``session`` through generated steps."""
+    explorer.model = session.model
+    driver = _Checked(session, stats)
+
+    class SpecStateMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            session.reset()
+            stats.examples += 1
+            self.keys: list = []  # every key seen, in order of first sight (evicted ones too)
+            self._seen: set = set()
+            self.batches = 0
+
+        def _note_keys(self) -> None:
+            for key in session.model.keys():
+                if key not in self._seen:
+                    self._seen.add(key)
+                    self.keys.append(key)
+
+        @rule(data=st.data())
+        def step(self, data):
+            stats.steps += 1
+            perform(explorer, data, self, driver)
+            self._note_keys()
+            driver.check(session.check_model_invariants())
+            driver.check(session.probe())
+
+    return SpecStateMachine
+
+
+def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
+                 on_example=None, shrink_s: float | None = None) -> StatefulOutcome:
+    """Explore generated step sequences; on failure, report the shrunk one."""
+    config = PROFILES[profile]
+    started = time.perf_counter()
+    stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s)
+    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
+    session.defer_model_invariants = True
+    machine = build_state_machine(spec, session, explorer, stats)
+    if on_example is not None:
+        original_init = machine.__init__
+
+        def init(self):
+            original_init(self)
+            on_example(stats.examples)
+        machine.__init__ = init
+    settings = Settings(max_examples=config["max_examples"], stateful_step_count=config["stateful_step_count"],
+                        deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
+                        suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    test = get_state_machine_test(machine, settings=settings)
+    hypothesis_seed(seed)(test)
+    outcome = StatefulOutcome("pass", profile, seed)
+    try:
+        test()
+    except ConformanceFailure as exc:
+        outcome.verdict, outcome.failure = "fail", exc.failure
+    except _ShrinkBudgetSpent:
+        outcome.verdict, outcome.failure = "fail", stats.best
+        outcome.failure.message += (f"\n(shrinking stopped after its {stats.shrink_s:g} s budget; this is the "
+                                    f"shortest of {stats.failures} failing sequences found)" if stats.shrink_s
+                                    else "\n(not shrunk: shrinking was switched off)")
+    except FlakyStrategyDefinition as exc:
+        # The kit's own generation misbehaved; never blame the implementation for it.
+        if stats.best is not None:
+            outcome.verdict, outcome.failure = "fail", stats.best
+        else:
+            outcome.verdict = "error"
+            outcome.failure = Failure(kind="spec-error", seed=seed, message=(
+                "the exploration stopped: its step generation depended on state in a way Hypothesis could "
+                f"not replay ({str(exc).splitlines()[0]}); no failure of the implementation was seen"))
+    except Flaky as exc:
+        outcome.verdict = "fail"
+        if stats.best is not None and stats.best.kind in ("linearizability", "invariant"):
+            # A race seen once is evidence enough, even if the replay did not hit it again.
+            outcome.failure = stats.best
+            outcome.failure.message += ("\n(this failure did not recur every time the sequence was replayed: "
+                                        "the implementation behaves nondeterministically here, e.g. a race)")
+        else:
+            outcome.failure = Failure(kind="nondeterminism", seed=seed, steps=stats.best.steps if stats.best else [],
+                                      message=(
+            "the implementation failed a generated sequence, then passed the same sequence when it was "
+            f"replayed: it behaves nondeterministically ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            + (f"; the first failure was: {stats.best.message.splitlines()[0]}" if stats.best else "")))
+    except AdapterLoadError as exc:
+        outcome.verdict = "error"
+        outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
+    finally:
+        session.defer_model_invariants = False
+    outcome.examples, outcome.steps = stats.examples, stats.steps
+    outcome.duration_s = time.perf_counter() - started
+    return outcome

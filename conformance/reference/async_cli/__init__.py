@@ -1,9 +1,0 @@
-"""A reference command-line tool with an async command (seed 001's job
-descriptor contract, spec/async-command.yaml): ``python -m
-conformance.reference.async_cli``. Standard library only, so that it starts
-fast; the kit drives it through the command adapter with the bundled
-``adapter.yaml``."""
-
-from .tool import AsyncCli, main
-
-__all__ = ["AsyncCli", "main"]

@@ -1,5 +1,0 @@
-import sys
-
-from .tool import main
-
-sys.exit(main())

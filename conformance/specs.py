@@ -1,0 +1,104 @@
+"""Specs by name: the specs this package ships and those other installed
+packages contribute.
+
+A package contributes specs with an entry point in the group
+``lifecycle_conformance.specs`` whose value names a Python package holding
+spec files (``*.yaml`` with a ``format:`` key at the top)::
+
+    [project.entry-points."lifecycle_conformance.specs"]
+    my-team = "my_team_specs"
+
+Each such file can then be named by its file name without ``.yaml``
+(``conformance run my-lifecycle``). The kit's own specs come in the same way
+(entry point ``bundled``, package ``lifecycle_specs``). Fragments (files
+meant for another spec's ``include:``) and scenario matrices are not listed.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+from dataclasses import dataclass
+from importlib import metadata, resources
+from pathlib import Path
+
+from .errors import ConformanceError
+
+__all__ = ["ENTRY_POINT_GROUP", "BundledSpec", "SpecNotFound", "bundled_specs", "resolve_spec", "is_spec_name"]
+
+ENTRY_POINT_GROUP = "lifecycle_conformance.specs"
+
+
+class SpecNotFound(ConformanceError):
+    """Neither a readable spec file nor the name of an installed spec."""
+
+
+@dataclass(frozen=True)
+class BundledSpec:
+    name: str          # what a user types: thread-jobs
+    path: Path         # a real file (extracted if the package is zipped)
+    source: str        # the entry point that contributed it, e.g. "bundled (lifecycle_specs)"
+
+
+_files = contextlib.ExitStack()
+atexit.register(_files.close)
+
+
+def _is_spec_text(head: str) -> bool:
+    """A whole spec (not a fragment or a scenario matrix): a top-level ``format:`` key."""
+    return any(line.startswith("format:") for line in head.splitlines())
+
+
+def _specs_of(package: str, source: str) -> list[BundledSpec]:
+    try:
+        root = resources.files(package)
+    except (ModuleNotFoundError, TypeError) as exc:
+        raise SpecNotFound(f"entry point {source} names package {package!r}, which cannot be imported: {exc}") from None
+    found = []
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml") or not entry.is_file():
+            continue
+        with entry.open("r", encoding="utf-8", errors="replace") as handle:
+            head = handle.read(65536)
+        if _is_spec_text(head):
+            path = _files.enter_context(resources.as_file(entry))
+            found.append(BundledSpec(entry.name.removesuffix(".yaml"), Path(path), source))
+    return found
+
+
+def bundled_specs() -> list[BundledSpec]:
+    """Every spec installed packages offer by name, in name order. A name
+    offered twice keeps the first package's spec (entry points in name order)."""
+    seen: dict[str, BundledSpec] = {}
+    points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name != "bundled", ep.name))
+    for point in points:
+        for spec in _specs_of(point.value.split(":")[0], f"{point.name} ({point.value})"):
+            seen.setdefault(spec.name, spec)
+    return sorted(seen.values(), key=lambda s: s.name)
+
+
+def is_spec_name(text: str) -> bool:
+    """Looks like a name (``thread-jobs``), not a path (``spec/x.yaml``)."""
+    return bool(text) and os.sep not in text and "/" not in text and not text.endswith((".yaml", ".yml", ".json"))
+
+
+def resolve_spec(name_or_path: str, *, relative_to: str | os.PathLike | None = None) -> str:
+    """The file to load for ``name_or_path``: an existing file (as given, or
+    relative to ``relative_to``), else an installed spec of that name. A
+    name that is neither raises SpecNotFound saying what exists; a path that
+    does not exist comes back as it is, for the loader to report."""
+    candidates = [Path(name_or_path)]
+    if relative_to is not None and not Path(name_or_path).is_absolute():
+        candidates.insert(0, Path(relative_to) / name_or_path)
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate)
+    if is_spec_name(name_or_path):
+        specs = bundled_specs()
+        for spec in specs:
+            if spec.name == name_or_path:
+                return str(spec.path)
+        names = ", ".join(s.name for s in specs) or "none"
+        raise SpecNotFound(f"{name_or_path!r} is neither a spec file nor the name of an installed spec "
+                           f"(installed: {names}; `conformance specs` lists them)")
+    return name_or_path  # a path: loading it says what is wrong with it, with the file's name

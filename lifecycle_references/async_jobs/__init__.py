@@ -1,0 +1,39 @@
+"""The reference implementations of spec/async-jobs.yaml, one per profile.
+
+``ReferenceAdapter(profile=...)`` builds the job manager (profile
+``job-manager``, the default) or the task table (profile ``task-table``);
+other options are that implementation's parameter overrides. ``MUTANTS`` holds
+the faulty variants of both, named ``<profile>.<bug>``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.adapters.adapter import Adapter
+
+from ..job_manager import JobManagerAdapter
+from ..job_manager.mutants import MUTANTS as _JOB_MANAGER_MUTANTS
+from ..mutant import Mutant
+from ..task_table import TaskTableAdapter
+from ..task_table.mutants import MUTANTS as _TASK_TABLE_MUTANTS
+
+__all__ = ["MUTANTS", "PROFILES", "ReferenceAdapter"]
+
+PROFILES = {"job-manager": JobManagerAdapter, "task-table": TaskTableAdapter}
+
+
+def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:  # noqa: N802 - a factory named like the class it stands for
+    """The reference implementation of ``profile`` (default job-manager)."""
+    name = profile or "job-manager"
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}")
+    return PROFILES[name](**params)
+
+
+def _prefixed(prefix: str, mutants) -> dict[str, Mutant]:
+    items = mutants.values() if isinstance(mutants, dict) else mutants
+    return {f"{prefix}.{m.name}": Mutant(f"{prefix}.{m.name}", m.description, m.factory) for m in items}
+
+
+MUTANTS: dict[str, Mutant] = {**_prefixed("job-manager", _JOB_MANAGER_MUTANTS),
+                              **_prefixed("task-table", _TASK_TABLE_MUTANTS)}
