@@ -77,7 +77,7 @@ def test_the_pytest_plugin_gives_one_item_per_scenario_of_the_declared_profile(t
         from conformance.pytest_plugin import conformance_suite
         test_tasks = conformance_suite({str(SPEC)!r}, adapter_options={{"profile": "task-table"}}, profile="quick")
     """))
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
+    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
                            "-o", "addopts=", "-k", "TT-N1 or TT-B1 or JM-N1 or stateful", "-rs"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -93,7 +93,7 @@ def test_the_pytest_plugin_gives_one_item_per_scenario_of_the_declared_profile(t
 ])
 def test_bad_input_names_file_line_and_what(tmp_path, pattern, replacement, phrase):
     spec = _copy_spec(tmp_path, pattern, replacement)
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "validate", str(spec)],
+    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "validate", str(spec)],
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out

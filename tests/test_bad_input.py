@@ -61,7 +61,8 @@ ADAPTERS = "tests.fixtures.bad_adapters"
 def _env(columns: str | None = "1000") -> dict:
     env = dict(os.environ)
     env.pop("CONFORMANCE_DEBUG", None)  # the kit prints tracebacks only when asked to
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    # No PYTHONPATH to the source tree: the kit under test is the installed one;
+    # `tests.fixtures...` adapters are found because the kit looks in its working directory.
     # Rich wraps at 80 columns when output is not a terminal unless the kit or
     # COLUMNS says otherwise; a wide console keeps each message on one line so
     # assertions see `file:line: message` whole. (The kit may fix its own width;
@@ -90,7 +91,7 @@ class Result:
 
 def conformance(*args: str, timeout: float = 120, columns: str | None = "1000", preexec_fn=None) -> Result:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", *map(str, args)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, env=_env(columns), timeout=timeout,
                           preexec_fn=preexec_fn)
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)

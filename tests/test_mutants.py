@@ -40,7 +40,7 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone(spec, name):
 
 
 def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "mutants", SPEC, "--profile", "quick",
+    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "mutants", SPEC, "--profile", "quick",
                            "--only", "list_cross_thread", "--only", "restart_keeps_jobs"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -20,7 +20,7 @@ def test_node_selftest_passes():
 
 
 def test_node_implementation_conforms(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "spec/thread-jobs.yaml",
+    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "run", "spec/thread-jobs.yaml",
                            "--adapter-cmd", f"{NODE} examples/node-thread-jobs/adapter.js",
                            "--profile", "quick", "--report-dir", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -14,7 +14,7 @@ def _run_suite(tmp_path, adapter_line: str, *extra):
         test_thread_jobs = conformance_suite({str(ROOT / 'spec/thread-jobs.yaml')!r}, {adapter_line}
                                              profile="quick")
     """))
-    return subprocess.run([sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
+    return subprocess.run([sys.executable, "-P", "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
                            "-o", "addopts=", *extra], cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
 

@@ -14,6 +14,12 @@ from pathlib import Path
 import pytest
 
 from conformance.engine import stateful
+
+import lifecycle_references
+
+# -S skips site-packages for a fast start, so the tool's package is put on the
+# path where it is installed (not the source tree, which would hide packaging bugs).
+INSTALLED_ROOT = str(Path(lifecycle_references.__file__).resolve().parents[1])
 from lifecycle_references.async_cli.wiring import CONFIG
 from conformance.adapters.command import kill_marked_processes
 from conformance.engine.runner import RunConfig, run_conformance
@@ -81,7 +87,7 @@ def no_leftover_workers():
 
 
 def tool(state: Path, clock: Path, *args: str, mutant: str | None = None) -> tuple[int, dict]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ASYNC_CLI_STATE_DIR=str(state), ASYNC_CLI_CLOCK_FILE=str(clock),
+    env = dict(os.environ, PYTHONPATH=INSTALLED_ROOT, ASYNC_CLI_STATE_DIR=str(state), ASYNC_CLI_CLOCK_FILE=str(clock),
                CONFORMANCE_COMMAND_RUN=TOKEN)
     env.pop("ASYNC_CLI_MUTANT", None)
     if mutant:
@@ -192,7 +198,7 @@ def test_the_worker_is_detached_and_settles_the_job_itself(tmp_path):
 
 
 def test_cli_run_and_replay_commands_name_the_config(tmp_path):
-    command = [sys.executable, "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(CONFIG), "--scenario", "E1",
+    command = [sys.executable, "-P", "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(CONFIG), "--scenario", "E1",
                "--report-dir", str(tmp_path)]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

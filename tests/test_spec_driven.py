@@ -39,7 +39,7 @@ def test_reference_keeping_20_fails_with_a_counterexample(spec_with_retention_5,
     counterexample = Path(failure["counterexample_file"])
     assert counterexample.exists()
     # The shrunk counterexample replays: it fails against the same implementation...
-    replay = subprocess.run([sys.executable, "-m", "conformance.cli", "replay", str(spec_with_retention_5),
+    replay = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "replay", str(spec_with_retention_5),
                              str(counterexample), "--report-dir", str(tmp_path / "replay")],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert replay.returncode == 1, replay.stdout + replay.stderr

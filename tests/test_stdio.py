@@ -36,11 +36,13 @@ from conformance.adapters.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAd
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "spec/thread-jobs.yaml"
-EXAMPLE = "python examples/python-stdio/adapter.py"
+# The running interpreter, never a `python` from PATH (it may lack the kit).
+PY = shlex.quote(sys.executable)
+EXAMPLE = f"{PY} examples/python-stdio/adapter.py"
 
 
 def fixture(name: str, *args: str) -> str:
-    return " ".join(["python", f"tests/fixtures/stdio/{name}.py", *args])
+    return " ".join([PY, f"tests/fixtures/stdio/{name}.py", *args])
 
 
 class Run:
@@ -64,7 +66,7 @@ class Run:
 def run_kit(tmp_path: Path, command: str, *options: str, env: dict | None = None, timeout: float = 240,
             subcommand: tuple[str, ...] = ("run", SPEC)) -> Run:
     report_dir = tmp_path / "report"
-    argv = [sys.executable, "-m", "conformance.cli", *subcommand, "--adapter-cmd", command,
+    argv = [sys.executable, "-P", "-m", "conformance.cli", *subcommand, "--adapter-cmd", command,
             "--report-dir", str(report_dir), "--timeout", "2", *options]
     started = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
@@ -243,10 +245,10 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
 
 @pytest.mark.parametrize("command, said", [
     ("no-such-program-xyz --flag", "cannot start the adapter program 'no-such-program-xyz --flag'"),
-    ("python -c 'import sys; sys.exit(4)'", "handshake failed: the program exited with status 4"),
+    (f"{PY} -c 'import sys; sys.exit(4)'", "handshake failed: the program exited with status 4"),
     ("", "the adapter command is empty"),
     ("'unbalanced", "cannot split adapter command"),
-    ("python -c 'import time; time.sleep(60)'", "did not answer within 2s"),
+    (f"{PY} -c 'import time; time.sleep(60)'", "did not answer within 2s"),
 ], ids=["missing", "exits-at-once", "empty", "bad-quotes", "silent"])
 def test_a_program_that_cannot_start_is_an_adapter_error(tmp_path, command, said):
     run = run_kit(tmp_path, command)
@@ -255,7 +257,7 @@ def test_a_program_that_cannot_start_is_an_adapter_error(tmp_path, command, said
 
 
 def test_adapter_cmd_excludes_adapter(tmp_path):
-    argv = [sys.executable, "-m", "conformance.cli", "run", SPEC, "--adapter-cmd", EXAMPLE,
+    argv = [sys.executable, "-P", "-m", "conformance.cli", "run", SPEC, "--adapter-cmd", EXAMPLE,
             "--adapter", "lifecycle_references.thread_jobs:ReferenceAdapter", "--report-dir", str(tmp_path)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

@@ -18,7 +18,9 @@ def resolve_target(target: str) -> Any:
     if not sep or not module_name or not attr:
         raise AdapterLoadError(f"adapter target {target!r} must look like package.module:Attribute")
     if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # let users name modules of the project they run in
+        # Let users name modules of the project they run in; appended, so that a
+        # checkout of a package never hides the installed one.
+        sys.path.append(str(Path.cwd()))
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

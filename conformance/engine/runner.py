@@ -17,7 +17,7 @@ from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec
 from .failures import Failure
 from ..adapters.python import adapter_factory
-from .scenarios import ScenarioOutcome, run_scenario
+from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
 from .stateful import PROFILES, run_stateful
 
@@ -221,8 +221,14 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     run_stateful_part = config.stateful and not config.replay_file and not config.only
     progress.start(len(scenarios), run_stateful_part)
 
+    profile_name = identity.get("profile") or "default"
     for scenario in scenarios:
         outcome = run_scenario(session, scenario, capabilities)
+        if outcome.verdict == NOT_APPLICABLE:
+            report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
+                {"id": scenario.id, "title": scenario.title, "reason": outcome.note})
+            progress.scenario_done(outcome)
+            continue
         if outcome.failure is not None:
             outcome.failure.replay = (f"conformance replay {shlex.quote(config.spec_path)} "
                                       f"{shlex.quote(config.replay_file)} {adapter_args}" if config.replay_file

@@ -2,6 +2,8 @@
 every written expectation checked against what the implementation did."""
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -14,13 +16,29 @@ from ..errors import AdapterLoadError
 from .failures import Failure
 from .session import Session
 
-__all__ = ["ScenarioOutcome", "run_scenario", "run_steps"]
+__all__ = ["NOT_APPLICABLE", "ScenarioOutcome", "not_applicable_reason", "run_scenario", "run_steps"]
+
+# A scenario written for other parameters (another profile): not a skip, and
+# not a test item; reports count these on one line and list them in report.json.
+NOT_APPLICABLE = "not-applicable"
+
+
+def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
+    """Why these parameters make the scenario inapplicable, in words, or None."""
+    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": params}):
+        names = sorted(set(re.findall(r"params\.(\w+)", scenario.assumes.source)))
+        here = ", ".join(f"{n} = {json.dumps(params.get(n))}" for n in names if n in params)
+        return f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
+    absent = sorted(_operations(scenario.steps) - spec.offered_operations(params))
+    if absent:
+        return f"it calls {', '.join(absent)}, which these parameters do not offer"
+    return None
 
 
 @dataclass
 class ScenarioOutcome:
     scenario: Scenario
-    verdict: str  # pass | fail | error | skip
+    verdict: str  # pass | fail | error | skip | not-applicable
     failure: Failure | None
     duration_s: float
     note: str | None = None
@@ -41,15 +59,12 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     requires = getattr(scenario, "requires", ()) or ()
     missing = [r for r in requires if not capabilities.get(r)]
     if missing:
-        note = f"the implementation does not declare capability {', '.join(missing)}"
+        note = (f"needs the {', '.join(missing)} capability, which the implementation does not declare "
+                f"(describe() -> capabilities)")
         return ScenarioOutcome(scenario, "skip", None, 0.0, note)
-    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": session.params}):
-        note = f"the scenario assumes {scenario.assumes.source}, which these parameters do not meet"
-        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
-    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
-    if absent:
-        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
-        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
+    reason = not_applicable_reason(session.spec, scenario, session.params)
+    if reason:
+        return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, reason)
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})
@@ -91,10 +106,6 @@ def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
     if failure.kind in _DEFINITIVE or any(isinstance(s, ConcurrentStep) for s in _flatten(scenario.steps)):
         return failure
     first_trace = failure.steps
-    absent = sorted(_operations(scenario.steps) - session.spec.offered_operations(session.params))
-    if absent:
-        note = f"the scenario calls {', '.join(absent)}, which these parameters do not offer"
-        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})

@@ -84,6 +84,12 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
             console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
             shown_replays.add(replay)
 
+    not_applicable = report.get("not_applicable")
+    if not_applicable and not_applicable.get("scenarios"):
+        console.print(Text(f"{len(not_applicable['scenarios'])} scenario(s) not applicable to profile "
+                           f"{not_applicable.get('profile')} (written for other parameters; listed in report.json)",
+                           style="dim"))
+
     problems = report.get("problems") or []
     if problems:
         console.print()

@@ -79,6 +79,10 @@ def _header(report: dict) -> list[str]:
     c = verdict_counts(scenarios)
     result = (f"**Result:** {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
               f"of {len(scenarios)} scenarios")
+    not_applicable = (report.get("not_applicable") or {}).get("scenarios") or []
+    if not_applicable:
+        result += (f" · {len(not_applicable)} not applicable to profile "
+                   f"{_code(report['not_applicable'].get('profile'))}")
     stateful = report.get("stateful")
     result += f" · stateful exploration {_verdict(stateful.get('verdict'))}" if stateful else " · stateful exploration not run"
     return lines + [result, ""]
@@ -93,6 +97,17 @@ def _matrix(report: dict) -> list[str]:
     lines += [f"| {_cell(s.get('id'))} | {_cell(s.get('category') or '')} | {_cell(s.get('title') or '')} "
               f"| {_verdict(s.get('verdict'))} |" for s in scenarios]
     return lines + [""]
+
+
+def _not_applicable(report: dict) -> list[str]:
+    entries = (report.get("not_applicable") or {}).get("scenarios") or []
+    if not entries:
+        return []
+    lines = ["<details><summary>" + f"{len(entries)} scenario(s) not applicable to profile "
+             + _text(str(report["not_applicable"].get("profile"))) + "</summary>", "",
+             "| ID | Scenario | Why |", "|---|---|---|"]
+    lines += [f"| {_cell(e['id'])} | {_cell(e.get('title') or '')} | {_cell(e['reason'])} |" for e in entries]
+    return lines + ["", "</details>", ""]
 
 
 def _stateful(report: dict) -> list[str]:
@@ -150,7 +165,7 @@ def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
 
 
 def render_summary_markdown(report: dict) -> str:
-    lines = _header(report) + _matrix(report) + _stateful(report)
+    lines = _header(report) + _matrix(report) + _not_applicable(report) + _stateful(report)
 
     failures = list(failed_checks(report))
     if failures:

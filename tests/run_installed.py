@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Run the test suite against the kit as users get it.
+
+Builds the wheel from this checkout, installs it (not editable) into a fresh
+virtual environment outside the repository, and runs pytest from a directory
+outside the source tree with ``-P``, so the checkout cannot shadow the
+installed package (tests/conftest.py checks that it does not). Needs only a
+Python 3.11+ with venv; everything else comes from the package index.
+
+    python3 tests/run_installed.py            # the whole suite
+    python3 tests/run_installed.py -k stdio   # extra arguments go to pytest
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_EXTRAS = "test"
+
+
+def _run(argv: list, **kwargs) -> None:
+    print("+ " + " ".join(str(a) for a in argv), flush=True)
+    subprocess.run(argv, check=True, **kwargs)
+
+
+def main(argv: list[str]) -> int:
+    work = Path(tempfile.mkdtemp(prefix="lifecycle-conformance-test-"))
+    try:
+        env_dir, wheels, outside = work / "venv", work / "dist", work / "cwd"
+        outside.mkdir()
+        venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+        python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+        _run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, ROOT])
+        wheel = next(wheels.glob("lifecycle_conformance-*.whl"))
+        _run([python, "-m", "pip", "install", "-q", f"{wheel}[{TEST_EXTRAS}]"])
+        env = dict(os.environ, CONFORMANCE_TEST_INSTALLED="1", CONFORMANCE_REPO=str(ROOT))
+        env.pop("PYTHONPATH", None)
+        command = [python, "-P", "-m", "pytest", "-c", ROOT / "pyproject.toml", "--rootdir", ROOT, ROOT / "tests",
+                   *argv]
+        print("+ " + " ".join(str(a) for a in command), flush=True)
+        return subprocess.run(command, cwd=outside, env=env).returncode
+    except subprocess.CalledProcessError as exc:
+        print(f"setting up the installed kit failed: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
