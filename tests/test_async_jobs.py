@@ -26,17 +26,22 @@ def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
 
 
 @pytest.mark.parametrize("profile, own, other", [("job-manager", "JM-", "TT-"), ("task-table", "TT-", "JM-")])
-def test_each_reference_profile_conforms_and_skips_the_other_profiles_scenarios(profile, own, other, tmp_path):
+def test_each_reference_profile_conforms_and_lists_the_other_profiles_scenarios_as_not_applicable(
+        profile, own, other, tmp_path):
     report = _run(profile=profile, report_dir=tmp_path)
     assert report["verdict"] == "pass", report.get("problems") or report["stateful"].get("failure")
     verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}
-    assert all(v == "pass" for sid, v in verdicts.items() if sid.startswith(own))
-    assert all(v == "skip" for sid, v in verdicts.items() if sid.startswith(other))
-    assert sum(sid.startswith(own) for sid in verdicts) >= 25
+    assert verdicts and all(sid.startswith(own) and v == "pass" for sid, v in verdicts.items())
+    assert len(verdicts) >= 25
+    not_applicable = report["not_applicable"]
+    assert not_applicable["profile"] == profile
+    assert not_applicable["scenarios"] and all(e["id"].startswith(other) for e in not_applicable["scenarios"])
+    assert "surface = " in not_applicable["scenarios"][0]["reason"]  # why, with this profile's value
     assert report["stateful"]["coverage"]["uncovered"] == []
     junit = (tmp_path / "junit.xml").read_text()
-    assert "params.surface" in junit  # a skipped scenario says why
-    assert "stateDiagram" in (tmp_path / "summary.md").read_text()
+    assert other not in junit and "skipped=\"0\"" in junit  # not 30 skipped test cases
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"not applicable to profile `{profile}`" in summary and "stateDiagram" in summary
 
 
 def _copy_spec(folder: Path, pattern: str, replacement: str) -> Path:
