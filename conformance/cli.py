@@ -231,7 +231,12 @@ def validate(specs):
     or 2."""
     bad = 0
     for given in specs:
-        path = _spec_file(given)
+        try:
+            path = resolve_spec(given)  # a path that does not exist comes back for the loader to report
+        except SpecNotFound as exc:
+            bad += 1
+            errors.print(Text(f"✗ {given}", style="bold red") + Text(f": {exc}"))
+            continue
         if _is_fragment(path):
             console.print(Text("· ", style="dim") + Text(f"{given}: a fragment (no `format:`), checked as part of "
                                                           f"the spec that includes it"))

@@ -62,7 +62,7 @@ def test_validate_run_and_mutants_by_name(tmp_path, name):
 
 
 def test_the_docs_the_cli_points_at_are_installed(tmp_path):
-    help_text = kit(tmp_path, "run", "--help").stdout
+    help_text = " ".join(kit(tmp_path, "run", "--help").stdout.split())
     assert "conformance docs adapter-protocol" in help_text
     proc = kit(tmp_path, "docs", "adapter-protocol")
     assert proc.returncode == 0 and "hello" in proc.stdout
