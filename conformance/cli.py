@@ -20,6 +20,7 @@ from statemachines import SpecError, load_spec
 
 from . import runner as R
 from .errors import AdapterLoadError, ConformanceError
+from .schema_files import SCHEMA_NAMES
 from .session import DEFAULT_TIMEOUT_S
 from .stateful import PROFILES
 
@@ -275,6 +276,28 @@ def mutants(spec, profile, seed, only, timeout_s):
                   f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
                   highlight=False)
     sys.exit(1 if survived else 0)
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(SCHEMA_NAMES))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the schema to this file instead of printing it.")
+def schema(name, output):
+    """Print the JSON Schema of a spec file (spec-fragment: a file a spec
+    includes), report.json, the stdio protocol's messages or a command adapter config (for editors: save it and point
+    `# yaml-language-server: $schema=<file>` at it)."""
+    from .schema_files import schema_json
+
+    text = schema_json(name)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise click.UsageError(f"cannot write {output}: {exc.strerror}") from None
+    console.print(f"wrote the {name} schema to {output}", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> None:
