@@ -20,6 +20,7 @@ from statemachines import SpecError, load_spec
 
 from . import runner as R
 from .errors import AdapterLoadError, ConformanceError
+from .scaffold import TRANSPORTS
 from .schema_files import SCHEMA_NAMES
 from .session import DEFAULT_TIMEOUT_S
 from .stateful import PROFILES
@@ -157,7 +158,10 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     Hypothesis stateful exploration generated from the spec."""
     from .loading import parse_options
 
+    from .specs import resolve_spec
+
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
+    spec = resolve_spec(spec)
     try:
         options = parse_options(adapter_opts)
     except AdapterLoadError as exc:
@@ -276,6 +280,51 @@ def mutants(spec, profile, seed, only, timeout_s):
                   f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
                   highlight=False)
     sys.exit(1 if survived else 0)
+
+
+@cli.command()
+@click.argument("spec")
+@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="python", show_default=True,
+              help="python: an Adapter class in the kit's process; stdio-python / stdio-node: a program "
+                   "speaking the stdio protocol.")
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Where to write the adapter and its pytest file.")
+@click.option("--force", is_flag=True, help="Overwrite files the scaffold would replace.")
+def init(spec, transport, directory, force):
+    """Write an adapter skeleton for SPEC (a bundled spec's name or a path) and a
+    pytest file running it: every operation stubbed, answering not_implemented,
+    with a comment naming its args, result and errors. It runs as written."""
+    import shlex
+    import shutil
+
+    from .scaffold import ScaffoldError, plan_scaffold, write_scaffold
+    from .specs import resolve_spec
+
+    path = resolve_spec(spec)
+    try:
+        loaded = load_spec(path)
+    except SpecError as exc:
+        errors.print(Text(f"✗ {spec}", style="bold red") + Text(f": {len(exc.problems)} problem(s)"))
+        for problem in exc.problems:
+            errors.print(Text(f"  {problem}"))
+        sys.exit(2)
+    # A bundled name stays a name; a path is written relative to the target directory.
+    spec_ref = spec if path != spec else os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
+    scaffold = plan_scaffold(loaded, spec_ref, transport)
+    try:
+        written = write_scaffold(scaffold, directory, force=force)
+    except ScaffoldError as exc:
+        errors.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    here = plan_scaffold(loaded, spec_ref, transport, python=shlex.quote(sys.executable),
+                         pytest=f"{shlex.quote(sys.executable)} -m pytest")
+    for file in written:
+        console.print(Text("✓ ", style="green") + Text(f"wrote {file}"))
+    console.print(f"{len(loaded.operations)} operations of {loaded.id} {loaded.version} stubbed; each answers "
+                  f"not_implemented until you connect it. Run it now, from {directory}:", highlight=False)
+    console.print(f"  {here.run_command}\n  {here.test_command}", highlight=False, soft_wrap=True)
+    if transport == "stdio-node" and shutil.which("node") is None:
+        errors.print("note: `node` is not on PATH; install Node.js to run the adapter program", markup=False)
 
 
 @cli.command()
