@@ -167,3 +167,16 @@ def test_ini_entry_settings():
     assert (suite.spec, suite.name, suite.adapter_cmd, suite.adapter_options, suite.profile, suite.seed,
             suite.timeout_s, suite.stateful) == ("spec/x.yaml", "mine", "node my adapter.js",
                                                  {"profile": "p", "k": "v=w"}, "deep", 7, 2.5, False)
+
+
+def test_ini_option_in_pytest_ini(pytester):
+    pytester.makefile(".ini", pytest="""
+        [pytest]
+        conformance_suites =
+            thread-jobs name=tj stateful=no
+            async-jobs adapter-opt=profile=task-table
+    """)
+    result = _run(pytester, "--co", "-q")
+    result.stdout.fnmatch_lines(["pytest.ini::tj[[]N1[]]", "pytest.ini::async-jobs[[]TT-N1[]]",
+                                 "pytest.ini::async-jobs[[]stateful[]]"])
+    result.stdout.no_fnmatch_line("pytest.ini::tj[[]stateful[]]")
