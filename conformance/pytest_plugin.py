@@ -111,6 +111,16 @@ def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options:
 _TRUE, _FALSE = {"yes", "true", "1", "on"}, {"no", "false", "0", "off"}
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise SuiteEntryError(f"timeout={value!r} must be a positive number of seconds")
+    return seconds
+
+
 def parse_suite_entry(entry: str) -> SuiteDefinition:
     """``"thread-jobs adapter=my.mod:Adapter profile=quick"`` -> a definition."""
     try:
@@ -140,12 +150,7 @@ def parse_suite_entry(entry: str) -> SuiteDefinition:
                 raise SuiteEntryError(f"seed={value!r} must be a whole number")
             suite.seed = int(value)
         elif key == "timeout":
-            try:
-                suite.timeout_s = float(value)
-            except ValueError:
-                suite.timeout_s = -1.0
-            if not 0 < suite.timeout_s < float("inf"):
-                raise SuiteEntryError(f"timeout={value!r} must be a positive number of seconds")
+            suite.timeout_s = _seconds(value)
         elif key == "stateful":
             if value.lower() not in _TRUE | _FALSE:
                 raise SuiteEntryError(f"stateful={value!r} must be yes or no")

@@ -180,3 +180,20 @@ def test_ini_option_in_pytest_ini(pytester):
     result.stdout.fnmatch_lines(["pytest.ini::tj[[]N1[]]", "pytest.ini::async-jobs[[]TT-N1[]]",
                                  "pytest.ini::async-jobs[[]stateful[]]"])
     result.stdout.no_fnmatch_line("pytest.ini::tj[[]stateful[]]")
+
+
+def test_skips_point_at_the_suite_with_a_readable_reason(pytester):
+    _project(pytester)
+    pytester.makepyfile(sequential_adapter="""
+        from conformance.reference.thread_jobs import ReferenceAdapter
+        class Adapter(ReferenceAdapter):
+            def describe(self):
+                return {**super().describe(), "capabilities": {"concurrent": False}}
+    """, test_sequential="""
+        from conformance.pytest_plugin import conformance_suite
+
+        test_tj = conformance_suite("thread-jobs", adapter="sequential_adapter:Adapter")
+    """)
+    result = _run(pytester, "-k", "B4", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_sequential.py:3: *capability concurrent*"])
