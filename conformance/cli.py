@@ -324,7 +324,7 @@ def init(spec, transport, directory, force):
     import shlex
     import shutil
 
-    from .scaffold import ScaffoldError, plan_scaffold, write_scaffold
+    from .scaffold import ScaffoldError, check_scaffold, plan_scaffold, write_scaffold
     from .specs import resolve_spec
 
     path = resolve_spec(spec)
@@ -350,8 +350,13 @@ def init(spec, transport, directory, force):
     console.print(f"{len(loaded.operations)} operations of {loaded.id} {loaded.version} stubbed; each answers "
                   f"not_implemented until you connect it. Run it now, from {directory}:", highlight=False)
     console.print(f"  {here.run_command}\n  {here.test_command}", highlight=False, soft_wrap=True)
-    if transport == "stdio-node" and shutil.which("node") is None:
-        errors.print("note: `node` is not on PATH; install Node.js to run the adapter program", markup=False)
+    adapter_file = next(name for name in scaffold.files if not name.startswith("test_"))
+    problem = check_scaffold(loaded, path, transport, directory, adapter_file)
+    if problem is None:
+        console.print(Text("✓ ", style="green") + Text(f"{adapter_file} starts and answers the kit's handshake"))
+    else:
+        hint = " (is Node.js installed?)" if transport == "stdio-node" and shutil.which("node") is None else ""
+        errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {problem}", markup=False)
 
 
 @cli.command()

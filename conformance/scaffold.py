@@ -13,6 +13,7 @@ import keyword
 import os
 import re
 import shlex
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from statemachines import Spec
 from .errors import ConformanceError
 from .failures import NOT_IMPLEMENTED
 
-__all__ = ["TRANSPORTS", "ScaffoldError", "Scaffold", "plan_scaffold", "write_scaffold", "render_schema"]
+__all__ = ["TRANSPORTS", "ScaffoldError", "Scaffold", "plan_scaffold", "write_scaffold", "check_scaffold",
+           "render_schema"]
 
 TRANSPORTS = {
     "python": "a Python adapter class, run in the kit's process (--adapter module:Adapter)",
@@ -462,3 +464,33 @@ def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: b
     except OSError as exc:
         raise ScaffoldError(f"cannot write the scaffold into {target}: {exc.strerror or exc}") from None
     return written
+
+
+def check_scaffold(spec: Spec, spec_path: str, transport: str, directory: str | os.PathLike,
+                   adapter_file: str) -> str | None:
+    """Start the written adapter and take its handshake, as a run would; None if
+    it answers, else what went wrong (e.g. Node.js is not installed)."""
+    from statemachines import SpecError
+
+    from .errors import AdapterLoadError
+    from .loading import adapter_factory
+    from .runner import RunConfig, prepare
+    from .stdio import stdio_factory
+
+    where = str(Path(directory).resolve())
+    try:
+        if transport == "python":
+            sys.path.insert(0, where)  # import the module now, from where it was written
+            try:
+                factory = adapter_factory(f"{Path(adapter_file).stem}:Adapter")
+            finally:
+                sys.path.remove(where)
+        else:
+            program = [sys.executable] if transport == "stdio-python" else ["node"]
+            factory = stdio_factory([*program, adapter_file], spec, cwd=where)
+        prepared = prepare(RunConfig(spec_path=spec_path, adapter_factory=factory, adapter_label=adapter_file,
+                                     report_dir=None))
+    except (SpecError, AdapterLoadError) as exc:
+        return str(exc)
+    prepared.session.close()
+    return None
