@@ -2,6 +2,8 @@
 ``spec/`` (the repository's place for them) and ship as the package
 ``lifecycle_specs``; the docs (``docs/``) ship as ``conformance.docs`` so
 ``conformance docs`` can print them. Both are read with importlib.resources."""
+import tempfile
+
 from setuptools import find_namespace_packages, setup
 
 PACKAGES = find_namespace_packages(include=["statemachines", "statemachines.*", "conformance", "conformance.*",
@@ -18,4 +20,7 @@ setup(
         "lifecycle_references.async_cli": ["*.yaml"],
     },
     include_package_data=False,
+    # Each build starts from an empty build directory: a build/ left in the
+    # checkout would carry modules that were moved or deleted into the wheel.
+    options={"build": {"build_base": tempfile.mkdtemp(prefix="lifecycle-conformance-build-")}},
 )

@@ -23,6 +23,8 @@ from .progress import NORMAL, QUIET, VERBOSE, BarProgress, progress_for
 from .specs import SpecNotFound, bundled_specs, resolve_spec
 from .engine.session import DEFAULT_TIMEOUT_S
 from .engine.stateful import PROFILES
+from .scaffold import TRANSPORTS
+from .schema_files import SCHEMA_NAMES
 
 __all__ = ["main", "cli"]
 
@@ -223,6 +225,28 @@ def _is_fragment(path: str) -> bool:
     return isinstance(data, dict) and "format" not in data and "id" not in data and bool(data)
 
 
+def _including_specs(fragment: str) -> list[str]:
+    """Spec files in the fragment's directory whose `include:` names it."""
+    from pathlib import Path
+
+    from statemachines.source import load_yaml_file
+
+    target = Path(fragment).resolve()
+    found = []
+    for candidate in sorted(target.parent.glob("*.y*ml")):
+        if candidate.resolve() == target:
+            continue
+        try:
+            data, _ = load_yaml_file(str(candidate))
+        except SpecError:
+            continue
+        includes = data.get("include") if isinstance(data, dict) else None
+        if isinstance(includes, list) and any(isinstance(name, str) and (candidate.parent / name).resolve() == target
+                                              for name in includes):
+            found.append(str(Path(fragment).parent / candidate.name))
+    return found
+
+
 @cli.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(specs):
@@ -230,7 +254,8 @@ def validate(specs):
     SPECS item is a file or the name of an installed spec. Exit 0 (all valid)
     or 2."""
     bad = 0
-    for given in specs:
+    queue = list(specs)
+    for given in queue:
         try:
             path = resolve_spec(given)  # a path that does not exist comes back for the loader to report
         except SpecNotFound as exc:
@@ -238,8 +263,12 @@ def validate(specs):
             errors.print(Text(f"✗ {given}", style="bold red") + Text(f": {exc}"))
             continue
         if _is_fragment(path):
-            console.print(Text("· ", style="dim") + Text(f"{given}: a fragment (no `format:`), checked as part of "
-                                                          f"the spec that includes it"))
+            # A changed fragment (e.g. from a pre-commit hook) is checked through the specs beside it
+            # that include it, so a broken scenario file cannot pass on its own.
+            owners = _including_specs(path)
+            queue += [owner for owner in owners if owner not in queue]
+            via = f"checked through {', '.join(owners)}" if owners else "checked as part of the spec that includes it"
+            console.print(Text("· ", style="dim") + Text(f"{given}: a fragment (no `format:`), {via}"))
             continue
         try:
             spec = load_spec(path)
@@ -375,6 +404,77 @@ class _nothing:
 
     def __exit__(self, *exc):
         return None
+
+
+@cli.command()
+@click.argument("spec")
+@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="python", show_default=True,
+              help="python: an Adapter class in the kit's process; stdio-python / stdio-node: a program "
+                   "speaking the stdio protocol.")
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Where to write the adapter and its pytest file.")
+@click.option("--force", is_flag=True, help="Overwrite files the scaffold would replace.")
+def init(spec, transport, directory, force):
+    """Write an adapter skeleton for SPEC (a bundled spec's name or a path) and a
+    pytest file running it: every operation stubbed, answering not_implemented,
+    with a comment naming its args, result and errors. It runs as written."""
+    import shlex
+    import shutil
+
+    from .scaffold import ScaffoldError, check_scaffold, plan_scaffold, write_scaffold
+
+    path = _spec_file(spec)
+    try:
+        loaded = load_spec(path)
+    except SpecError as exc:
+        errors.print(Text(f"✗ {spec}", style="bold red") + Text(f": {len(exc.problems)} problem(s)"))
+        for problem in exc.problems:
+            errors.print(Text(f"  {problem}"))
+        sys.exit(2)
+    # A bundled name stays a name; a path is written relative to the target directory.
+    spec_ref = spec if path != spec else os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
+    scaffold = plan_scaffold(loaded, spec_ref, transport)
+    try:
+        written = write_scaffold(scaffold, directory, force=force)
+    except ScaffoldError as exc:
+        errors.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    here = plan_scaffold(loaded, spec_ref, transport, python=shlex.quote(sys.executable),
+                         pytest=f"{shlex.quote(sys.executable)} -m pytest")
+    for file in written:
+        console.print(Text("✓ ", style="green") + Text(f"wrote {file}"))
+    console.print(f"{len(loaded.operations)} operations of {loaded.id} {loaded.version} stubbed; each answers "
+                  f"not_implemented until you connect it. Run it now, from {directory}:", highlight=False)
+    console.print(f"  {here.run_command}\n  {here.test_command}", highlight=False, soft_wrap=True)
+    adapter_file = next(name for name in scaffold.files if not name.startswith("test_"))
+    problem = check_scaffold(loaded, path, transport, directory, adapter_file)
+    if problem is None:
+        console.print(Text("✓ ", style="green") + Text(f"{adapter_file} starts and answers the kit's handshake"))
+    else:
+        hint = " (is Node.js installed?)" if transport == "stdio-node" and shutil.which("node") is None else ""
+        errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {problem}", markup=False)
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(SCHEMA_NAMES))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the schema to this file instead of printing it.")
+def schema(name, output):
+    """Print the JSON Schema of a spec file (spec-fragment: a file a spec
+    includes), report.json, the stdio protocol's messages or a command adapter config (for editors: save it and point
+    `# yaml-language-server: $schema=<file>` at it)."""
+    from .schema_files import schema_json
+
+    text = schema_json(name)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise click.UsageError(f"cannot write {output}: {exc.strerror}") from None
+    console.print(f"wrote the {name} schema to {output}", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,15 +4,40 @@ In a test module::
 
     from conformance.pytest_plugin import conformance_suite
 
-    test_thread_jobs = conformance_suite("spec/thread-jobs.yaml",
-                                         adapter="my_runtime.conformance:Adapter")
+    test_thread_jobs = conformance_suite("thread-jobs", adapter="my_runtime.conformance:Adapter")
 
 collects one test item per scenario, named by its id (``test_thread_jobs[N1]``
-...), plus ``test_thread_jobs[stateful]`` for the generated exploration.
+...), plus ``test_thread_jobs[stateful]`` for the generated exploration, all
+reported at that line of that file. The spec is a bundled spec's name or a
+path, relative to the test file first, then to pytest's rootdir.
+
+Without writing Python, list suites in ``pyproject.toml`` (or ``pytest.ini``)::
+
+    [tool.pytest.ini_options]
+    conformance_suites = [
+      "thread-jobs adapter=my_runtime.conformance:Adapter profile=quick",
+      "spec/mine.yaml name=node-impl adapter-cmd='node adapter.js' adapter-opt=profile=strict",
+    ]
+
+Each entry is a spec (name or path) followed by ``key=value`` settings named
+like ``conformance run``'s options (see :data:`SUITE_KEYS`); paths and
+adapter commands are taken relative to the config file's directory. Their
+items are ``pyproject.toml::thread-jobs[N1]`` ...; they are collected when
+pytest runs without file arguments, or when the config file itself is named
+(``pytest pyproject.toml``). Every item carries the ``conformance`` marker
+(``-m conformance`` / ``-m "not conformance"``).
+
 ``--conformance-profile`` and ``--conformance-seed`` override the defaults.
-The items run on the same engine as the ``conformance`` command.
+The items run on the same engine as the ``conformance`` command; under
+pytest-xdist each worker starts its own instance of the implementation.
 """
 from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,81 +45,350 @@ import pytest
 # here); the engine is imported when a suite is built.
 PROFILE_NAMES = ("ci", "deep", "quick")
 
-__all__ = ["conformance_suite", "pytest_addoption"]
+__all__ = ["conformance_suite", "pytest_addoption", "SUITE_KEYS", "parse_suite_entry", "SuiteDefinition",
+           "SuiteEntryError"]
 
 STATEFUL_ID = "stateful"
+INI_OPTION = "conformance_suites"
+MARKER = "conformance"
 
+# Settings of one `conformance_suites` entry, named like `conformance run`'s options.
+SUITE_KEYS = {
+    "name": "the suite's name in node ids (default: the spec's file name without .yaml)",
+    "adapter": "MODULE:ATTR, a Python adapter (default: the spec's bundled reference)",
+    "adapter-opt": "KEY=VALUE passed to the adapter (repeatable)",
+    "adapter-cmd": "a program speaking the stdio protocol, run in the config file's directory",
+    "adapter-cli": "a command adapter config file",
+    "profile": "exploration profile: quick (default), ci or deep",
+    "seed": "seed of the exploration (default 1)",
+    "timeout": "seconds one operation may take (default 10)",
+    "stateful": "yes (default) or no: run the generated exploration",
+}
+
+
+class SuiteEntryError(ValueError):
+    """A `conformance_suites` entry that cannot be read; the message says how to fix it."""
+
+
+@dataclass
+class SuiteDefinition:
+    """One conformance suite as a user declared it (in Python or in the ini file)."""
+
+    spec: str
+    adapter: str | None = None
+    adapter_cmd: str | None = None
+    adapter_cli: str | None = None
+    adapter_options: dict = field(default_factory=dict)
+    profile: str = "quick"
+    seed: int = 1
+    stateful: bool = True
+    timeout_s: float = 10.0
+    name: str | None = None
+    # Where it was declared: reports point there, relative paths start there.
+    file: str | None = None
+    line: int = 0  # 0-based, as pytest's reportinfo
+
+
+def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options: dict | None = None,
+                      adapter_cmd: str | None = None, adapter_cli: str | None = None,
+                      profile: str = "quick", seed: int = 1, stateful: bool = True,
+                      timeout_s: float = 10.0) -> SuiteDefinition:
+    """A conformance suite for the module it is assigned in: pytest collects one
+    item per scenario, plus the exploration, named after the variable."""
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"profile {profile!r} is not one of {', '.join(PROFILE_NAMES)}")
+    if sum(x is not None for x in (adapter, adapter_cmd)) > 1:
+        raise ValueError("give adapter (module:attribute) or adapter_cmd (a program), not both")
+    caller = sys._getframe(1)  # the test module: relative spec paths and reports start there
+    return SuiteDefinition(spec=spec, adapter=adapter, adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
+                           adapter_options=dict(adapter_options or {}), profile=profile, seed=seed,
+                           stateful=stateful, timeout_s=timeout_s, file=caller.f_globals.get("__file__"),
+                           line=caller.f_lineno - 1)
+
+
+# ----------------------------------------------------------------- ini entries
+
+_TRUE, _FALSE = {"yes", "true", "1", "on"}, {"no", "false", "0", "off"}
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise SuiteEntryError(f"timeout={value!r} must be a positive number of seconds")
+    return seconds
+
+
+def parse_suite_entry(entry: str) -> SuiteDefinition:
+    """``"thread-jobs adapter=my.mod:Adapter profile=quick"`` -> a definition."""
+    try:
+        words = shlex.split(entry)
+    except ValueError as exc:
+        raise SuiteEntryError(f"cannot split it into words: {exc} (quote values with spaces)") from None
+    if not words or "=" in words[0]:
+        raise SuiteEntryError("it must start with a spec name or path, then key=value settings")
+    suite = SuiteDefinition(spec=words[0])
+    for word in words[1:]:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise SuiteEntryError(f"{word!r} is not key=value (known keys: {', '.join(SUITE_KEYS)})")
+        if key not in SUITE_KEYS:
+            raise SuiteEntryError(f"unknown key {key!r} (known keys: {', '.join(SUITE_KEYS)})")
+        if key == "adapter-opt":
+            opt, sep, opt_value = value.partition("=")
+            if not sep or not opt:
+                raise SuiteEntryError(f"adapter-opt={value!r} must be adapter-opt=KEY=VALUE")
+            suite.adapter_options[opt] = opt_value
+        elif key == "profile":
+            if value not in PROFILE_NAMES:
+                raise SuiteEntryError(f"profile={value!r} is not one of {', '.join(PROFILE_NAMES)}")
+            suite.profile = value
+        elif key == "seed":
+            if not value.isdigit():
+                raise SuiteEntryError(f"seed={value!r} must be a whole number")
+            suite.seed = int(value)
+        elif key == "timeout":
+            suite.timeout_s = _seconds(value)
+        elif key == "stateful":
+            if value.lower() not in _TRUE | _FALSE:
+                raise SuiteEntryError(f"stateful={value!r} must be yes or no")
+            suite.stateful = value.lower() in _TRUE
+        else:
+            setattr(suite, key.replace("-", "_"), value)
+    if suite.adapter and suite.adapter_cmd:
+        raise SuiteEntryError("give adapter= (a Python adapter) or adapter-cmd= (a program), not both")
+    return suite
+
+
+# ----------------------------------------------------------------- running
+
+def _resolve_spec(spec: str, bases: list[Path]) -> str:
+    """The spec file: relative to the declaring test file, then the rootdir, then an installed spec's name."""
+    from .specs import SpecNotFound, resolve_spec
+
+    try:
+        for base in bases:
+            found = resolve_spec(spec, relative_to=str(base))
+            if Path(found).is_file():
+                return found
+        return resolve_spec(spec)  # what the user wrote (loading then says it cannot be read)
+    except SpecNotFound:
+        return spec  # loading says it cannot be read; the item shows that
+
+
+class CaseFailed(Exception):
+    """A conformance item failed; the message is the kit's failure text."""
+
+
+class _SuiteRun:
+    """One suite in one pytest process: its spec, and one implementation instance
+    started by the first item that runs and closed at the end of the session."""
+
+    def __init__(self, definition: SuiteDefinition, rootdir: Path):
+        self.definition = definition
+        base = Path(definition.file).resolve().parent if definition.file else rootdir
+        self.base = base
+        self.spec_path = _resolve_spec(definition.spec, [base, rootdir])
+        self.state: dict[str, Any] = {}
+        self.not_applicable: list[str] = []
+        self.profile = "default"
+
+    def case_ids(self, config: pytest.Config) -> list[str]:
+        """Scenario ids (+ stateful) that apply to the implementation; raises SpecError.
+
+        Which scenarios apply depends on the parameters the implementation
+        declares, so the implementation is started here; scenarios written for
+        other parameters are no items at all (counted in the terminal summary).
+        If it cannot start, every item fails with the reason."""
+        from statemachines import load_spec
+
+        from .engine.scenarios import not_applicable_reason
+
+        spec = load_spec(self.spec_path)
+        ids = [scenario.id for scenario in spec.scenarios]
+        try:
+            _, prepared = self._prepared(config)
+        except CaseFailed:
+            pass
+        else:
+            self.not_applicable = [s.id for s in spec.scenarios
+                                   if not_applicable_reason(prepared.spec, s, prepared.params) is not None]
+            self.profile = prepared.identity.get("profile") or "default"
+            ids = [i for i in ids if i not in self.not_applicable]
+        return ids + [STATEFUL_ID] if self.definition.stateful else ids
+
+    def _prepared(self, config: pytest.Config):
+        from statemachines import SpecError
+
+        from .errors import AdapterLoadError
+        from .engine.runner import RunConfig, prepare
+
+        if "error" in self.state:
+            raise CaseFailed(self.state["error"])
+        if "prepared" not in self.state:
+            d = self.definition
+            adapter_cli = str(self.base / d.adapter_cli) if d.adapter_cli else None
+            run_config = RunConfig(spec_path=self.spec_path, adapter=d.adapter,
+                                   adapter_options=dict(d.adapter_options), adapter_cmd=d.adapter_cmd,
+                                   adapter_cli=adapter_cli,
+                                   profile=config.getoption("--conformance-profile") or d.profile,
+                                   seed=config.getoption("--conformance-seed") or d.seed,
+                                   report_dir=None, timeout_s=d.timeout_s)
+            try:
+                if d.adapter_cmd:
+                    # The program runs where the suite was declared, so "node adapter.js" works
+                    # from any directory pytest is started in.
+                    from statemachines import load_spec
+
+                    from .adapters.stdio import stdio_factory
+                    run_config.adapter_factory = stdio_factory(d.adapter_cmd, load_spec(self.spec_path),
+                                                               cwd=str(self.base))
+                self.state["prepared"] = prepare(run_config)
+            except (SpecError, AdapterLoadError) as exc:
+                self.state["error"] = f"cannot start the conformance run: {exc}"
+                raise CaseFailed(self.state["error"]) from None
+            self.state["config"] = run_config
+            config.add_cleanup(self.state["prepared"].session.close)
+        return self.state["config"], self.state["prepared"]
+
+    def run_case(self, config: pytest.Config, case: str) -> None:
+        from .reporting._format import failure_text
+        from .engine.runner import run_command
+        from .engine.scenarios import run_scenario
+        from .engine.stateful import run_stateful
+
+        run_config, prepared = self._prepared(config)
+        capabilities = prepared.identity.get("capabilities") or {}
+        report = {"replay": None}
+        if case == STATEFUL_ID:
+            outcome = run_stateful(prepared.spec, prepared.session, profile=run_config.profile,
+                                   seed=run_config.seed, capabilities=capabilities)
+            if outcome.failure is not None:
+                outcome.failure.replay = (f"{run_command(run_config, prepared.target)} --profile "
+                                          f"{run_config.profile} --seed {run_config.seed} --no-scenarios")
+                raise CaseFailed(failure_text(outcome.failure.to_dict(), report))
+            return
+        scenario = next(s for s in prepared.spec.scenarios if s.id == case)
+        outcome = run_scenario(prepared.session, scenario, capabilities)
+        if outcome.failure is not None:
+            outcome.failure.replay = f"{run_command(run_config, prepared.target)} --scenario {case}"
+            raise CaseFailed(failure_text(outcome.failure.to_dict(), report))
+        if outcome.verdict != "pass":  # skip, or not applicable to this implementation
+            pytest.skip(outcome.note or outcome.verdict)
+
+
+class ConformanceItem(pytest.Item):
+    """One scenario (or the exploration) of a suite, reported where the suite was declared."""
+
+    def __init__(self, *, run: _SuiteRun | None, case: str, problem: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.run, self.case, self.problem = run, case, problem
+        self.add_marker(MARKER)
+
+    def runtest(self) -> None:
+        if self.problem is not None:
+            raise CaseFailed(self.problem)
+        self.run.run_case(self.config, self.case)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CaseFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        definition = self.run.definition if self.run else None
+        path = Path(definition.file) if definition and definition.file else self.path
+        return path, (definition.line if definition else 0), self.name
+
+
+def _items(parent, name: str, definition: SuiteDefinition) -> list[ConformanceItem]:
+    from statemachines import SpecError
+
+    run = _SuiteRun(definition, parent.config.rootpath)
+    try:
+        ids = run.case_ids(parent.config)
+    except SpecError as exc:
+        # Collection must not crash with a traceback: one item reports the spec's problems.
+        return [ConformanceItem.from_parent(parent, name=f"{name}[spec]", run=run, case="spec", problem=str(exc))]
+    if run.not_applicable:
+        parent.config.stash.setdefault(_NOT_APPLICABLE, []).append((name, run.profile, run.not_applicable))
+    return [ConformanceItem.from_parent(parent, name=f"{name}[{case}]", run=run, case=case) for case in ids]
+
+
+_NOT_APPLICABLE = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    for name, profile, ids in config.stash.get(_NOT_APPLICABLE, []):
+        terminalreporter.write_line(f"conformance: {len(ids)} scenario(s) of {name} not applicable to profile "
+                                    f"{profile} (written for other parameters): {', '.join(ids)}")
+
+
+class ConformanceIniFile(pytest.File):
+    """The config file listing `conformance_suites`: its suites' items."""
+
+    def collect(self):
+        for index, entry in enumerate(self.config.getini(INI_OPTION)):
+            try:
+                definition = parse_suite_entry(entry)
+            except SuiteEntryError as exc:
+                problem = f"{self.path.name}: {INI_OPTION} entry {index + 1} ({entry!r}): {exc}"
+                yield ConformanceItem.from_parent(self, name=f"{INI_OPTION}[{index + 1}]", run=None,
+                                                  case="entry", problem=problem)
+                continue
+            definition.file = str(self.path)
+            name = definition.name or Path(definition.spec).name.removesuffix(".yaml")
+            yield from _items(self, name, definition)
+
+
+# ----------------------------------------------------------------- hooks
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("conformance", "lifecycle conformance kit")
     group.addoption("--conformance-profile", choices=PROFILE_NAMES, default=None,
-                    help="stateful exploration profile for conformance_suite items")
+                    help="stateful exploration profile for conformance suite items")
     group.addoption("--conformance-seed", type=int, default=None, help="seed of the stateful exploration")
+    parser.addini(INI_OPTION, type="linelist", default=[],
+                  help="conformance suites to collect, one per line: SPEC key=value ... "
+                       f"(keys: {', '.join(SUITE_KEYS)})")
 
 
-def conformance_suite(spec_path: str, *, adapter: str | None = None, adapter_options: dict | None = None,
-                      profile: str = "quick", seed: int = 1, stateful: bool = True, timeout_s: float = 10.0):
-    """A parametrized pytest test function: one item per scenario, plus the exploration."""
-    from statemachines import SpecError, load_spec
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: an item of a lifecycle conformance suite")
 
-    from .errors import AdapterLoadError
-    from .reporting._format import failure_text
-    from .engine.runner import RunConfig, prepare, run_command
-    from .engine.scenarios import run_scenario
-    from .engine.stateful import run_stateful
 
-    try:
-        ids = [scenario.id for scenario in load_spec(spec_path).scenarios]
-    except SpecError as exc:
-        # Collection must not crash with a traceback: one item reports the spec's problems.
-        message = str(exc)
+def pytest_pycollect_makeitem(collector, name, obj):
+    if isinstance(obj, SuiteDefinition) and collector.funcnamefilter(name):
+        return _items(collector, name, obj)
+    return None
 
-        @pytest.mark.parametrize("case", ["spec"])
-        def invalid_spec(case):
-            pytest.fail(message, pytrace=False)
-        return invalid_spec
-    if stateful:
-        ids.append(STATEFUL_ID)
 
-    state: dict = {}
+def pytest_collect_file(file_path, parent):
+    config = parent.config
+    if config.inipath is not None and file_path == config.inipath and config.getini(INI_OPTION):
+        return ConformanceIniFile.from_parent(parent, path=file_path)
+    return None
 
-    def _prepared(request):
-        """One implementation instance for all items of this suite, closed at the end of the run."""
-        if "error" in state:
-            pytest.fail(state["error"], pytrace=False)
-        if "prepared" not in state:
-            config = RunConfig(spec_path=spec_path, adapter=adapter, adapter_options=dict(adapter_options or {}),
-                               profile=request.config.getoption("--conformance-profile") or profile,
-                               seed=request.config.getoption("--conformance-seed") or seed,
-                               report_dir=None, timeout_s=timeout_s)
-            try:
-                state["prepared"] = prepare(config)
-            except (SpecError, AdapterLoadError) as exc:
-                state["error"] = f"cannot start the conformance run: {exc}"
-                pytest.fail(state["error"], pytrace=False)
-            state["config"] = config
-            request.config.add_cleanup(state["prepared"].session.close)
-        return state["config"], state["prepared"]
 
-    @pytest.mark.parametrize("case", ids)
-    def test_conformance(case, request):
-        config, prepared = _prepared(request)
-        capabilities = prepared.identity.get("capabilities") or {}
-        report = {"replay": None}
-        if case == STATEFUL_ID:
-            outcome = run_stateful(prepared.spec, prepared.session, profile=config.profile, seed=config.seed,
-                                   capabilities=capabilities)
-            if outcome.failure is not None:
-                outcome.failure.replay = (f"{run_command(config, prepared.target)} "
-                                          f"--profile {config.profile} --seed {config.seed} --no-scenarios")
-                pytest.fail(failure_text(outcome.failure.to_dict(), report), pytrace=False)
-            return
-        scenario = next(s for s in prepared.spec.scenarios if s.id == case)
-        outcome = run_scenario(prepared.session, scenario, capabilities)
-        if outcome.verdict == "skip":
-            pytest.skip(outcome.note or "skipped")
-        if outcome.failure is not None:
-            outcome.failure.replay = f"{run_command(config, prepared.target)} --scenario {case}"
-            pytest.fail(failure_text(outcome.failure.to_dict(), report), pytrace=False)
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect, so they apply to these items too
+def pytest_collection_modifyitems(session, config, items) -> None:
+    # The config file is not under testpaths: add its suites when pytest runs the
+    # whole project (no file arguments), unless collection already visited it.
+    if (config.inipath is None or not config.getini(INI_OPTION)
+            or config.args_source == pytest.Config.ArgsSource.ARGS
+            or any(isinstance(item.parent, ConformanceIniFile) for item in items)):
+        return
+    collector = ConformanceIniFile.from_parent(session, path=config.inipath)
+    items.extend(session.genitems(collector))
 
-    return test_conformance
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    # A skip raised inside the kit would point at this plugin; point at the suite instead.
+    if isinstance(item, ConformanceItem) and report.skipped and isinstance(report.longrepr, tuple):
+        path, line, _ = item.reportinfo()
+        report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    return report

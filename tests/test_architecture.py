@@ -27,6 +27,8 @@ ROOMS = {
     "conformance.pytest_plugin": {"conformance", "statemachines"},
     "conformance.mutants": {"conformance", "statemachines"},
     "conformance.scaffold": {"conformance", "statemachines"},
+    "conformance.progress": {"conformance"},
+    "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting"},
     "conformance.__main__": {"conformance"},
     "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim
     # references: the adapter protocol only (the CLI reference's wiring also reaches the command adapter)

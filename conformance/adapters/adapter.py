@@ -29,6 +29,9 @@ Messages, in the order the kit sends them:
         {"result": <json>, "effects": [...]}
         {"error": {"kind": "<stable kind>", "message": "<text>"}, "effects": [...]}
 
+    An operation not implemented yet answers the error kind
+    ``not_implemented``; the kit reports "operation X is not implemented".
+
     ``effects`` lists what the implementation did to its environment during
     the call, in order, each ``{"effect": "<name>", ...fields}`` (a
     cancellation request sent to a tool runtime, a turn requested, a message

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Failure", "FAILURE_KINDS"]
+__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED"]
 
 FAILURE_KINDS = (
     "divergence",            # the implementation did something other than the model predicts
@@ -16,7 +16,14 @@ FAILURE_KINDS = (
     "linearizability",       # concurrent calls match no sequential order of the model
     "nondeterminism",        # the same steps gave different answers when replayed
     "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
+    "not-implemented",       # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
 )
+
+# The error kind an implementation answers for an operation it does not
+# implement yet (every stub `conformance init` writes). The kit reports it as
+# "operation X is not implemented" before comparing with the model, so the
+# kind is reserved: no spec can expect it as a rejection.
+NOT_IMPLEMENTED = "not_implemented"
 
 
 @dataclass

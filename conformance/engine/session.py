@@ -21,7 +21,7 @@ from statemachines import ExpressionError, Model, ObservationError, Spec
 from ..adapters.adapter import Adapter
 from ..errors import AdapterLoadError
 from .compare import compare
-from .failures import Failure
+from .failures import NOT_IMPLEMENTED, Failure
 from .linearize import linearize
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
@@ -284,6 +284,12 @@ class Session:
         shape, text = _shape(response)
         if shape:
             return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
+                              operation=operation, args=args, observed=_printable(response))
+        if "error" in response and response["error"]["kind"] == NOT_IMPLEMENTED:
+            # A stub (e.g. from `conformance init`) says so plainly instead of being judged.
+            detail = response["error"]["message"]
+            return self._fail("not-implemented", f"operation {operation} is not implemented"
+                                                 + (f" ({detail})" if detail else ""), index,
                               operation=operation, args=args, observed=_printable(response))
         # Most answers repeat one already found valid (the same list, the same error):
         # remember valid ones instead of running the schema validators again.

@@ -55,8 +55,25 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     console.print(line)
 
     shown_replays = set()
-    for label, failure in failed_checks(report):
+    checks = list(failed_checks(report))
+    # A stub's answers (failure kind not-implemented) say one thing per operation:
+    # list them once instead of a page of identical failures.
+    stubbed: dict[str, list[str]] = {}
+    for label, failure in checks:
+        if (failure or {}).get("kind") == "not-implemented":
+            stubbed.setdefault(str(failure.get("operation")), []).append(label.split(" ", 1)[0]
+                                                                         if label != "stateful exploration"
+                                                                         else "the exploration")
+    if stubbed:
+        console.print()
+        console.print(Text(f"Not implemented: {len(stubbed)} operation(s) answer not_implemented", style="bold red"))
+        for operation, labels in sorted(stubbed.items()):
+            console.print(Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"),
+                          soft_wrap=True)
+    for label, failure in checks:
         failure = failure or {}
+        if failure.get("kind") == "not-implemented":
+            continue
         console.print()
         head = Text(label, style="bold red")
         head.append(f"  [{failure.get('kind', 'no details')}]", style="red")

@@ -1,0 +1,124 @@
+"""`conformance init`: the scaffold runs as written and says plainly what is not implemented."""
+import json
+import py_compile
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.scaffold import render_schema
+from statemachines import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE = shutil.which("node")
+TRANSPORTS = ["python", "stdio-python",
+              pytest.param("stdio-node", marks=pytest.mark.skipif(NODE is None, reason="node is not installed"))]
+
+
+def _conformance(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def _adapter_args(transport: str) -> list[str]:
+    if transport == "python":
+        return ["--adapter", "thread_jobs_adapter:Adapter"]
+    if transport == "stdio-python":
+        return ["--adapter-cmd", shlex.join([sys.executable, "thread_jobs_adapter.py"])]
+    return ["--adapter-cmd", "node thread_jobs_adapter.js"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_scaffold_runs_and_reports_each_operation_as_not_implemented(tmp_path, transport):
+    target = tmp_path / "my-adapter"
+    proc = _conformance("init", "thread-jobs", "--transport", transport, "--dir", str(target), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "12 operations of thread-jobs 1.0.0 stubbed" in proc.stdout
+    assert "starts and answers the kit's handshake" in proc.stdout  # init tried it
+
+    proc = _conformance("run", "thread-jobs", *_adapter_args(transport), "--profile", "quick",
+                        "--report-dir", "out", cwd=target)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "Traceback" not in output and "internal error" not in output
+    assert "operation start_job is not implemented" in proc.stdout
+    report = json.loads((target / "out/report.json").read_text())
+    failures = [s["failure"] for s in report["scenarios"] if s["verdict"] == "fail"]
+    failures.append(report["stateful"]["failure"])
+    assert failures and all(f["kind"] == "not-implemented" for f in failures)
+    assert all(f"operation {f['operation']} is not implemented" in f["message"].splitlines()[0] for f in failures)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_scaffolded_pytest_file_runs_from_anywhere(tmp_path, transport):
+    target = tmp_path / "adapter"
+    assert _conformance("init", "thread-jobs", "--transport", transport, "--dir", str(target),
+                        cwd=tmp_path).returncode == 0
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(target / "test_thread_jobs_conformance.py"),
+                           "-p", "no:cacheprovider", "-k", "N1 or N2"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "3 failed" in proc.stdout  # N1, N2, N10
+    assert "operation complete_sync is not implemented" in proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
+def test_every_operation_is_stubbed_with_its_args_result_and_errors(tmp_path):
+    spec = load_spec(str(ROOT / "spec/async-jobs.yaml"))
+    for transport, name in (("python", "async_jobs_adapter.py"), ("stdio-node", "async_jobs_adapter.js")):
+        target = tmp_path / transport
+        assert _conformance("init", "async-jobs", "--transport", transport, "--dir", str(target),
+                            cwd=tmp_path).returncode == 0
+        text = (target / name).read_text()
+        for op_name, op in spec.operations.items():
+            marker = f"def op_{op_name}(" if transport == "python" else f'"{op_name}"(args) {{'
+            assert marker in text, f"{op_name} has no stub in {name}"
+            stub = text.split(marker, 1)[1].split("not_implemented()" if transport == "python"
+                                                  else "notImplemented()", 1)[0]
+            for required in op.args_schema.get("required", []):
+                assert f"{required}: " in stub and "(required)" in stub
+            assert "result: " in stub
+            assert f"errors: {', '.join(op.errors)}" in stub if op.errors else "errors: none declared" in stub
+        for profile in spec.profiles:
+            assert f"{profile}: " in text
+    py_compile.compile(str(tmp_path / "python/async_jobs_adapter.py"), doraise=True)
+    if NODE:
+        check = subprocess.run([NODE, "--check", str(tmp_path / "stdio-node/async_jobs_adapter.js")],
+                               capture_output=True, text=True, timeout=60)
+        assert check.returncode == 0, check.stderr
+
+
+def test_spec_by_path_is_written_relative_to_the_scaffold(tmp_path):
+    spec_dir = tmp_path / "specs"
+    spec_dir.mkdir()
+    for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml"):
+        shutil.copy(ROOT / "spec" / name, spec_dir / name)
+    proc = _conformance("init", "specs/thread-jobs.yaml", "--dir", "deep/adapter", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    test_file = (tmp_path / "deep/adapter/test_thread_jobs_conformance.py").read_text()
+    assert "conformance_suite('../../specs/thread-jobs.yaml'" in test_file
+
+
+def test_init_refuses_to_overwrite_and_reports_bad_input(tmp_path):
+    assert _conformance("init", "thread-jobs", "--dir", "a", cwd=tmp_path).returncode == 0
+    proc = _conformance("init", "thread-jobs", "--dir", "a", cwd=tmp_path)
+    assert proc.returncode == 2 and "already exist" in proc.stderr and "--force" in proc.stderr
+    assert _conformance("init", "thread-jobs", "--dir", "a", "--force", cwd=tmp_path).returncode == 0
+    proc = _conformance("init", "no-such-spec", cwd=tmp_path)
+    assert proc.returncode == 2 and "no-such-spec" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _conformance("init", "thread-jobs", "--transport", "stdio-go", cwd=tmp_path)
+    assert proc.returncode == 2 and "stdio-go" in proc.stderr
+
+
+def test_render_schema_reads_like_a_type():
+    schema = {"type": "object", "required": ["id"],
+              "properties": {"id": {"type": "string"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+                             "note": {"type": ["string", "null"]}, "hidden": False}}
+    assert render_schema(schema) == '{id: string, tags?: ["a" | "b"], note?: string | null}'
+    merged = {"allOf": [{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+                        {"required": ["b"], "properties": {"b": {"const": True}}}]}
+    assert render_schema(merged) == "{a: integer, b: true}"
+    assert render_schema({}) == "any"
