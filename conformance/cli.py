@@ -222,6 +222,49 @@ def validate(specs):
     sys.exit(2 if bad else 0)
 
 
+# -- spec authors' tools (issue 13): lint ------------------------------------
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--strict", is_flag=True, help="Exit 1 when any finding is not suppressed (default: warnings only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--show-suppressed", is_flag=True, help="Also list the findings the spec suppresses, with its reasons.")
+def lint(specs, strict, as_json, show_suppressed):
+    """Find what is valid but probably wrong or untested in spec files: unreachable
+    states, unfired transitions, unused parameters, definitions and effects,
+    error kinds never raised, operations, transitions, errors and policies no
+    scenario exercises, profiles restating defaults. Exit 0 (warnings), 1 with
+    --strict when a finding is not suppressed, 2 when a spec does not load."""
+    import json
+
+    from statemachines.lint import lint_spec
+
+    reports = [lint_spec(path) for path in specs if not _is_fragment(path)]
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+    else:
+        for report in reports:
+            for problem in report.problems:
+                errors.print(Text("error ", style="bold red") + Text(str(problem)))
+            shown = report.findings if show_suppressed else report.active
+            for finding in shown:
+                style = "bold red" if finding.severity == "error" else "yellow"
+                line = Text(f"{finding.where}: ") + Text(f"{finding.severity}[{finding.rule}]", style=style)
+                line += Text(f": {finding.message}")
+                console.print(line)
+                if finding.hint:
+                    console.print(Text(f"    hint: {finding.hint}", style="dim"))
+                if finding.suppressed is not None:
+                    console.print(Text(f"    suppressed: {' '.join(finding.suppressed.split())}", style="dim"))
+            mark = Text("✗ ", style="red") if report.problems else (Text("! ", style="yellow") if report.active
+                                                                      else Text("✓ ", style="green"))
+            tail = (f"does not load ({len(report.problems)} problem(s)); run `conformance validate`"
+                    if report.problems else f"{len(report.active)} finding(s), {len(report.suppressed)} suppressed")
+            console.print(mark + Text(f"{report.path}: {tail}"))
+    if any(r.problems or any(f.severity == "error" for f in r.findings) for r in reports):
+        sys.exit(2)
+    sys.exit(1 if strict and any(r.active for r in reports) else 0)
+
+
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True)
