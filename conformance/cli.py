@@ -265,6 +265,44 @@ def lint(specs, strict, as_json, show_suppressed):
     sys.exit(1 if strict and any(r.active for r in reports) else 0)
 
 
+# -- spec authors' tools (issue 13): diff ------------------------------------
+@cli.command()
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", required=False, type=click.Path(dir_okay=False))
+@click.option("--rev", metavar="GITREV", help="Compare OLD as it was at this git revision with OLD as it is now.")
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON instead of Markdown.")
+@click.option("--output", "output", type=click.Path(dir_okay=False), help="Also write the Markdown to this file.")
+@click.option("--check-version", is_flag=True,
+              help="Exit 1 when the new version is bumped less than the changes call for.")
+def diff(old, new, rev, as_json, output, check_version):
+    """What changed between two versions of a spec (OLD NEW, or OLD --rev GITREV),
+    whether each change makes it stricter, looser or neither for implementations,
+    which scenarios it touches, and the version bump it calls for. Markdown
+    (for a pull-request comment) or --json. Exit 0, 1 (--check-version), 2."""
+    import json
+
+    from statemachines.diff import diff_specs, render_diff_markdown
+
+    from .spec_revision import load_spec_at_revision
+
+    if (rev is None) == (new is None):
+        raise click.UsageError("give two spec files (OLD NEW), or one spec and --rev GITREV")
+    try:
+        before = load_spec_at_revision(old, rev) if rev else load_spec(old)
+        after = load_spec(old if rev else new)
+    except SpecError as exc:
+        for problem in exc.problems:
+            errors.print(Text(f"error {problem}"))
+        sys.exit(2)
+    result = diff_specs(before, after)
+    markdown = render_diff_markdown(result)
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(markdown)
+    click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else markdown)
+    sys.exit(1 if check_version and not result.version_ok else 0)
+
+
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True)
