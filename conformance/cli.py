@@ -150,18 +150,27 @@ def cli() -> None:
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
+@click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
+              help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
+                   "error-kinds, policies or boundary-classes (repeatable), e.g. transitions=90.")
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful):
+        no_scenarios, no_stateful, min_coverage):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec."""
     from .loading import parse_options
 
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
+    from .coverage import parse_min_coverage
+
     try:
         options = parse_options(adapter_opts)
     except AdapterLoadError as exc:
         raise click.UsageError(str(exc)) from None
-    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
+    try:
+        minimums = parse_min_coverage(min_coverage)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)

@@ -16,6 +16,7 @@ FAILURE_KINDS = (
     "linearizability",       # concurrent calls match no sequential order of the model
     "nondeterminism",        # the same steps gave different answers when replayed
     "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
+    "coverage",              # the run exercised less of the spec than --min-coverage asks
 )
 
 

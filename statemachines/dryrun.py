@@ -65,14 +65,11 @@ def scenario_operations(steps: list) -> set[str]:
 
 
 class _DryModel(Model):
-    """The model with invented observations and a record of what policies did."""
+    """The model with invented observations and without checks."""
 
     def __init__(self, spec: Spec, params: dict):
         super().__init__(spec, params)
         self.invented = 0
-        self.events: set[str] = set()
-        self._scope_policy = next((p.name for p in spec.policies.values() if p.kind == "scope"), None)
-        self._ordering_policies = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
 
     def _invent(self) -> str:
         self.invented += 1
@@ -87,27 +84,7 @@ class _DryModel(Model):
     def _check(self, step, frame, out):
         """Checks judge the implementation's own choices; placeholders would fail them."""
 
-    def _find(self, step: S.Find, frame, out):
-        if step.scope is not None and step.key is not None and self._scope_policy:
-            record = self.store.get(self._eval(step.key, frame))
-            if record is not None and record.get(self.entity.scope_field) != self._eval(step.scope, frame):
-                self.events.add(f"{self._scope_policy}.excluded")  # another scope's record stayed invisible
-        return Model._find(self, step, frame, out)
-
-    def _select(self, step, frame) -> list[dict]:
-        chosen = Model._select(self, step, frame)
-        if step.scope is not None and self._scope_policy and _count(self.store.all()) > _count(
-                self.store.in_scope(self._eval(step.scope, frame))):
-            self.events.add(f"{self._scope_policy}.excluded")
-        if step.ordering in self._ordering_policies and len(chosen) >= 2:
-            self.events.add(f"{self._ordering_policies[step.ordering]}.ordered")
-        return chosen
-
-    _STEP = {**Model._STEP, S.Check: _check, S.Find: _find}
-
-
-def _count(items) -> int:
-    return sum(1 for _ in items)
+    _STEP = {**Model._STEP, S.Check: _check}
 
 
 def _plain(value: Any) -> Any:
@@ -198,7 +175,7 @@ def _walk(spec: Spec, scenario: Scenario, label: str, params: dict) -> ScenarioW
     walk.transitions = set(counts["transitions"])
     walk.states = set(counts["states"])
     walk.outcomes = set(counts["outcomes"])
-    walk.policies = set(counts["policies"]) | model.events
+    walk.policies = set(counts["policies"])
     return walk
 
 

@@ -29,6 +29,7 @@ from . import steps as S
 from .compiler import compile_spec, load_spec_data
 from .dryrun import ScenarioWalk, scenario_operations, walk_scenarios
 from .errors import Problem, SpecError
+from .model import POLICY_ACTS
 from .spec import Spec
 
 __all__ = ["RULES", "Finding", "LintReport", "lint_spec", "lint_loaded", "fired_triggers", "raised_errors",
@@ -52,18 +53,6 @@ RULES = {
     "scenario-not-followed": "a scenario the model alone could not follow to its end (what it exercises is then partly unknown)",
     "unused-suppression": "a lint.suppress entry that matches no finding",
 }
-
-# What a policy of each kind must do in some scenario to count as exercised
-# (events recorded by the model's coverage and by the dry run).
-_POLICY_EVENTS = {
-    "scope": (("excluded", "hides another scope's record"),),
-    "ordering": (("ordered", "orders two or more records"),),
-    "keep_newest": (("evicted", "evicts a record"),),
-    "expire": (("expired", "expires a record"),),
-    "at_most_once": (("delivered", "delivers"),),
-    "inline_or_spill": (("inline", "keeps a payload inline"), ("spilled", "spills a payload")),
-}
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -308,7 +297,7 @@ class _Linter:
                              f"add an edge scenario: `- call: {name}` with arguments that fail, and "
                              f"`expect: {{error: {{kind: {kind}}}}}`")
         for name, policy in spec.policies.items():
-            missing = [what for event, what in _POLICY_EVENTS.get(policy.kind, ())
+            missing = [what for event, what in POLICY_ACTS.get(policy.kind, ())
                        if f"{name}.{event}" not in events]
             if missing:
                 self.add("untested-policy", name, ("policies", name),
