@@ -247,7 +247,12 @@ def lint(specs, strict, as_json, show_suppressed):
 
     from statemachines.lint import lint_spec
 
-    reports = [lint_spec(path) for path in specs if not _is_fragment(path)]
+    fragments = [path for path in specs if _is_fragment(path)]
+    reports = [lint_spec(path) for path in specs if path not in fragments]
+    if not as_json:
+        for path in fragments:
+            console.print(Text("· ", style="dim") + Text(f"{path}: a fragment (no `format:`), linted as part of "
+                                                          f"the spec that includes it"))
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
