@@ -160,9 +160,12 @@ def cli() -> None:
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
+@click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
+              help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
+                   "error-kinds, policies or boundary-classes (repeatable), e.g. transitions=90.")
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, quiet, verbose):
+        no_scenarios, no_stateful, min_coverage, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -178,11 +181,17 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     level = _verbosity(quiet, verbose)
     _spec_file(spec)
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
+    from .engine.coverage import parse_min_coverage
+
     try:
         options = parse_options(adapter_opts)
     except AdapterLoadError as exc:
         raise click.UsageError(str(exc)) from None
-    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
+    try:
+        minimums = parse_min_coverage(min_coverage)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
@@ -282,6 +291,92 @@ def validate(specs):
             f"{given}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
             f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"))
     sys.exit(2 if bad else 0)
+
+
+# -- spec authors' tools (issue 13): lint ------------------------------------
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--strict", is_flag=True, help="Exit 1 when any finding is not suppressed (default: warnings only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--show-suppressed", is_flag=True, help="Also list the findings the spec suppresses, with its reasons.")
+def lint(specs, strict, as_json, show_suppressed):
+    """Find what is valid but probably wrong or untested in spec files: unreachable
+    states, unfired transitions, unused parameters, definitions and effects,
+    error kinds never raised, operations, transitions, errors and policies no
+    scenario exercises, profiles restating defaults. Exit 0 (warnings), 1 with
+    --strict when a finding is not suppressed, 2 when a spec does not load."""
+    import json
+
+    from statemachines.lint import lint_spec
+
+    fragments = [path for path in specs if _is_fragment(path)]
+    reports = [lint_spec(path) for path in specs if path not in fragments]
+    if not as_json:
+        for path in fragments:
+            console.print(Text("· ", style="dim") + Text(f"{path}: a fragment (no `format:`), linted as part of "
+                                                          f"the spec that includes it"))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+    else:
+        for report in reports:
+            for problem in report.problems:
+                errors.print(Text("error ", style="bold red") + Text(str(problem)))
+            shown = report.findings if show_suppressed else report.active
+            for finding in shown:
+                style = "bold red" if finding.severity == "error" else "yellow"
+                line = Text(f"{finding.where}: ") + Text(f"{finding.severity}[{finding.rule}]", style=style)
+                line += Text(f": {finding.message}")
+                console.print(line)
+                if finding.hint:
+                    console.print(Text(f"    hint: {finding.hint}", style="dim"))
+                if finding.suppressed is not None:
+                    console.print(Text(f"    suppressed: {' '.join(finding.suppressed.split())}", style="dim"))
+            mark = Text("✗ ", style="red") if report.problems else (Text("! ", style="yellow") if report.active
+                                                                      else Text("✓ ", style="green"))
+            tail = (f"does not load ({len(report.problems)} problem(s)); run `conformance validate`"
+                    if report.problems else f"{len(report.active)} finding(s), {len(report.suppressed)} suppressed")
+            console.print(mark + Text(f"{report.path}: {tail}"))
+    if any(r.problems or any(f.severity == "error" for f in r.findings) for r in reports):
+        sys.exit(2)
+    sys.exit(1 if strict and any(r.active for r in reports) else 0)
+
+
+# -- spec authors' tools (issue 13): diff ------------------------------------
+@cli.command()
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", required=False, type=click.Path(dir_okay=False))
+@click.option("--rev", metavar="GITREV", help="Compare OLD as it was at this git revision with OLD as it is now.")
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON instead of Markdown.")
+@click.option("--output", "output", type=click.Path(dir_okay=False), help="Also write the Markdown to this file.")
+@click.option("--check-version", is_flag=True,
+              help="Exit 1 when the new version is bumped less than the changes call for.")
+def diff(old, new, rev, as_json, output, check_version):
+    """What changed between two versions of a spec (OLD NEW, or OLD --rev GITREV),
+    whether each change makes it stricter, looser or neither for implementations,
+    which scenarios it touches, and the version bump it calls for. Markdown
+    (for a pull-request comment) or --json. Exit 0, 1 (--check-version), 2."""
+    import json
+
+    from statemachines.diff import diff_specs, render_diff_markdown
+
+    from .spec_revision import load_spec_at_revision
+
+    if (rev is None) == (new is None):
+        raise click.UsageError("give two spec files (OLD NEW), or one spec and --rev GITREV")
+    try:
+        before = load_spec_at_revision(old, rev) if rev else load_spec(old)
+        after = load_spec(old if rev else new)
+    except SpecError as exc:
+        for problem in exc.problems:
+            errors.print(Text(f"error {problem}"))
+        sys.exit(2)
+    result = diff_specs(before, after)
+    markdown = render_diff_markdown(result)
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(markdown)
+    click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else markdown)
+    sys.exit(1 if check_version and not result.version_ok else 0)
 
 
 @cli.command()

@@ -127,8 +127,8 @@ class _Builder:
         file, line = self.smap.locate(path)
         return f"{file}:{line}" if line else (file or self.path)
 
-    def problem(self, path: tuple, message: str, hint: str | None = None) -> None:
-        self.problems.append(self.smap.problem(path, message, hint))
+    def problem(self, path: tuple, message: str, hint: str | None = None, code: str | None = None) -> None:
+        self.problems.append(self.smap.problem(path, message, hint, code))
 
     def expr(self, source: Any, path: tuple, allowed: set[str] | None = None) -> Expression | None:
         try:
@@ -227,7 +227,8 @@ class _Builder:
                                  f"states: {', '.join(states)}")
                 elif states[src].terminal:
                     self.problem(path + ("source",), f"transition {t['trigger']} leaves terminal state {src!r}",
-                                 "terminal states are final; remove the transition or unmark the state")
+                                 "terminal states are final; remove the transition or unmark the state",
+                                 code="terminal-exit")
             if t["dest"] not in states:
                 self.problem(path + ("dest",), f"unknown state {t['dest']!r} in transition {t['trigger']}",
                              f"states: {', '.join(states)}")
@@ -383,7 +384,8 @@ class _Builder:
     def _error_spec(self, raw: dict, path: tuple, scope: set[str]) -> S.ErrorSpec:
         if raw["kind"] not in self._op_errors:
             self.problem(path + ("kind",), f"error kind {raw['kind']!r} is not listed in operation "
-                         f"{self._op_name}'s errors", f"add it: errors: [{', '.join(sorted(self._op_errors | {raw['kind']}))}]")
+                         f"{self._op_name}'s errors", f"add it: errors: [{', '.join(sorted(self._op_errors | {raw['kind']}))}]",
+                         code="undeclared-error")
         return S.ErrorSpec(raw["kind"], self.expr(raw["message"], path + ("message",), scope))
 
     def _fields(self, raw: dict, path: tuple, scope: set[str], *, creating: bool) -> dict[str, Expression]:

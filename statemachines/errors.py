@@ -18,6 +18,7 @@ class Problem:
     file: str | None = None
     line: int | None = None
     hint: str | None = None
+    code: str | None = None  # a stable name for problems `conformance lint` also reports (e.g. terminal-exit)
 
     @property
     def where(self) -> str:

@@ -24,7 +24,25 @@ from .matchers import Matcher
 from .spec import Spec
 from .store import EntityStore
 
-__all__ = ["Model", "Prediction", "Coverage"]
+__all__ = ["Model", "Prediction", "Coverage", "POLICY_ACTS", "BOUNDARY_CLASSES"]
+
+# What a policy of each kind does when it acts: coverage event suffixes
+# (``<policy>.<event>``) and how to say each. A policy counts as exercised
+# when every one of its events was hit.
+POLICY_ACTS = {
+    "scope": (("excluded", "hides another scope's record"),),
+    "ordering": (("ordered", "orders two or more records"),),
+    "keep_newest": (("evicted", "evicts a record"),),
+    "expire": (("expired", "expires a record"),),
+    "at_most_once": (("delivered", "delivers"),),
+    "inline_or_spill": (("inline", "keeps a payload inline"), ("spilled", "spills a payload")),
+}
+# The sides of a policy's limit where behaviour switches, per kind.
+BOUNDARY_CLASSES = {
+    "keep_newest": (("at_limit", "exactly at the limit"), ("evicted", "over the limit")),
+    "inline_or_spill": (("inline", "within the limits"), ("at_limit", "exactly at a limit"),
+                        ("spilled", "over a limit")),
+}
 
 
 @dataclass
@@ -101,6 +119,8 @@ class Model:
         self.counters: dict[str, int] = {c: 0 for c in spec.counters}
         self._observation: dict | None = None
         self._fns = self._functions()  # CEL callbacks; they read the current observation through self
+        self._scope_policy = next((p.name for p in spec.policies.values() if p.kind == "scope"), None)
+        self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
         self._touched: set = set()
         self._touched_scopes: set = set()
@@ -316,6 +336,8 @@ class Model:
         if record is not None and step.scope is not None:
             if record.get(self.entity.scope_field) != self._eval(step.scope, frame):
                 record = None
+                if self._scope_policy:
+                    self.coverage.hit("policies", f"{self._scope_policy}.excluded")  # another scope's record stayed hidden
         if record is None and step.missing is not None:
             raise self._error(step.missing, frame)
         frame[step.bind] = record
@@ -390,6 +412,8 @@ class Model:
             chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
+            if len(chosen) >= 2 and step.ordering in self._ordering_policy:
+                self.coverage.hit("policies", f"{self._ordering_policy[step.ordering]}.ordered")
             first = self.spec.orderings[step.ordering].by[0]
             if any(a.get(first) == b.get(first) for a, b in zip(chosen, chosen[1:])):
                 self.coverage.hit("policies", f"{step.ordering}.tie")  # the tie-break decided an order

@@ -42,9 +42,9 @@ class SourceMap:
                 return None, None
             path = path[:-1]
 
-    def problem(self, path, message: str, hint: str | None = None) -> Problem:
+    def problem(self, path, message: str, hint: str | None = None, code: str | None = None) -> Problem:
         file, line = self.locate(path)
-        return Problem(message=message, file=file, line=line, hint=hint)
+        return Problem(message=message, file=file, line=line, hint=hint, code=code)
 
 
 _SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same safety, faster
@@ -90,6 +90,7 @@ def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Bu
             if key in out:
                 problems.append(Problem(f"duplicate key {key!r}", file, key_node.start_mark.line + 1,
                                         "each key may appear once in a mapping; remove or rename one"))
+            smap.add(path + (key,), file, key_node.start_mark.line + 1)  # point at the key, not the block under it
             out[key] = _build(value_node, path + (key,), file, smap, loader, problems, budget)
         return out
     if isinstance(node, yaml.SequenceNode):

@@ -28,6 +28,7 @@ ROOMS = {
     "conformance.mutants": {"conformance", "statemachines"},
     "conformance.scaffold": {"conformance", "statemachines"},
     "conformance.progress": {"conformance"},
+    "conformance.spec_revision": {"statemachines"},
     "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting"},
     "conformance.__main__": {"conformance"},
     "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim

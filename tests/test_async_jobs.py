@@ -41,7 +41,7 @@ def test_each_reference_profile_conforms_and_lists_the_other_profiles_scenarios_
     junit = (tmp_path / "junit.xml").read_text()
     assert other not in junit and "skipped=\"0\"" in junit  # not 30 skipped test cases
     summary = (tmp_path / "summary.md").read_text()
-    assert f"not applicable to profile `{profile}`" in summary and "stateDiagram" in summary
+    assert f"not applicable to profile `{profile}`" in summary and "```mermaid" in summary
 
 
 def _copy_spec(folder: Path, pattern: str, replacement: str) -> Path:

@@ -342,17 +342,49 @@ def test_markdown_mermaid_block_has_the_edges():
     md = render_summary_markdown(passing_report())
     block = re.search(r"```mermaid\n(.*?)\n```", md, re.S).group(1)
     lines = [line.strip() for line in block.splitlines()]
-    assert lines[0] == "stateDiagram-v2"
-    assert "[*] --> running" in lines
-    assert "running --> pending_cancel : request_cancel" in lines
-    assert "running --> completed : complete" in lines
-    assert "pending_cancel --> completed : complete" in lines
-    assert 'state "timed-out" as timed_out' in lines
-    assert "running --> timed_out : expire [now ≥ job.deadline_ms]" in lines
-    for terminal in ("completed", "cancelled", "timed_out"):
-        assert f"{terminal} --> [*]" in lines
-    guarded = next(line for line in lines if line.startswith("pending_cancel --> cancelled : confirm_cancel ["))
-    assert guarded.endswith("…]") and ":" not in guarded.split(" : ", 1)[1]
+    assert lines[0] == "flowchart LR"
+    assert 's_running("running")' in lines and 's_completed(["completed"])' in lines
+    assert any(re.fullmatch(r'(\w+) --> s_running', line) for line in lines)  # the start marker
+    assert 's_running -->|"request_cancel"| s_pending_cancel' in lines
+    assert 's_running -->|"complete"| s_completed' in lines
+    assert 's_pending_cancel -->|"complete"| s_completed' in lines
+    assert 's_timed_out(["timed-out"])' in lines
+    assert 's_running -->|"expire [now ≥ job.deadline_ms]"| s_timed_out' in lines
+    assert "class s_completed,s_cancelled,s_timed_out terminal" in lines
+    guarded = next(line for line in lines if line.startswith('s_pending_cancel -->|"confirm_cancel ['))
+    assert guarded.endswith('…]"| s_cancelled')
+
+
+def test_markdown_diagram_counts_dashes_and_highlights_from_the_run():
+    report = failing_report()
+    report["coverage"] = {"categories": {}, "gates": [], "failure": None,
+                          "transitions": {"running -request_cancel-> pending_cancel": 12, "running -complete-> completed": 3}}
+    report["spec"]["lifecycle"]["highlight"] = {"states": ["pending_cancel"],
+                                               "transitions": ["running -request_cancel-> pending_cancel"]}
+    block = re.search(r"```mermaid\n(.*?)\n```", render_summary_markdown(report), re.S).group(1)
+    lines = [line.strip() for line in block.splitlines()]
+    links = [line for line in lines if "-->" in line or "-.->" in line]
+    taken = links.index('s_running -->|"request_cancel · 12×"| s_pending_cancel')
+    assert f"linkStyle {taken} stroke:#c62828,stroke-width:3px,color:#b71c1c" in lines
+    assert 's_running -->|"complete · 3×"| s_completed' in lines
+    never = links.index('s_pending_cancel -.->|"complete · never"| s_completed')
+    assert f"linkStyle {never} stroke:#aaa,color:#888" in lines
+    assert "class s_pending_cancel failed" in lines
+    assert "class s_cancelled,s_timed_out untouched" in lines  # no run reached them
+    # No edge label repeats a state name.
+    for line in links:
+        label = re.search(r'\|"(.*)"\|', line)
+        if label:
+            assert not any(re.search(rf"\b{name}\b", label.group(1))
+                           for name in ("running", "pending_cancel", "completed"))
+
+
+def test_mermaid_leaves_out_a_guard_that_restates_the_destination():
+    diagram = mermaid_state_diagram({
+        "states": [{"name": "running", "initial": True}, {"name": "failed", "terminal": True}],
+        "transitions": [{"trigger": "finish", "source": ["running"], "dest": "failed",
+                         "guard": "args.outcome == 'failed'"}]}, {"running -finish-> failed": 2})
+    assert 's_running -->|"finish · 2×"| s_failed' in [line.strip() for line in diagram.splitlines()]
 
 
 def test_markdown_error_report():
@@ -379,18 +411,20 @@ def test_mermaid_ids_and_special_sources():
     assert mermaid_id("pending cancel!") == "pending_cancel_"
     assert mermaid_id("default") == "s_default" and mermaid_id("state") == "s_state"
     diagram = mermaid_state_diagram({
-        "states": [{"name": "a-b", "initial": True}, {"name": "a_b"}, {"name": "done", "terminal": True}],
-        "transitions": [{"trigger": "stop", "source": "*", "dest": "done"},
+        "states": [{"name": "a-b", "initial": True}, {"name": "a_b"}, {"name": "end", "terminal": True}],
+        "transitions": [{"trigger": "stop", "source": "*", "dest": "end"},
                         {"trigger": "touch", "source": ["a_b"], "dest": None},
-                        {"trigger": "stop", "source": ["done"], "dest": "done"}],
+                        {"trigger": "stop", "source": ["end"], "dest": "end"}],
     })
     lines = [line.strip() for line in diagram.splitlines()]
-    assert 'state "a-b" as a_b' in lines and 'state "a_b" as a_b_2' in lines
-    assert "a_b --> done : stop" in lines and "a_b_2 --> done : stop" in lines
-    assert lines.count("done --> done : stop") == 1  # one edge per (source, dest, trigger)
-    assert "a_b_2 --> a_b_2 : touch" in lines
-    assert all(re.fullmatch(r"[A-Za-z0-9_]+", part) for line in lines if "-->" in line
-               for part in line.split(" : ")[0].split(" --> ") if part != "[*]")
+    assert 's_a_b("a-b")' in lines and 's_a_b_2("a_b")' in lines and 's_end(["end"])' in lines
+    assert 's_a_b -->|"stop"| s_end' in lines and 's_a_b_2 -->|"stop"| s_end' in lines
+    assert lines.count('s_end -->|"stop"| s_end') == 1  # one edge per (source, dest, trigger)
+    assert 's_a_b_2 -->|"touch"| s_a_b_2' in lines
+    for line in lines:
+        if "-->" in line:
+            ends = re.sub(r'\|".*"\|', " ", line).split("-->")
+            assert all(re.fullmatch(r"[A-Za-z0-9_]+", part.strip()) for part in ends)
 
 
 # --- console ----------------------------------------------------------------

@@ -17,6 +17,7 @@ FAILURE_KINDS = (
     "nondeterminism",        # the same steps gave different answers when replayed
     "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
     "not-implemented",       # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
+    "coverage",              # the run exercised less of the spec than --min-coverage asks
 )
 
 # The error kind an implementation answers for an operation it does not

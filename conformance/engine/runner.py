@@ -44,6 +44,7 @@ class RunConfig:
     replay_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
+    min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
 
 
 class Progress:
@@ -239,6 +240,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         report["scenarios"].append(entry)
         progress.scenario_done(outcome)
 
+    run_coverage = session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
     if run_stateful_part:
         progress.stateful_started(PROFILES[config.profile]["max_examples"])
         session.model.coverage.__init__()  # coverage of the exploration alone
@@ -259,14 +261,36 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
             else:
                 failure.replay = rerun
         report["stateful"] = outcome.to_dict()
+        run_coverage.merge(session.model.coverage)
 
     verdicts = [s["verdict"] for s in report["scenarios"]]
     if report["stateful"]:
         verdicts.append(report["stateful"]["verdict"])
+    verdicts.append(_run_coverage(config, spec, run_coverage, session.params, report, base_cmd))
     failed = any(v in ("fail", "error") for v in verdicts)
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+
+
+def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report: dict, base_cmd: str) -> str:
+    """Coverage of the whole run per category, the --min-coverage gates, and
+    the failure the state diagram highlights; returns the gates' verdict."""
+    from .coverage import check_gates, coverage_categories, failure_focus
+    from ..reporting._format import failed_checks
+
+    counts = coverage.as_dict()
+    categories = coverage_categories(spec, counts, params)
+    gates, failure = check_gates(categories, config.min_coverage)
+    if failure is not None:
+        failure.replay = f"{base_cmd} --profile {config.profile} --seed {config.seed} " + " ".join(
+            f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
+    report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
+                          "gates": gates, "failure": failure.to_dict() if failure else None}
+    first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
+    if report["spec"].get("lifecycle") is not None:
+        report["spec"]["lifecycle"]["highlight"] = failure_focus(spec, first)
+    return "fail" if failure is not None else "pass"
 
 
 def _coverage(spec: Spec, counts: dict, params: dict) -> dict:

@@ -109,10 +109,13 @@ def verdict_counts(scenarios: list[dict]) -> dict[str, int]:
 
 
 def failed_checks(report: dict) -> Iterator[tuple[str, dict | None]]:
-    """(label, failure) for every scenario and the stateful run that did not pass."""
+    """(label, failure) for every scenario, the stateful run and the coverage gate that did not pass."""
     for s in ordered_scenarios(report):
         if s.get("verdict") in ("fail", "error") or s.get("failure"):
             yield f"{s.get('id')} {s.get('title') or ''}".strip(), s.get("failure")
     stateful = report.get("stateful")
     if stateful and (stateful.get("verdict") in ("fail", "error") or stateful.get("failure")):
         yield "stateful exploration", stateful.get("failure")
+    coverage = report.get("coverage") or {}
+    if coverage.get("failure"):
+        yield "coverage gate", coverage["failure"]

@@ -69,6 +69,11 @@ def render_junit_xml(report: dict) -> str:
     else:
         _outcome(case, stateful.get("verdict"), stateful.get("failure"), report)
 
+    coverage = report.get("coverage") or {}
+    if coverage.get("gates"):  # --min-coverage: a check of its own, so CI lists it by name
+        case = _testcase(suite, "coverage gate", f"{suite_name}.coverage", 0)
+        _outcome(case, "fail" if coverage.get("failure") else "pass", coverage.get("failure"), report)
+
     # A run can fail or error outside any check (adapter would not load,
     # nondeterminism). CI must not show that as green, so the problems become
     # a testcase of their own whenever no check carries the verdict.

@@ -130,6 +130,31 @@ def _stateful(report: dict) -> list[str]:
     return lines
 
 
+_CATEGORY_NAMES = {"transitions": "Transitions", "states": "States", "operations": "Operations",
+                   "error-kinds": "Error kinds", "policies": "Policies", "boundary-classes": "Boundary classes"}
+MISSED_SHOWN = 12
+
+
+def _coverage(report: dict) -> list[str]:
+    """What the whole run (scenarios and exploration) exercised, per category, with its gates."""
+    cov = report.get("coverage")
+    if not cov or not cov.get("categories"):
+        return []
+    gates = {g["category"]: g for g in cov.get("gates") or []}
+    lines = ["## Coverage", "", "Scenarios and exploration together.", "",
+             "| Category | Covered | Minimum | Never exercised |", "|---|---:|---:|---|"]
+    for key, entry in cov["categories"].items():
+        gate = gates.get(key)
+        minimum = "—" if gate is None else f"{'✅' if gate['passed'] else '❌'} {gate['minimum']:g}%"
+        missed = entry.get("missed") or []
+        shown = ", ".join(_code(m) for m in missed[:MISSED_SHOWN])
+        if len(missed) > MISSED_SHOWN:
+            shown += f", … {len(missed) - MISSED_SHOWN} more"
+        lines.append(f"| {_CATEGORY_NAMES.get(key, _cell(key))} | {entry['covered']}/{entry['total']} "
+                     f"({entry['percent']:g}%) | {minimum} | {shown or '—'} |")
+    return lines + [""]
+
+
 def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
     lines = [f"### {_text(label)}", ""]
     if not failure:
@@ -165,7 +190,7 @@ def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
 
 
 def render_summary_markdown(report: dict) -> str:
-    lines = _header(report) + _matrix(report) + _not_applicable(report) + _stateful(report)
+    lines = _header(report) + _matrix(report) + _not_applicable(report) + _stateful(report) + _coverage(report)
 
     failures = list(failed_checks(report))
     if failures:
@@ -184,7 +209,11 @@ def render_summary_markdown(report: dict) -> str:
 
     lifecycle = (report.get("spec") or {}).get("lifecycle")
     if lifecycle:
-        lines += ["## Lifecycle", "", _fence(mermaid_state_diagram(lifecycle), "mermaid"), ""]
+        taken = (report.get("coverage") or {}).get("transitions")
+        legend = ("Each edge: trigger · times this run took it; dashed grey: never taken; red: what the first "
+                  "failure is about." if taken is not None else "")
+        lines += ["## Lifecycle", ""] + ([legend, ""] if legend else [])
+        lines += [_fence(mermaid_state_diagram(lifecycle, taken), "mermaid"), ""]
 
     if report.get("replay"):
         lines += ["## Replay", "", _fence(report["replay"], "sh"), ""]

@@ -1,22 +1,33 @@
-"""Mermaid ``stateDiagram-v2`` text for a spec's lifecycle."""
+"""A Mermaid diagram of a spec's lifecycle, drawn from what a run did.
+
+A ``flowchart`` rather than a ``stateDiagram``: only flowcharts let edges be
+dashed and coloured one by one. Each edge is one (source, trigger, dest),
+labelled with the trigger and how often the run took it; edges the run never
+took are dashed and grey; the states and transitions a failure is about are
+drawn red. Labels carry no state names (the arrow already shows them).
+"""
 from __future__ import annotations
 
 import re
 
 __all__ = ["mermaid_id", "mermaid_state_diagram"]
 
-GUARD_MAX = 40
+GUARD_MAX = 28
 
-# Mermaid's state-diagram lexer ends a label at ":" ";" or newline, treats
-# "%%" as a comment start and "#...;" as an entity, and the label is then
-# HTML-sanitised, so "<" could swallow text as a tag. Rewrite those.
+# Label text goes inside "..." in a flowchart; Mermaid still reads "#...;" as
+# an entity, "%%" as a comment, and sanitises "<" as HTML. Rewrite those.
 _LABEL_SUBS = (("&&", " and "), ("||", " or "), ("<=", "≤"), (">=", "≥"), ("<", "﹤"), (">", "﹥"),
-               (":", " "), (";", ","), ("#", ""), ("%", " pct "), ('"', "'"))
+               ("#", ""), ("%", " pct "), ('"', "'"), ("`", "'"))
 
-
-# Words the (case-insensitive) lexer takes as keywords when followed by
-# whitespace or ":", as a bare state declaration or an edge end would be.
+# Words the (case-insensitive) state-diagram lexer takes as keywords.
 _KEYWORDS = {"state", "note", "class", "classdef", "scale", "statediagram", "acctitle", "accdescr"}
+
+_STYLES = (
+    "    classDef initial fill:#333,stroke:#333",
+    "    classDef terminal stroke-width:3px",
+    "    classDef failed fill:#fde2e2,stroke:#c62828,stroke-width:3px,color:#b71c1c",
+    "    classDef untouched fill:#f5f5f5,stroke:#bbb,color:#888,stroke-dasharray:4 3",
+)
 
 
 def mermaid_id(name: str) -> str:
@@ -29,50 +40,57 @@ def mermaid_id(name: str) -> str:
     return ident
 
 
-def _label(trigger: str, guard: str | None) -> str:
-    text = str(trigger)
-    if guard:
-        guard = " ".join(str(guard).split())
-        if len(guard) > GUARD_MAX:
-            guard = guard[: GUARD_MAX - 1] + "…"
-        text += f" [{guard}]"
+def _clean(text: str) -> str:
     for old, new in _LABEL_SUBS:
         text = text.replace(old, new)
     return " ".join(text.split())
 
 
-def mermaid_state_diagram(lifecycle: dict | None) -> str:
-    """Diagram source (without the ```mermaid fence) for ``spec.lifecycle``.
+def _guard_text(guards: list[str], dest: str) -> str | None:
+    """A short guard, unless it only restates the destination (``outcome == 'done'`` into ``done``)."""
+    text = " or ".join(" ".join(str(g).split()) for g in guards)
+    if not text or re.search(rf"(?<![A-Za-z0-9_]){re.escape(dest)}(?![A-Za-z0-9_])", text):
+        return None
+    return text if len(text) <= GUARD_MAX else text[: GUARD_MAX - 1] + "…"
 
-    ``[*] --> s`` for initial states, ``s --> [*]`` for terminal ones and one
-    edge per (source, dest, trigger), labelled with the trigger and its
-    shortened guard. A source of ``"*"`` means every state; a null dest is an
-    internal transition and is drawn as a self-loop.
+
+def _times(n: int) -> str:
+    return "never" if n == 0 else f"{n}×" if n < 10_000 else f"{n / 1000:.0f}k×"
+
+
+def mermaid_state_diagram(lifecycle: dict | None, taken: dict | None = None) -> str:
+    """Diagram source (without the ```mermaid fence) for a report's ``spec.lifecycle``.
+
+    ``taken`` maps "source -trigger-> dest" to how often the run took it
+    (None: no run data; nothing is dashed or counted). ``lifecycle["highlight"]``
+    names the states and transitions of a failure. A source of ``"*"`` means
+    every state; a null dest is an internal transition (a self-loop).
     """
     lifecycle = lifecycle or {}
     states = [s for s in lifecycle.get("states") or [] if s.get("name") is not None]
     names = [str(s["name"]) for s in states]
+    highlight = lifecycle.get("highlight") or {}
+    hot_states = {str(s) for s in highlight.get("states") or []}
+    hot_moves = {str(t) for t in highlight.get("transitions") or []}
     ids: dict[str, str] = {}
 
     def ident(name: str) -> str:
-        # Distinct names may sanitise to the same id ("a-b", "a_b").
+        # Distinct names may sanitise to the same id ("a-b", "a_b"); a prefix
+        # keeps flowchart keywords ("end", "graph") out of ids.
         if name not in ids:
-            base = candidate = mermaid_id(name)
+            base = candidate = "s_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
             n = 2
             while candidate in ids.values():
                 candidate, n = f"{base}_{n}", n + 1
             ids[name] = candidate
         return ids[name]
 
-    lines = ["stateDiagram-v2"]
-    for name in names:
-        sid = ident(name)
-        # Declare every state so unreachable ones still show; keep the real
-        # name as the label when sanitising changed it.
-        lines.append(f"    {sid}" if sid == name else f'    state "{name.replace(chr(34), chr(39))}" as {sid}')
+    lines = ["flowchart LR"]
     for s in states:
-        if s.get("initial"):
-            lines.append(f"    [*] --> {ident(str(s['name']))}")
+        name = str(s["name"])
+        label = _clean(name)
+        shape = f'(["{label}"])' if s.get("terminal") else f'("{label}")'
+        lines.append(f"    {ident(name)}{shape}")
 
     edges: dict[tuple[str, str, str], list[str]] = {}
     for t in lifecycle.get("transitions") or []:
@@ -86,10 +104,42 @@ def mermaid_state_diagram(lifecycle: dict | None) -> str:
             guards = edges.setdefault((str(src), str(dest), str(t.get("trigger"))), [])
             if t.get("guard") and t["guard"] not in guards:
                 guards.append(t["guard"])
-    for (src, dest, trigger), guards in edges.items():
-        lines.append(f"    {ident(src)} --> {ident(dest)} : {_label(trigger, ' or '.join(guards))}")
 
+    links: list[tuple[str, bool, bool]] = []  # (line, taken, highlighted), in link order
     for s in states:
-        if s.get("terminal"):
-            lines.append(f"    {ident(str(s['name']))} --> [*]")
+        if s.get("initial"):
+            start = ident(f"[start {s['name']}]")
+            lines.append(f"    {start}((\" \")):::initial")
+            links.append((f"    {start} --> {ident(str(s['name']))}", True, False))
+    for (src, dest, trigger), guards in edges.items():
+        label = _clean(trigger)
+        guard = _guard_text(guards, dest)
+        if guard:
+            label += f" [{_clean(guard)}]"
+        count = None if taken is None else int(taken.get(f"{src} -{trigger}-> {dest}", 0))
+        if count is not None:
+            label += f" · {_times(count)}"
+        arrow = "-.->" if count == 0 else "-->"
+        hot = f"{src} -{trigger}-> {dest}" in hot_moves
+        links.append((f'    {ident(src)} {arrow}|"{label}"| {ident(dest)}', count != 0, hot))
+    lines += [line for line, _, _ in links]
+
+    lines += list(_STYLES)
+    terminal = [ident(str(s["name"])) for s in states if s.get("terminal")]
+    if terminal:
+        lines.append(f"    class {','.join(terminal)} terminal")
+    if taken is not None:
+        reached = {str(k).rsplit("-> ", 1)[-1] for k, v in taken.items() if v}
+        reached |= {str(s["name"]) for s in states if s.get("initial")}
+        cold = [ident(n) for n in names if n not in reached and n not in hot_states]
+        if cold:
+            lines.append(f"    class {','.join(cold)} untouched")
+    failed = [ident(n) for n in names if n in hot_states]
+    if failed:
+        lines.append(f"    class {','.join(failed)} failed")
+    for index, (_, was_taken, hot) in enumerate(links):
+        if hot:
+            lines.append(f"    linkStyle {index} stroke:#c62828,stroke-width:3px,color:#b71c1c")
+        elif not was_taken:
+            lines.append(f"    linkStyle {index} stroke:#aaa,color:#888")
     return "\n".join(lines) + "\n"
