@@ -82,6 +82,8 @@ def _finish(report: dict, level: int = NORMAL) -> None:
     paths = report.get("_paths") or {}
     if paths:
         console.print("reports: " + ", ".join(paths.values()), highlight=False)
+    if report.get("_write_error"):
+        errors.print(f"error: the reports were not written: {report['_write_error']}", markup=False)
     sys.exit(report["exit_code"])
 
 
@@ -175,7 +177,9 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error."""
+    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
+    terminated (SIGTERM). An interrupted run still writes every report,
+    with the verdict `interrupted` and what finished."""
     from .adapters.python import parse_options
 
     level = _verbosity(quiet, verbose)
@@ -211,7 +215,8 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error."""
+    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
+    terminated (SIGTERM)."""
     from .adapters.python import parse_options
 
     _spec_file(spec)
@@ -573,14 +578,25 @@ def schema(name, output):
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .engine.interrupts import interrupt_exit_code, signals_stop_the_run
+
     try:
-        cli.main(args=argv, prog_name="conformance", standalone_mode=True)
+        # Not click's standalone mode: it turns Ctrl-C into "Aborted!" and
+        # exit 1, the code for "does not conform".
+        with signals_stop_the_run():
+            code = cli.main(args=argv, prog_name="conformance", standalone_mode=False)
     except ConformanceError as exc:
         errors.print(f"error: {exc}", markup=False)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except click.exceptions.Abort as exc:  # click's wrapping of a KeyboardInterrupt (or EOF at a prompt)
         errors.print("interrupted", markup=False)
-        sys.exit(130)
+        sys.exit(interrupt_exit_code(exc.__cause__) if exc.__cause__ is not None else 130)
+    except KeyboardInterrupt as exc:
+        errors.print("interrupted", markup=False)
+        sys.exit(interrupt_exit_code(exc))
+    except click.ClickException as exc:  # usage errors: click's own message and exit code 2
+        exc.show()
+        sys.exit(exc.exit_code)
     except SystemExit:
         raise
     except Exception as exc:  # a bug in the kit itself: say so plainly, keep details for --debug
@@ -590,6 +606,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             errors.print("set CONFORMANCE_DEBUG=1 to see the traceback", markup=False)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""Stopping a run on SIGINT (Ctrl-C) and SIGTERM without losing what it found.
+
+While ``signals_stop_the_run()`` is active, the first SIGINT or SIGTERM raises
+:class:`Interrupted` on the main thread, wherever the run stands (in the
+kit, or inside a call into an in-process implementation). The runner catches
+it, closes the implementation (stopping adapter programs and their
+children) and writes every report with the verdict ``interrupted``; the exit
+code is the shell's convention, 128 + the signal number (130, 143).
+
+Further signals while that clean-up runs do not interrupt it; the third
+one ends the process at once, for a user who really wants out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "FORCE_AFTER"]
+
+FORCE_AFTER = 3  # signals: the third one exits without clean-up
+
+_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user (or the CI runner) asked the run to stop by a signal.
+
+    A KeyboardInterrupt, so that Hypothesis and ``except Exception`` in an
+    implementation let it through as they would a Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.signal_name = _NAMES.get(signum, signal.Signals(signum).name)
+
+
+def interrupt_exit_code(exc: BaseException) -> int:
+    """130 for a Ctrl-C or a KeyboardInterrupt raised by an implementation;
+    128 + N for signal N."""
+    return exc.exit_code if isinstance(exc, Interrupted) else 128 + signal.SIGINT
+
+
+@contextmanager
+def signals_stop_the_run() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`Interrupted` for the duration.
+
+    Only the main thread can own signal handlers; elsewhere (a run started
+    from a worker thread of the user's program) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = [0]
+
+    def handler(signum, frame):
+        received[0] += 1
+        if received[0] == 1:
+            raise Interrupted(signum)
+        if received[0] >= FORCE_AFTER:
+            os.write(2, b"interrupted again: exiting without writing the reports\n")
+            os._exit(128 + signum)
+        os.write(2, b"stopping: closing the implementation and writing the reports "
+                    b"(interrupt once more to exit at once)\n")
+
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[signum] = signal.signal(signum, handler)
+        except (ValueError, OSError):  # e.g. an embedded interpreter that forbids it
+            pass
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
