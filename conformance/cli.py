@@ -165,9 +165,12 @@ def cli() -> None:
 @click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
               help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
                    "error-kinds, policies or boundary-classes (repeatable), e.g. transitions=90.")
+@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
+                   "`conformance check-trace`, attach a failing one to a bug report).")
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, quiet, verbose):
+        no_scenarios, no_stateful, min_coverage, record_dir, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -198,7 +201,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
-                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
+                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
+                         record_dir=record_dir)
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
     _finish(report, level)
@@ -553,6 +557,30 @@ def init(spec, transport, directory, force):
     else:
         hint = " (is Node.js installed?)" if transport == "stdio-node" and shutil.which("node") is None else ""
         errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {problem}", markup=False)
+
+
+@cli.command("check-trace")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Where report.json, junit.xml and summary.md are written.")
+@_with(verbosity_options)
+def check_trace(spec, traces, report_dir, quiet, verbose):
+    """Check recorded TRACES (JSON lines: docs/traces.md) of a real system
+    against SPEC, without running it: every answer, effect and invariant,
+    overlapping operations by linearizability. Same reports as `run`; each
+    session of a trace (between resets) is one check, and a failure names
+    the trace's line.
+
+    \b
+    Exit codes: 0 every trace conforms, 1 one does not, 2 a spec or trace
+    that cannot be read, 130/143 interrupted."""
+    from .traces import check_trace_run
+
+    level = _verbosity(quiet, verbose)
+    _spec_file(spec)
+    report = check_trace_run(spec, list(traces), report_dir)
+    _finish(report, level)
 
 
 @cli.command()

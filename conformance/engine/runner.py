@@ -23,7 +23,8 @@ from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
 from .stateful import PROFILES, run_stateful
 
-__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION"]
+__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION",
+           "new_report", "clear_report_files", "write_report_files", "mark_interrupted"]
 
 KIT_VERSION = "0.1.0"
 
@@ -47,6 +48,7 @@ class RunConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
+    record_dir: str | None = None  # write each scenario's trace here (docs/traces.md)
 
 
 class Progress:
@@ -77,6 +79,30 @@ def _report_skeleton(config: RunConfig) -> dict:
                            or config.adapter_cli},
         "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
     }
+
+
+def new_report(config: RunConfig) -> dict:
+    """An empty report (verdict error until something better is known), for
+    other front doors that produce the same reports (check-trace)."""
+    return _report_skeleton(config)
+
+
+def clear_report_files(report: dict, report_dir: str) -> None:
+    _clear_reports(report_dir, report)
+
+
+def write_report_files(report: dict, report_dir: str) -> None:
+    _write(report, report_dir)
+
+
+def mark_interrupted(report: dict, exc: KeyboardInterrupt, done: str) -> None:
+    """Verdict ``interrupted`` for a front door that tracks its own progress."""
+    from .interrupts import Interrupted, interrupt_exit_code
+
+    report["verdict"], report["exit_code"] = "interrupted", interrupt_exit_code(exc)
+    cause = f"interrupted by {exc.signal_name}" if isinstance(exc, Interrupted) else "a KeyboardInterrupt was raised"
+    report["problems"].append({"kind": "interrupted", "where": None,
+                               "message": f"{cause}: {done}. The reports hold only what finished."})
 
 
 def run_command(config: RunConfig, target: str) -> str:
@@ -335,6 +361,8 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         tracker.scenario = scenario.id
         outcome = run_scenario(session, scenario, capabilities)
         tracker.scenarios_done += 1
+        if config.record_dir and outcome.verdict in ("pass", "fail"):
+            _record(config, prepared, scenario.id, outcome, report)
         if outcome.verdict == NOT_APPLICABLE:
             report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
                 {"id": scenario.id, "title": scenario.title, "reason": outcome.note})
@@ -381,6 +409,29 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+
+
+def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
+    """Write the scenario's steps as a trace (conformance check-trace reads it)."""
+    from ..traces.format import header_line, lines_of_session
+
+    session, identity = prepared.session, prepared.identity
+    steps = outcome.failure.steps if outcome.failure is not None and outcome.failure.steps else session.trace
+    header = header_line(prepared.spec.id, prepared.spec.version, profile=identity.get("profile"),
+                         parameters=prepared.params,
+                         implementation={"name": identity.get("name"), "version": identity.get("version"),
+                                         "adapter": prepared.target},
+                         source=f"conformance run --record, scenario {name}")
+    path = Path(config.record_dir) / f"{name}.jsonl"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(header + "\n")
+            for line in lines_of_session(steps, session.probe_calls()):
+                handle.write(line + "\n")
+    except OSError as exc:
+        report["problems"].append({"kind": "report-error", "where": str(path),
+                                   "message": f"could not write the trace: {exc}"})
 
 
 def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
