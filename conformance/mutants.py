@@ -57,6 +57,9 @@ def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
 
 def _not_interrupted(report: dict) -> dict:
     """A run stopped by Ctrl-C/SIGTERM stops the whole mutant campaign, not just one mutant."""
+    from .engine.interrupts import checkpoint
+
+    checkpoint()
     if report["verdict"] == "interrupted":
         raise KeyboardInterrupt(report["problems"][-1]["message"] if report["problems"] else "interrupted")
     return report

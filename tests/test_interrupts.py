@@ -283,3 +283,27 @@ def test_an_interrupt_while_shrinking_keeps_the_failure_found_so_far(tmp_path):
     assert stateful["failure"]["replay"].startswith("conformance replay ")
     problem = next(p for p in report["problems"] if p["kind"] == "interrupted")
     assert "found a failure (reported, not fully shrunk)" in problem["message"]
+
+
+def test_an_interrupt_lost_in_a_gc_callback_is_raised_at_the_next_checkpoint(capfd):
+    # Python runs signal handlers between any two bytecodes, also inside a
+    # garbage-collector callback (Hypothesis installs one), where the raise is
+    # printed and dropped. The run must still stop, and print no traceback.
+    import gc
+    from conformance.engine import interrupts
+
+    def callback(phase, info):
+        if phase == "start":
+            gc.callbacks.remove(callback)
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs in here
+                pass
+
+    with interrupts.signals_stop_the_run():
+        gc.callbacks.append(callback)
+        gc.collect()
+        with pytest.raises(KeyboardInterrupt) as raised:
+            interrupts.checkpoint()
+    assert isinstance(raised.value, interrupts.Interrupted) and raised.value.exit_code == 130
+    assert "Traceback" not in capfd.readouterr().err
+    interrupts.checkpoint()  # outside the run nothing is pending

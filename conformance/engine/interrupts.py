@@ -9,17 +9,24 @@ code is the shell's convention, 128 + the signal number (130, 143).
 
 Further signals while that clean-up runs do not interrupt it; the third
 one ends the process at once, for a user who really wants out.
+
+A signal handler's exception can be lost: Python runs handlers between any
+two bytecodes, also inside a garbage-collector callback, whose exceptions
+are printed and dropped. So the interrupt also stays pending until the
+runner acknowledges it, and :func:`checkpoint` (called before every call
+into the implementation and between checks) raises it again.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "FORCE_AFTER"]
+__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "checkpoint", "acknowledge", "FORCE_AFTER"]
 
 FORCE_AFTER = 3  # signals: the third one exits without clean-up
 
@@ -54,18 +61,32 @@ def signals_stop_the_run() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _pending, _acknowledged
     received = [0]
+    _pending, _acknowledged = None, False
 
     def handler(signum, frame):
+        global _pending
         received[0] += 1
-        if received[0] == 1:
-            raise Interrupted(signum)
+        if received[0] == 1 or not _acknowledged:
+            _pending = Interrupted(signum) if _pending is None else _pending
+            raise Interrupted(_pending.signum)
         if received[0] >= FORCE_AFTER:
             os.write(2, b"interrupted again: exiting without writing the reports\n")
             os._exit(128 + signum)
         os.write(2, b"stopping: closing the implementation and writing the reports "
                     b"(interrupt once more to exit at once)\n")
 
+    previous_hook = sys.unraisablehook
+
+    def quiet_lost_interrupts(unraisable):
+        # The interrupt raised inside a gc callback is dropped there; it is
+        # still pending and is raised again at the next checkpoint, so there
+        # is nothing to print.
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous_hook(unraisable)
+
+    sys.unraisablehook = quiet_lost_interrupts
     previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -77,3 +98,22 @@ def signals_stop_the_run() -> Iterator[None]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+        sys.unraisablehook = previous_hook
+        _pending, _acknowledged = None, False
+
+
+_pending: Interrupted | None = None   # a signal received and not yet acknowledged by the runner
+_acknowledged = False
+
+
+def checkpoint() -> None:
+    """Raise the interrupt again if its first raise was lost (see above)."""
+    if _pending is not None and not _acknowledged:
+        raise Interrupted(_pending.signum)
+
+
+def acknowledge() -> None:
+    """The run has stopped for the interrupt: later checkpoints let clean-up run."""
+    global _acknowledged
+    if _pending is not None:
+        _acknowledged = True

@@ -18,6 +18,7 @@ from statemachines import Spec, SpecError, load_replay_file, load_spec, resolve_
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec
 from .failures import Failure
+from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
@@ -215,6 +216,9 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
                 report["problems"].append({"kind": "adapter-error", "message": str(exc),
                                            "where": config.adapter or config.adapter_cmd or config.adapter_cli})
     except KeyboardInterrupt as exc:
+        from .interrupts import acknowledge
+
+        acknowledge()
         _interrupted(report, exc, tracker)
     except Exception as exc:  # a bug in the kit: still say so in the reports, never leave an old verdict
         report["verdict"], report["exit_code"] = "error", 2
@@ -359,6 +363,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     profile_name = identity.get("profile") or "default"
     for scenario in scenarios:
         tracker.scenario = scenario.id
+        checkpoint()
         outcome = run_scenario(session, scenario, capabilities)
         tracker.scenarios_done += 1
         if config.record_dir and outcome.verdict in ("pass", "fail"):
@@ -389,6 +394,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         def on_example(count: int) -> None:
             tracker.examples = count
             progress.stateful_example(count)
+            checkpoint()
 
         session.model.coverage.__init__()  # coverage of the exploration alone
         outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,

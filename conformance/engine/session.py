@@ -22,6 +22,7 @@ from ..adapters.adapter import Adapter
 from ..errors import AdapterLoadError
 from .compare import compare
 from .failures import NOT_IMPLEMENTED, Failure
+from .interrupts import checkpoint
 from .linearize import linearize
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
@@ -245,6 +246,7 @@ class Session:
 
     def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
         self.calls += 1
+        checkpoint()  # a Ctrl-C whose first raise was lost (e.g. in a gc callback) stops the run here
         try:
             response = self.worker.run(lambda: self.adapter.call(operation, args), self.timeout_s)
         except _CallTimeout:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,6 +31,10 @@ from .format import TraceError, TraceEvent, TraceHeader, read_trace
 __all__ = ["TraceAdapter", "check_traces", "TraceMismatch"]
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 3, 2
+# A session keeps its steps for the failure report; for a long trace only the
+# latest ones are kept (a failure shows the steps leading to it, and the
+# trace's line numbers locate everything else), so memory stays flat.
+KEEP_STEPS, TRIM_AT = 200, 400
 
 
 class TraceMismatch(Exception):
@@ -87,38 +90,62 @@ class TraceAdapter(Adapter):
                             "does not record")
 
 
-def _sessions(events: Iterator[TraceHeader | TraceEvent]) -> Iterator[list[TraceEvent]]:
-    """Split a trace's events at its resets (a session per part)."""
-    current: list[TraceEvent] = []
-    for event in events:
-        if isinstance(event, TraceHeader):
-            continue
-        if event.kind == "reset":
-            if current:
-                yield current
-            current = []
-            continue
-        current.append(event)
-    if current:
-        yield current
+class _Part:
+    """One session of a trace, streamed: its events up to the next reset."""
+
+    def __init__(self, events: Iterator[TraceHeader | TraceEvent], first: TraceEvent):
+        self._events, self._pending = events, first
+        self.first_line = self.last_line = first.line
+        self.count = 0
+        self.next_part: TraceEvent | None = None  # the first event after the reset that ended this part
+        self._walk = self._events_of_part()
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return self._walk  # one pass: iterating again goes on where the last one stopped
+
+    def _events_of_part(self) -> Iterator[TraceEvent]:
+        event = self._pending
+        while event is not None:
+            if event.kind == "reset":
+                for after in self._events:  # the next part starts at the next event that is not a reset
+                    if isinstance(after, TraceEvent) and after.kind != "reset":
+                        self.next_part = after
+                        break
+                return
+            self.count += 1
+            self.last_line = event.line
+            yield event
+            event = next(self._events, None)
 
 
-def _overlapping(events: list[TraceEvent]) -> list[TraceEvent]:
+def _sessions(events: Iterator[TraceHeader | TraceEvent]) -> Iterator[_Part]:
+    """Split a trace's events at its resets, without holding them in memory."""
+    first = next((e for e in events if isinstance(e, TraceEvent) and e.kind != "reset"), None)
+    while first is not None:
+        part = _Part(events, first)
+        yield part
+        for _ in part:  # a part abandoned after a failure is read to its end
+            pass
+        first = part.next_part
+
+
+def _overlapping(events: Iterator[TraceEvent]) -> Iterator[TraceEvent]:
     """Consecutive calls whose start/end instants overlap become one group."""
-    grouped: list[TraceEvent] = []
+    held: TraceEvent | None = None
     for event in events:
         data = event.data
-        previous = grouped[-1] if grouped else None
-        if (event.kind == "call" and "start_ms" in data and "end_ms" in data and previous is not None
-                and previous.kind in ("call", "concurrently")):
-            members = previous.calls if previous.kind == "concurrently" else [previous.data]
+        if (held is not None and event.kind == "call" and "start_ms" in data and "end_ms" in data
+                and held.kind in ("call", "concurrently")):
+            members = held.calls if held.kind == "concurrently" else [held.data]
             if all("start_ms" in m and "end_ms" in m for m in members) and \
                     data["start_ms"] < max(m["end_ms"] for m in members):
-                grouped[-1] = TraceEvent("concurrently", previous.line, {"concurrently": [*members, data]},
-                                         [*members, data])
+                held = TraceEvent("concurrently", held.line, {"concurrently": [*members, data]}, [*members, data])
                 continue
-        grouped.append(event)
-    return grouped
+        if held is not None:
+            yield held
+        held = event
+    if held is not None:
+        yield held
 
 
 def _context(path: Path, line: int) -> str:
@@ -136,7 +163,7 @@ def _context(path: Path, line: int) -> str:
     return "\n".join(shown)
 
 
-def _check_session(session: Session, adapter: TraceAdapter, events: list[TraceEvent],
+def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[TraceEvent],
                    path: Path) -> tuple[Failure | None, int | None]:
     """Replay one session; the failure and the line of the event it is about."""
     session.reset()
@@ -176,6 +203,10 @@ def _check_session(session: Session, adapter: TraceAdapter, events: list[TraceEv
             _, failure = session.call(data["call"], data["args"])
         if failure:
             return failure, event.line
+        if len(session.trace) > TRIM_AT:
+            del session.trace[:-KEEP_STEPS]
+            for position, step in enumerate(session.trace):
+                step["index"] = position
     return None, None
 
 
@@ -209,13 +240,16 @@ def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[di
         try:
             for number, part in enumerate(_sessions(events), 1):
                 started = time.perf_counter()
-                first, last = part[0].line, part[-1].line
-                entry = {"id": f"{path.name}:{first}", "category": "trace",
-                         "title": f"{path.name} session {number} (lines {first}-{last}, {len(part)} events)"}
                 try:
-                    failure, line = _check_session(session, adapter, part, path)
+                    failure, line = _check_session(session, adapter, iter(part), path)
                 except TraceMismatch as exc:
-                    failure, line = Failure(kind="trace-error", message=str(exc)), part[-1].line
+                    failure, line = Failure(kind="trace-error", message=str(exc)), part.last_line
+                if failure is not None:
+                    for _ in part:  # count the rest of the session for its title
+                        pass
+                first, last = part.first_line, part.last_line
+                entry = {"id": f"{path.name}:{first}", "category": "trace",
+                         "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)"}
                 if failure is not None and failure.kind == "implementation-error" and "TraceMismatch" in failure.message:
                     failure.kind = "trace-error"  # the kit asked for more than the trace holds, not a bug
                 if failure is None:
