@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import traceback
 
@@ -564,8 +565,12 @@ def init(spec, transport, directory, force):
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
               help="Where report.json, junit.xml and summary.md are written.")
+@click.option("--to-scenario", "to_scenario", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the first failing session, up to the failing event, as a scenario to FILE (the "
+                   "observed answers as expectations) for a spec author to review and add to a matrix.")
+@click.option("--scenario-id", default="T1", show_default=True, help="The id of the scenario --to-scenario writes.")
 @_with(verbosity_options)
-def check_trace(spec, traces, report_dir, quiet, verbose):
+def check_trace(spec, traces, report_dir, to_scenario, scenario_id, quiet, verbose):
     """Check recorded TRACES (JSON lines: docs/traces.md) of a real system
     against SPEC, without running it: every answer, effect and invariant,
     overlapping operations by linearizability. Same reports as `run`; each
@@ -579,7 +584,16 @@ def check_trace(spec, traces, report_dir, quiet, verbose):
 
     level = _verbosity(quiet, verbose)
     _spec_file(spec)
-    report = check_trace_run(spec, list(traces), report_dir)
+    if to_scenario and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", scenario_id):
+        raise click.UsageError(f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, "
+                               "digits, '_', '.' or '-'")
+    report = check_trace_run(spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id)
+    if to_scenario:
+        if report.get("_scenario_file"):
+            console.print(f"wrote scenario {scenario_id} to {to_scenario} (review its last step before adding it)",
+                          highlight=False)
+        elif report["verdict"] == "pass":
+            console.print("no session failed: no scenario written", highlight=False)
     _finish(report, level)
 
 

@@ -176,3 +176,64 @@ def test_a_trace_that_cannot_be_read_names_its_line(tmp_path, content, line, wor
     assert f"{trace}:{line}" in proc.stderr and words in proc.stderr, proc.stderr
     report = report_of(tmp_path / "r")
     assert report["verdict"] == "error" and report["problems"][0]["where"] == f"{trace}:{line}"
+
+
+def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(recorded, tmp_path):
+    import shutil
+
+    import yaml
+
+    lines = (recorded / "thread-jobs" / "N4.jsonl").read_text(encoding="utf-8").splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if '"injected": ["j1"]' in line)
+    lines[number - 1] = lines[number - 1].replace('"injected": ["j1"]', '"injected": []', 1)
+    edited = tmp_path / "lost-injection.jsonl"
+    edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    scenario_file = tmp_path / "regression.yaml"
+
+    proc = kit("check-trace", "thread-jobs", str(edited), "--to-scenario", str(scenario_file), "--scenario-id", "R1",
+               "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"wrote scenario R1 to {scenario_file}" in proc.stdout
+    scenario = yaml.safe_load(scenario_file.read_text(encoding="utf-8"))["scenarios"][0]
+    assert scenario["id"] == "R1" and f"line {number}" in scenario["title"]
+    assert scenario["steps"][-1]["call"] == "turn_boundary"
+    assert scenario["steps"][-1]["expect"]["result"] == {"injected": []}  # what the trace observed
+
+    # Added to a copy of the spec's matrix it is a valid scenario; the reference
+    # passes every step but the last, whose expectation the author must review.
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    root = Path(__file__).resolve().parents[1] / "spec"
+    for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml", "lifecycle-spec-fragment.schema.json",
+                 "lifecycle-spec.schema.json"):
+        shutil.copy(root / name, spec_dir / name)
+    matrix = spec_dir / "thread-jobs.scenarios.yaml"
+    doc = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    doc["scenarios"].append(scenario)
+    matrix.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    assert kit("validate", str(spec_dir / "thread-jobs.yaml"), cwd=tmp_path).returncode == 0
+    run = kit("run", str(spec_dir / "thread-jobs.yaml"), "--scenario", "R1", "--no-stateful",
+              "--report-dir", str(tmp_path / "r2"), cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    failure = report_of(tmp_path / "r2")["scenarios"][0]["failure"]
+    assert failure["kind"] == "expectation" and failure["message"].startswith("scenario R1")
+    assert failure["step"] == len([s for s in failure["steps"]]) - 1  # the last step, nothing before it
+
+
+def test_trace_writer_writes_what_check_trace_reads(tmp_path):
+    from conformance.traces import TraceError, TraceWriter
+
+    path = tmp_path / "own.jsonl"
+    with TraceWriter(path, "thread-jobs", "1.0.0", implementation={"name": "my-runtime"}) as trace:
+        trace.call("begin_turn", {"thread_id": "t1"}, result={}, effects=[], at_ms=0)
+        trace.call("start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j1"},
+                   result={"mode": "background", "job_id": "j1", "status": "running"}, effects=[], at_ms=0)
+        trace.clock(10)
+        trace.call("start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j2"},
+                   error={"kind": "job_exists_for_tool_call",
+                          "message": "Background job already exists for tool_call_id"}, effects=[], at_ms=10)
+        with pytest.raises(TraceError, match="exactly one of result= and error="):
+            trace.call("list_jobs", {"thread_id": "t1"})
+    report = check_trace_run("thread-jobs", [str(path)], None)
+    assert report["verdict"] == "pass", report["scenarios"]
+    assert len(path.read_text().splitlines()) == 5

@@ -249,7 +249,8 @@ def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[di
                         pass
                 first, last = part.first_line, part.last_line
                 entry = {"id": f"{path.name}:{first}", "category": "trace",
-                         "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)"}
+                         "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)",
+                         "_source": (str(path), first, line)}
                 if failure is not None and failure.kind == "implementation-error" and "TraceMismatch" in failure.message:
                     failure.kind = "trace-error"  # the kit asked for more than the trace holds, not a bug
                 if failure is None:

@@ -10,12 +10,16 @@ from ..engine.runner import (RunConfig, clear_report_files, mark_interrupted, ne
 from ..specs import SpecNotFound
 from .check import check_traces
 from .format import TraceError
+from .to_scenario import scenario_from_trace, write_scenario_file
 
 __all__ = ["check_trace_run"]
 
 
-def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None) -> dict:
-    """Check ``traces`` against the spec; the report (also written to ``report_dir``)."""
+def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *,
+                    to_scenario: str | None = None, scenario_id: str = "T1") -> dict:
+    """Check ``traces`` against the spec; the report (also written to
+    ``report_dir``). With ``to_scenario``, the first failing session becomes
+    a scenario file there (``report["_scenario_file"]``)."""
     started = time.perf_counter()
     config = RunConfig(spec_path=spec_path, adapter_label="recorded trace(s): " + ", ".join(traces),
                        report_dir=report_dir, stateful=False)
@@ -29,7 +33,14 @@ def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None) -
         report["implementation"] = {"adapter": report["implementation"]["adapter"], "name": None, "version": None,
                                     "profile": None, "parameters": {}, "capabilities": {}}
         report["parameters"] = params
+        sources = [entry.pop("_source") for entry in entries]
         report["scenarios"] = entries
+        failing = [(e, src) for e, src in zip(entries, sources) if e["verdict"] == "fail" and src[2] is not None]
+        if to_scenario and failing:
+            entry, (trace_path, first, line) = failing[0]
+            write_scenario_file(to_scenario, scenario_from_trace(
+                trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]))
+            report["_scenario_file"] = to_scenario
         report["problems"] += problems
         failed = any(e["verdict"] in ("fail", "error") for e in entries)
         report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)

@@ -1,0 +1,82 @@
+"""A failing stretch of a trace as a scenario a spec author can review.
+
+The scenario replays the failing session from its start (a scenario always
+starts from a reset) up to the event that broke the rule, with the answers
+the trace observed as its expectations. The last step therefore pins what
+the recorded system did: the author decides whether the spec or the system
+is wrong, edits that expectation to what the spec demands, and adds the
+scenario to a matrix as a regression.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .format import TraceEvent, read_trace
+
+__all__ = ["scenario_from_trace", "write_scenario_file"]
+
+
+def _expect(call: dict) -> dict:
+    expect: dict = {}
+    if "error" in call:
+        expect["error"] = {k: call["error"][k] for k in ("kind", "message") if k in call["error"]}
+    else:
+        expect["result"] = call.get("result")
+    if "effects" in call:
+        expect["effects"] = call["effects"]
+    return expect
+
+
+def scenario_from_trace(path: str | Path, first_line: int, last_line: int, *, scenario_id: str,
+                        failure_message: str) -> dict:
+    """The events of ``path`` on lines first_line..last_line as a scenario."""
+    steps: list[dict] = []
+    now = 0
+    for event in read_trace(path):
+        if not isinstance(event, TraceEvent) or event.line < first_line or event.kind == "reset":
+            continue
+        if event.line > last_line:
+            break
+        data = event.data
+        if event.kind == "clock":
+            if data["clock_ms"] > now:
+                steps.append({"advance_ms": data["clock_ms"] - now})
+                now = data["clock_ms"]
+            continue
+        calls = event.calls if event.kind == "concurrently" else [data]
+        at = max((c.get("at_ms", c.get("start_ms", 0)) for c in calls), default=0)
+        if at > now:
+            steps.append({"advance_ms": at - now})
+            now = at
+        if event.kind == "concurrently":
+            kinds: dict[str, int] = {}
+            effects: dict[str, int] = {}
+            for c in calls:
+                if "error" in c:
+                    kinds[c["error"]["kind"]] = kinds.get(c["error"]["kind"], 0) + 1
+                for effect in c.get("effects", []):
+                    effects[effect["effect"]] = effects.get(effect["effect"], 0) + 1
+            expect = {"ok": sum(1 for c in calls if "result" in c)}
+            expect.update({"error_kinds": kinds} if kinds else {})
+            expect.update({"effect_counts": effects} if effects else {})
+            steps.append({"concurrently": [{"call": c["call"], "args": c["args"]} for c in calls], "expect": expect})
+        else:
+            steps.append({"call": data["call"], "args": data["args"], "expect": _expect(data)})
+    headline = failure_message.splitlines()[0] if failure_message else "a failure"
+    return {"id": scenario_id, "title": f"Regression from trace {Path(path).name} line {last_line}",
+            "category": "edge",
+            "description": (f"Recorded in {Path(path).name}, lines {first_line}-{last_line}. check-trace said: "
+                            f"{headline}. Every expectation is the answer the trace observed; review the last "
+                            "step (what the spec demands there) and any id or path the implementation chose "
+                            "before adding this scenario to a matrix."),
+            "steps": steps}
+
+
+def write_scenario_file(path: str | Path, scenario: dict) -> None:
+    header = ("# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n"
+              "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
+              "# a spec's scenario matrix (an `include:`d scenarios file).\n")
+    Path(path).write_text(header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True,
+                                                  width=110), encoding="utf-8")
