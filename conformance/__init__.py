@@ -17,7 +17,7 @@ from typing import Any
 __all__ = [
     "Adapter", "EffectRecorder", "error_response", "result_response",
     "RunConfig", "run_conformance", "conformance_suite", "ConformanceError",
-    "resolve_spec", "bundled_specs",
+    "resolve_spec", "bundled_specs", "exploration_testcase",
 ]
 
 _WHERE = {
@@ -26,6 +26,7 @@ _WHERE = {
     "RunConfig": "conformance.engine.runner", "run_conformance": "conformance.engine.runner",
     "conformance_suite": "conformance.pytest_plugin", "ConformanceError": "conformance.errors",
     "resolve_spec": "conformance.specs", "bundled_specs": "conformance.specs",
+    "exploration_testcase": "conformance.fuzzing",
 }
 
 

@@ -30,6 +30,7 @@ ROOMS = {
     "conformance.cli": {"conformance", "statemachines"},
     "conformance.pytest_plugin": {"conformance", "statemachines"},
     "conformance.mutants": {"conformance", "statemachines"},
+    "conformance.fuzzing": {"conformance", "statemachines"},
     "conformance.scaffold": {"conformance", "statemachines"},
     "conformance.progress": {"conformance"},
     "conformance.spec_revision": {"statemachines"},

@@ -1,0 +1,77 @@
+"""The stateful exploration as a plain Hypothesis test, for long campaigns.
+
+    # tests/test_conformance_fuzz.py
+    from conformance import exploration_testcase
+
+    TestThreadJobsExploration = exploration_testcase("thread-jobs", adapter="my_runtime.conformance:Adapter")
+
+That is a ``unittest.TestCase`` running the kit's generated exploration
+(the same rule, the same model and checks as ``conformance run``): pytest
+runs it like any test, and HypoFuzz runs it for hours across cores::
+
+    hypothesis fuzz -n 4 -- tests/test_conformance_fuzz.py
+
+Failures HypoFuzz finds go to Hypothesis's example database (the default
+``.hypothesis/examples``, shared with pytest), so a plain ``pytest`` of the
+same file replays them first and fails with the kit's message: the broken
+rule, expected and observed values, and the steps that lead there.
+Unlike ``conformance run`` there is no fixed seed and no shrinking budget:
+a fuzzer wants fresh randomness, and the database keeps what it found.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings as Settings
+
+from statemachines import SpecError
+
+from .engine.runner import RunConfig, prepare
+from .engine.session import DEFAULT_TIMEOUT_S
+from .engine.stateful import PROFILES, Explorer, _Stats, build_state_machine
+from .errors import AdapterLoadError, ConformanceError
+
+__all__ = ["exploration_testcase", "ExplorationSetupError"]
+
+
+class ExplorationSetupError(ConformanceError):
+    """The spec or the implementation of an exploration test could not be set up."""
+
+
+def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_options: dict | None = None,
+                         adapter_cmd: str | None = None, adapter_cli: str | None = None, profile: str = "ci",
+                         timeout_s: float = DEFAULT_TIMEOUT_S):
+    """A ``unittest.TestCase`` class running the exploration of ``spec``
+    (a bundled spec's name, or a path relative to the calling module)
+    against an implementation (the spec's reference when none is given).
+
+    The implementation starts now, when the test module is imported, and
+    serves every example of the process; ``profile`` sets the examples and
+    steps of one pytest run (HypoFuzz ignores the example count)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
+    caller = sys._getframe(1).f_globals.get("__file__")
+    base = Path(caller).resolve().parent if caller else Path.cwd()
+    spec_path = str(base / spec) if (base / spec).is_file() else spec
+    adapter_cli = str(base / adapter_cli) if adapter_cli and (base / adapter_cli).is_file() else adapter_cli
+    config = RunConfig(spec_path=spec_path, adapter=adapter, adapter_options=dict(adapter_options or {}),
+                       adapter_cmd=adapter_cmd, adapter_cli=adapter_cli, profile=profile, report_dir=None,
+                       timeout_s=timeout_s)
+    try:
+        prepared = prepare(config)
+    except (SpecError, AdapterLoadError) as exc:
+        raise ExplorationSetupError(f"cannot set up the exploration of {spec}: {exc}") from None
+    capabilities = prepared.identity.get("capabilities") or {}
+    explorer = Explorer(prepared.spec, prepared.params, bool(capabilities.get("concurrent")))
+    prepared.session.defer_model_invariants = True  # checked once per step, as in `conformance run`
+    stats = _Stats(shrink_s=float("inf"))  # Hypothesis and HypoFuzz shrink as long as they like
+    machine = build_state_machine(prepared.spec, prepared.session, explorer, stats)
+    machine.__name__ = machine.__qualname__ = f"Exploration_{prepared.spec.id.replace('-', '_')}"
+    testcase = machine.TestCase
+    # No database here: the default one, shared by pytest and HypoFuzz, keeps failures.
+    testcase.settings = Settings(max_examples=PROFILES[profile]["max_examples"],
+                                 stateful_step_count=PROFILES[profile]["stateful_step_count"], deadline=None,
+                                 suppress_health_check=list(HealthCheck))
+    testcase.conformance_session = prepared.session
+    return testcase

@@ -1,0 +1,91 @@
+"""The exploration as a plain Hypothesis test (``exploration_testcase``):
+pytest runs it, HypoFuzz fuzzes it, and what HypoFuzz finds is replayed
+from Hypothesis's example database by an ordinary pytest run."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+BROKEN = textwrap.dedent('''\
+    from conformance.mutants import load_mutants
+
+    # inspect_job answers for jobs of other threads (a shipped mutant of the reference)
+    Broken = load_mutants("lifecycle_references.thread_jobs.mutants:MUTANTS")["inspect_cross_thread"].factory
+    ''')
+TARGET = textwrap.dedent('''\
+    from conformance import exploration_testcase
+
+    TestThreadJobs = exploration_testcase("thread-jobs", adapter={adapter}, profile="quick")
+    ''')
+REPLAY_ONLY = textwrap.dedent('''\
+    from hypothesis import Phase, settings
+
+    # replay what the database holds: no new examples, no shrinking
+    settings.register_profile("replay", phases=[Phase.explicit, Phase.reuse])
+    ''')
+
+
+def _project(tmp_path: Path, adapter: str | None) -> Path:
+    (tmp_path / "broken_adapter.py").write_text(BROKEN, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(REPLAY_ONLY, encoding="utf-8")
+    (tmp_path / "test_target.py").write_text(TARGET.format(adapter=repr(adapter)), encoding="utf-8")
+    return tmp_path
+
+
+def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_target.py"],
+                          cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(cwd)})
+
+
+def test_the_exploration_is_a_test_pytest_runs_and_passes_on_the_reference(tmp_path):
+    proc = _pytest(_project(tmp_path, None))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout
+
+
+def test_a_spec_that_cannot_be_set_up_says_why(tmp_path):
+    (tmp_path / "test_target.py").write_text('from conformance import exploration_testcase\n'
+                                             'TestX = exploration_testcase("no-such-spec")\n', encoding="utf-8")
+    proc = _pytest(tmp_path)
+    assert proc.returncode != 0
+    assert "no-such-spec" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hypofuzz") is None,
+                    reason="HypoFuzz is not installed (pip install 'lifecycle-conformance[fuzz]')")
+def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_path):
+    project = _project(tmp_path, "broken_adapter:Broken")
+    fuzzer = subprocess.Popen([str(Path(sys.executable).parent / "hypothesis"), "fuzz", "-n", "1", "--no-dashboard",
+                               "--", "test_target.py"], cwd=project, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(project)})
+    examples = project / ".hypothesis" / "examples"
+    replay = None
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and fuzzer.poll() is None:
+            time.sleep(5)
+            if examples.is_dir() and any(examples.iterdir()):
+                replay = _pytest(project, "--hypothesis-profile=replay")
+                if replay.returncode != 0:
+                    break
+    finally:
+        os.killpg(fuzzer.pid, signal.SIGTERM)
+        try:
+            fuzzer.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(fuzzer.pid, signal.SIGKILL)
+    output = fuzzer.stdout.read() if fuzzer.stdout else ""
+    assert "fuzz 1 test" in output, output[-3000:]
+    assert replay is not None and replay.returncode == 1, (output[-2000:], replay and replay.stdout[-2000:])
+    # the replay (no generation, no shrinking) fails with the kit's own message
+    assert "ConformanceFailure: inspect_job: result: expected error not_found_in_thread" in replay.stdout
