@@ -237,3 +237,17 @@ def test_trace_writer_writes_what_check_trace_reads(tmp_path):
     report = check_trace_run("thread-jobs", [str(path)], None)
     assert report["verdict"] == "pass", report["scenarios"]
     assert len(path.read_text().splitlines()) == 5
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="Node.js is not installed")
+def test_the_node_runtime_records_its_own_trace_and_it_checks(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    trace = tmp_path / "node.jsonl"
+    adapter = f"node {root / 'examples' / 'node-thread-jobs' / 'adapter.js'} --record-trace {trace}"
+    run = kit("run", "thread-jobs", "--adapter-cmd", adapter, "--no-stateful", "--report-dir", str(tmp_path / "r1"),
+              cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = [s for s in report_of(tmp_path / "r1")["scenarios"] if s["verdict"] == "pass"]
+    check = kit("check-trace", "thread-jobs", str(trace), "--report-dir", str(tmp_path / "r2"), cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert len(report_of(tmp_path / "r2")["scenarios"]) == len(ran)  # one session per scenario it answered

@@ -5,11 +5,17 @@
 //
 //   node adapter.js [--retention-limit N] [--max-bytes N] [--max-lines N]
 //                   [--profile allium-spec|runtime-code] [--keep-spill-files]
+//                   [--record-trace FILE]
+//
+// --record-trace writes every operation the runtime answers, every clock move
+// and every reset as a trace (docs/traces.md) that `conformance check-trace`
+// checks later, without running anything.
 //
 // stdout carries responses only, one JSON object per line; logs go to stderr.
 // Requests are answered one at a time, in order (capabilities.concurrent is
 // false: the runtime is single-threaded).
 
+const fs = require('fs');
 const readline = require('readline');
 const { ThreadJobRuntime, JobError } = require('./runtime');
 
@@ -72,6 +78,7 @@ function parseArgs(argv) {
   const explicit = {};
   let profile = null;
   let keepSpillFiles = false;
+  let recordTrace = null;
   for (let i = 0; i < argv.length; i += 1) {
     let arg = argv[i];
     let value;
@@ -93,15 +100,17 @@ function parseArgs(argv) {
       if (!(profile in PROFILES)) usage(`unknown profile ${JSON.stringify(profile)} (known: ${Object.keys(PROFILES).join(', ')})`);
     } else if (arg === '--keep-spill-files') {
       keepSpillFiles = true;
+    } else if (arg === '--record-trace') {
+      recordTrace = takeValue();
     } else if (arg === '-h' || arg === '--help') {
       process.stdout.write('usage: node adapter.js [--retention-limit N] [--max-bytes N] [--max-lines N] ' +
-        '[--profile allium-spec|runtime-code] [--keep-spill-files]\n');
+        '[--profile allium-spec|runtime-code] [--keep-spill-files] [--record-trace FILE]\n');
       process.exit(0);
     } else {
       usage(`unknown argument ${JSON.stringify(arg)}`);
     }
   }
-  return { explicit, profile, keepSpillFiles };
+  return { explicit, profile, keepSpillFiles, recordTrace };
 }
 
 /** Parameter values in force: defaults, then the profile, then explicit flags. */
@@ -184,13 +193,65 @@ const OPERATIONS = {
   },
 };
 
+// ------------------------------------------------------------------ recording a trace
+
+/** Writes what the runtime did as trace lines (docs/traces.md, format 1). */
+class TraceRecorder {
+  constructor(path, header) {
+    this.fd = fs.openSync(path, 'w');
+    this.write({ trace: 1, ...header });
+  }
+
+  write(line) {
+    fs.writeSync(this.fd, `${JSON.stringify(line)}\n`);
+  }
+
+  reset() {
+    this.write({ reset: true });
+  }
+
+  clock(nowMs) {
+    this.write({ clock_ms: nowMs, effects: [] });
+  }
+
+  call(operation, args, response, nowMs) {
+    const line = { call: operation, args: args || {} };
+    if ('error' in response) line.error = response.error;
+    else line.result = response.result;
+    line.effects = response.effects || [];
+    line.at_ms = nowMs;
+    // The content of spilled payload files, read while they exist, so the
+    // spec's file checks work offline.
+    const files = {};
+    for (const effect of line.effects) {
+      if (effect.effect !== 'payload_spilled' || typeof effect.path !== 'string') continue;
+      try {
+        if (fs.statSync(effect.path).size <= 1024 * 1024) files[effect.path] = fs.readFileSync(effect.path, 'utf8');
+      } catch (err) {
+        log(`trace: cannot read ${effect.path}: ${err.message}`);
+      }
+    }
+    if (Object.keys(files).length) line.files = files;
+    this.write(line);
+  }
+
+  close() {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+  }
+}
+
 // ------------------------------------------------------------------ the session
 
 class Session {
-  constructor({ explicit, profile, keepSpillFiles }) {
+  constructor({ explicit, profile, keepSpillFiles, recordTrace }) {
     this.explicit = explicit;
     this.profile = profile;
     this.keepSpillFiles = keepSpillFiles;
+    this.trace = recordTrace ? new TraceRecorder(recordTrace, {
+      spec: SPEC, profile, parameters: { ...explicit }, implementation: IMPLEMENTATION, clock: 'virtual',
+      source: 'examples/node-thread-jobs/adapter.js --record-trace',
+    }) : null;
     this.nowMs = 0;
     this.effects = null; // effects of the request being answered
     this.runtime = new ThreadJobRuntime({
@@ -225,14 +286,19 @@ class Session {
         if (!Number.isSafeInteger(request.now_ms)) return protocolError(id, 'reset needs an integer now_ms');
         this.runtime.restart();
         this.nowMs = request.now_ms;
+        if (this.trace) this.trace.reset();
         return { id, ok: true };
       case 'clock':
         if (!Number.isSafeInteger(request.now_ms)) return protocolError(id, 'clock needs an integer now_ms');
         if (request.now_ms < this.nowMs) log(`clock moved back from ${this.nowMs} to ${request.now_ms}`);
         this.nowMs = request.now_ms;
+        if (this.trace) this.trace.clock(this.nowMs);
         return { id, ok: true, effects: [] }; // nothing here happens because time passes
-      case 'call':
-        return this.call(request);
+      case 'call': {
+        const response = this.call(request);
+        if (this.trace) this.trace.call(request.operation, request.args, response, this.nowMs);
+        return response;
+      }
       case 'bye':
         return { id, ok: true };
       default:
@@ -272,6 +338,7 @@ class Session {
   }
 
   close() {
+    if (this.trace) this.trace.close();
     if (!this.keepSpillFiles) this.runtime.dispose();
   }
 }
