@@ -210,14 +210,16 @@ def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[Tra
     return None, None
 
 
-def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[dict], list[dict]]:
+def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[dict], list[dict], dict]:
     """Check each trace file; returns the spec, the parameters of the first
-    trace, the report's check entries (one per session) and problems.
+    trace, the report's check entries (one per session), problems, and the
+    implementation the first trace's header names.
     Raises SpecError, SpecNotFound or TraceError for input that cannot be read."""
     spec = load_spec(resolve_spec(spec_path))
     entries: list[dict] = []
     problems: list[dict] = []
     first_params: dict | None = None
+    identity: dict | None = None
     for trace in traces:
         path = Path(trace)
         events = read_trace(path)
@@ -234,6 +236,9 @@ def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[di
             raise TraceError(f"{path}:{header.line}: the header's profile or parameters do not fit spec "
                              f"{spec.id}: " + "; ".join(wrong))
         first_params = first_params if first_params is not None else params
+        if identity is None:
+            identity = {"name": header.implementation.get("name"), "version": header.implementation.get("version"),
+                        "profile": header.profile, "parameters": header.parameters}
         adapter = TraceAdapter(header)
         session = Session(spec, params, lambda: adapter)
         previous_reader = use_file_reader(adapter.read_file)
@@ -264,4 +269,4 @@ def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[di
         finally:
             use_file_reader(previous_reader)
             session.close()
-    return spec, first_params or {}, entries, problems
+    return spec, first_params or {}, entries, problems, identity or {}

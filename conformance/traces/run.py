@@ -27,11 +27,12 @@ def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *
     if report_dir:
         clear_report_files(report, report_dir)
     try:
-        spec, params, entries, problems = check_traces(spec_path, traces)
+        spec, params, entries, problems, identity = check_traces(spec_path, traces)
         report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": spec_path,
                           "lifecycle": spec.lifecycle_summary()}
-        report["implementation"] = {"adapter": report["implementation"]["adapter"], "name": None, "version": None,
-                                    "profile": None, "parameters": {}, "capabilities": {}}
+        report["implementation"] = {"adapter": report["implementation"]["adapter"], "name": identity.get("name"),
+                                    "version": identity.get("version"), "profile": identity.get("profile"),
+                                    "parameters": identity.get("parameters") or {}, "capabilities": {}}
         report["parameters"] = params
         sources = [entry.pop("_source") for entry in entries]
         report["scenarios"] = entries
