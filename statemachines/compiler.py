@@ -672,6 +672,10 @@ class _Builder:
                     self.problem(path + ("requires",), f"unknown feature {feature!r}",
                                  f"features: {', '.join(sorted(FEATURES))}")
             assumes = self.expr(sc["assumes"], path + ("assumes",), {"params"}) if "assumes" in sc else None
+            if sc.get("not_applicable") and "assumes" not in sc:
+                self.problem(path + ("not_applicable",), "not_applicable says why the scenario does not hold where "
+                             "its assumes fails, but the scenario has no assumes",
+                             "add `assumes:` (a CEL condition over params) or remove not_applicable")
             out.append(Scenario(sc["id"], sc["title"], sc["category"], sc.get("description", ""), steps,
                                 self.where(path), requires, assumes, str(sc.get("not_applicable") or "")))
         return out

@@ -63,3 +63,44 @@ def test_changing_the_default_in_yaml_changes_what_is_demanded(tmp_path, spec, n
     assert declaring["verdict"] == "pass", (
         [s for s in declaring["scenarios"] if s["verdict"] not in ("pass", "skip")],
         (declaring.get("stateful") or {}).get("failure"))
+
+
+def test_scenarios_that_cannot_hold_under_a_real_system_say_why_and_their_equivalents_run(tmp_path):
+    report = run_conformance(RunConfig(spec_path=str(SPEC_DIR / "thread-jobs.yaml"), stateful=False,
+                                       adapter_options={"profile": "psi-runtime"}, report_dir=str(tmp_path)))
+    assert report["verdict"] == "pass"
+    reasons = {entry["id"]: entry["reason"] for entry in report["not_applicable"]["scenarios"]}
+    assert set(reasons) == {"N7", "E1", "E10", "B5"}
+    assert reasons["E1"].startswith("This runtime answers a second start with tool_call_resolved")
+    assert "E14" in reasons["E1"] and "here second_start_error = \"tool_call_resolved\"" in reasons["E1"]
+    verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}
+    assert all(verdicts[i] == "pass" for i in ("N11", "E14", "B9")), verdicts
+
+
+def test_not_applicable_without_assumes_is_a_spec_error(tmp_path):
+    from statemachines import SpecError, load_spec
+
+    for fragment in FRAGMENTS["thread-jobs"]:
+        shutil.copy(SPEC_DIR / fragment, tmp_path)
+    text = (SPEC_DIR / "thread-jobs.yaml").read_text()
+    path = tmp_path / "thread-jobs.yaml"
+    path.write_text(text.replace("include: [thread-jobs.scenarios.yaml]", "include: [thread-jobs.scenarios.yaml]\n"
+                                 "scenarios:\n  - id: X1\n    title: x\n    category: edge\n"
+                                 "    not_applicable: a reason without a condition\n"
+                                 "    steps: [{call: restart, args: {}}]\n"))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert "has no assumes" in str(caught.value)
+
+
+def test_spill_file_matchers_judge_exactly(tmp_path):
+    from statemachines.matchers import Matcher
+
+    raw, document = tmp_path / "raw.log", tmp_path / "doc.json"
+    raw.write_text("a\nb", encoding="utf-8")
+    document.write_text('"a\\nb"', encoding="utf-8")
+    assert Matcher((("file_equals", "a\nb"),)).failure(str(raw)) is None
+    assert "exactly" in Matcher((("file_equals", "a\nb"),)).failure(str(document))
+    assert Matcher((("file_json", "a\nb"),)).failure(str(document)) is None
+    assert "one JSON document" in Matcher((("file_json", "a\nb"),)).failure(str(raw))
+    assert "JSON document to be" in Matcher((("file_json", "a\nc"),)).failure(str(document))
