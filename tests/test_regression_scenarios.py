@@ -58,3 +58,28 @@ def test_regression_scenario_passes_on_the_reference_and_fails_on_the_bug(tmp_pa
     first_line = outcome["failure"]["message"].splitlines()[0]
     title = _scenario(spec, scenario_id).title
     assert first_line.startswith(f"scenario {scenario_id} ({title}): "), first_line
+
+
+# The bugs shipped in the real systems, under those systems' own profiles:
+# the kit still catches each there, by scenarios and by the exploration alone.
+UNDER_THEIR_PROFILE = [
+    ("thread-jobs", "late_report_reopens", "psi-runtime"),
+    ("thread-jobs", "lost_update_starts", "psi-runtime"),
+    ("async-jobs", "job-manager.ack_does_not_wake", "oh-my-pi"),
+    ("async-jobs", "job-manager.evicted_still_delivered", "oh-my-pi"),
+    ("async-jobs", "job-manager.late_body_reschedules_eviction", "oh-my-pi"),
+]
+
+
+@pytest.mark.parametrize("spec, mutant, profile", UNDER_THEIR_PROFILE, ids=[f"{c[1]}:{c[2]}" for c in UNDER_THEIR_PROFILE])
+def test_a_shipped_bug_is_caught_under_its_real_systems_profile(spec, mutant, profile):
+    import functools
+
+    from conformance.mutants import run_mutant
+
+    found = load_mutants(load_spec(_spec(spec)).implementations["mutants"])[mutant]
+    bound = type(found)(found.name, found.description, functools.partial(found.factory, profile=profile))
+    result = run_mutant(_spec(spec), mutant, bound, profile="ci", seed=1, timeout_s=10)
+    assert result.error is None, result.error
+    assert result.killed_by_scenarios, f"{mutant} survived every scenario under {profile}"
+    assert result.found_by_exploration, f"{mutant} was not found by the exploration alone under {profile}"
