@@ -26,6 +26,12 @@ model_cost_ratio_100k_vs_100
 ci_wall_s
     Wall time of ``conformance run spec/thread-jobs.yaml --profile ci`` as a
     subprocess (target < 60 s).
+trace_events_per_s, trace_peak_rss_mb, trace_rss_ratio_vs_tenth
+    ``conformance check-trace`` (a subprocess) over one long conforming
+    thread-jobs trace (benchmarks/trace_load.py; 1,000,000 events, 5,000 with
+    --quick; --trace-events N): events checked per second, the checker's peak
+    resident memory, and that peak over the peak for a tenth of the events
+    (about 1 when memory does not grow with the trace's length).
 
 Progress goes to stderr. Exit code 0 when every measurement ran (whether or
 not the targets are met), 2 when one could not run (e.g. the kit failed).
@@ -605,11 +611,46 @@ def render_table(result: dict) -> str:
         took = "no complete run" if ci["wall_s"] is None else f"exit {ci['exit_code']} in {ci['wall_s']:.2f} s"
         aborted = f" after {len(ci['aborted_attempts'])} aborted attempt(s)" if ci.get("aborted_attempts") else ""
         lines.append(f"ci run: {ci['command']} -> {took}{aborted}")
+    if d.get("traces"):
+        t = d["traces"]
+        lines.append(f"check-trace: {t['full']['events']:,} events at {t['full']['events_per_s']:,.0f}/s, peak "
+                     f"{t['full']['peak_rss_mb']:,.1f} MB ({t['tenth']['events']:,} events: "
+                     f"{t['tenth']['peak_rss_mb']:,.1f} MB; ratio {t['rss_ratio_vs_tenth']:.2f})")
     lines.append(f"machine: {result['machine']['usable_cpus']} usable cpus, Python {result['machine']['python']}, "
                  f"load average {result['machine']['load_average_at_start']} -> {result['machine']['load_average_at_end']}")
     for warning in result["warnings"]:
         lines.append(f"WARNING: {warning}")
     return "\n".join(lines)
+
+
+def _check_trace_subprocess(path: Path, report_dir: Path) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit code) of one check-trace run."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", "check-trace", "thread-jobs", str(path),
+                             "--report-dir", str(report_dir), "-q"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+
+
+def measure_traces(events: int) -> dict:
+    """check-trace over a long trace, and over a tenth of it for the memory ratio."""
+    from trace_load import write_trace  # beside this script
+
+    with tempfile.TemporaryDirectory(prefix="trace-bench-") as tmp:
+        results = {}
+        for label, count in (("tenth", max(1, events // 10)), ("full", events)):
+            path = Path(tmp) / f"{label}.jsonl"
+            log(f"check-trace over {count} events (writing the trace with the reference)")
+            written = write_trace(path, count)
+            wall, rss_mb, code = _check_trace_subprocess(path, Path(tmp) / f"reports-{label}")
+            if code != 0:
+                raise BenchmarkError(f"check-trace exited {code} on a conforming trace of {written} events")
+            results[label] = {"events": written, "wall_s": round(wall, 3), "events_per_s": round(written / wall, 1),
+                              "peak_rss_mb": round(rss_mb, 1)}
+    return {**results, "rss_ratio_vs_tenth": round(results["full"]["peak_rss_mb"] / results["tenth"]["peak_rss_mb"], 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -629,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=5,
                         help="tries per stateful run (kit, bare, ci run) when Hypothesis aborts it as flaky "
                              "(default 5); aborted attempts are listed in details")
+    parser.add_argument("--trace-events", type=int, default=None,
+                        help="events in the check-trace benchmark's trace (default 1,000,000; 5,000 with --quick)")
+    parser.add_argument("--skip-traces", action="store_true", help="do not time `conformance check-trace`")
     parser.add_argument("--cprofile", metavar="FILE",
                         help="after the measurements, profile one more (untimed) kit run with cProfile, "
                              "write the stats to FILE and print the top functions to stderr")
@@ -669,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
                               lambda failed: {"wall_s": None, "exit_code": 1,
                                               "command": "conformance run spec/thread-jobs.yaml --profile ci "
                                                          "--report-dir <tmp>"})
+        traces = None
+        if not args.skip_traces:
+            traces = measure_traces(args.trace_events or (5_000 if args.quick else 1_000_000))
         if args.cprofile:
             profile_kit(profile, seed, args.cprofile)
     except BenchmarkError as exc:
@@ -685,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
         "stdio_steps_per_s": round(stdio["steps_per_s"], 2),
         "inprocess_steps_per_s": round(inproc["steps_per_s"], 2),
         "stdio_vs_inprocess_ratio": round(stdio["steps_per_s"] / inproc["steps_per_s"], 4),
+        "trace_events": traces["full"]["events"] if traces else None,
+        "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
+        "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
+        "trace_rss_ratio_vs_tenth": traces["rss_ratio_vs_tenth"] if traces else None,
         "targets": TARGETS,
         "meets_targets": {},
         "machine": {**{k: v for k, v in machine.items() if k != "load_average"},
@@ -714,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
             "ci": ci,
             "stdio": stdio,
             "inprocess_no_concurrency": inproc,
+            "traces": traces,
         },
     }
     for name in TARGETS:

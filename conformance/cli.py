@@ -82,6 +82,8 @@ def _finish(report: dict, level: int = NORMAL) -> None:
     paths = report.get("_paths") or {}
     if paths:
         console.print("reports: " + ", ".join(paths.values()), highlight=False)
+    if report.get("_write_error"):
+        errors.print(f"error: the reports were not written: {report['_write_error']}", markup=False)
     sys.exit(report["exit_code"])
 
 
@@ -163,9 +165,12 @@ def cli() -> None:
 @click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
               help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
                    "error-kinds, policies or boundary-classes (repeatable), e.g. transitions=90.")
+@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
+                   "`conformance check-trace`, attach a failing one to a bug report).")
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, quiet, verbose):
+        no_scenarios, no_stateful, min_coverage, record_dir, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -175,7 +180,9 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error."""
+    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
+    terminated (SIGTERM). An interrupted run still writes every report,
+    with the verdict `interrupted` and what finished."""
     from .adapters.python import parse_options
 
     level = _verbosity(quiet, verbose)
@@ -194,7 +201,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
-                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s)
+                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
+                         record_dir=record_dir)
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
     _finish(report, level)
@@ -211,7 +219,8 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error."""
+    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
+    terminated (SIGTERM)."""
     from .adapters.python import parse_options
 
     _spec_file(spec)
@@ -550,6 +559,30 @@ def init(spec, transport, directory, force):
         errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {problem}", markup=False)
 
 
+@cli.command("check-trace")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Where report.json, junit.xml and summary.md are written.")
+@_with(verbosity_options)
+def check_trace(spec, traces, report_dir, quiet, verbose):
+    """Check recorded TRACES (JSON lines: docs/traces.md) of a real system
+    against SPEC, without running it: every answer, effect and invariant,
+    overlapping operations by linearizability. Same reports as `run`; each
+    session of a trace (between resets) is one check, and a failure names
+    the trace's line.
+
+    \b
+    Exit codes: 0 every trace conforms, 1 one does not, 2 a spec or trace
+    that cannot be read, 130/143 interrupted."""
+    from .traces import check_trace_run
+
+    level = _verbosity(quiet, verbose)
+    _spec_file(spec)
+    report = check_trace_run(spec, list(traces), report_dir)
+    _finish(report, level)
+
+
 @cli.command()
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -573,14 +606,25 @@ def schema(name, output):
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .engine.interrupts import interrupt_exit_code, signals_stop_the_run
+
     try:
-        cli.main(args=argv, prog_name="conformance", standalone_mode=True)
+        # Not click's standalone mode: it turns Ctrl-C into "Aborted!" and
+        # exit 1, the code for "does not conform".
+        with signals_stop_the_run():
+            code = cli.main(args=argv, prog_name="conformance", standalone_mode=False)
     except ConformanceError as exc:
         errors.print(f"error: {exc}", markup=False)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except click.exceptions.Abort as exc:  # click's wrapping of a KeyboardInterrupt (or EOF at a prompt)
         errors.print("interrupted", markup=False)
-        sys.exit(130)
+        sys.exit(interrupt_exit_code(exc.__cause__) if exc.__cause__ is not None else 130)
+    except KeyboardInterrupt as exc:
+        errors.print("interrupted", markup=False)
+        sys.exit(interrupt_exit_code(exc))
+    except click.ClickException as exc:  # usage errors: click's own message and exit code 2
+        exc.show()
+        sys.exit(exc.exit_code)
     except SystemExit:
         raise
     except Exception as exc:  # a bug in the kit itself: say so plainly, keep details for --debug
@@ -590,6 +634,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             errors.print("set CONFORMANCE_DEBUG=1 to see the traceback", markup=False)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

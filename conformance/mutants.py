@@ -43,13 +43,23 @@ def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
     is off by default: whether the exploration finds the bug is what counts here."""
     base = dict(spec_path=spec_path, adapter_factory=mutant.factory, adapter_label=f"mutant:{name}",
                 profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s)
-    scenarios = run_conformance(RunConfig(**base, stateful=False))
+    scenarios = _not_interrupted(run_conformance(RunConfig(**base, stateful=False)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
         return MutantResult(name, mutant.description, [], False, None, None, error=problems)
     killed = [s["id"] for s in scenarios["scenarios"] if s["verdict"] in ("fail", "error")]
-    explored = run_conformance(RunConfig(**base, scenarios=False))
+    explored = _not_interrupted(run_conformance(RunConfig(**base, scenarios=False)))
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
     return MutantResult(name, mutant.description, killed, stateful.get("verdict") == "fail",
                         failure.get("kind"), (failure.get("message") or "").splitlines()[0] if failure else None)
+
+
+def _not_interrupted(report: dict) -> dict:
+    """A run stopped by Ctrl-C/SIGTERM stops the whole mutant campaign, not just one mutant."""
+    from .engine.interrupts import checkpoint
+
+    checkpoint()
+    if report["verdict"] == "interrupted":
+        raise KeyboardInterrupt(report["problems"][-1]["message"] if report["problems"] else "interrupted")
+    return report

@@ -52,12 +52,18 @@ def _protocol() -> dict:
             "anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}
 
 
+def _trace() -> dict:
+    from .traces.format import trace_schema
+    return trace_schema()
+
+
 _LOADERS: dict[str, Callable[[], dict]] = {
     "spec": _spec,
     "spec-fragment": _spec_fragment,
     "report": _report,
     "protocol": _protocol,
     "command-adapter": _command_adapter,
+    "trace": _trace,
 }
 SCHEMA_NAMES = tuple(_LOADERS)
 

@@ -11,7 +11,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Matcher", "Difference", "first_difference", "to_jsonable"]
+__all__ = ["Matcher", "Difference", "first_difference", "to_jsonable", "use_file_reader"]
+
+
+def _read_from_disk(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+_file_reader = _read_from_disk
+
+
+def use_file_reader(reader=None):
+    """Where ``file_contains`` reads files: the disk (None, the default), or
+    ``reader(path) -> text`` raising OSError, e.g. the file contents a
+    recorded trace holds. Returns the previous reader."""
+    global _file_reader
+    previous, _file_reader = _file_reader, reader or _read_from_disk
+    return previous
 
 
 @dataclass(frozen=True)
@@ -38,7 +54,7 @@ class Matcher:
                 return f"expected a value matching /{operand}/"
             if kind in ("file_contains", "file_equals", "file_json"):
                 try:
-                    content = Path(value).read_text(encoding="utf-8")
+                    content = _file_reader(value)
                 except OSError as exc:
                     return f"expected a readable file, but {exc.strerror or exc}"
                 except UnicodeDecodeError:

@@ -20,7 +20,11 @@ ROOMS = {
     "conformance.adapters.adapter": set(),
     "conformance.adapters": {"conformance.adapters", "conformance.errors"},
     "conformance.reporting": {"conformance.reporting"},
-    "conformance.engine": {"conformance.engine", "conformance.adapters", "conformance.errors", "conformance.specs",
+    "conformance.traces.format": set(),  # the trace format: the engine records with it
+    "conformance.traces": {"conformance.traces", "conformance.engine", "conformance.adapters", "conformance.errors",
+                           "conformance.specs", "statemachines"},
+    "conformance.engine": {"conformance.engine", "conformance.traces.format", "conformance.adapters",
+                           "conformance.errors", "conformance.specs",
                            "conformance.reporting", "statemachines"},
     # front doors: everything below them
     "conformance.cli": {"conformance", "statemachines"},
@@ -29,7 +33,8 @@ ROOMS = {
     "conformance.scaffold": {"conformance", "statemachines"},
     "conformance.progress": {"conformance"},
     "conformance.spec_revision": {"statemachines"},
-    "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting"},
+    "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting",
+                                 "conformance.traces.format"},
     "conformance.__main__": {"conformance"},
     "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim
     # references: the adapter protocol only (the CLI reference's wiring also reaches the command adapter)

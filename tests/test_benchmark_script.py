@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
 
 METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100",
-           "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio")
+           "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio",
+           "trace_events", "trace_events_per_s", "trace_peak_rss_mb", "trace_rss_ratio_vs_tenth")
 TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s")
 
 

@@ -180,7 +180,7 @@ def test_broken_report_errors_name_the_path():
     report["stateful"]["failure"]["steps"][1] = {"index": 1}
     del report["problems"]
     errors = validate_report(report)
-    assert "scenarios[1].verdict: 'passed' is not one of ['pass', 'fail', 'error', 'skip']" in errors
+    assert "scenarios[1].verdict: 'passed' is not one of ['pass', 'fail', 'error', 'skip', 'interrupted']" in errors
     assert "scenarios[2].failure: 'kind' is a required property" in errors
     assert any(e.startswith("stateful.failure.steps[1]: ") for e in errors)
     assert "<root>: 'problems' is a required property" in errors

@@ -85,6 +85,17 @@ def _signal_and_wait(proc: subprocess.Popen, sig: int) -> None:
             pass
 
 
+def _kill_group_members(proc: subprocess.Popen) -> None:
+    """SIGKILL what is left of the program's process group once the program
+    itself has exited (its pid is the group id; start_new_session)."""
+    if proc.poll() is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass  # the group is empty: nothing left behind
+
+
 def _kill_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)  # the program and anything it started
@@ -154,8 +165,9 @@ class _Connection:
         self._stderr = bytearray()
         self._stderr_lock = threading.Lock()
         self._stderr_done = threading.Event()
+        self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True, name="stdio-adapter-stdout")
         threading.Thread(target=self._read_stderr, daemon=True, name="stdio-adapter-stderr").start()
-        threading.Thread(target=self._read_stdout, daemon=True, name="stdio-adapter-stdout").start()
+        self._stdout_thread.start()
 
     # -- stderr ring buffer ------------------------------------------------------
     def _read_stderr(self) -> None:
@@ -328,7 +340,18 @@ class _Connection:
         finally:
             self.closing = True
             _signal_and_wait(proc, signal.SIGKILL)
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
+            # The program may be gone while children it started (same process
+            # group) still run and hold its stdout open: stop them too.
+            _kill_group_members(proc)
+            self._stdout_thread.join(_TERM_WAIT_S)
+            self._stderr_done.wait(_TERM_WAIT_S)
+            # A stream whose reader is still blocked (a worker that left the
+            # process group keeps the pipe open) is left to that daemon
+            # thread: closing it would wait for the reader's lock forever.
+            streams = [proc.stdin]
+            streams += [] if self._stdout_thread.is_alive() else [proc.stdout]
+            streams += [proc.stderr] if self._stderr_done.is_set() else []
+            for stream in streams:
                 try:
                     stream.close()
                 except Exception:  # noqa: BLE001 - closing pipes of a dead process

@@ -3,8 +3,10 @@ pytest plugin both go through here, so they cannot drift apart."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shlex
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -16,12 +18,14 @@ from statemachines import Spec, SpecError, load_replay_file, load_spec, resolve_
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec
 from .failures import Failure
+from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
 from .stateful import PROFILES, run_stateful
 
-__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION"]
+__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION",
+           "new_report", "clear_report_files", "write_report_files", "mark_interrupted"]
 
 KIT_VERSION = "0.1.0"
 
@@ -45,6 +49,7 @@ class RunConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
+    record_dir: str | None = None  # write each scenario's trace here (docs/traces.md)
 
 
 class Progress:
@@ -75,6 +80,30 @@ def _report_skeleton(config: RunConfig) -> dict:
                            or config.adapter_cli},
         "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
     }
+
+
+def new_report(config: RunConfig) -> dict:
+    """An empty report (verdict error until something better is known), for
+    other front doors that produce the same reports (check-trace)."""
+    return _report_skeleton(config)
+
+
+def clear_report_files(report: dict, report_dir: str) -> None:
+    _clear_reports(report_dir, report)
+
+
+def write_report_files(report: dict, report_dir: str) -> None:
+    _write(report, report_dir)
+
+
+def mark_interrupted(report: dict, exc: KeyboardInterrupt, done: str) -> None:
+    """Verdict ``interrupted`` for a front door that tracks its own progress."""
+    from .interrupts import Interrupted, interrupt_exit_code
+
+    report["verdict"], report["exit_code"] = "interrupted", interrupt_exit_code(exc)
+    cause = f"interrupted by {exc.signal_name}" if isinstance(exc, Interrupted) else "a KeyboardInterrupt was raised"
+    report["problems"].append({"kind": "interrupted", "where": None,
+                               "message": f"{cause}: {done}. The reports hold only what finished."})
 
 
 def run_command(config: RunConfig, target: str) -> str:
@@ -153,49 +182,157 @@ def _identity_problem(identity) -> str | None:
 def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict:
     """Run everything the config asks for and return the report (also written
     to ``config.report_dir`` when set). Never raises for bad input: problems
-    become an ``error`` verdict with exit code 2."""
+    become an ``error`` verdict with exit code 2. A KeyboardInterrupt (Ctrl-C,
+    or :class:`~conformance.engine.interrupts.Interrupted` for a signal) stops
+    the run: what finished is reported with the verdict ``interrupted``."""
     progress = progress or Progress()
     started = time.perf_counter()
     report = _report_skeleton(config)
+    if config.report_dir:
+        _clear_reports(config.report_dir, report)
+    tracker = _Tracker()
     prepared = None
     try:
-        prepared = prepare(config)
-    except SpecError as exc:
-        report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-                               "where": p.where} for p in exc.problems]
-    except SpecNotFound as exc:
-        report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
-    except AdapterLoadError as exc:
-        report["problems"] = [{"kind": "adapter-error", "message": str(exc),
-                               "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
-    if prepared is not None:
         try:
-            _run(config, prepared, report, progress)
-        except SpecError as exc:  # e.g. a broken replay file
-            report["verdict"], report["exit_code"] = "error", 2
-            report["problems"] += [{"kind": "spec-error", "where": p.where,
-                                    "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
-                                   for p in exc.problems]
+            prepared = prepare(config)
+        except SpecError as exc:
+            report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+                                   "where": p.where} for p in exc.problems]
+        except SpecNotFound as exc:
+            report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
         except AdapterLoadError as exc:
-            report["verdict"], report["exit_code"] = "error", 2
-            report["problems"].append({"kind": "adapter-error", "message": str(exc),
-                                       "where": config.adapter or config.adapter_cmd or config.adapter_cli})
-        finally:
-            prepared.session.close()
+            report["problems"] = [{"kind": "adapter-error", "message": str(exc),
+                                   "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
+        if prepared is not None:
+            try:
+                _run(config, prepared, report, progress, tracker)
+            except SpecError as exc:  # e.g. a broken replay file
+                report["verdict"], report["exit_code"] = "error", 2
+                report["problems"] += [{"kind": "spec-error", "where": p.where,
+                                        "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
+                                       for p in exc.problems]
+            except AdapterLoadError as exc:
+                report["verdict"], report["exit_code"] = "error", 2
+                report["problems"].append({"kind": "adapter-error", "message": str(exc),
+                                           "where": config.adapter or config.adapter_cmd or config.adapter_cli})
+    except KeyboardInterrupt as exc:
+        from .interrupts import acknowledge
+
+        acknowledge()
+        _interrupted(report, exc, tracker)
+    except Exception as exc:  # a bug in the kit: still say so in the reports, never leave an old verdict
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append({"kind": "internal-error", "where": tracker.where(),
+                                   "message": f"internal error in the conformance kit: {type(exc).__name__}: {exc} "
+                                              "(set CONFORMANCE_DEBUG=1 to see the traceback)"})
+        if os.environ.get("CONFORMANCE_DEBUG"):
+            traceback.print_exc()
+    if prepared is not None:
+        _close(prepared.session, report, tracker)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if config.report_dir:
-        from ..reporting import write_reports
-        try:
-            paths = write_reports(report, config.report_dir)
-        except Exception as exc:  # the verdict must survive a reporting bug
-            report["problems"].append({"kind": "report-error", "message": f"could not write reports: {exc}",
-                                       "where": config.report_dir})
-            paths = write_reports(report, config.report_dir, validate=False)
-        report["_paths"] = {k: str(v) for k, v in paths.items()}
+        _write(report, config.report_dir)
     return report
 
 
-def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress) -> None:
+class _Tracker:
+    """Where the run stands, so an interrupt or a crash can say what finished."""
+
+    def __init__(self) -> None:
+        self.phase = "start"
+        self.scenario: str | None = None
+        self.scenarios_total = 0
+        self.scenarios_done = 0
+        self.examples = 0
+        self.profile: str | None = None
+        self.seed: int | None = None
+        self.started = time.perf_counter()
+        self.describe_failure: Callable | None = None  # set once the run knows its replay commands
+
+    def where(self) -> str | None:
+        if self.phase == "scenarios" and self.scenario:
+            return f"scenario {self.scenario}"
+        return "stateful exploration" if self.phase == "stateful" else None
+
+
+def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> None:
+    from .interrupts import Interrupted, interrupt_exit_code
+
+    report["verdict"], report["exit_code"] = "interrupted", interrupt_exit_code(exc)
+    if isinstance(exc, Interrupted):
+        cause = f"interrupted by {exc.signal_name}"
+    else:  # no signal handler of the kit's saw it: the implementation (or a bare Ctrl-C in a library run)
+        cause = "a KeyboardInterrupt was raised" + (f" inside {tracker.where()}" if tracker.where() else "")
+    done = f"{tracker.scenarios_done} of {tracker.scenarios_total} scenarios finished"
+    if tracker.phase == "scenarios" and tracker.scenario:
+        done += f"; scenario {tracker.scenario} was running and is not reported"
+    if tracker.phase == "stateful":
+        so_far = getattr(exc, "stateful_so_far", None)
+        if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
+            so_far.failure.message += ("\n(the run was interrupted while the exploration was shrinking it: "
+                                       "this is the shortest failing sequence found so far)")
+            tracker.describe_failure(so_far.failure)
+            done += (f"; the stateful exploration had run {so_far.examples} examples and found a failure "
+                     f"(reported, not fully shrunk)")
+        else:
+            done += f"; the stateful exploration had run {tracker.examples} examples without a failure"
+        report["stateful"] = {"verdict": "interrupted", "profile": tracker.profile, "seed": tracker.seed,
+                              "examples": so_far.examples if so_far else tracker.examples,
+                              "steps": so_far.steps if so_far else None,
+                              "duration_s": round(time.perf_counter() - tracker.started, 3),
+                              "coverage": None,
+                              "failure": so_far.failure.to_dict() if so_far and so_far.failure else None}
+    elif tracker.phase == "start":
+        done = "before any check ran"
+    report["problems"].append({"kind": "interrupted", "where": tracker.where(),
+                               "message": f"{cause}: {done}. The reports hold only what finished."})
+
+
+def _close(session: Session, report: dict, tracker: _Tracker) -> None:
+    """Close the implementation (stdio programs and their process trees too),
+    whatever it does; an interrupt now does not stop the reports."""
+    try:
+        session.close()
+    except KeyboardInterrupt as exc:
+        if report["verdict"] != "interrupted":
+            tracker.phase = "closing"
+            _interrupted(report, exc, tracker)
+    except Exception as exc:  # noqa: BLE001 - closing must not turn a verdict into a crash
+        report["problems"].append({"kind": "adapter-error", "where": None,
+                                   "message": f"closing the implementation failed: {type(exc).__name__}: {exc}"})
+
+
+def _clear_reports(report_dir: str, report: dict) -> None:
+    """Remove the previous run's reports first: a run that ends early must
+    never leave an earlier verdict behind for CI to publish."""
+    from ..reporting import clear_reports
+
+    try:
+        clear_reports(report_dir)
+    except OSError as exc:
+        report["problems"].append({"kind": "report-error", "where": str(report_dir),
+                                   "message": f"could not remove the previous reports: {exc}"})
+
+
+def _write(report: dict, report_dir: str) -> None:
+    """Write the reports; when that fails the verdict stands and the reason
+    is kept for the console (``_write_error``)."""
+    from ..reporting import write_reports
+
+    try:
+        paths = write_reports(report, report_dir)
+    except Exception as exc:  # noqa: BLE001 - the verdict must survive a reporting bug
+        report["problems"].append({"kind": "report-error", "message": f"could not write reports: {exc}",
+                                   "where": str(report_dir)})
+        try:
+            paths = write_reports(report, report_dir, validate=False)
+        except Exception as again:  # noqa: BLE001 - e.g. an unwritable directory: the console still tells
+            report["_write_error"] = str(again)
+            return
+    report["_paths"] = {k: str(v) for k, v in paths.items()}
+
+
+def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker) -> None:
     spec, session, identity = prepared.spec, prepared.session, prepared.identity
     capabilities = identity.get("capabilities") or {}
     report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": config.spec_path,
@@ -221,10 +358,16 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         scenarios = []
     run_stateful_part = config.stateful and not config.replay_file and not config.only
     progress.start(len(scenarios), run_stateful_part)
+    tracker.phase, tracker.scenarios_total = "scenarios", len(scenarios)
 
     profile_name = identity.get("profile") or "default"
     for scenario in scenarios:
+        tracker.scenario = scenario.id
+        checkpoint()
         outcome = run_scenario(session, scenario, capabilities)
+        tracker.scenarios_done += 1
+        if config.record_dir and outcome.verdict in ("pass", "fail"):
+            _record(config, prepared, scenario.id, outcome, report)
         if outcome.verdict == NOT_APPLICABLE:
             report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
                 {"id": scenario.id, "title": scenario.title, "reason": outcome.note})
@@ -243,23 +386,24 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     run_coverage = session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
     if run_stateful_part:
         progress.stateful_started(PROFILES[config.profile]["max_examples"])
+        tracker.phase, tracker.profile, tracker.seed, tracker.started = ("stateful", config.profile, config.seed,
+                                                                         time.perf_counter())
+        tracker.describe_failure = lambda failure: _describe_stateful_failure(config, spec, failure, base_cmd,
+                                                                              adapter_args)
+
+        def on_example(count: int) -> None:
+            tracker.examples = count
+            progress.stateful_example(count)
+            checkpoint()
+
         session.model.coverage.__init__()  # coverage of the exploration alone
         outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
-                               capabilities=capabilities, on_example=progress.stateful_example,
+                               capabilities=capabilities, on_example=on_example,
                                shrink_s=config.shrink_s)
+        tracker.phase = "verdict"
         outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
         if outcome.failure is not None:
-            failure = outcome.failure
-            failure.seed = config.seed
-            rerun = f"{base_cmd} --profile {config.profile} --seed {config.seed} --no-scenarios"
-            if failure.steps and config.report_dir:
-                path = Path(config.report_dir) / "counterexample-stateful.yaml"
-                _write_counterexample(path, spec, failure, config)
-                failure.counterexample_file = str(path)
-                failure.replay = f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(str(path))} {adapter_args}"
-                failure.message += f"\n(the whole exploration re-runs with: {rerun})"
-            else:
-                failure.replay = rerun
+            _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args)
         report["stateful"] = outcome.to_dict()
         run_coverage.merge(session.model.coverage)
 
@@ -271,6 +415,45 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+
+
+def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
+    """Write the scenario's steps as a trace (conformance check-trace reads it)."""
+    from ..traces.format import header_line, lines_of_session
+
+    session, identity = prepared.session, prepared.identity
+    steps = outcome.failure.steps if outcome.failure is not None and outcome.failure.steps else session.trace
+    header = header_line(prepared.spec.id, prepared.spec.version, profile=identity.get("profile"),
+                         parameters=prepared.params,
+                         implementation={"name": identity.get("name"), "version": identity.get("version"),
+                                         "adapter": prepared.target},
+                         source=f"conformance run --record, scenario {name}")
+    path = Path(config.record_dir) / f"{name}.jsonl"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(header + "\n")
+            for line in lines_of_session(steps, session.probe_calls()):
+                handle.write(line + "\n")
+    except OSError as exc:
+        report["problems"].append({"kind": "report-error", "where": str(path),
+                                   "message": f"could not write the trace: {exc}"})
+
+
+def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
+                               adapter_args: str) -> None:
+    """The exploration's failure gets its seed, a counterexample file and the
+    commands that replay it."""
+    failure.seed = config.seed
+    rerun = f"{base_cmd} --profile {config.profile} --seed {config.seed} --no-scenarios"
+    if failure.steps and config.report_dir:
+        path = Path(config.report_dir) / "counterexample-stateful.yaml"
+        _write_counterexample(path, spec, failure, config)
+        failure.counterexample_file = str(path)
+        failure.replay = f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(str(path))} {adapter_args}"
+        failure.message += f"\n(the whole exploration re-runs with: {rerun})"
+    else:
+        failure.replay = rerun
 
 
 def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report: dict, base_cmd: str) -> str:

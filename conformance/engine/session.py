@@ -22,6 +22,7 @@ from ..adapters.adapter import Adapter
 from ..errors import AdapterLoadError
 from .compare import compare
 from .failures import NOT_IMPLEMENTED, Failure
+from .interrupts import checkpoint
 from .linearize import linearize
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
@@ -144,6 +145,10 @@ class Session:
         self.calls = 0
         self._needs_restart = False
         self.defer_model_invariants = False  # the stateful suite checks them once per step
+        # After concurrent calls, observe the visible state (the probe) so the
+        # chosen sequential order must explain it too; a recorded trace that
+        # did not observe it switches this off.
+        self.observe_after_concurrent = True
         self._valid_responses: set = set()
         self._result_validators = {
             name: jsonschema.Draft202012Validator(op.result_schema)
@@ -211,7 +216,7 @@ class Session:
         # An operation that waits moved the clock with it (the model knows where to).
         self.now = max(self.now, self.model.now) + int(ms)
         index = len(self.trace)
-        entry = {"index": index, "advance_ms": int(ms)}
+        entry = {"index": index, "advance_ms": int(ms), "now_ms": self.now}
         self.trace.append(entry)
         try:
             effects = self.worker.run(lambda: self.adapter.set_clock(self.now), self.timeout_s)
@@ -241,6 +246,7 @@ class Session:
 
     def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
         self.calls += 1
+        checkpoint()  # a Ctrl-C whose first raise was lost (e.g. in a gc callback) stops the run here
         try:
             response = self.worker.run(lambda: self.adapter.call(operation, args), self.timeout_s)
         except _CallTimeout:
@@ -408,7 +414,7 @@ class Session:
         # later (e.g. in list order); observe the state now so the chosen
         # sequential order must explain it too.
         followups = []
-        for op, args in self.probe_calls():
+        for op, args in (self.probe_calls() if self.observe_after_concurrent else []):
             response, problem = self._invoke(op, args)
             self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
             if problem:

@@ -350,6 +350,14 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     except AdapterLoadError as exc:
         outcome.verdict = "error"
         outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
+    except KeyboardInterrupt as exc:
+        # Stopped by a signal: hand what the exploration had so far (the
+        # shortest failure seen, if any) to the runner's interrupted report.
+        outcome.verdict, outcome.failure = "interrupted", stats.best
+        outcome.examples, outcome.steps = stats.examples, stats.steps
+        outcome.duration_s = time.perf_counter() - started
+        exc.stateful_so_far = outcome
+        raise
     finally:
         session.defer_model_invariants = False
     outcome.examples, outcome.steps = stats.examples, stats.steps

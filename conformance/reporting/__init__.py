@@ -27,6 +27,7 @@ __all__ = [
     "render_junit_xml",
     "render_summary_markdown",
     "validate_report",
+    "clear_reports",
     "write_reports",
 ]
 
@@ -43,6 +44,17 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def clear_reports(report_dir: str | os.PathLike) -> None:
+    """Remove the reports (and counterexample files) an earlier run left in
+    ``report_dir``, so a run that ends early never shows an old verdict."""
+    out_dir = Path(report_dir)
+    if not out_dir.is_dir():
+        return
+    for path in [out_dir / name for name in FILE_NAMES.values()] + sorted(out_dir.glob("counterexample-*.yaml")):
+        if path.is_file() or path.is_symlink():
+            path.unlink(missing_ok=True)
 
 
 def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool = True) -> dict[str, Path]:

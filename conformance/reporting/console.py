@@ -15,7 +15,7 @@ from ._format import (compact_json, failed_checks, first_line, ordered_scenarios
 
 __all__ = ["VERDICT_STYLES", "render_console_summary"]
 
-VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "error": "bold yellow", "skip": "dim"}
+VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "error": "bold yellow", "skip": "dim", "interrupted": "bold magenta"}
 
 
 def _verdict(verdict) -> Text:

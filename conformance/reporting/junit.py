@@ -33,6 +33,8 @@ def _testcase(parent: ET.Element, name: str, classname: str, duration) -> ET.Ele
 def _outcome(case: ET.Element, verdict: str | None, failure: dict | None, report: dict, note: str | None = None) -> None:
     if verdict == "skip":
         ET.SubElement(case, "skipped", message=_clean(note or first_line((failure or {}).get("message"), "skipped")))
+    elif verdict == "interrupted":  # the run's own testcase carries the interrupt as an error
+        ET.SubElement(case, "skipped", message="interrupted before it finished")
     elif verdict in ("fail", "error"):
         tag = "failure" if verdict == "fail" else "error"
         elem = ET.SubElement(case, tag, message=_clean(first_line((failure or {}).get("message"), verdict)),
@@ -81,7 +83,7 @@ def render_junit_xml(report: dict) -> str:
     problem_text = "\n".join(f"[{p.get('kind')}] {p.get('message')}" + (f" ({p['where']})" if p.get("where") else "")
                              for p in problems)
     verdict = report.get("verdict")
-    tag = {"fail": "failure", "error": "error"}.get(verdict)
+    tag = {"fail": "failure", "error": "error", "interrupted": "error"}.get(verdict)
     if tag and suite.find(f"testcase/{tag}") is None:
         case = _testcase(suite, "conformance run", f"{suite_name}.run", report.get("duration_s"))
         first = problems[0] if problems else {}

@@ -8,7 +8,7 @@ from .mermaid import mermaid_state_diagram
 
 __all__ = ["VERDICT_ICONS", "render_summary_markdown"]
 
-VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭"}
+VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "interrupted": "⏹"}
 
 
 def _verdict(verdict) -> str:

@@ -1,0 +1,119 @@
+"""Stopping a run on SIGINT (Ctrl-C) and SIGTERM without losing what it found.
+
+While ``signals_stop_the_run()`` is active, the first SIGINT or SIGTERM raises
+:class:`Interrupted` on the main thread, wherever the run stands (in the
+kit, or inside a call into an in-process implementation). The runner catches
+it, closes the implementation (stopping adapter programs and their
+children) and writes every report with the verdict ``interrupted``; the exit
+code is the shell's convention, 128 + the signal number (130, 143).
+
+Further signals while that clean-up runs do not interrupt it; the third
+one ends the process at once, for a user who really wants out.
+
+A signal handler's exception can be lost: Python runs handlers between any
+two bytecodes, also inside a garbage-collector callback, whose exceptions
+are printed and dropped. So the interrupt also stays pending until the
+runner acknowledges it, and :func:`checkpoint` (called before every call
+into the implementation and between checks) raises it again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "checkpoint", "acknowledge", "FORCE_AFTER"]
+
+FORCE_AFTER = 3  # signals: the third one exits without clean-up
+
+_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user (or the CI runner) asked the run to stop by a signal.
+
+    A KeyboardInterrupt, so that Hypothesis and ``except Exception`` in an
+    implementation let it through as they would a Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.signal_name = _NAMES.get(signum, signal.Signals(signum).name)
+
+
+def interrupt_exit_code(exc: BaseException) -> int:
+    """130 for a Ctrl-C or a KeyboardInterrupt raised by an implementation;
+    128 + N for signal N."""
+    return exc.exit_code if isinstance(exc, Interrupted) else 128 + signal.SIGINT
+
+
+@contextmanager
+def signals_stop_the_run() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`Interrupted` for the duration.
+
+    Only the main thread can own signal handlers; elsewhere (a run started
+    from a worker thread of the user's program) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    global _pending, _acknowledged
+    received = [0]
+    _pending, _acknowledged = None, False
+
+    def handler(signum, frame):
+        global _pending
+        received[0] += 1
+        if received[0] == 1 or not _acknowledged:
+            _pending = Interrupted(signum) if _pending is None else _pending
+            raise Interrupted(_pending.signum)
+        if received[0] >= FORCE_AFTER:
+            os.write(2, b"interrupted again: exiting without writing the reports\n")
+            os._exit(128 + signum)
+        os.write(2, b"stopping: closing the implementation and writing the reports "
+                    b"(interrupt once more to exit at once)\n")
+
+    previous_hook = sys.unraisablehook
+
+    def quiet_lost_interrupts(unraisable):
+        # The interrupt raised inside a gc callback is dropped there; it is
+        # still pending and is raised again at the next checkpoint, so there
+        # is nothing to print.
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous_hook(unraisable)
+
+    sys.unraisablehook = quiet_lost_interrupts
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[signum] = signal.signal(signum, handler)
+        except (ValueError, OSError):  # e.g. an embedded interpreter that forbids it
+            pass
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        sys.unraisablehook = previous_hook
+        _pending, _acknowledged = None, False
+
+
+_pending: Interrupted | None = None   # a signal received and not yet acknowledged by the runner
+_acknowledged = False
+
+
+def checkpoint() -> None:
+    """Raise the interrupt again if its first raise was lost (see above)."""
+    if _pending is not None and not _acknowledged:
+        raise Interrupted(_pending.signum)
+
+
+def acknowledge() -> None:
+    """The run has stopped for the interrupt: later checkpoints let clean-up run."""
+    global _acknowledged
+    if _pending is not None:
+        _acknowledged = True

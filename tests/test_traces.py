@@ -1,0 +1,178 @@
+"""Passive conformance: `conformance run --record` writes traces, and
+`conformance check-trace` checks recorded traces against a spec with the
+same model, checks and reports as a live run.
+
+- traces recorded from each bundled reference pass;
+- the same trace with one answer edited fails at that line;
+- traces recorded from every shipped mutant fail exactly where the live run
+  failed (scenario by scenario);
+- overlapping operations no sequential order explains fail as a
+  linearizability failure, those some order explains pass;
+- a trace that cannot be read is an error naming file:line, exit 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.engine.runner import RunConfig, run_conformance
+from conformance.mutants import load_mutants
+from conformance.reporting import validate_report
+from conformance.traces import check_trace_run
+from statemachines import load_spec
+from conformance.specs import resolve_spec
+
+SPECS = ["thread-jobs", "task-progress", "async-jobs", "async-command"]
+
+
+def kit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc
+
+
+def report_of(directory: Path) -> dict:
+    report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    assert validate_report(report) == []
+    return report
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The scenario matrix of each bundled reference, recorded once."""
+    base = tmp_path_factory.mktemp("recorded")
+    for spec in SPECS:
+        proc = kit("run", spec, "--no-stateful", "--record", str(base / spec), "--report-dir", str(base / f"{spec}-run"),
+                   cwd=base)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return base
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_traces_recorded_from_a_reference_pass(recorded, spec, tmp_path):
+    traces = sorted((recorded / spec).glob("*.jsonl"))
+    live = report_of(recorded / f"{spec}-run")
+    applicable = {s["id"] for s in live["scenarios"] if s["verdict"] == "pass"}
+    assert {t.stem for t in traces} == applicable  # one trace per scenario that ran
+    proc = kit("check-trace", spec, *map(str, traces), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = report_of(tmp_path / "r")
+    assert report["verdict"] == "pass" and len(report["scenarios"]) == len(traces)
+    assert all(s["category"] == "trace" for s in report["scenarios"])
+
+
+def test_an_edited_answer_fails_at_its_line(recorded, tmp_path):
+    lines = (recorded / "thread-jobs" / "N3.jsonl").read_text(encoding="utf-8").splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if '"status": "running"' in line and '"result"' in line)
+    lines[number - 1] = lines[number - 1].replace('"status": "running"', '"status": "completed"', 1)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    proc = kit("check-trace", "thread-jobs", str(edited), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failure = report_of(tmp_path / "r")["scenarios"][0]["failure"]
+    assert failure["kind"] == "schema"  # a start answers "running" only: the spec's result schema says so
+    assert failure["message"].startswith(f"{edited}:{number}: start_job"), failure["message"]
+    assert "status" in failure["message"].splitlines()[0]
+    assert f">  {number:>5} | " in failure["message"] or f"> {number:>6} | " in failure["message"]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_traces_recorded_from_each_mutant_fail_where_the_live_run_failed(spec, tmp_path):
+    loaded = load_spec(resolve_spec(spec))
+    for name, mutant in load_mutants(loaded.implementations["mutants"]).items():
+        record = tmp_path / name
+        live = run_conformance(RunConfig(spec_path=spec, adapter_factory=mutant.factory, adapter_label=name,
+                                         stateful=False, report_dir=None, record_dir=str(record)))
+        failed_live = {s["id"] for s in live["scenarios"] if s["verdict"] == "fail"}
+        traces = sorted(str(p) for p in record.glob("*.jsonl"))
+        checked = check_trace_run(spec, traces, None)
+        failed_offline = {Path(s["id"].split(":")[0]).stem for s in checked["scenarios"] if s["verdict"] == "fail"}
+        # a scenario that errored live (the mutant raised, timed out) left no answer to record
+        failed_offline -= {s["id"] for s in live["scenarios"] if s["verdict"] == "error"}
+        assert failed_offline == failed_live, (name, failed_live, failed_offline)
+        if failed_live:
+            assert checked["exit_code"] == 1
+
+
+HEADER = {"trace": 1, "spec": {"id": "thread-jobs", "version": "1.0.0"}, "implementation": {"name": "hand-written"}}
+START = {"call": "begin_turn", "args": {"thread_id": "t1"}, "result": {}, "effects": [], "at_ms": 0}
+
+
+def _start_job(job_id: str, answer: dict, start: int, end: int) -> dict:
+    return {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build",
+                                          "job_id": job_id}, **answer, "effects": [],
+            "start_ms": start, "end_ms": end}
+
+
+def _write(path: Path, events: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in [HEADER, START, *events]), encoding="utf-8")
+    return path
+
+
+def test_overlapping_operations_some_order_explains_pass(tmp_path):
+    trace = _write(tmp_path / "ok.jsonl", [
+        _start_job("j2", {"error": {"kind": "job_exists_for_tool_call",
+                                    "message": "Background job already exists for tool_call_id"}}, 10, 30),
+        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 12, 20),
+    ])
+    report = check_trace_run("thread-jobs", [str(trace)], None)
+    assert report["verdict"] == "pass", report["scenarios"]
+
+
+def test_overlapping_operations_no_order_explains_fail_as_linearizability(tmp_path):
+    trace = _write(tmp_path / "lost-update.jsonl", [
+        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 30),
+        _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 20),
+    ])
+    report = check_trace_run("thread-jobs", [str(trace)], None)
+    assert report["verdict"] == "fail"
+    failure = report["scenarios"][0]["failure"]
+    assert failure["kind"] == "linearizability", failure
+    assert failure["message"].startswith(f"{trace}:3: ")  # the group starts at line 3
+
+
+def test_the_same_operations_one_after_the_other_are_judged_in_order(tmp_path):
+    trace = _write(tmp_path / "sequential.jsonl", [
+        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 11),
+        _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 13),
+    ])
+    report = check_trace_run("thread-jobs", [str(trace)], None)
+    failure = report["scenarios"][0]["failure"]
+    assert failure["kind"] == "divergence" and failure["message"].startswith(f"{trace}:4: start_job")
+
+
+def test_resets_split_a_trace_into_sessions(tmp_path):
+    ok = {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build",
+                                        "job_id": "j1"},
+          "result": {"mode": "background", "job_id": "j1", "status": "running"}, "effects": []}
+    trace = _write(tmp_path / "two.jsonl", [ok, {"reset": True}, START, ok])
+    report = check_trace_run("thread-jobs", [str(trace)], None)
+    assert [s["id"] for s in report["scenarios"]] == ["two.jsonl:2", "two.jsonl:5"]
+    assert report["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("content, line, words", [
+    ('{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}, "result": {}}\nnot json\n',
+     3, "not a JSON object"),
+    ('{"call": "begin_turn", "args": {}, "result": {}}\n', 1, "the first line must be the header"),
+    ('{"trace": 2, "spec": {"id": "thread-jobs"}}\n', 1, "trace format 2 is not supported"),
+    ('{"trace": 1, "spec": {"id": "task-progress"}}\n', 1, "the trace is of spec 'task-progress'"),
+    ('{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}}\n', 2,
+     "needs exactly one of `result` and `error`"),
+    ('{"trace": 1, "spec": {"id": "thread-jobs"}, "profile": "nope"}\n', 1, "profile 'nope' is not defined"),
+])
+def test_a_trace_that_cannot_be_read_names_its_line(tmp_path, content, line, words):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text(content, encoding="utf-8")
+    proc = kit("check-trace", "thread-jobs", str(trace), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{trace}:{line}" in proc.stderr and words in proc.stderr, proc.stderr
+    report = report_of(tmp_path / "r")
+    assert report["verdict"] == "error" and report["problems"][0]["where"] == f"{trace}:{line}"
