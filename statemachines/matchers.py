@@ -22,7 +22,8 @@ _file_reader = _read_from_disk
 
 
 def use_file_reader(reader=None):
-    """Where ``file_contains`` reads files: the disk (None, the default), or
+    """Where the file matchers (``file_contains``, ``file_equals``,
+    ``file_json``) read files: the disk (None, the default), or
     ``reader(path) -> text`` raising OSError, e.g. the file contents a
     recorded trace holds. Returns the previous reader."""
     global _file_reader
