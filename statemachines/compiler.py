@@ -34,6 +34,10 @@ _POLICY_FIELDS = {
     "inline_or_spill": {"arg", "max_lines", "max_bytes"},
 }
 _POLICY_EXPRS = {"keep_newest": ("limit",), "expire": ("when",), "inline_or_spill": ("max_lines", "max_bytes")}
+# Optional expressions of a policy: `payload` (what is measured, instead of the
+# argument `arg`; it may read args) and `serialised` (measure the payload's JSON
+# text instead of the raw string).
+_POLICY_OPTIONAL_EXPRS = {"inline_or_spill": ("payload", "serialised")}
 
 
 def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
@@ -286,6 +290,10 @@ class _Builder:
             for key in _POLICY_EXPRS.get(kind, ()):
                 allowed = {"params", "now", "terminal_states", self.entity.name}
                 exprs[key] = self.expr(config[key], path + (key,), allowed)
+            for key in _POLICY_OPTIONAL_EXPRS.get(kind, ()):
+                if key in config:
+                    allowed = {"args", "params", "now", "terminal_states", self.entity.name}
+                    exprs[key] = self.expr(config[key], path + (key,), allowed)
             if "ordering" in config and config["ordering"] not in self.orderings:
                 self.problem(path + ("ordering",), f"unknown ordering {config['ordering']!r}",
                              f"orderings: {', '.join(self.orderings) or '(none declared)'}")
@@ -664,8 +672,12 @@ class _Builder:
                     self.problem(path + ("requires",), f"unknown feature {feature!r}",
                                  f"features: {', '.join(sorted(FEATURES))}")
             assumes = self.expr(sc["assumes"], path + ("assumes",), {"params"}) if "assumes" in sc else None
+            if sc.get("not_applicable") and "assumes" not in sc:
+                self.problem(path + ("not_applicable",), "not_applicable says why the scenario does not hold where "
+                             "its assumes fails, but the scenario has no assumes",
+                             "add `assumes:` (a CEL condition over params) or remove not_applicable")
             out.append(Scenario(sc["id"], sc["title"], sc["category"], sc.get("description", ""), steps,
-                                self.where(path), requires, assumes))
+                                self.where(path), requires, assumes, str(sc.get("not_applicable") or "")))
         return out
 
     def _template(self, value: Any, path: tuple, names: set[str]) -> Any:

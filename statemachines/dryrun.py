@@ -78,7 +78,7 @@ class _DryModel(Model):
     def _observed(self, path: str):
         return self._invent()
 
-    def _observed_effect(self, effect: str, field_name: str):
+    def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
         return self._invent()
 
     def _check(self, step, frame, out):

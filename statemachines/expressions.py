@@ -6,6 +6,7 @@ by Python's ``eval``; a spec can only call the functions listed here.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -51,6 +52,9 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     "text": text_of_size,
     "line_count": lambda s: s.count("\n") + 1,
     "byte_size": lambda s: len(s.encode("utf-8")),
+    # A value's JSON text (non-ASCII kept as is): what a runtime that serialises
+    # a payload before measuring or writing it produces.
+    "to_json": lambda v: json.dumps(v, ensure_ascii=False),
     # The last n items of a list (all of it when shorter; none when n <= 0).
     "last_n": lambda xs, n: list(xs)[max(0, len(list(xs)) - int(n)):] if int(n) > 0 else [],
     # The smallest / largest item of a list, or `default` when it is empty.

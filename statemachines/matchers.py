@@ -5,6 +5,7 @@ Predictions are JSON values, except where the implementation may choose
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,8 @@ _file_reader = _read_from_disk
 
 
 def use_file_reader(reader=None):
-    """Where ``file_contains`` reads files: the disk (None, the default), or
+    """Where the file matchers (``file_contains``, ``file_equals``,
+    ``file_json``) read files: the disk (None, the default), or
     ``reader(path) -> text`` raising OSError, e.g. the file contents a
     recorded trace holds. Returns the previous reader."""
     global _file_reader
@@ -51,13 +53,16 @@ class Matcher:
                 return f"expected a value ending with {operand!r}"
             if kind == "matches" and not re.search(str(operand), value):
                 return f"expected a value matching /{operand}/"
-            if kind == "file_contains":
+            if kind in ("file_contains", "file_equals", "file_json"):
                 try:
                     content = _file_reader(value)
                 except OSError as exc:
                     return f"expected a readable file, but {exc.strerror or exc}"
-                if str(operand) not in content:
-                    return f"expected the file to hold the payload ({len(str(operand))} chars)"
+                except UnicodeDecodeError:
+                    return "expected a UTF-8 text file"
+                why = _file_failure(kind, operand, content)
+                if why:
+                    return why
         return None
 
     def describe(self) -> dict:
@@ -65,6 +70,25 @@ class Matcher:
 
     def __repr__(self) -> str:
         return f"Matcher({self.describe()['$match']!r})"
+
+
+def _file_failure(kind: str, operand: Any, content: str) -> str | None:
+    if kind == "file_contains":
+        if str(operand) not in content:
+            return f"expected the file to hold the payload ({len(str(operand))} chars)"
+    elif kind == "file_equals":
+        if content != str(operand):
+            return (f"expected the file to hold exactly the payload ({len(str(operand))} chars), "
+                    f"got {len(content)} chars: {_short(content, 60)!r}")
+    else:  # file_json: one JSON document whose value is the operand
+        try:
+            document = json.loads(content)
+        except ValueError as exc:
+            return f"expected the file to be one JSON document, but it is not ({exc})"
+        if document != operand:
+            return (f"expected the file's JSON document to be the payload ({_short(operand, 60)!r}), "
+                    f"got {_short(document, 60)!r}")
+    return None
 
 
 def _short(value: Any, limit: int = 120) -> Any:

@@ -10,6 +10,7 @@ id, a temp-file path).
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -294,9 +295,12 @@ class Model:
                 return None
         return node
 
-    def _observed_effect(self, effect: str, field_name: str):
+    def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
+        """The field of the first reported effect of this kind (whose fields
+        equal those of ``where``, when given: one of several spills in a call)."""
         for item in (self._observation or {}).get("effects") or []:
-            if isinstance(item, dict) and item.get("effect") == effect and field_name in item:
+            if (isinstance(item, dict) and item.get("effect") == effect and field_name in item
+                    and all(item.get(k) == v for k, v in dict(where or {}).items())):
                 return item[field_name]
         self._observation_problem = (f"the spec takes {field_name} from a {effect} effect, "
                                      f"but the implementation reported none")
@@ -458,8 +462,14 @@ class Model:
     def _apply(self, step: S.Apply, frame, out):
         policy = self.spec.policies[step.policy]
         if policy.kind == "inline_or_spill":
-            payload = frame["args"].get(policy.config["arg"], "")
+            # The policy's `payload` is evaluated with the entity's name bound
+            # to the record being judged (`on`), whatever the step called it.
+            scoped = {**frame, self.entity.name: frame.get(step.target)} if step.target in frame else frame
+            payload = (self._eval(policy.exprs["payload"], scoped) if "payload" in policy.exprs
+                       else frame["args"].get(policy.config["arg"], ""))
             text = payload if isinstance(payload, str) else str(payload)
+            if "serialised" in policy.exprs and self._eval(policy.exprs["serialised"], scoped):
+                text = json.dumps(text, ensure_ascii=False)
             lines, size = text.count("\n") + 1, len(text.encode("utf-8"))
             max_lines = self._eval(policy.exprs["max_lines"], frame)
             max_bytes = self._eval(policy.exprs["max_bytes"], frame)

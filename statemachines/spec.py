@@ -162,6 +162,7 @@ class Scenario:
     where: str
     requires: tuple[str, ...] = ()
     assumes: Expression | None = None
+    not_applicable: str = ""  # why the scenario cannot hold where `assumes` fails
 
 
 @dataclass

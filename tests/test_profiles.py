@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("spec, profile", [
     ("thread-jobs", None), ("thread-jobs", "runtime-code"),
     ("task-progress", None), ("task-progress", "job-tool"),
+    # The real systems behind the seeds (issue 11, docs/real-systems.md).
+    ("thread-jobs", "psi-runtime"), ("async-jobs", "oh-my-pi"), ("async-jobs", "defect"),
 ])
 def test_reference_conforms_in_each_profile(spec, profile, tmp_path):
     options = {"profile": profile} if profile else {}

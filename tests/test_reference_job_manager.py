@@ -644,7 +644,37 @@ def _backoff(a):
     return a.set_clock(2500)
 
 
+def _ack_wakes(a):
+    ok(a, "set_delivery", accept=False)
+    first, second = start(a), start(a)
+    ok(a, "finish_job", job_id=first, outcome="completed", text="one")
+    ok(a, "finish_job", job_id=second, outcome="completed", text="two")
+    ok(a, "set_delivery", accept=True)
+    return tool(a, poll=[first])[1]
+
+
+def _evicted_delivery(a):
+    ok(a, "set_delivery", accept=False)
+    j = start(a)
+    ok(a, "finish_job", job_id=j, outcome="completed", text="A")
+    a.set_clock(300000)
+    ok(a, "set_delivery", accept=True)
+    return a.set_clock(400000)
+
+
+def _late_body(a):
+    j = start(a, duration_ms=300010)
+    tool(a, cancel=[j])
+    a.set_clock(300000)
+    start(a)
+    a.set_clock(600010)
+    return status(a, j)
+
+
 SCENARIOS = {
+    "ack_does_not_wake": _ack_wakes,
+    "evicted_still_delivered": _evicted_delivery,
+    "late_body_reschedules_eviction": _late_body,
     "cap_off_by_one": _cap,
     "over_cap_accepted": _cap,
     "cancelled_count_as_running": _cap_with_cancelled,
@@ -677,6 +707,9 @@ EXPECTED = {
     _eviction: ("completed", None),
     _retry_target: [refused("bg_1", 1), refused("bg_1", 2), refused("bg_1", 3)],
     _backoff: [refused("bg_1", 2), refused("bg_1", 3)],
+    _ack_wakes: [{"effect": "delivered", "job_id": "bg_2", "status": "completed", "text": "two"}],
+    _evicted_delivery: [],
+    _late_body: "running",
 }
 
 

@@ -449,7 +449,35 @@ def _second_start(a):
     return a.call("start_job", {"thread_id": T1, "tool_call_id": "c1", "tool_name": "t"})
 
 
+def _late_report(a):
+    ok(a, "begin_turn", thread_id=T1)
+    start(a, "j1")
+    finish(a, "j1")
+    ok(a, "turn_boundary", thread_id=T1)
+    finish(a, "j1", outcome="failed", payload="late")
+    return ok(a, "turn_boundary", thread_id=T1)[0], inspect(a, "j1")
+
+
+def _concurrent_starts(a):
+    """Starts of different tool calls at once: how many jobs are there afterwards?"""
+    barrier, threads = threading.Barrier(6), []
+
+    def one(i):
+        barrier.wait()
+        a.call("start_job", {"thread_id": T1, "tool_call_id": f"cc-{i}", "tool_name": "t"})
+
+    for i in range(6):
+        threads.append(threading.Thread(target=one, args=(i,)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(ok(a, "list_jobs", thread_id=T1)[0]["jobs"])
+
+
 SCENARIOS = {
+    "late_report_reopens": _late_report,
+    "lost_update_starts": _concurrent_starts,
     "evict_at_limit": _retention,
     "evicts_running": lambda a: _retention(a, n=20, running=True),
     "evict_by_start_time": _completed_in_reverse_start_order,

@@ -28,7 +28,9 @@ def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
     if scenario.assumes is not None and not scenario.assumes.evaluate({"params": params}):
         names = sorted(set(re.findall(r"params\.(\w+)", scenario.assumes.source)))
         here = ", ".join(f"{n} = {json.dumps(params.get(n))}" for n in names if n in params)
-        return f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
+        because = f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
+        why = getattr(scenario, "not_applicable", "")
+        return f"{why} ({because})" if why else because
     absent = sorted(_operations(scenario.steps) - spec.offered_operations(params))
     if absent:
         return f"it calls {', '.join(absent)}, which these parameters do not offer"

@@ -20,7 +20,7 @@ const readline = require('readline');
 const { ThreadJobRuntime, JobError } = require('./runtime');
 
 const IMPLEMENTATION = { name: 'node-thread-jobs', version: '0.1.0' };
-const SPEC = { id: 'thread-jobs', version: '1.0.0' };
+const SPEC = { id: 'thread-jobs', version: '2.0.0' };
 const PROTOCOL = 1;
 
 // Spec parameters (spec/thread-jobs.yaml) and where they go in the runtime.

@@ -82,10 +82,10 @@ const ALL = ['running', 'pending_cancel', 'completed', 'failed', 'cancelled', 't
 
 async function mainSession() {
   const c = new Client(['--retention-limit', '3']);
-  const hello = await c.request({ type: 'hello', protocol: 1, spec: { id: 'thread-jobs', version: '1.0.0' } });
+  const hello = await c.request({ type: 'hello', protocol: 1, spec: { id: 'thread-jobs', version: '2.0.0' } });
   matches(hello, {
     protocol: 1,
-    specs: [{ id: 'thread-jobs', version: '1.0.0', profile: null, parameters: { retention_limit: 3 } }],
+    specs: [{ id: 'thread-jobs', version: '2.0.0', profile: null, parameters: { retention_limit: 3 } }],
     capabilities: { concurrent: false },
   }, 'hello');
   assert.deepStrictEqual(Object.keys(hello.specs[0].parameters), ['retention_limit'], 'hello declares only explicit parameters');
@@ -214,7 +214,7 @@ async function mainSession() {
 
 async function profileSession() {
   const c = new Client(['--profile', 'runtime-code']);
-  const hello = await c.request({ type: 'hello', protocol: 1, spec: { id: 'thread-jobs', version: '1.0.0' } });
+  const hello = await c.request({ type: 'hello', protocol: 1, spec: { id: 'thread-jobs', version: '2.0.0' } });
   matches(hello, { specs: [{ id: 'thread-jobs', profile: 'runtime-code', parameters: {} }] }, 'profile hello');
   await c.request({ type: 'reset', now_ms: 100 });
   await expectCall(c, 'start', 'start_job', { thread_id: 't1', tool_call_id: 'c1', tool_name: 'build', job_id: 'j1' }, { result: { job_id: 'j1' } });

@@ -13,7 +13,7 @@ import sys
 
 from lifecycle_references.thread_jobs import ReferenceAdapter
 
-SPEC = {"id": "thread-jobs", "version": "1.0.0"}
+SPEC = {"id": "thread-jobs", "version": "2.0.0"}
 
 implementation = ReferenceAdapter()
 

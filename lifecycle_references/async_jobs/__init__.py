@@ -19,7 +19,8 @@ from ..task_table.mutants import MUTANTS as _TASK_TABLE_MUTANTS
 
 __all__ = ["MUTANTS", "PROFILES", "ReferenceAdapter"]
 
-PROFILES = {"job-manager": JobManagerAdapter, "task-table": TaskTableAdapter}
+PROFILES = {"job-manager": JobManagerAdapter, "task-table": TaskTableAdapter,
+            "oh-my-pi": JobManagerAdapter, "defect": TaskTableAdapter}
 
 
 def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:  # noqa: N802 - a factory named like the class it stands for
@@ -27,7 +28,7 @@ def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:  # n
     name = profile or "job-manager"
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}")
-    return PROFILES[name](**params)
+    return PROFILES[name](profile=name, **params)
 
 
 def _prefixed(prefix: str, mutants) -> dict[str, Mutant]:

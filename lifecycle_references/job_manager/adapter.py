@@ -106,9 +106,13 @@ class _FollowUpChannel:
         self._effects.record("delivery_failed", job_id=job_id, attempt=attempt)
 
 
-def _snapshot(job: Job) -> dict:
+def _snapshot(job: Job, omit_empty: bool = False) -> dict:
+    # A tool that leaves empty texts out of its snapshots shows them as absent (null).
+    def shown(text: str | None) -> str | None:
+        return None if omit_empty and text == "" else text
+
     return {"job_id": job.id, "type": job.type, "label": job.label, "status": job.status,
-            "result_text": job.result_text, "error_text": job.error_text}
+            "result_text": shown(job.result_text), "error_text": shown(job.error_text)}
 
 
 # ------------------------------------------------------------ the adapter
@@ -127,9 +131,18 @@ class JobManagerAdapter(Adapter):
     tool_class: type[JobTool] = JobTool
     loop_class: type[VirtualLoop] = VirtualLoop
 
-    def __init__(self, **params: Any) -> None:
+    # Named parameter sets: the real job tools this runtime can behave as.
+    PROFILES: dict[str, dict[str, Any]] = {
+        PROFILE: {},
+        "oh-my-pi": {"empty_poll": "nothing", "empty_text": "omitted"},
+    }
+
+    def __init__(self, profile: str | None = None, **params: Any) -> None:
+        self._profile = profile or PROFILE
+        if self._profile not in self.PROFILES:
+            raise ValueError(f"unknown profile {self._profile!r}; choose one of: {', '.join(self.PROFILES)}")
         self._params = _coerce_params(params)
-        self._config = JobManagerConfig(**self._params)
+        self._config = JobManagerConfig(**{**self.PROFILES[self._profile], **self._params})
         self.effects = EffectRecorder()
         self._lock = threading.RLock()
         self._operations: dict[str, Callable[[dict], dict]] = {
@@ -145,7 +158,7 @@ class JobManagerAdapter(Adapter):
     def describe(self) -> dict:
         # Only the values set on purpose: for everything else the runtime's
         # defaults are the spec's, so a spec that changes a default demands it.
-        return {"name": NAME, "version": VERSION, "profile": PROFILE,
+        return {"name": NAME, "version": VERSION, "profile": self._profile,
                 "parameters": dict(self._params), "capabilities": {"concurrent": True}}
 
     def reset(self, now_ms: int) -> None:
@@ -215,10 +228,10 @@ class JobManagerAdapter(Adapter):
 
     def _get_job(self, a: dict) -> dict:
         job = self._manager.get(arg.text(a, "job_id"))
-        return {"job": None if job is None else _snapshot(job)}
+        return {"job": None if job is None else _snapshot(job, self._omit_empty)}
 
     def _list_jobs(self, a: dict) -> dict:
-        return {"jobs": [_snapshot(job) for job in sorted(self._manager.all_jobs(), key=lambda j: j.id)]}
+        return {"jobs": [_snapshot(job, self._omit_empty) for job in sorted(self._manager.all_jobs(), key=lambda j: j.id)]}
 
     def _job_tool(self, a: dict) -> dict:
         poll, cancel, list_all = _ids(a, "poll"), _ids(a, "cancel"), arg.flag(a, "list")
@@ -227,7 +240,7 @@ class JobManagerAdapter(Adapter):
             raise arg.BadArguments(f"wait_ms must be one of {list(WAIT_CHOICES_MS)}")
         outcome = self._tool.execute(poll=poll, cancel=cancel, list_all=list_all, wait_ms=wait_ms)
         return {"message": outcome.message, "cancelled": outcome.cancelled,
-                "jobs": [_snapshot(job) for job in outcome.jobs], "waited_ms": outcome.waited_ms}
+                "jobs": [_snapshot(job, self._omit_empty) for job in outcome.jobs], "waited_ms": outcome.waited_ms}
 
     def _set_delivery(self, a: dict) -> dict:
         value = a.get("accept")
@@ -235,6 +248,10 @@ class JobManagerAdapter(Adapter):
             raise arg.BadArguments("accept must be true or false")
         self._channel.accepting = value
         return {"accepting": value}
+
+    @property
+    def _omit_empty(self) -> bool:
+        return self._config.empty_text == "omitted"
 
     def _known(self, job_id: str) -> Job:
         job = self._manager.get(job_id)

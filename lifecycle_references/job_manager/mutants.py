@@ -6,9 +6,12 @@ JobManagerAdapter only in which class it builds.
 """
 from __future__ import annotations
 
+from collections import deque
+
 from ..mutant import Mutant
 from .adapter import JobManagerAdapter
-from .runtime import CANCELLED, RUNNING, AsyncJobManager, Job
+from .loop import AbortController
+from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job
 from .tool import JobTool
 
 __all__ = ["MUTANTS", "Mutant"]
@@ -119,6 +122,55 @@ class _EvictionFromStart(AsyncJobManager):
         return self._registry.jobs[job_id].started_at + self.config.retention_ms
 
 
+# ------------------------------------------- bugs a real job manager shipped
+
+
+class _AckDoesNotWake(AsyncJobManager):
+    """oh-my-pi 14.9.9: acknowledging drops the entry but leaves the pump's
+    wake-up where the removed head wanted it."""
+
+    def acknowledge(self, job_ids) -> None:
+        self._registry.acknowledged.update(job_ids)
+        self._queue = deque(d for d in self._queue if not self.is_suppressed(d.job_id))  # no kick
+
+
+class _EvictedStillDelivered(AsyncJobManager):
+    """oh-my-pi: eviction forgets the record but not its queued delivery, which
+    is still attempted, with no job."""
+
+    def _evict(self, job_id: str) -> None:
+        registry = self._registry
+        timer = registry.eviction_timers.pop(job_id, None)
+        if timer is not None:
+            timer.cancel()
+        registry.jobs.pop(job_id, None)
+        registry.acknowledged.discard(job_id)
+        registry.watched.discard(job_id)
+
+    def _attempt(self, delivery) -> None:
+        if delivery.job_id not in self._registry.jobs:
+            ghost = Job(delivery.job_id, "bash", "", 0, self._loop.now(), AbortController(), status=COMPLETED)
+            self._registry.jobs[delivery.job_id] = ghost  # looked up for the follow-up...
+            try:
+                super()._attempt(delivery)
+            finally:
+                self._registry.jobs.pop(delivery.job_id, None)  # ...and gone again
+            return
+        super()._attempt(delivery)
+
+
+class _LateBodyReschedulesEviction(AsyncJobManager):
+    """oh-my-pi: a cancelled job's body returning after its record was evicted
+    schedules eviction again by id, which later evicts a new job with that id."""
+
+    def _body_settled(self, job: Job, settled) -> None:
+        if job.status == CANCELLED and self._registry.jobs.get(job.id) is not job:
+            self._schedule_eviction(job.id)  # by id: whoever holds it then is evicted
+            job.done.set_result(None)
+            return
+        super()._body_settled(job, settled)
+
+
 # ------------------------------------------------------------------ registry
 
 
@@ -157,6 +209,16 @@ _TABLE = [
      "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late."),
     ("eviction_from_start", _EvictionFromStart,
      "Retention is measured from the job's start instead of from when it became terminal."),
+    # Bugs the real job manager behind seed 000 shipped (docs/real-systems.md).
+    ("ack_does_not_wake", _AckDoesNotWake,
+     "Acknowledging a refused delivery at the head of the queue does not wake the delivery pump, so the "
+     "next entry waits until the removed head's retry time."),
+    ("evicted_still_delivered", _EvictedStillDelivered,
+     "Evicting a job leaves its queued delivery in the queue, so a follow-up is still attempted for a job "
+     "that no longer exists."),
+    ("late_body_reschedules_eviction", _LateBodyReschedulesEviction,
+     "A cancelled job's body returning after its record was evicted schedules eviction again by id, "
+     "which later evicts a new, still running job that reused the id."),
 ]
 
 MUTANTS: dict[str, Mutant] = {

@@ -65,6 +65,9 @@ class JobManagerConfig:
     msg_none_running: str = "No running background jobs to wait for."
     msg_list_combined: str = "list cannot be combined with poll or cancel"
     msg_unknown_job: str = "Job not found: {job_id}"
+    # Where real job tools differ (see docs/real-systems.md):
+    empty_poll: str = "absent"  # `poll: []` is no poll; "nothing": a poll watching nothing
+    empty_text: str = "returned"  # "omitted": snapshots leave an empty text out
 
 
 class JobError(Exception):

@@ -42,12 +42,15 @@ class JobTool:
     def execute(self, poll: list[str] | None = None, cancel: list[str] | None = None,
                 list_all: bool = False, wait_ms: int | None = None) -> JobToolResult:
         config = self._manager.config
-        poll = poll or None  # an empty list counts as absent
+        watch_nothing = poll == [] and config.empty_poll == "nothing"
+        poll = poll or None  # an empty list counts as absent (unless it watches nothing)
         cancel = cancel or []
         if list_all:
             if poll is not None or cancel:
                 raise JobError("invalid_arguments", config.msg_list_combined)
             return self._list()
+        if watch_nothing and not cancel:
+            return JobToolResult(config.msg_none_running, None, [], 0)
 
         outcomes = [{"id": job_id, "status": self._cancel_one(job_id)} for job_id in cancel]
         cancelled = outcomes if cancel else None

@@ -130,9 +130,18 @@ class TaskTableAdapter(Adapter):
     runtime_class: type[BackgroundTasks] = BackgroundTasks
     clock_class: type[VirtualClock] = VirtualClock
 
-    def __init__(self, **params: Any) -> None:
+    # Named parameter sets: the real task tables this runtime can behave as.
+    PROFILES: dict[str, dict[str, Any]] = {
+        PROFILE: {},
+        "defect": {"id_counter_start": 0, "drained_cancel_status": "body_outcome"},
+    }
+
+    def __init__(self, profile: str | None = None, **params: Any) -> None:
+        self._profile = profile or PROFILE
+        if self._profile not in self.PROFILES:
+            raise ValueError(f"unknown profile {self._profile!r}; choose one of: {', '.join(self.PROFILES)}")
         self._overrides = _coerce_params(params)
-        self._config = TaskConfig(**self._overrides)
+        self._config = TaskConfig(**{**self.PROFILES[self._profile], **self._overrides})
         self._session: _Session | None = None
         self.reset(0)
 
@@ -140,7 +149,7 @@ class TaskTableAdapter(Adapter):
         return {
             "name": NAME,
             "version": VERSION,
-            "profile": PROFILE,
+            "profile": self._profile,
             # Only the values set on purpose: the rest are the task-table
             # profile's, so a spec that changes the profile demands it.
             "parameters": dict(self._overrides),

@@ -65,11 +65,10 @@ class _CancelAllMissesLaterTasks(BackgroundTasks):
 
 
 class _CanceledNotQueued(BackgroundTasks):
-    def _enqueue_outcome(self, snapshot: TaskSnapshot) -> None:
+    def _enqueue_outcome(self, snapshot: TaskSnapshot, result) -> None:
         if snapshot.status == self.config.cancelled_status:
             return  # "nobody wants the result of a cancelled task"
-        self._completed.append(snapshot.to_outcome())
-        self._wake.notify_one()
+        super()._enqueue_outcome(snapshot, result)
 
 
 class _DrainKeepsQueue(BackgroundTasks):

@@ -51,6 +51,9 @@ class TaskConfig:
     id_prefix: str = "bg-"
     id_counter_start: int = 1
     cancelled_status: str = "canceled"
+    # What a drained outcome of a cancelled task says: the table's status, or
+    # ("body_outcome") only what the body returned, as some tables do.
+    drained_cancel_status: str = "table_status"
     msg_unknown_job: str = "Job not found: {job_id}"
 
 
@@ -177,14 +180,17 @@ class BackgroundTasks:
             entry.snapshot = TaskSnapshot(entry.snapshot.job_id, entry.snapshot.label, status,
                                           None if failed else text, text if failed else None)
             self._finished.append(entry.snapshot.job_id)
-            self._enqueue_outcome(entry.snapshot)
+            self._enqueue_outcome(entry.snapshot, result)
             self._evict_finished()
 
     def _final_status(self, entry: _Entry, result: BackgroundResult) -> str:
         return self.config.cancelled_status if entry.token.is_cancelled() else result.outcome
 
-    def _enqueue_outcome(self, snapshot: TaskSnapshot) -> None:
-        self._completed.append(snapshot.to_outcome())
+    def _enqueue_outcome(self, snapshot: TaskSnapshot, result: BackgroundResult) -> None:
+        outcome = snapshot.to_outcome()
+        if self.config.drained_cancel_status == "body_outcome":
+            outcome["status"] = result.outcome  # outcomes carry what the body returned
+        self._completed.append(outcome)
         self._wake.notify_one()
 
     def _evict_finished(self) -> None:

@@ -25,9 +25,22 @@ PROFILES: dict[str | None, dict[str, Any]] = {
         "spill_file_name": "{tool_name}-{job_id}.log",
         "msg_not_found_in_thread": "Job not found in this thread",
     },
+    # The Clojure runtime behind seed 003, as observed running it.
+    "psi-runtime": {
+        "max_bytes": 51200,
+        "spill_file_name": "{tool_name}-{job_id}.log",
+        "msg_not_found_in_thread": "Job not found in this thread",
+        "second_start_error": "tool_call_resolved",
+        "unknown_job_text": "job_not_found",
+        "spill_at": "injection",
+        "keep_payload": True,
+        "payload_size": "serialised",
+        "spill_file_content": "json",
+    },
 }
 
 _INT_PARAMS = {"retention_limit", "max_lines", "max_bytes"}
+_BOOL_PARAMS = {"keep_payload"}
 _PARAM_NAMES = {f.name for f in fields(ThreadJobConfig)}
 
 
@@ -36,7 +49,16 @@ def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"unknown parameters: {sorted(unknown)}")
     # Options given on a command line arrive as strings.
-    return {k: int(v) if k in _INT_PARAMS else str(v) for k, v in params.items()}
+    return {k: int(v) if k in _INT_PARAMS else _flag(k, v) if k in _BOOL_PARAMS else str(v)
+            for k, v in params.items()}
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
 # ------------------------------------------------------------ environment

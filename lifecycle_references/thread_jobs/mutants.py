@@ -146,6 +146,63 @@ class _SecondStartAllowed(ThreadJobRuntime):
             raise JobError("duplicate_job_id", self.config.msg_duplicate_job_id)
 
 
+# --------------------------------------------- bugs real runtimes shipped
+
+
+class _LateReportReopens(ThreadJobRuntime):
+    """psi: a second terminal report overwrites the first and re-arms injection."""
+
+    def observe_outcome(self, job_id: str, outcome: str, payload: str) -> Job:
+        with self._lock:
+            job = self._known_job(job_id)
+            if job.is_terminal and job.terminal_message_emitted:
+                job.status = outcome  # "the latest report is the truth"
+                job.terminal_message_emitted = False
+                job.terminal_message_emitted_at = None
+                self._enqueue_injection(job)
+                return replace(job)
+        return super().observe_outcome(job_id, outcome, payload)
+
+
+class _LostUpdateStarts(ThreadJobRuntime):
+    """psi: resolving a tool call reads the tables, works, then writes its copy
+    back without compare-and-swap, so a concurrent resolution is overwritten."""
+
+    def start_job(self, thread_id, tool_call_id, tool_name, job_id=None) -> Job:
+        with self._lock:
+            jobs, by_thread, calls = dict(self._jobs), {k: dict(v) for k, v in self._by_thread.items()}, dict(
+                self._tool_calls)
+            created = next(self._created)
+        time.sleep(0.003)  # building the job record: the lock is not held
+        if calls.get(tool_call_id) is _SYNC:
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        if tool_call_id in calls:
+            raise JobError("job_exists_for_tool_call", self.config.msg_job_exists_for_tool_call)
+        if job_id is not None and job_id in jobs:
+            raise JobError("duplicate_job_id", self.config.msg_duplicate_job_id)
+        with self._lock:
+            if job_id is None:
+                job_id = self._generate_job_id()
+            job = Job(job_id=job_id, thread_id=thread_id, tool_call_id=tool_call_id, tool_name=tool_name,
+                      status="running", started_at=self._clock(), created_seq=created)
+            jobs[job_id] = job
+            by_thread.setdefault(thread_id, {})[job_id] = None
+            calls[tool_call_id] = job_id
+            self._jobs, self._by_thread, self._tool_calls = jobs, by_thread, calls  # overwrite, no CAS
+            return replace(job)
+
+    def complete_sync(self, thread_id, tool_call_id, tool_name, result) -> str:
+        with self._lock:
+            calls = dict(self._tool_calls)
+        time.sleep(0.003)
+        if tool_call_id in calls:
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        calls[tool_call_id] = _SYNC
+        with self._lock:
+            self._tool_calls = calls  # overwrite, no CAS
+        return result
+
+
 # ----------------------------------------------------------------- registry
 
 
@@ -180,6 +237,13 @@ _TABLE = [
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
     ("second_start_allowed", _SecondStartAllowed,
      "A second start_job for the same tool_call_id creates another job."),
+    # Bugs the real runtime behind seed 003 shipped (docs/real-systems.md).
+    ("late_report_reopens", _LateReportReopens,
+     "A second terminal report for an injected job overwrites its status and clears the emitted flag, "
+     "so the next turn boundary injects it again."),
+    ("lost_update_starts", _LostUpdateStarts,
+     "Concurrent starts read the tables, then write their copy back without compare-and-swap: a start "
+     "succeeds but its job never appears, and a concurrent sync result and start both succeed."),
 ]
 
 MUTANTS: dict[str, Mutant] = {

@@ -15,6 +15,7 @@ cancellations, turn requests and messages go.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import tempfile
 import threading
@@ -74,6 +75,13 @@ class ThreadJobConfig:
     msg_not_found_in_thread: str = "Job not found in this thread: {job_id}"
     msg_retry_not_supported: str = "Manual retry is not supported for background jobs"
     spill_message: str = "Terminal payload exceeded output limits. See temp file: {path}"
+    # Where real runtimes differ (see docs/real-systems.md):
+    second_start_error: str = "job_exists_for_tool_call"  # or "tool_call_resolved"
+    unknown_job_text: str = "not_found_in_thread"  # or "job_not_found"
+    spill_at: str = "outcome"  # or "injection"
+    keep_payload: bool = False
+    payload_size: str = "raw"  # or "serialised"
+    spill_file_content: str = "payload"  # or "json"
 
 
 @dataclass
@@ -197,6 +205,9 @@ class ThreadJobRuntime:
         if resolution is _SYNC:
             raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
         if resolution is not None:
+            if self.config.second_start_error == "tool_call_resolved":
+                # The resolved-call table answers first: a started job resolves its call.
+                raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
             raise JobError("job_exists_for_tool_call", self.config.msg_job_exists_for_tool_call)
         if job_id is not None and job_id in self._jobs:
             raise JobError("duplicate_job_id", self.config.msg_duplicate_job_id)
@@ -222,7 +233,9 @@ class ThreadJobRuntime:
             job.status = outcome
             job.completed_at = self._clock()
             job.completed_seq = next(self._terminal_marks)
-            self._store_payload(job, payload)
+            job.terminal_payload = payload
+            if self.config.spill_at == "outcome":
+                self._spill_if_oversized(job)
             self._enqueue_injection(job)
             self._wake_if_idle(job.thread_id)
             self._enforce_retention(job.thread_id)
@@ -248,18 +261,25 @@ class ThreadJobRuntime:
 
     # -------------------------------------------------------------- payloads
 
-    def _store_payload(self, job: Job, payload: str) -> None:
+    def _spill_if_oversized(self, job: Job) -> None:
+        payload = job.terminal_payload if job.terminal_payload is not None else ""
         if self._fits_inline(payload):
-            job.terminal_payload = payload
             return
         path = self._spill(job, payload)
         job.terminal_payload_file = path
+        if not self.config.keep_payload:
+            job.terminal_payload = None  # the file holds it now
         if self._on_spill is not None:
             self._on_spill(job.job_id, path)
 
+    def _measured(self, payload: str) -> str:
+        # A runtime that serialises payloads measures what it would send.
+        return json.dumps(payload, ensure_ascii=False) if self.config.payload_size == "serialised" else payload
+
     def _fits_inline(self, payload: str) -> bool:
-        lines = payload.count("\n") + 1
-        size = len(payload.encode("utf-8"))
+        text = self._measured(payload)
+        lines = text.count("\n") + 1
+        size = len(text.encode("utf-8"))
         return lines <= self.config.max_lines and size <= self.config.max_bytes
 
     def _spill(self, job: Job, payload: str) -> str:
@@ -267,8 +287,9 @@ class ThreadJobRuntime:
         # Ids and tool names come from callers: never let them leave the dir.
         name = name.replace("/", "_").replace("\\", "_")
         path = os.path.abspath(os.path.join(self._spill_dir, name))
+        content = json.dumps(payload, ensure_ascii=False) if self.config.spill_file_content == "json" else payload
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(payload)
+            fh.write(content)
         return path
 
     # ------------------------------------------------------------- injection
@@ -314,6 +335,8 @@ class ThreadJobRuntime:
         # retried, which keeps the at-most-once promise.
         job.terminal_message_emitted = True
         job.terminal_message_emitted_at = self._clock()
+        if self.config.spill_at == "injection" and job.terminal_payload_file is None:
+            self._spill_if_oversized(job)
         self._outbox.get(job.thread_id, {}).pop(job.job_id, None)
         self._conversation.append_assistant_message(job.thread_id, job.job_id, self._message_text(job))
 
@@ -321,7 +344,7 @@ class ThreadJobRuntime:
         if job.terminal_payload_file is not None:
             body = self.config.spill_message.format(path=job.terminal_payload_file)
         else:
-            body = job.terminal_payload if job.terminal_payload is not None else ""
+            body = self._measured(job.terminal_payload if job.terminal_payload is not None else "")
         return f"Background job {job.job_id} ({job.tool_name}) {job.status}:\n{body}"
 
     # ------------------------------------------------------------- retention
@@ -378,6 +401,8 @@ class ThreadJobRuntime:
 
     def _job_in_thread(self, thread_id: str, job_id: str) -> Job:
         job = self._jobs.get(job_id)
+        if job is None and self.config.unknown_job_text == "job_not_found":
+            raise JobError("not_found_in_thread", self.config.msg_job_not_found)
         if job is None or job.thread_id != thread_id:
             raise JobError("not_found_in_thread", self._not_found_in_thread(job_id))
         return job
