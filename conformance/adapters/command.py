@@ -39,11 +39,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from .adapter import Adapter, error_response, result_response
+from .process_tree import kill_group, new_token, stop_marked
 from .command_config import (CommandConfig, CommandConfigError, TemplateError, expand_argv, expand_text,
                              load_command_config)
 
@@ -72,28 +72,7 @@ _TOKENS: set[str] = set()
 def kill_marked_processes(token: str) -> list[int]:
     """Kill every process whose environment carries this run token; return their pids.
     Linux only (reads /proc); elsewhere returns [] (use the config's `reset` command)."""
-    needle = f"{RUN_TOKEN_ENV}={token}".encode()
-    killed = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return killed
-    me = os.getpid()
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed.append(int(entry))
-            except OSError:
-                pass
-    return killed
+    return stop_marked(RUN_TOKEN_ENV, token)
 
 
 @atexit.register
@@ -107,13 +86,7 @@ def _cleanup_at_exit() -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the invocation and anything it started in its group
-    except OSError:
-        try:
-            proc.kill()
-        except OSError:
-            pass
+    kill_group(proc.pid)  # the invocation and anything it started in its group
 
 
 def _tail(data: bytes) -> str:
@@ -181,6 +154,9 @@ class CommandAdapter(Adapter):
         self.run_dir: Path | None = None
         self.now_ms = 0
         self._clock_lock = threading.Lock()
+        self._live: set[subprocess.Popen] = set()  # invocations running now (concurrent calls too)
+        self._live_lock = threading.Lock()
+        self._closed = False
         self._start_run(0)
 
     def __repr__(self) -> str:
@@ -220,7 +196,7 @@ class CommandAdapter(Adapter):
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         self.runs += 1
-        self.token = uuid.uuid4().hex
+        self.token = new_token()
         _TOKENS.add(self.token)
         self.run_dir = Path(self.root) / f"run-{self.runs}"
         (self.run_dir / "state").mkdir(parents=True)
@@ -275,13 +251,22 @@ class CommandAdapter(Adapter):
         return self._invoke(operation, argv, values, op["env"], op["timeout_s"])
 
     def close(self) -> None:
+        """Stop everything this adapter started and remove its directories.
+        Concurrent calls still under way (e.g. when a signal ends the run)
+        start nothing new from here on; their invocations are killed."""
+        with self._live_lock:
+            self._closed = True
+            running = list(self._live)
+        for proc in running:
+            _kill_group(proc)
         if self.token is not None:
             kill_marked_processes(self.token)
             _TOKENS.discard(self.token)
             self.token = None
         shutil.rmtree(self.root, ignore_errors=True)
-        with _ROOTS_LOCK:
-            _ROOTS.discard(self.root)
+        if not os.path.exists(self.root):  # else the exit handler tries again
+            with _ROOTS_LOCK:
+                _ROOTS.discard(self.root)
 
     # -- one invocation ----------------------------------------------------------------
     def _invoke(self, operation: str, argv: list[str], values: dict, op_env: dict, timeout_s: float) -> dict:
@@ -291,6 +276,21 @@ class CommandAdapter(Adapter):
             env = self._environment(values, op_env)
         except TemplateError as exc:
             return error_response("argument_missing", f"{operation}: {exc} (config {self.config.path})")
+        with self._live_lock:  # close() waits for a start under way, and nothing starts after it
+            started = self._start_invocation(argv, line, cwd, env)
+        if isinstance(started, dict):
+            return started
+        try:
+            return self._finish(line, started, timeout_s)
+        finally:
+            with self._live_lock:
+                self._live.discard(started)
+
+    def _start_invocation(self, argv: list[str], line: str, cwd: str, env: dict) -> subprocess.Popen | dict:
+        """The running invocation, or the error response saying why it did not start."""
+        if self._closed:
+            return error_response("command_failed_to_start", f"`{line}` was not started: the adapter is "
+                                                             f"closed (the run is ending)")
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=cwd, env=env, close_fds=True, start_new_session=True)
@@ -306,6 +306,10 @@ class CommandAdapter(Adapter):
                                                             f"executable (check its permissions)")
         except OSError as exc:
             return error_response("command_failed_to_start", f"`{line}` could not start: {exc.strerror or exc}")
+        self._live.add(proc)
+        return proc
+
+    def _finish(self, line: str, proc: subprocess.Popen, timeout_s: float) -> dict:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

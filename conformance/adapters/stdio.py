@@ -19,7 +19,10 @@ adds what a subprocess needs:
   fails the pending request(s) with a :class:`ProtocolError` quoting it; a
   broken connection is restarted by the next ``reset()`` too;
 - ``close()`` says bye when the program is healthy, then terminates and kills
-  its process group, with bounded waits: it never blocks.
+  its process group, with bounded waits: it never blocks. Workers the
+  program detached from its group (a new session, a daemon) carry the run
+  token :data:`RUN_TOKEN_ENV` in their environment and are killed too
+  (``process_tree``), so nothing the program started outlives it.
 """
 from __future__ import annotations
 
@@ -36,18 +39,24 @@ from typing import Any, Callable
 
 from .adapter import Adapter
 from ..errors import AdapterLoadError, ConformanceError
+from .process_tree import kill_group, new_token, stop_marked
 from .stdio_protocol import (MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Response, ResponseReader, bye_request,
                        call_request, clock_request, encode, hello_request, major_version, quote_line,
                        reset_request)
 
-__all__ = ["StdioAdapter", "ProgramExited", "RequestRefused", "stdio_factory", "split_command", "STDERR_TAIL_BYTES"]
+__all__ = ["StdioAdapter", "ProgramExited", "RequestRefused", "stdio_factory", "split_command", "STDERR_TAIL_BYTES",
+           "RUN_TOKEN_ENV"]
+
+# Set in the environment of every program the kit starts (a fresh value per
+# start): what still carries it when the program is stopped is killed.
+RUN_TOKEN_ENV = "CONFORMANCE_STDIO_RUN"
 
 STDERR_TAIL_BYTES = 4096
 _BYE_WAIT_S = 1.0      # for the answer to bye, then again for a clean exit
 _TERM_WAIT_S = 0.5     # after SIGTERM, before SIGKILL
 _EXIT_WAIT_S = 2.0     # after stdout closed, for the exit status
 
-_LIVE: set[subprocess.Popen] = set()
+_LIVE: dict[subprocess.Popen, str] = {}   # running programs -> their run tokens
 _LIVE_LOCK = threading.Lock()
 
 
@@ -97,13 +106,8 @@ def _kill_group_members(proc: subprocess.Popen) -> None:
 
 
 def _kill_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the program and anything it started
-    except (ProcessLookupError, PermissionError, OSError):
-        try:
-            proc.send_signal(sig)
-        except (ProcessLookupError, OSError):
-            pass
+    if proc.poll() is None:
+        kill_group(proc.pid, sig)  # the program and anything it started in its group
 
 
 @atexit.register
@@ -111,10 +115,10 @@ def _kill_leftovers() -> None:
     # A program still running when the kit exits (e.g. a close() cut short by
     # an interrupt) must not outlive it.
     with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for proc in procs:
-        if proc.poll() is None:
-            _kill_group(proc, signal.SIGKILL)
+        procs = list(_LIVE.items())
+    for proc, token in procs:
+        _kill_group(proc, signal.SIGKILL)
+        stop_marked(RUN_TOKEN_ENV, token)
 
 
 def _describe_status(returncode: int | None) -> str:
@@ -144,6 +148,9 @@ class _Connection:
 
     def __init__(self, argv: list[str], label: str, cwd: str | None, env: dict | None) -> None:
         self.label = label
+        self.token = new_token()
+        env = dict(os.environ if env is None else env)
+        env[RUN_TOKEN_ENV] = self.token
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, cwd=cwd, env=env, close_fds=True,
@@ -152,7 +159,7 @@ class _Connection:
             raise AdapterLoadError(f"cannot start the adapter program {label!r}: "
                                    f"{exc.strerror or exc} ({argv[0]})") from None
         with _LIVE_LOCK:
-            _LIVE.add(self.proc)
+            _LIVE[self.proc] = self.token
         self.reader = ResponseReader()
         self.lock = threading.Lock()          # waiters, failure
         self.write_lock = threading.Lock()    # whole lines only
@@ -341,8 +348,10 @@ class _Connection:
             self.closing = True
             _signal_and_wait(proc, signal.SIGKILL)
             # The program may be gone while children it started (same process
-            # group) still run and hold its stdout open: stop them too.
+            # group) still run and hold its stdout open: stop them too, and
+            # the workers it detached from its group (they carry its token).
             _kill_group_members(proc)
+            stop_marked(RUN_TOKEN_ENV, self.token)
             self._stdout_thread.join(_TERM_WAIT_S)
             self._stderr_done.wait(_TERM_WAIT_S)
             # A stream whose reader is still blocked (a worker that left the
@@ -358,7 +367,7 @@ class _Connection:
                     pass
             with _LIVE_LOCK:
                 if proc.poll() is not None:
-                    _LIVE.discard(proc)
+                    _LIVE.pop(proc, None)
             with self.lock:
                 waiters, self.waiters = list(self.waiters.values()), {}
             for waiter in waiters:  # threads abandoned by a timeout wake up and leave
