@@ -204,6 +204,7 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
                          record_dir=record_dir)
+    config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
     _finish(report, level)
@@ -229,8 +230,27 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
                          adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
                          report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s)
+    config.output_capture = _capture_implementation_output()
     report = R.run_conformance(config)
     _finish(report)
+
+
+def _capture_implementation_output():
+    """From here to the end of the process, fds 1 and 2 belong to the
+    implementation (captured per case into the report: engine/output_capture.py)
+    and the kit's console writes through duplicates of the originals. Not
+    when stdout/stderr are not the process's own (e.g. click's CliRunner)."""
+    from .engine.output_capture import OutputCapture
+
+    try:
+        if sys.stdout.fileno() != 1 or sys.stderr.fileno() != 2:
+            return None
+    except (AttributeError, OSError, ValueError):
+        return None
+    capture = OutputCapture.start()
+    if capture is not None:
+        console.file, errors.file = capture.kit_stdout, capture.kit_stderr
+    return capture
 
 
 def _is_fragment(path: str) -> bool:
@@ -620,6 +640,44 @@ def schema(name, output):
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        _exit_despite_threads(exc)
+        raise
+
+
+def _exit_despite_threads(exc: SystemExit) -> None:
+    """Exit with this code now if non-daemon threads (an in-process
+    implementation's, left running) would keep the interpreter waiting for
+    them forever: flush, run the exit handlers (they stop adapter programs
+    and remove temporary directories) for a bounded time, then ``os._exit``.
+    The run's report already says which threads were left."""
+    import atexit
+    import threading
+
+    left = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not left:
+        return
+    code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        errors.print(str(code), markup=False)
+        code = 1
+    cleanup = threading.Thread(target=atexit._run_exitfuncs, daemon=True, name="conformance-exit")
+    cleanup.start()
+    cleanup.join(5.0)
+    for stream in (console.file, errors.file, sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing more to say on it
+            pass
+    os._exit(code)
+
+
+def _main(argv: list[str] | None = None) -> None:
     from .engine.interrupts import interrupt_exit_code, signals_stop_the_run
 
     try:
@@ -644,7 +702,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug in the kit itself: say so plainly, keep details for --debug
         errors.print(f"internal error in the conformance kit: {type(exc).__name__}: {exc}", markup=False)
         if os.environ.get("CONFORMANCE_DEBUG"):
-            traceback.print_exc()
+            traceback.print_exc(file=errors.file)
         else:
             errors.print("set CONFORMANCE_DEBUG=1 to see the traceback", markup=False)
         sys.exit(2)

@@ -110,7 +110,9 @@ class BarProgress(RunnerProgress):
     def __init__(self, console: Console, verbosity: int = NORMAL):
         self.verbosity = verbosity
         self.progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
+                                 TimeElapsedColumn(), console=console, transient=True,
+                                 # sys.stdout/stderr are the implementation's (captured), not the bar's
+                                 redirect_stdout=False, redirect_stderr=False)
         self.scenarios_task = self.stateful_task = None
 
     def __enter__(self) -> "BarProgress":

@@ -1,8 +1,10 @@
 """Interrupts keep what was done: SIGINT and SIGTERM stop a run cleanly,
 every report is written with the verdict ``interrupted``, adapter programs
 and their children are stopped, and the exit code is 130 / 143. The same
-when the implementation itself raises KeyboardInterrupt. A run never leaves
-an earlier run's verdict in its report directory.
+when the signal comes from inside a call into the implementation (a
+KeyboardInterrupt the implementation raises by itself, with no signal, is its
+own failure instead: tests/test_hostile_runtime.py). A run never leaves an
+earlier run's verdict in its report directory.
 
 Each run goes through the real command line in a child process, the way a
 terminal or a CI runner would signal it.
@@ -175,22 +177,24 @@ def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     assert problem["where"].startswith("scenario ") and "was running and is not reported" in problem["message"]
 
 
-# ------------------------------------------------------------ the implementation raises KeyboardInterrupt
+# ------------------------------------------------------------ a Ctrl-C that lands inside a call
 INTERRUPTING_ADAPTER = textwrap.dedent('''\
+    import os, signal
     from lifecycle_references.thread_jobs import ReferenceAdapter
 
     class InterruptingAdapter(ReferenceAdapter):
+        """The 12th call is where the user's Ctrl-C lands (a SIGINT to the kit's process)."""
         calls = 0
 
         def call(self, operation, args):
             InterruptingAdapter.calls += 1
             if InterruptingAdapter.calls == 12:
-                raise KeyboardInterrupt
+                os.kill(os.getpid(), signal.SIGINT)
             return super().call(operation, args)
     ''')
 
 
-def test_an_implementation_raising_keyboardinterrupt_ends_the_run_as_interrupted(tmp_path):
+def test_a_ctrl_c_inside_a_call_ends_the_run_as_interrupted(tmp_path):
     (tmp_path / "interrupting.py").write_text(INTERRUPTING_ADAPTER, encoding="utf-8")
     report_dir = tmp_path / "reports"
     proc = _start(["run", "thread-jobs", "--adapter", "interrupting:InterruptingAdapter",
@@ -201,7 +205,8 @@ def test_an_implementation_raising_keyboardinterrupt_ends_the_run_as_interrupted
     report = _reports(report_dir)
     _assert_reports_say_interrupted(report_dir, report, 130)
     problem = next(p for p in report["problems"] if p["kind"] == "interrupted")
-    assert problem["message"].startswith("a KeyboardInterrupt was raised inside scenario "), problem
+    assert problem["message"].startswith("interrupted by SIGINT (Ctrl-C): "), problem
+    assert problem["where"].startswith("scenario "), problem
     assert report["scenarios"], "the scenarios before the interrupt are reported"
 
 
@@ -250,18 +255,19 @@ def test_a_run_replaces_the_previous_reports_even_when_it_crashes(tmp_path, monk
 
 
 BROKEN_THEN_INTERRUPTED = textwrap.dedent('''\
+    import os, signal
     from lifecycle_references.thread_jobs import ReferenceAdapter
 
     class BrokenAdapter(ReferenceAdapter):
         """Answers every call with an unknown error from its 30th call on, and
-        is interrupted (KeyboardInterrupt) at its 31st: while the exploration
+        the user presses Ctrl-C (SIGINT) at its 31st: while the exploration
         is shrinking the failure it found."""
         calls = 0
 
         def call(self, operation, args):
             BrokenAdapter.calls += 1
             if BrokenAdapter.calls == 31:
-                raise KeyboardInterrupt
+                os.kill(os.getpid(), signal.SIGINT)
             if BrokenAdapter.calls >= 30:
                 return {"error": {"kind": "worn_out", "message": "this build breaks after 30 calls"}}
             return super().call(operation, args)

@@ -15,6 +15,13 @@ two bytecodes, also inside a garbage-collector callback, whose exceptions
 are printed and dropped. So the interrupt also stays pending until the
 runner acknowledges it, and :func:`checkpoint` (called before every call
 into the implementation and between checks) raises it again.
+
+A KeyboardInterrupt the kit received no signal for, while its handlers own
+SIGINT, was raised by the implementation itself (``raise KeyboardInterrupt``
+in a call, ``describe()`` or ``close()``): that is the implementation's
+failure, reported as such, and the run goes on (:func:`stops_the_run`).
+Without the kit's handlers (a library run, the pytest plugin) a Ctrl-C is a
+plain KeyboardInterrupt too, so there every KeyboardInterrupt stops the run.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "checkpoint", "acknowledge", "FORCE_AFTER"]
+__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "checkpoint", "acknowledge", "FORCE_AFTER",
+           "stops_the_run"]
 
 FORCE_AFTER = 3  # signals: the third one exits without clean-up
 
@@ -61,7 +69,7 @@ def signals_stop_the_run() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _pending, _acknowledged
+    global _pending, _acknowledged, _owned
     received = [0]
     _pending, _acknowledged = None, False
 
@@ -93,17 +101,31 @@ def signals_stop_the_run() -> Iterator[None]:
             previous[signum] = signal.signal(signum, handler)
         except (ValueError, OSError):  # e.g. an embedded interpreter that forbids it
             pass
+    was_owned, _owned = _owned, signal.SIGINT in previous
     try:
         yield
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
         sys.unraisablehook = previous_hook
-        _pending, _acknowledged = None, False
+        _pending, _acknowledged, _owned = None, False, was_owned
 
 
 _pending: Interrupted | None = None   # a signal received and not yet acknowledged by the runner
 _acknowledged = False
+_owned = False  # the kit's handler owns SIGINT now: a Ctrl-C arrives as Interrupted
+
+
+def stops_the_run(exc: BaseException, *, main_thread: bool = True) -> bool:
+    """Whether an exception that came out of a call into the implementation
+    stops the run (an interrupt) rather than being the implementation's own
+    failure. ``main_thread``: the call ran on the main thread, the only one
+    a signal can interrupt."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return False
+    if isinstance(exc, Interrupted) or _pending is not None:
+        return True  # a signal the kit received (its handler's raise, or one re-raised by the implementation)
+    return main_thread and not _owned  # no handler of the kit's: it may be a Ctrl-C
 
 
 def checkpoint() -> None:

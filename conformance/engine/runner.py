@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shlex
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -50,6 +51,9 @@ class RunConfig:
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
     record_dir: str | None = None  # write each scenario's trace here (docs/traces.md)
+    # What an in-process implementation prints, per case (engine/output_capture.py;
+    # the CLI starts one, since it redirects the process's fds 1 and 2).
+    output_capture: Any = None
 
 
 class Progress:
@@ -192,6 +196,7 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         _clear_reports(config.report_dir, report)
     tracker = _Tracker()
     prepared = None
+    threads_before = set(threading.enumerate())
     try:
         try:
             prepared = prepare(config)
@@ -225,10 +230,11 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         report["problems"].append({"kind": "internal-error", "where": tracker.where(),
                                    "message": f"internal error in the conformance kit: {type(exc).__name__}: {exc} "
                                               "(set CONFORMANCE_DEBUG=1 to see the traceback)"})
-        if os.environ.get("CONFORMANCE_DEBUG"):
-            traceback.print_exc()
+        if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
+            traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
     if prepared is not None:
         _close(prepared.session, report, tracker)
+        _threads_left(report, threads_before)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if config.report_dir:
         _write(report, config.report_dir)
@@ -248,6 +254,7 @@ class _Tracker:
         self.seed: int | None = None
         self.started = time.perf_counter()
         self.describe_failure: Callable | None = None  # set once the run knows its replay commands
+        self.faults = 0  # close() failures reported (they fail the run)
 
     def where(self) -> str | None:
         if self.phase == "scenarios" and self.scenario:
@@ -300,6 +307,37 @@ def _close(session: Session, report: dict, tracker: _Tracker) -> None:
     except Exception as exc:  # noqa: BLE001 - closing must not turn a verdict into a crash
         report["problems"].append({"kind": "adapter-error", "where": None,
                                    "message": f"closing the implementation failed: {type(exc).__name__}: {exc}"})
+    _faults(session, report, "closing the implementation", tracker)
+
+
+def _faults(session: Session, report: dict, where: str, tracker: "_Tracker") -> None:
+    """close() hung, raised or called sys.exit (at the end, or before a
+    restart): the implementation's failure. A run that passed fails."""
+    for kind, message in session.take_faults():
+        tracker.faults += 1
+        report["problems"].append({"kind": kind, "where": where, "message": message})
+        if report["verdict"] == "pass":
+            report["verdict"], report["exit_code"] = "fail", 1
+
+
+def _threads_left(report: dict, before: set, grace_s: float = 0.5) -> None:
+    """Say so when the implementation left non-daemon threads running: they
+    would keep a Python process alive after the verdict (the CLI exits anyway)."""
+    deadline = time.monotonic() + grace_s
+    left = []
+    for thread in threading.enumerate():
+        if thread in before or thread.daemon or thread is threading.current_thread():
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            left.append(thread.name)
+    if left:
+        report["problems"].append({
+            "kind": "threads-left", "where": "closing the implementation",
+            "message": f"the implementation left {len(left)} non-daemon thread(s) running after close(): "
+                       f"{', '.join(sorted(left)[:10])}{' ...' if len(left) > 10 else ''}. They would keep a "
+                       f"Python process alive after the verdict; `conformance` exits with the verdict's code "
+                       f"anyway (stop them in close(), or make them daemon threads)"})
 
 
 def _clear_reports(report_dir: str, report: dict) -> None:
@@ -364,7 +402,10 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     for scenario in scenarios:
         tracker.scenario = scenario.id
         checkpoint()
+        mark = _mark(config)
         outcome = run_scenario(session, scenario, capabilities)
+        output = _output_since(config, mark)
+        _faults(session, report, f"scenario {scenario.id}", tracker)
         tracker.scenarios_done += 1
         if config.record_dir and outcome.verdict in ("pass", "fail"):
             _record(config, prepared, scenario.id, outcome, report)
@@ -380,6 +421,8 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         entry = outcome.to_dict()
         if outcome.note:
             entry["note"] = outcome.note
+        if output:
+            entry["output"] = output
         report["scenarios"].append(entry)
         progress.scenario_done(outcome)
 
@@ -391,8 +434,11 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         tracker.describe_failure = lambda failure: _describe_stateful_failure(config, spec, failure, base_cmd,
                                                                               adapter_args)
 
+        example_mark = [_mark(config)]
+
         def on_example(count: int) -> None:
             tracker.examples = count
+            example_mark[0] = _mark(config)  # the output kept is the last example's
             progress.stateful_example(count)
             checkpoint()
 
@@ -405,16 +451,40 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         if outcome.failure is not None:
             _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args)
         report["stateful"] = outcome.to_dict()
+        output = _output_since(config, example_mark[0])
+        if output:
+            report["stateful"]["output"] = output
+        _faults(session, report, "stateful exploration", tracker)
         run_coverage.merge(session.model.coverage)
 
     verdicts = [s["verdict"] for s in report["scenarios"]]
     if report["stateful"]:
         verdicts.append(report["stateful"]["verdict"])
     verdicts.append(_run_coverage(config, spec, run_coverage, session.params, report, base_cmd))
-    failed = any(v in ("fail", "error") for v in verdicts)
+    failed = any(v in ("fail", "error") for v in verdicts) or tracker.faults > 0
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+
+
+def _mark(config: RunConfig):
+    """Where the implementation's captured output stands (None: not captured)."""
+    if config.output_capture is None:
+        return None
+    try:
+        return config.output_capture.mark()
+    except OSError:  # capturing must never stop a run
+        return None
+
+
+def _output_since(config: RunConfig, mark) -> dict | None:
+    """What the implementation printed since ``mark`` (report ``output``)."""
+    if config.output_capture is None or mark is None:
+        return None
+    try:
+        return config.output_capture.since(mark)
+    except OSError:
+        return None
 
 
 def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:

@@ -22,7 +22,7 @@ from ..adapters.adapter import Adapter
 from ..errors import AdapterLoadError
 from .compare import compare
 from .failures import NOT_IMPLEMENTED, Failure
-from .interrupts import checkpoint
+from .interrupts import checkpoint, stops_the_run
 from .linearize import linearize
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
@@ -84,6 +84,10 @@ class _Worker:
             return value
         raise value
 
+    def on_main_thread(self) -> bool:
+        """Whether calls run on the main thread (the only one a signal interrupts)."""
+        return self._direct and threading.current_thread() is threading.main_thread()
+
     def close(self) -> None:
         self._queue.put((None, None, None))
 
@@ -95,7 +99,12 @@ def describe_exception(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # noqa: BLE001 - the implementation's exception is broken; say so
         text = "<its message could not be printed>"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if isinstance(exc, KeyboardInterrupt):
+        said += " (the implementation's own: no Ctrl-C or signal reached the kit)"
+    elif isinstance(exc, SystemExit):
+        said += " (the implementation tried to end the process; the kit carries on)"
+    return said
 
 
 def check_shape(response: Any) -> str | None:
@@ -139,6 +148,7 @@ class Session:
         self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
         self.model = Model(spec, params)
         self.worker = _Worker()
+        self.faults: list[tuple[str, str]] = []  # close() failures: (failure kind, message)
         self.adapter = self._build_adapter()
         self.trace: list[dict] = []
         self.now = 0
@@ -164,9 +174,11 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             raise AdapterLoadError(f"describe() did not answer within {self.timeout_s:g}s") from None
-        except (AdapterLoadError, KeyboardInterrupt):
+        except AdapterLoadError:
             raise
-        except BaseException as exc:
+        except BaseException as exc:  # SystemExit and the implementation's own KeyboardInterrupt too
+            if self._stops(exc):
+                raise
             raise AdapterLoadError(f"describe() failed: {describe_exception(exc)}") from None
 
     def reset(self) -> None:
@@ -184,9 +196,9 @@ class Session:
             raise AdapterLoadError(f"the implementation did not reset within {self.timeout_s:g}s") from None
         except AdapterLoadError:
             raise
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:
+            if self._stops(exc):
+                raise
             self._needs_restart = True
             raise AdapterLoadError(f"the implementation failed to reset: {describe_exception(exc)}") from None
 
@@ -195,21 +207,46 @@ class Session:
             return self.worker.run(self.factory, self.timeout_s)
         except _CallTimeout:
             raise AdapterLoadError(f"the adapter did not start within {self.timeout_s:g}s") from None
+        except AdapterLoadError:
+            raise
+        except BaseException as exc:  # e.g. sys.exit in a constructor
+            if self._stops(exc):
+                raise
+            raise AdapterLoadError(f"the adapter failed to start: {describe_exception(exc)}") from None
+
+    def _stops(self, exc: BaseException) -> bool:
+        """A real interrupt (it ends the run), not the implementation's own failure."""
+        return stops_the_run(exc, main_thread=self.worker.on_main_thread())
+
+    def _close_adapter(self, when: str) -> None:
+        """close() under the timeout; what goes wrong is one of ``faults``."""
+        try:
+            self.worker.run(self.adapter.close, self.timeout_s)
+        except _CallTimeout:
+            self.faults.append(("timeout", f"close() {when} did not return within {self.timeout_s:g}s; "
+                                           f"the kit stopped waiting for it"))
+        except BaseException as exc:  # SystemExit, the implementation's own KeyboardInterrupt too
+            if self._stops(exc):
+                raise
+            self.faults.append(("implementation-error", f"close() {when} raised {describe_exception(exc)}"))
 
     def _restart_adapter(self) -> None:
-        try:
-            self.adapter.close()
-        except Exception:  # noqa: BLE001 - a broken adapter is being replaced anyway
-            pass
+        self._close_adapter("(before the implementation was started again)")
         self.adapter = self._build_adapter()
         self._needs_restart = False
 
     def close(self) -> None:
+        """Close the implementation, bounded by the timeout; a fault is kept
+        in ``faults`` (only a real interrupt is raised)."""
         try:
-            self.worker.run(self.adapter.close, self.timeout_s)
-        except Exception:  # noqa: BLE001 - closing must not turn a verdict into a crash
-            pass
-        self.worker.close()
+            self._close_adapter("at the end of the run")
+        finally:
+            self.worker.close()
+
+    def take_faults(self) -> list[tuple[str, str]]:
+        """The (kind, message) of each fault of close() since the last call."""
+        faults, self.faults = self.faults, []
+        return faults
 
     # -- steps ------------------------------------------------------------------
     def advance(self, ms: int) -> Failure | None:
@@ -224,9 +261,9 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             return self._fail("timeout", f"set_clock({self.now}) did not answer within {self.timeout_s:g}s", index)
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:
+            if self._stops(exc):
+                raise
             return self._fail("implementation-error", f"set_clock raised {describe_exception(exc)}", index)
         observed = {"result": {}, "effects": effects}
         entry["observed"] = _printable(observed)
@@ -252,9 +289,9 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             return None, ("timeout", f"{operation} did not answer within {self.timeout_s:g}s")
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:  # SystemExit too: an implementation may not end the kit
+            if self._stops(exc):
+                raise
             return None, ("implementation-error", f"{operation} raised {describe_exception(exc)}")
         return response, None
 
