@@ -434,11 +434,13 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         tracker.describe_failure = lambda failure: _describe_stateful_failure(config, spec, failure, base_cmd,
                                                                               adapter_args)
 
-        example_mark = [_mark(config)]
+        example_mark, example_output = [_mark(config)], [None]
 
         def on_example(count: int) -> None:
             tracker.examples = count
-            example_mark[0] = _mark(config)  # the output kept is the last example's
+            # The output kept is that of the last example that wrote anything.
+            example_output[0] = _output_since(config, example_mark[0]) or example_output[0]
+            example_mark[0] = _mark(config)
             progress.stateful_example(count)
             checkpoint()
 
@@ -451,7 +453,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         if outcome.failure is not None:
             _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args)
         report["stateful"] = outcome.to_dict()
-        output = _output_since(config, example_mark[0])
+        output = _output_since(config, example_mark[0]) or example_output[0]
         if output:
             report["stateful"]["output"] = output
         _faults(session, report, "stateful exploration", tracker)
