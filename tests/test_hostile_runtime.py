@@ -12,7 +12,7 @@ requires: no traceback, no hang, the documented exit code, report.json valid
 against its schema and naming what happened, and (where processes are
 involved) nothing left running.
 
-Exit codes (README, docs/adapter-protocol.md): a fault of the implementation
+Exit codes (README, ARCHITECTURE.md, docs/ci.md): a fault of the implementation
 fails the run (1) — a close() that hangs, raises, calls sys.exit or raises
 KeyboardInterrupt; a call that raises KeyboardInterrupt or SystemExit — and
 describe() or the constructor failing that way is an adapter-loading error
