@@ -190,12 +190,12 @@ def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(record
     edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
     scenario_file = tmp_path / "regression.yaml"
 
-    proc = kit("check-trace", "thread-jobs", str(edited), "--to-scenario", str(scenario_file), "--scenario-id", "R1",
+    proc = kit("check-trace", "thread-jobs", str(edited), "--to-scenario", str(scenario_file), "--scenario-id", "T1",
                "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"wrote scenario R1 to {scenario_file}" in proc.stdout
+    assert f"wrote scenario T1 to {scenario_file}" in proc.stdout
     scenario = yaml.safe_load(scenario_file.read_text(encoding="utf-8"))["scenarios"][0]
-    assert scenario["id"] == "R1" and f"line {number}" in scenario["title"]
+    assert scenario["id"] == "T1" and f"line {number}" in scenario["title"]
     assert scenario["steps"][-1]["call"] == "turn_boundary"
     assert scenario["steps"][-1]["expect"]["result"] == {"injected": []}  # what the trace observed
 
@@ -212,11 +212,11 @@ def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(record
     doc["scenarios"].append(scenario)
     matrix.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     assert kit("validate", str(spec_dir / "thread-jobs.yaml"), cwd=tmp_path).returncode == 0
-    run = kit("run", str(spec_dir / "thread-jobs.yaml"), "--scenario", "R1", "--no-stateful",
+    run = kit("run", str(spec_dir / "thread-jobs.yaml"), "--scenario", "T1", "--no-stateful",
               "--report-dir", str(tmp_path / "r2"), cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     failure = report_of(tmp_path / "r2")["scenarios"][0]["failure"]
-    assert failure["kind"] == "expectation" and failure["message"].startswith("scenario R1")
+    assert failure["kind"] == "expectation" and failure["message"].startswith("scenario T1")
     assert failure["step"] == len([s for s in failure["steps"]]) - 1  # the last step, nothing before it
 
 

@@ -28,6 +28,9 @@ from .linearize import linearize
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
 
 DEFAULT_TIMEOUT_S = 10.0
+# close() may take longer than an operation (a program saying bye and exiting,
+# workers joined): it gets the timeout, but never less than this.
+CLOSE_TIMEOUT_FLOOR_S = 5.0
 
 
 class _CallTimeout(BaseException):
@@ -219,11 +222,13 @@ class Session:
         return stops_the_run(exc, main_thread=self.worker.on_main_thread())
 
     def _close_adapter(self, when: str) -> None:
-        """close() under the timeout; what goes wrong is one of ``faults``."""
+        """close() under the timeout (at least CLOSE_TIMEOUT_FLOOR_S); what
+        goes wrong is one of ``faults``."""
+        limit = max(self.timeout_s, CLOSE_TIMEOUT_FLOOR_S)
         try:
-            self.worker.run(self.adapter.close, self.timeout_s)
+            self.worker.run(self.adapter.close, limit)
         except _CallTimeout:
-            self.faults.append(("timeout", f"close() {when} did not return within {self.timeout_s:g}s; "
+            self.faults.append(("timeout", f"close() {when} did not return within {limit:g}s; "
                                            f"the kit stopped waiting for it"))
         except BaseException as exc:  # SystemExit, the implementation's own KeyboardInterrupt too
             if self._stops(exc):
