@@ -80,12 +80,25 @@ def _finish(report: dict, level: int = NORMAL) -> None:
         console.print(f"Verdict: {report['verdict'].upper()}", markup=False)
     else:
         render_console_summary(report, console)
+    if level > QUIET:
+        _say_output_was_captured(report)
     paths = report.get("_paths") or {}
     if paths:
         console.print("reports: " + ", ".join(paths.values()), highlight=False)
     if report.get("_write_error"):
         errors.print(f"error: the reports were not written: {report['_write_error']}", markup=False)
     sys.exit(report["exit_code"])
+
+
+def _say_output_was_captured(report: dict) -> None:
+    """One line when an in-process implementation printed: where it went."""
+    cases = [entry["output"] for entry in report.get("scenarios") or [] if entry.get("output")]
+    if (report.get("stateful") or {}).get("output"):
+        cases.append(report["stateful"]["output"])
+    if cases:
+        written = sum(case.get("stdout_bytes", 0) + case.get("stderr_bytes", 0) for case in cases)
+        console.print(f"the implementation printed {written} bytes to stdout/stderr in {len(cases)} case(s): kept "
+                      f"in report.json (`output` of each case), not shown here", markup=False, style="dim")
 
 
 adapter_options = [
@@ -339,6 +352,13 @@ def lint(specs, strict, as_json, show_suppressed):
 
     from statemachines.lint import lint_spec
 
+    resolved = []
+    for given in specs:  # a file, or the name of an installed spec
+        try:
+            resolved.append(resolve_spec(given))
+        except SpecNotFound as exc:
+            raise click.UsageError(str(exc)) from None
+    specs = resolved
     fragments = [path for path in specs if _is_fragment(path)]
     reports = [lint_spec(path) for path in specs if path not in fragments]
     if not as_json:
