@@ -63,6 +63,7 @@ SUITE_KEYS = {
     "seed": "seed of the exploration (default 1)",
     "timeout": "seconds one operation may take (default 10)",
     "stateful": "yes (default) or no: run the generated exploration",
+    "deviations": "a deviations file (docs/deviations.md), relative to the file declaring the suite",
 }
 
 
@@ -83,6 +84,7 @@ class SuiteDefinition:
     seed: int = 1
     stateful: bool = True
     timeout_s: float = 10.0
+    deviations: str | None = None  # a deviations file (docs/deviations.md)
     name: str | None = None
     # Where it was declared: reports point there, relative paths start there.
     file: str | None = None
@@ -92,7 +94,7 @@ class SuiteDefinition:
 def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options: dict | None = None,
                       adapter_cmd: str | None = None, adapter_cli: str | None = None,
                       profile: str = "quick", seed: int = 1, stateful: bool = True,
-                      timeout_s: float = 10.0) -> SuiteDefinition:
+                      timeout_s: float = 10.0, deviations: str | None = None) -> SuiteDefinition:
     """A conformance suite for the module it is assigned in: pytest collects one
     item per scenario, plus the exploration, named after the variable."""
     if profile not in PROFILE_NAMES:
@@ -102,7 +104,8 @@ def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options:
     caller = sys._getframe(1)  # the test module: relative spec paths and reports start there
     return SuiteDefinition(spec=spec, adapter=adapter, adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
                            adapter_options=dict(adapter_options or {}), profile=profile, seed=seed,
-                           stateful=stateful, timeout_s=timeout_s, file=caller.f_globals.get("__file__"),
+                           stateful=stateful, timeout_s=timeout_s, deviations=deviations,
+                           file=caller.f_globals.get("__file__"),
                            line=caller.f_lineno - 1)
 
 
@@ -223,6 +226,7 @@ class _SuiteRun:
         from statemachines import SpecError
 
         from .errors import AdapterLoadError
+        from .engine.deviations import DeviationsError
         from .engine.runner import RunConfig, prepare
 
         if "error" in self.state:
@@ -235,7 +239,8 @@ class _SuiteRun:
                                    adapter_cli=adapter_cli,
                                    profile=config.getoption("--conformance-profile") or d.profile,
                                    seed=config.getoption("--conformance-seed") or d.seed,
-                                   report_dir=None, timeout_s=d.timeout_s)
+                                   report_dir=None, timeout_s=d.timeout_s,
+                                   deviations=str(self.base / d.deviations) if d.deviations else None)
             try:
                 if d.adapter_cmd:
                     # The program runs where the suite was declared, so "node adapter.js" works
@@ -246,11 +251,17 @@ class _SuiteRun:
                     run_config.adapter_factory = stdio_factory(d.adapter_cmd, load_spec(self.spec_path),
                                                                cwd=str(self.base))
                 self.state["prepared"] = prepare(run_config)
-            except (SpecError, AdapterLoadError) as exc:
+                deviations = self.state["prepared"].session.deviations
+                if deviations is not None and deviations.expired:  # fails every item until renewed or fixed
+                    self.state["prepared"].session.close()
+                    raise DeviationsError([f"{p['where']}: {p['message']}" for p in deviations.expired_problems()])
+            except (SpecError, AdapterLoadError, DeviationsError) as exc:
                 self.state["error"] = f"cannot start the conformance run: {exc}"
                 raise CaseFailed(self.state["error"]) from None
             self.state["config"] = run_config
             config.add_cleanup(self.state["prepared"].session.close)
+            if self.state["prepared"].session.deviations is not None:  # listed in the terminal summary
+                config.stash.setdefault(_DEVIATIONS, []).append((self.definition, self.state["prepared"].session))
         return self.state["config"], self.state["prepared"]
 
     def run_case(self, config: pytest.Config, case: str) -> None:
@@ -318,9 +329,20 @@ def _items(parent, name: str, definition: SuiteDefinition) -> list[ConformanceIt
 
 
 _NOT_APPLICABLE = pytest.StashKey[list]()
+_DEVIATIONS = pytest.StashKey[list]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    from .reporting._format import deviation_lines
+
+    for definition, session in config.stash.get(_DEVIATIONS, []):
+        report = {"deviations": session.deviations.to_report()}
+        terminalreporter.write_line(f"conformance: accepted deviations of {definition.name or definition.spec} "
+                                    f"({report['deviations']['file']}):")
+        for line in deviation_lines(report):
+            terminalreporter.write_line(f"  {line}")
+        for problem in session.deviations.expired_problems():
+            terminalreporter.write_line(f"  {problem['where']}: {problem['message']}")
     for name, profile, ids in config.stash.get(_NOT_APPLICABLE, []):
         terminalreporter.write_line(f"conformance: {len(ids)} scenario(s) of {name} not applicable to profile "
                                     f"{profile} (written for other parameters): {', '.join(ids)}")

@@ -52,6 +52,13 @@ def _protocol() -> dict:
             "anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}
 
 
+def _deviations() -> dict:
+    """A deviations file (docs/deviations.md); the engine checks files against this same document."""
+    from importlib import resources
+    return json.loads(resources.files("conformance").joinpath("schemas", "deviations.schema.json")
+                      .read_text(encoding="utf-8"))
+
+
 def _trace() -> dict:
     from .traces.format import trace_schema
     return trace_schema()
@@ -64,6 +71,7 @@ _LOADERS: dict[str, Callable[[], dict]] = {
     "protocol": _protocol,
     "command-adapter": _command_adapter,
     "trace": _trace,
+    "deviations": _deviations,
 }
 SCHEMA_NAMES = tuple(_LOADERS)
 

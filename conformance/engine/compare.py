@@ -6,9 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from statemachines import first_difference, to_jsonable
+from statemachines import Matcher, Prediction, first_difference, to_jsonable
 
 __all__ = ["compare"]
+
+# How many accepted differences one answer may carry before the rest is
+# reported anyway (each accepted one is masked and the answer compared again).
+_MAX_ACCEPTED = 32
+_ANYTHING = Matcher((("any", None),))
 
 
 def _list_at(root: Any, path: str) -> tuple[str, Any] | None:
@@ -63,10 +68,56 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     return "; ".join(parts)
 
 
-def compare(prediction, observation: dict, key: str | None = None):
+def compare(prediction, observation: dict, key: str | None = None, accept=None):
     """The first difference between a model prediction and an observation, as
     (path, expected, observed, reason), or None. ``key`` names the entity key,
-    so differing lists of records are explained by membership."""
+    so differing lists of records are explained by membership. ``accept``
+    (path, expected, observed) -> bool says which differences an accepted
+    deviation covers: those are masked and the answer compared again, so a
+    difference the team did not accept is still found behind them."""
+    diff = _first(prediction, observation, key)
+    for _ in range(_MAX_ACCEPTED):
+        if diff is None or accept is None or not accept(diff[0], diff[1], diff[2]):
+            return diff
+        prediction = _masked(prediction, diff[0])
+        if prediction is None:  # the whole answer was accepted
+            return None
+        diff = _first(prediction, observation, key)
+    return diff
+
+
+def _masked(prediction, path: str):
+    """The prediction with nothing demanded at ``path`` (a key dropped, a list
+    item or a whole list accepted as it is), or None when the path is the
+    whole answer."""
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    if len(parts) < 2 or parts[0] not in ("result", "error", "effects"):
+        return None
+    root = {"result": prediction.result, "error": prediction.error, "effects": prediction.effects}
+    root = _without(root, parts)
+    return Prediction(result=root["result"], error=root["error"], effects=root["effects"])
+
+
+def _without(node, parts: list):
+    head, rest = parts[0], parts[1:]
+    if head.startswith("["):
+        index = int(head[1:-1])
+        if not isinstance(node, list) or index >= len(node):
+            return node
+        copy = list(node)
+        copy[index] = _ANYTHING if not rest else _without(node[index], rest)
+        return copy
+    if not isinstance(node, dict) or head not in node:
+        return node
+    copy = dict(node)
+    if rest:
+        copy[head] = _without(node[head], rest)
+    else:
+        del copy[head]
+    return copy
+
+
+def _first(prediction, observation: dict, key: str | None):
     if prediction.ok and "error" in observation:
         err = observation["error"]
         return ("error", {"result": to_jsonable(prediction.result)}, err,

@@ -79,7 +79,7 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
             snap = model.snapshot()
             prediction = model.predict(op, args, response)
             model.restore(snap)
-            diff = compare(prediction, response)
+            diff = compare(prediction, response, accept=session.acceptor(op, args))
             if diff:
                 if len(order) >= best["depth"]:
                     best.update(depth=len(order), order=list(order), diff=diff)
@@ -102,7 +102,7 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
             snap = model.snapshot()
             try:
                 prediction = model.predict(op, args, responses[i])
-                diff = compare(prediction, responses[i])
+                diff = compare(prediction, responses[i], accept=session.acceptor(op, args))
             except ObservationError as exc:
                 diff = ("(observation)", None, responses[i], str(exc))
             except ExpressionError as exc:

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 __all__ = [
     "CATEGORY_ORDER",
     "compact_json",
+    "deviation_lines",
     "failed_checks",
     "failure_text",
     "first_line",
@@ -34,6 +35,29 @@ def compact_json(value: Any, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
+
+
+def deviation_lines(report: dict) -> list[str]:
+    """One line per entry of the run's deviations file: what it covered, how
+    often, why, and its first example (accepted deviations are never silent)."""
+    block = report.get("deviations") or {}
+    lines = []
+    for d in block.get("entries") or []:
+        if d.get("id") in (block.get("expired") or []):
+            done = f"EXPIRED on {d.get('expires')} (not applied)"
+        elif d.get("kind") == "avoid":
+            done = f"avoided {d.get('count', 0)} call(s) of {d.get('operation')}"
+        else:
+            done = f"accepted {d.get('count', 0)} time(s)"
+        line = f"{d.get('id')}: {done}: {' '.join(str(d.get('reason') or '').split())}"
+        example = d.get("example") or {}
+        if d.get("kind") == "accept" and example:
+            line += (f" (e.g. {example.get('operation')} {example.get('path')}: expected "
+                     f"{compact_json(example.get('expected'), 80)}, got {compact_json(example.get('observed'), 80)})")
+        if d.get("errors"):
+            line += f" [its `when` failed: {first_line(d['errors'][0])}]"
+        lines.append(line)
+    return lines
 
 
 def pretty_json(value: Any) -> str:

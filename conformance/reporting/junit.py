@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ._format import failure_text, first_line, ordered_scenarios, replay_for
+from ._format import deviation_lines, failure_text, first_line, ordered_scenarios, replay_for
 
 __all__ = ["render_junit_xml"]
 
@@ -57,6 +57,8 @@ def render_junit_xml(report: dict) -> str:
                        ("replay", report.get("replay"))):
         if value is not None:
             ET.SubElement(props, "property", name=key, value=_clean(value))
+    for line in deviation_lines(report):  # accepted deviations are listed wherever the verdict is read
+        ET.SubElement(props, "property", name=f"deviation.{line.split(':', 1)[0]}", value=_clean(line))
     if not len(props):
         suite.remove(props)  # some schemas want at least one <property>
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ._format import compact_json, failed_checks, ordered_scenarios, pretty_json, replay_for, step_text, verdict_counts
+from ._format import compact_json, deviation_lines, failed_checks, ordered_scenarios, pretty_json, replay_for, step_text, verdict_counts
 from .mermaid import mermaid_state_diagram
 
 __all__ = ["VERDICT_ICONS", "render_summary_markdown"]
@@ -110,6 +110,17 @@ def _not_applicable(report: dict) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
+def _deviations(report: dict) -> list[str]:
+    block = report.get("deviations")
+    if not block:
+        return []
+    lines = ["## Accepted deviations", "",
+             f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted, "
+             f"{block.get('avoided', 0)} call(s) not sent.", ""]
+    lines += [f"- {_text(line)}" for line in deviation_lines(report)]
+    return lines + [""]
+
+
 def _stateful(report: dict) -> list[str]:
     lines = ["## Stateful exploration", ""]
     st = report.get("stateful")
@@ -190,7 +201,8 @@ def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
 
 
 def render_summary_markdown(report: dict) -> str:
-    lines = _header(report) + _matrix(report) + _not_applicable(report) + _stateful(report) + _coverage(report)
+    lines = (_header(report) + _matrix(report) + _not_applicable(report) + _deviations(report) + _stateful(report)
+             + _coverage(report))
 
     failures = list(failed_checks(report))
     if failures:

@@ -210,12 +210,19 @@ def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[Tra
     return None, None
 
 
-def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[dict], list[dict], dict]:
+def check_traces(spec_path: str, traces: list[str], *, deviations: str | None = None,
+                 accepted: list | None = None) -> tuple[Spec, dict, list[dict], list[dict], dict]:
     """Check each trace file; returns the spec, the parameters of the first
     trace, the report's check entries (one per session), problems, and the
     implementation the first trace's header names.
     Raises SpecError, SpecNotFound or TraceError for input that cannot be read."""
     spec = load_spec(resolve_spec(spec_path))
+    loaded = None
+    if deviations:  # accepted differences apply to recorded answers as to live ones
+        from ..engine.deviations import load_deviations
+        loaded = load_deviations(deviations, spec=spec)
+        if accepted is not None:
+            accepted.append(loaded)
     entries: list[dict] = []
     problems: list[dict] = []
     first_params: dict | None = None
@@ -241,6 +248,7 @@ def check_traces(spec_path: str, traces: list[str]) -> tuple[Spec, dict, list[di
                         "profile": header.profile, "parameters": header.parameters}
         adapter = TraceAdapter(header)
         session = Session(spec, params, lambda: adapter)
+        session.deviations = loaded
         previous_reader = use_file_reader(adapter.read_file)
         try:
             for number, part in enumerate(_sessions(events), 1):

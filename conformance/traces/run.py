@@ -6,6 +6,7 @@ import time
 
 from statemachines import SpecError
 
+from ..engine.deviations import DeviationsError
 from ..engine.runner import (RunConfig, clear_report_files, mark_interrupted, new_report, write_report_files)
 from ..specs import SpecNotFound
 from .check import check_traces
@@ -16,18 +17,20 @@ __all__ = ["check_trace_run"]
 
 
 def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *,
-                    to_scenario: str | None = None, scenario_id: str = "T1") -> dict:
+                    to_scenario: str | None = None, scenario_id: str = "T1", deviations: str | None = None) -> dict:
     """Check ``traces`` against the spec; the report (also written to
     ``report_dir``). With ``to_scenario``, the first failing session becomes
     a scenario file there (``report["_scenario_file"]``)."""
     started = time.perf_counter()
+    accepted: list = []  # the loaded deviations, once check_traces has read them
     config = RunConfig(spec_path=spec_path, adapter_label="recorded trace(s): " + ", ".join(traces),
-                       report_dir=report_dir, stateful=False)
+                       report_dir=report_dir, stateful=False, deviations=deviations)
     report = new_report(config)
     if report_dir:
         clear_report_files(report, report_dir)
     try:
-        spec, params, entries, problems, identity = check_traces(spec_path, traces)
+        spec, params, entries, problems, identity = check_traces(spec_path, traces, deviations=deviations,
+                                                                 accepted=accepted)
         report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": spec_path,
                           "lifecycle": spec.lifecycle_summary()}
         report["implementation"] = {"adapter": report["implementation"]["adapter"], "name": identity.get("name"),
@@ -43,11 +46,16 @@ def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *
                 trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]))
             report["_scenario_file"] = to_scenario
         report["problems"] += problems
-        failed = any(e["verdict"] in ("fail", "error") for e in entries)
+        if accepted and accepted[0].expired:
+            report["problems"] += accepted[0].expired_problems()
+        failed = any(e["verdict"] in ("fail", "error") for e in entries) or bool(accepted and accepted[0].expired)
         report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
         if not entries:
             report["problems"].append({"kind": "trace-warning", "where": None,
                                        "message": "the traces hold no events: nothing was checked"})
+    except DeviationsError as exc:
+        report["problems"] += [{"kind": "deviations-error", "message": line, "where": deviations}
+                               for line in exc.problems]
     except TraceError as exc:
         report["problems"].append({"kind": "trace-error", "message": str(exc).split(": ", 1)[-1],
                                    "where": str(exc).split(": ", 1)[0]})
@@ -58,6 +66,8 @@ def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *
         report["problems"].append({"kind": "spec-error", "message": str(exc), "where": spec_path})
     except KeyboardInterrupt as exc:
         mark_interrupted(report, exc, "the traces checked so far are not reported")
+    if accepted:
+        report["deviations"] = accepted[0].to_report()
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if report_dir:
         write_report_files(report, report_dir)
