@@ -1,0 +1,248 @@
+"""Reducing a failing step list after Hypothesis, by replaying it.
+
+Hypothesis shrinks the choices that generated a sequence; what it hands back
+can still carry steps the failure does not need and arguments bigger or
+stranger than it needs (a shrink budget runs out; a step's draws depend on
+state). Here the failing steps themselves are replayed against the
+implementation, the same way ``conformance replay`` runs a counterexample
+file, and made smaller while the *same* failure (its kind, operation and
+path, indexes aside) still happens:
+
+1. drop steps: chunks of halving size, then single steps (delta debugging);
+2. simplify each argument that is left: the shortest strings, then ASCII
+   ones; the smallest numbers; fewer list items;
+3. repeat while anything got smaller, within a time budget.
+
+The result is deterministic for a deterministic implementation (every try
+is in a fixed order), and every step of it is needed: dropping any one of
+them loses the failure (unless the budget ran out first, which the failure
+says).
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from ..errors import AdapterLoadError
+from .failures import Failure
+from .interrupts import checkpoint
+from .session import Session
+
+__all__ = ["reduce_failure", "replay_steps", "signature", "steps_of_trace"]
+
+
+def signature(failure: Failure) -> tuple:
+    """What makes two failures the same bug: kind, operation and path (list indexes aside)."""
+    path = re.sub(r"\[\d+\]", "[*]", failure.path) if failure.path else None
+    return failure.kind, failure.operation, path
+
+
+def steps_of_trace(trace: list[dict]) -> list[dict]:
+    """A session trace as replayable steps (the counterexample file's form)."""
+    steps = []
+    for step in trace:
+        if "advance_ms" in step:
+            steps.append({"advance_ms": step["advance_ms"]})
+        elif "concurrently" in step:
+            steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
+        elif "operation" in step:
+            steps.append({"call": step["operation"], "args": step["args"]})
+    return steps
+
+
+def replay_steps(session: Session, steps: list[dict]) -> Failure | None:
+    """Run ``steps`` from a fresh implementation; the first failure, or None."""
+    session.reset()
+    for step in steps:
+        checkpoint()
+        if "advance_ms" in step:
+            failure = session.advance(step["advance_ms"])
+        elif "concurrently" in step:
+            failure = session.call_concurrently([(c["call"], c["args"]) for c in step["concurrently"]])[1]
+        else:
+            failure = session.call(step["call"], step["args"])[1]
+        if failure is not None:
+            return failure
+    return None
+
+
+class _Reducer:
+    def __init__(self, session: Session, target: tuple, budget_s: float):
+        self.session, self.target = session, target
+        self.deadline = time.perf_counter() + budget_s
+        self.tries = 0
+        self.best_failure: Failure | None = None
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() >= self.deadline
+
+    def fails(self, steps: list[dict]) -> bool:
+        """Whether ``steps`` still end in the target failure (kept when they do)."""
+        self.tries += 1
+        try:
+            failure = replay_steps(self.session, steps)
+        except AdapterLoadError:
+            return False
+        if failure is not None and signature(failure) == self.target:
+            self.best_failure = failure
+            return True
+        return False
+
+    # -- 1. fewer steps ---------------------------------------------------------
+    def drop_steps(self, steps: list[dict]) -> list[dict]:
+        size = max(1, len(steps) // 2)
+        while size >= 1 and not self.out_of_time():
+            start = 0
+            while start < len(steps) and not self.out_of_time():
+                candidate = steps[:start] + steps[start + size:]
+                if candidate and self.fails(candidate):
+                    steps = candidate  # the same start now names the next chunk
+                else:
+                    start += size
+            size //= 2
+        return steps
+
+    # -- 2. simpler arguments -----------------------------------------------------
+    def simplify_arguments(self, steps: list[dict]) -> list[dict]:
+        for index in range(len(steps)):
+            done: set = set()
+            while True:  # slots change when a list gets shorter: look again after each success
+                slot = next((w for w in _argument_slots(steps[index]) if w not in done), None)
+                if slot is None:
+                    break
+                done.add(slot)
+                for simpler in _simpler_values(_get(steps[index], slot)):
+                    if self.out_of_time():
+                        return steps
+                    candidate = list(steps)
+                    candidate[index] = _set(steps[index], slot, simpler)
+                    if self.fails(candidate):
+                        steps = candidate
+                        break  # the simplest value that keeps the failure (candidates come simplest first)
+        return steps
+
+
+def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Failure:
+    """The same failure after the shortest, simplest step list replaying found
+    within ``budget_s`` seconds; the failure itself when it does not replay."""
+    steps = steps_of_trace(failure.steps)
+    if not steps or budget_s <= 0:
+        return failure
+    reducer = _Reducer(session, signature(failure), budget_s)
+    deferred = session.defer_model_invariants
+    session.defer_model_invariants = False  # every step checks them, as a replay does
+    try:
+        if not reducer.fails(steps):
+            return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
+        while not reducer.out_of_time():
+            before = (len(steps), _size(steps))
+            steps = reducer.drop_steps(steps)
+            steps = reducer.simplify_arguments(steps)
+            if (len(steps), _size(steps)) == before:
+                break
+        # End on the reduced list itself, so the failure's steps and evidence are this replay's.
+        if not reducer.fails(steps):
+            return failure
+    finally:
+        session.defer_model_invariants = deferred
+    reduced = reducer.best_failure
+    original = len(steps_of_trace(failure.steps))
+    note = (f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
+            if len(steps) < original or _size(steps) < _size(steps_of_trace(failure.steps))
+            else f"{len(steps)} step(s); replaying found nothing to remove")
+    if reducer.out_of_time():
+        note += "; the reduction budget ran out, so a step may still be removable"
+    reduced.message += f"\n({note})"
+    reduced.seed = failure.seed
+    return reduced
+
+
+# -------------------------------------------------------------- argument slots
+
+def _argument_slots(step: dict) -> list[tuple]:
+    """Paths to every leaf argument of a step, e.g. ("args", "payload")."""
+    if "concurrently" in step:
+        roots = [("concurrently", i, "args") for i in range(len(step["concurrently"]))]
+    elif "args" in step:
+        roots = [("args",)]
+    else:
+        return []
+    slots: list[tuple] = []
+    for root in roots:
+        _leaves(_get(step, root), root, slots)
+    return slots
+
+
+def _leaves(value: Any, where: tuple, out: list) -> None:
+    if isinstance(value, dict):
+        for key in value:
+            _leaves(value[key], where + (key,), out)
+    elif isinstance(value, list):
+        out.append(where)  # the list itself: fewer items
+        for i, item in enumerate(value):
+            _leaves(item, where + (i,), out)
+    else:
+        out.append(where)
+
+
+def _get(node: Any, where: tuple) -> Any:
+    for part in where:
+        node = node[part]
+    return node
+
+
+def _set(node: Any, where: tuple, value: Any) -> Any:
+    if not where:
+        return value
+    head, rest = where[0], where[1:]
+    if isinstance(node, list):
+        copy = list(node)
+    else:
+        copy = dict(node)
+    copy[head] = _set(node[head], rest, value)
+    return copy
+
+
+def _simpler_values(value: Any) -> list:
+    """Candidates simpler than ``value``, simplest first."""
+    if isinstance(value, bool) or value is None:
+        return [False] if value is True else []
+    if isinstance(value, int):
+        out = [v for v in (0, 1) if abs(v) < abs(value)]
+        if abs(value) > 1:
+            out += [value // 2] if value > 0 else [-(abs(value) // 2)]
+        if value < 0:
+            out.append(-value)
+        return _unique(out, value)
+    if isinstance(value, float):
+        return _unique([v for v in (0.0, 1.0, float(int(value))) if abs(v) < abs(value) or v != value], value)
+    if isinstance(value, str):
+        out = [""] if value else []
+        if len(value) > 1:
+            out += [value[:1], value[: len(value) // 2]]
+        ascii_text = "".join(c if c.isascii() and c.isprintable() else "a" for c in value)
+        out.append(ascii_text)
+        out.append("a" * len(value))
+        return _unique(out, value)
+    if isinstance(value, list):
+        out = [[]] if value else []
+        if len(value) > 1:
+            out += [value[:1], value[: len(value) // 2]]
+        return _unique(out, value)
+    return []
+
+
+def _unique(values: list, original: Any) -> list:
+    seen, out = [], []
+    for v in values:
+        if v != original and v not in seen:
+            seen.append(v)
+            out.append(v)
+    return out
+
+
+def _size(steps: list[dict]) -> int:
+    """How big the arguments are, all in all (characters of their JSON)."""
+    import json
+    return len(json.dumps(steps, sort_keys=True, default=str, ensure_ascii=False))

@@ -1,0 +1,102 @@
+"""Counterexamples that read like a bug report: after Hypothesis, the kit
+replays the failing steps against the implementation and keeps only what
+the failure needs (conformance/engine/reduce.py); the result is the same in
+two runs with the same seed, and Hypothesis's example database lets a re-run
+try the known failure first."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.engine.failures import Failure
+from conformance.engine.reduce import _simpler_values, signature
+from conformance.engine.runner import RunConfig, run_conformance
+from conformance.mutants import load_mutants
+from statemachines import load_spec
+from conformance.specs import resolve_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "examples" / "accepted-deviation"
+
+
+def _demo_factory():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accepted_deviation_demo", DEMO / "runtime.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DemoAdapter
+
+
+def _explore(tmp_path: Path, name: str, factory, **extra) -> dict:
+    config = RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label=name, scenarios=False,
+                       profile="quick", report_dir=str(tmp_path / name), **extra)
+    return run_conformance(config)
+
+
+def _steps(report: dict) -> list[dict]:
+    path = Path(report["stateful"]["failure"]["counterexample_file"])
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["steps"]
+
+
+def test_the_demo_bug_reduces_to_the_three_steps_it_needs_the_same_in_two_runs(tmp_path):
+    factory = _demo_factory()
+    deviations = str(DEMO / "deviations.yaml")
+    first = _explore(tmp_path, "one", factory, deviations=deviations)
+    second = _explore(tmp_path, "two", factory, deviations=deviations)
+    assert first["stateful"]["verdict"] == "fail"
+    steps = _steps(first)
+    # start a job, ask to cancel it, report progress: the bug needs nothing else
+    assert [s["call"] for s in steps] == ["start_job", "cancel_job", "observe_progress"], steps
+    assert steps[2]["args"]["note"] == ""  # arguments are as simple as the failure allows
+    assert _steps(second) == steps
+    failure = first["stateful"]["failure"]
+    assert "reduced from" in failure["message"] and failure["expected"] == "pending_cancel"
+    header = Path(failure["counterexample_file"]).read_text(encoding="utf-8").splitlines()[0]
+    assert "minimal" not in header and "reduced by replaying" in header
+
+
+THREAD_JOB_MUTANTS = ["inspect_cross_thread", "cancel_finished_job", "progress_injects", "second_start_allowed"]
+
+
+@pytest.mark.parametrize("mutant", THREAD_JOB_MUTANTS)
+def test_shipped_mutants_get_short_counterexamples(tmp_path, mutant):
+    mutants = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])
+    if mutant not in mutants:
+        pytest.skip(f"no mutant {mutant} (known: {', '.join(mutants)})")
+    report = _explore(tmp_path, mutant, mutants[mutant].factory)
+    assert report["stateful"]["verdict"] == "fail", mutant
+    steps = _steps(report)
+    assert len(steps) <= 12, (mutant, len(steps), steps)
+
+
+def test_the_example_database_lets_a_rerun_find_the_failure_first(tmp_path):
+    factory = _demo_factory()
+    deviations = str(DEMO / "deviations.yaml")
+    first = _explore(tmp_path, "same", factory, deviations=deviations, shrink_s=0)
+    databases = list((tmp_path / "same" / "example-db").iterdir())
+    assert len(databases) == 1 and any(p.is_file() for p in databases[0].rglob("*")), databases
+    again = _explore(tmp_path, "same", factory, deviations=deviations, shrink_s=0)
+    assert again["stateful"]["verdict"] == "fail"
+    assert again["stateful"]["examples"] <= 2 < first["stateful"]["examples"] or \
+        again["stateful"]["examples"] < first["stateful"]["examples"], (first["stateful"], again["stateful"])
+    off = _explore(tmp_path, "off", factory, deviations=deviations, shrink_s=0, example_db="none")
+    assert not (tmp_path / "off" / "example-db").exists() and off["stateful"]["verdict"] == "fail"
+
+
+def test_simpler_values_come_simplest_first_and_never_repeat_the_value():
+    assert _simpler_values("ééé") == ["", "é", "aaa"]
+    assert _simpler_values(40) == [0, 1, 20]
+    assert _simpler_values(-3) == [0, 1, -1, 3]
+    assert _simpler_values([1, 2, 3]) == [[], [1]]
+    assert _simpler_values("") == [] and _simpler_values(0) == [] and _simpler_values(None) == []
+
+
+def test_the_same_bug_is_recognised_whatever_the_list_index():
+    a = Failure(kind="divergence", message="x", operation="list_jobs", path="result.jobs[4].status")
+    b = Failure(kind="divergence", message="y", operation="list_jobs", path="result.jobs[0].status")
+    c = Failure(kind="divergence", message="y", operation="list_jobs", path="result.jobs[0].tool_name")
+    assert signature(a) == signature(b) != signature(c)
