@@ -21,7 +21,7 @@ from statemachines import SpecError, load_spec
 from .engine import runner as R
 from .errors import AdapterLoadError, ConformanceError
 from .progress import NORMAL, QUIET, VERBOSE, BarProgress, progress_for
-from .specs import SpecNotFound, bundled_specs, resolve_spec
+from .specs import SpecNotFound, bundled_specs, resolve_spec, spec_target_problem
 from .engine.session import DEFAULT_TIMEOUT_S
 from .engine.stateful import PROFILES
 from .scaffold import TRANSPORTS
@@ -450,6 +450,9 @@ def mutants(spec, profile, seed, only, timeout_s):
     target = loaded.implementations.get("mutants")
     if not target:
         errors.print(f"spec {loaded.id} ships no mutants (implementations.mutants)", markup=False)
+        sys.exit(2)
+    if spec_target_problem(target, "mutants"):  # a spec is data: it names only trusted code (docs/trust-model.md)
+        errors.print(spec_target_problem(target, "mutants"), markup=False)
         sys.exit(2)
     try:
         table_of_mutants = load_mutants(target)

@@ -1,7 +1,7 @@
 """Errors of the harness. ``ConformanceError`` is the root."""
 from __future__ import annotations
 
-__all__ = ["ConformanceError", "AdapterLoadError", "UsageError", "ConformanceFailure"]
+__all__ = ["ConformanceError", "AdapterLoadError", "UsageError", "InputRefused", "ConformanceFailure"]
 
 
 class ConformanceError(Exception):
@@ -14,6 +14,14 @@ class AdapterLoadError(ConformanceError):
 
 class UsageError(ConformanceError):
     """The kit was called with arguments that do not fit together."""
+
+
+class InputRefused(ConformanceError):
+    """An adapter refused a call's arguments before anything ran: a command the
+    tool did not print, a NUL byte a command line cannot carry. The input (a
+    replay, counterexample or scenario file, or generated data) is at fault,
+    not the implementation: the kit reports failure kind ``input-refused``
+    and the run ends with verdict ``error`` (exit 2). docs/trust-model.md."""
 
 
 class ConformanceFailure(AssertionError, ConformanceError):

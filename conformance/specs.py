@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .errors import ConformanceError
 
-__all__ = ["ENTRY_POINT_GROUP", "BundledSpec", "SpecNotFound", "bundled_specs", "resolve_spec", "is_spec_name"]
+__all__ = ["ENTRY_POINT_GROUP", "BundledSpec", "SpecNotFound", "bundled_specs", "resolve_spec", "is_spec_name",
+           "spec_target_problem"]
 
 ENTRY_POINT_GROUP = "lifecycle_conformance.specs"
 
@@ -102,3 +103,32 @@ def resolve_spec(name_or_path: str, *, relative_to: str | os.PathLike | None = N
         raise SpecNotFound(f"{name_or_path!r} is neither a spec file nor the name of an installed spec "
                            f"(installed: {names}; `conformance specs` lists them)")
     return name_or_path  # a path: loading it says what is wrong with it, with the file's name
+
+
+KIT_REFERENCES = "lifecycle_references"  # the kit's own reference implementations and mutants
+
+
+def spec_target_problem(target: str, key: str = "reference") -> str | None:
+    """Why a spec may not choose ``target`` (``module:attr``, its
+    ``implementations.<key>``) as code for the kit to import and run, or None.
+
+    A spec is data (docs/trust-model.md): it may name only the kit's own
+    references (``lifecycle_references``) or code of an installed package
+    that contributes specs through the ``lifecycle_conformance.specs`` entry
+    point, and only a plain attribute of that module. Any other code runs
+    only when the user names it (``--adapter``)."""
+    module, _, attr = str(target).partition(":")
+    top = module.split(".", 1)[0]
+    trusted = {KIT_REFERENCES}
+    try:
+        trusted |= {point.value.split(":")[0].split(".", 1)[0]
+                    for point in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    except Exception:  # noqa: BLE001 - broken metadata trusts nothing more
+        pass
+    if top in trusted and attr.isidentifier():
+        return None
+    fix = (f"if you trust that code, name it yourself: --adapter {target}" if key == "reference" else
+           "if you trust that code, ship the spec from a package with that entry point")
+    return (f"the spec names {target!r} as its {key} implementation, but a spec cannot choose code for the kit to "
+            f"run (only the kit's own references or a package that ships specs through the "
+            f"{ENTRY_POINT_GROUP} entry point); {fix}")

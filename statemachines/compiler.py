@@ -13,10 +13,12 @@ from typing import Any
 
 from . import steps as S
 from .errors import ExpressionError, Problem, SpecError
-from .expressions import Expression, compile_expression, fields_used
+from .expressions import (MAX_EXPRESSION_CHARS, PURE_FUNCTIONS, Expression, compile_expression, fields_used,
+                          type_name)
 from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
-from .schema_check import check_structure
-from .source import SourceMap, load_yaml_file
+from .schema_check import check_structure, spec_format_schema
+from .includes import IncludeRefused, is_spec_fragment, resolve_include
+from .source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
 from .spec import (EffectDecl, Entity, Exploration, Invariant, Lifecycle, Operation, Ordering, Parameter,
                    Policy, Profile, Scenario, Spec, State, Transition)
 
@@ -25,6 +27,7 @@ __all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
 # Capabilities a scenario may require of an implementation (a closed list).
 FEATURES = frozenset({"concurrent"})
 _BASE_VARS = {"args", "params", "now", "terminal_states"}
+_TOP_LEVEL_KEYS = frozenset(spec_format_schema()["properties"])
 _POLICY_FIELDS = {
     "scope": {"field"},
     "ordering": {"ordering"},
@@ -38,6 +41,27 @@ _POLICY_EXPRS = {"keep_newest": ("limit",), "expire": ("when",), "inline_or_spil
 # argument `arg`; it may read args) and `serialised` (measure the payload's JSON
 # text instead of the raw string).
 _POLICY_OPTIONAL_EXPRS = {"inline_or_spill": ("payload", "serialised")}
+_POLICY_CONDITIONS = {"when", "serialised"}  # policy expressions that must be booleans
+# Functions a constant expression may call and still be evaluated at load time.
+_CEL_BUILTINS = frozenset({"size", "int", "uint", "double", "string", "bool", "type", "dyn", "matches", "contains",
+                           "startsWith", "endsWith", "lowerAscii", "upperAscii", "join", "split", "replace", "trim",
+                           "indexOf", "lastIndexOf", "substring", "max", "min", "_[_]"}) | frozenset(PURE_FUNCTIONS)
+
+
+def _schema_types(schema: Any) -> list[str] | None:
+    """The JSON types a declared field or argument can have, or None when unknown."""
+    if not isinstance(schema, dict):
+        return None
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return [declared]
+    if isinstance(declared, list) and all(isinstance(d, str) for d in declared):
+        return list(declared)
+    values = schema["enum"] if isinstance(schema.get("enum"), list) else (
+        [schema["const"]] if "const" in schema else None)
+    if values:
+        return sorted({type_name(v).split()[-1] if not isinstance(v, bool) else "boolean" for v in values})
+    return None
 
 
 def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
@@ -50,11 +74,10 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
     problems: list[Problem] = []
     includes = data.get("include") or []
     for index, name in enumerate(includes if isinstance(includes, list) else []):
-        target = path.parent / str(name)
-        try:
-            part, part_map = load_yaml_file(target)
-        except SpecError as exc:
-            problems.extend(exc.problems)
+        if not isinstance(name, str):
+            continue  # the structure check names it
+        part, part_map = _load_fragment(path, name, smap.problem(("include", index), ""), problems)
+        if part is None:
             continue
         if not isinstance(part, dict):
             problems.append(smap.problem(("include", index), f"included file {name} is not a YAML mapping"))
@@ -83,6 +106,34 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
         # Keep checking what did load, so every problem is reported in one go.
         data["__load_problems__"] = problems
     return data, smap
+
+
+def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Problem]):
+    """One included fragment, read only from where includes may come from
+    (``includes.py``); refusals are problems at the `include:` entry's line.
+    Returns (data, source map) or (None, None)."""
+    def refuse(message: str, hint: str) -> tuple[None, None]:
+        problems.append(Problem(message, entry.file, entry.line, hint))
+        return None, None
+
+    try:
+        shown, real = resolve_include(spec_path.parent, name)
+        text = read_spec_text(real, shown=str(shown), regular_only=True)
+    except IncludeRefused as exc:
+        return refuse(str(exc), exc.hint)
+    except SpecError as exc:  # unreadable, too big, not UTF-8, not a regular file by now
+        first = exc.problems[0]
+        return refuse(f"cannot read included file {name}: {first.message}", first.hint or "check the file")
+    if text.strip() and is_spec_fragment(text, _TOP_LEVEL_KEYS) is False:
+        return refuse(f"included file {name} is not a spec fragment: none of its top-level keys is a key of "
+                      f"the spec format (its content is not shown)",
+                      f"include only spec fragments (keys such as scenarios, operations, definitions); "
+                      f"known keys: {', '.join(sorted(_TOP_LEVEL_KEYS))}")
+    try:
+        return load_yaml_text(text, str(shown))
+    except SpecError as exc:
+        problems.extend(exc.problems)
+        return None, None
 
 
 def _sub(part_map: SourceMap, prefix: tuple) -> SourceMap:
@@ -125,6 +176,8 @@ class _Builder:
     def __init__(self, data: dict, smap: SourceMap, path: str):
         self.data, self.smap, self.path = data, smap, path
         self.problems: list[Problem] = []
+        self._records: set[str] = set()  # names bound to an entity record where a condition is compiled
+        self._op_args: dict = {}         # the arguments schema of the operation being compiled
 
     # -- helpers ----------------------------------------------------------
     def where(self, path: tuple) -> str:
@@ -134,9 +187,10 @@ class _Builder:
     def problem(self, path: tuple, message: str, hint: str | None = None, code: str | None = None) -> None:
         self.problems.append(self.smap.problem(path, message, hint, code))
 
-    def expr(self, source: Any, path: tuple, allowed: set[str] | None = None) -> Expression | None:
+    def expr(self, source: Any, path: tuple, allowed: set[str] | None = None, *,
+             max_chars: int | None = MAX_EXPRESSION_CHARS) -> Expression | None:
         try:
-            expression = compile_expression(source, self.where(path))
+            expression = compile_expression(source, self.where(path), max_chars=max_chars)
         except ExpressionError as exc:
             self.problem(path, str(exc).split(": ", 1)[-1], "write a CEL expression; quote string literals "
                                                              "with single quotes inside the YAML string")
@@ -146,6 +200,68 @@ class _Builder:
             if unknown:
                 self.problem(path, f"`{expression.source}` uses unknown name(s): {', '.join(unknown)}",
                              f"names available here: {', '.join(sorted(allowed))}")
+        return expression
+
+    def cond(self, source: Any, path: tuple, allowed: set[str] | None, role: str) -> Expression | None:
+        """An expression whose value must be a boolean (a guard, requirement,
+        check, condition or invariant): refused here when its type is already
+        known to be something else; the model checks the rest at run time."""
+        expression = self.expr(source, path, allowed)
+        if expression is not None:
+            what = self._known_type(expression)
+            if what is not None:
+                self.problem(path, f"`{expression.source}` is {role} and must be true or false, but it is {what}",
+                             "write a comparison or a boolean, e.g. `job.status == 'done'` or `size(xs) > 0`")
+        return expression
+
+    def _known_type(self, expression: Expression) -> str | None:
+        """What a condition is, when it is known without running it and is not a
+        boolean: a constant, or a field, parameter or argument of a declared type."""
+        if not expression.variables and not (expression.functions - _CEL_BUILTINS):
+            try:
+                value = expression.evaluate({})
+            except ExpressionError as exc:
+                return f"an expression that fails ({str(exc).split(': ', 1)[-1]})"
+            return None if isinstance(value, bool) else f"the constant {value!r} ({type_name(value)})"
+        if expression.path is None or len(expression.path) != 2:
+            return None
+        head, name = expression.path
+        if head == "params" and name in self.parameters:
+            declared = self.parameters[name].type
+            return None if declared == "boolean" else f"the {declared} parameter {name}"
+        if head == "args":
+            schema = (self._op_args.get("properties") or {}).get(name)
+            kinds = _schema_types(schema)
+            return None if kinds is None or "boolean" in kinds else f"argument {name} ({' or '.join(kinds)})"
+        if head in self._records and hasattr(self, "entity"):
+            schema = self.entity.fields.get(name, self.entity.internal.get(name))
+            if name == self.lifecycle.field:
+                return f"the lifecycle field {name} (a string)"
+            kinds = _schema_types(schema)
+            return (None if kinds is None or "boolean" in kinds
+                    else f"field {name} of {self.entity.name} ({' or '.join(kinds)})")
+        return None
+
+    def _assumes(self, source: Any, path: tuple) -> Expression | None:
+        """An `assumes` (over parameters): a boolean under the defaults and every profile."""
+        expression = self.expr(source, path, {"params"})
+        if expression is None:
+            return None
+        defaults = {name: p.default for name, p in self.parameters.items()}
+        settings = [("the defaults", defaults)] + [(f"profile {name}", {**defaults, **prof.parameters})
+                                                    for name, prof in self.profiles.items()]
+        for label, params in settings:
+            try:
+                value = expression.evaluate({"params": params})
+            except ExpressionError as exc:
+                self.problem(path, f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
+                             "an `assumes` must evaluate under every profile")
+                return expression
+            if not isinstance(value, bool):
+                self.problem(path, f"`{expression.source}` is an `assumes` condition and must be true or false, "
+                                   f"but under {label} it gives {value!r} ({type_name(value)})",
+                             "write a comparison over params, e.g. `params.max_running > 0`")
+                return expression
         return expression
 
     # -- build ------------------------------------------------------------
@@ -236,7 +352,7 @@ class _Builder:
             if t["dest"] not in states:
                 self.problem(path + ("dest",), f"unknown state {t['dest']!r} in transition {t['trigger']}",
                              f"states: {', '.join(states)}")
-            guard = self.expr(t["guard"], path + ("guard",), _BASE_VARS) if "guard" in t else None
+            guard = self.cond(t["guard"], path + ("guard",), _BASE_VARS, "a transition guard") if "guard" in t else None
             transitions.append(Transition(t["trigger"], sources, t["dest"], guard, self.where(path)))
         lifecycle = Lifecycle(lc["field"], states, tuple(transitions))
         if len(initials) == 1:
@@ -287,13 +403,17 @@ class _Builder:
                 self.problem(path, f"policy {name} ({kind}) needs: {', '.join(sorted(missing))}")
                 continue
             exprs = {}
+            self._records = {self.entity.name}
             for key in _POLICY_EXPRS.get(kind, ()):
                 allowed = {"params", "now", "terminal_states", self.entity.name}
-                exprs[key] = self.expr(config[key], path + (key,), allowed)
+                exprs[key] = (self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
+                              if key in _POLICY_CONDITIONS else self.expr(config[key], path + (key,), allowed))
             for key in _POLICY_OPTIONAL_EXPRS.get(kind, ()):
                 if key in config:
                     allowed = {"args", "params", "now", "terminal_states", self.entity.name}
-                    exprs[key] = self.expr(config[key], path + (key,), allowed)
+                    exprs[key] = (self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
+                                  if key in _POLICY_CONDITIONS else self.expr(config[key], path + (key,), allowed))
+            self._records = set()
             if "ordering" in config and config["ordering"] not in self.orderings:
                 self.problem(path + ("ordering",), f"unknown ordering {config['ordering']!r}",
                              f"orderings: {', '.join(self.orderings) or '(none declared)'}")
@@ -367,8 +487,10 @@ class _Builder:
         errors = tuple(op.get("errors") or ())
         self._op_errors = set(errors)
         self._op_name = name
+        self._op_args, self._records = args_schema if isinstance(args_schema, dict) else {}, set()
         steps = self._steps(op["steps"], path + ("steps",), set(_BASE_VARS))
-        assumes = self.expr(op["assumes"], path + ("assumes",), {"params"}) if "assumes" in op else None
+        self._op_args = {}
+        assumes = self._assumes(op["assumes"], path + ("assumes",)) if "assumes" in op else None
         return Operation(name, op.get("summary", ""), args_schema, result_schema, errors, steps,
                          bool(op.get("read_only", False)), assumes)
 
@@ -430,13 +552,15 @@ class _Builder:
         if kind == "let":
             values = {k: self.expr(v, p + (k,), scope) for k, v in body.items()}
             scope.update(body)
+            self._records.difference_update(body)  # a let rebinds: its type is not known
             return S.Let(values, where)
         if kind == "require":
-            return S.Require(self.expr(body, p, scope), self._error_spec(raw["error"], path + ("error",), scope), where)
+            return S.Require(self.cond(body, p, scope, "a `require` condition"),
+                             self._error_spec(raw["error"], path + ("error",), scope), where)
         if kind == "reject":
             return S.Reject(self._error_spec(body, p, scope), where)
         if kind == "check":
-            return S.Check(self.expr(body, p, scope), raw["message"], where)
+            return S.Check(self.cond(body, p, scope, "a `check`"), raw["message"], where)
         if kind == "find":
             if ("key" in body) == ("by" in body):
                 self.problem(p, "find needs exactly one of `key` or `by`")
@@ -455,12 +579,14 @@ class _Builder:
                           self._error_spec(body["missing"], p + ("missing",), scope) if "missing" in body else None,
                           where)
             scope.add(body["as"])
+            self._records.add(body["as"])
             return step
         if kind == "create":
             fields = self._fields(body["fields"], p + ("fields",), scope, creating=True)
             if self.entity.key not in body["fields"]:
                 self.problem(p + ("fields",), f"create must set the key field {self.entity.key!r}")
             scope.add(body["as"])
+            self._records.add(body["as"])
             return S.Create(body["as"], fields, where)
         if kind == "fire":
             if body["trigger"] not in self.lifecycle.triggers:
@@ -471,12 +597,13 @@ class _Builder:
             err = None if otherwise == "ignore" else self._error_spec(otherwise, p + ("otherwise",), scope)
             if body.get("as"):
                 scope.add(body["as"])
+                self._records.discard(body["as"])
             return S.Fire(body["trigger"], body["on"], body.get("as"), err, where)
         if kind == "set":
             self._need_bound(body["on"], scope, p + ("on",))
             return S.SetFields(body["on"], self._fields(body["fields"], p + ("fields",), scope, creating=False), where)
         if kind == "when":
-            cond = self.expr(body, p, scope)
+            cond = self.cond(body, p, scope, "a `when` condition")
             then = self._steps(raw["do"], path + ("do",), scope)
             other = self._steps(raw.get("else") or [], path + ("else",), scope)
             return S.When(cond, then, other, where)
@@ -504,13 +631,17 @@ class _Builder:
             scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
             states = self._states_filter(body.get("states"), p + ("states",))
             inner = scope | {ent}
-            cond = self.expr(body["where"], p + ("where",), inner) if "where" in body else None
-            cond_all = (self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None)
+            records = set(self._records)
+            self._records.add(ent)
+            cond = self.cond(body["where"], p + ("where",), inner, "a `where` condition") if "where" in body else None
+            self._records = records
+            cond_all = (self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None, max_chars=None)
                         if cond is not None else None)
             if kind == "for_each":
                 loop_scope = set(inner)
                 loop_scope.discard(body["as"]) if body["as"] != ent else None
                 loop_scope.add(body["as"])
+                self._records.add(body["as"])
                 steps = self._steps(body["do"], p + ("do",), loop_scope)
                 scope.update(n for n in loop_scope if n not in (ent, body["as"]))
                 step = S.ForEach(bind=body["as"], scope=scope_expr, states=states, condition=cond,
@@ -518,7 +649,8 @@ class _Builder:
                 step.fields = self._projection([body.get("where")], ent)
                 return step
             select = self.expr(body["select"], p + ("select",), inner)
-            select_all = self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None) if select else None
+            select_all = (self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
+                          if select else None)
             scope.add(body["as"])
             step = S.Collect(bind=body["as"], scope=scope_expr, states=states, condition=cond,
                              ordering=body.get("ordering"), condition_all=cond_all, select=select, where=where,
@@ -591,13 +723,16 @@ class _Builder:
             if "each" in inv:
                 if inv["each"] != ent:
                     self.problem(path + ("each",), f"`each` must name the entity ({ent!r})")
-                check = self.expr(inv["check"], path + ("check",), {ent, "params", "now", "terminal_states"})
+                self._records = {ent}
+                check = self.cond(inv["check"], path + ("check",), {ent, "params", "now", "terminal_states"},
+                                  f"invariant {inv['id']}")
+                self._records = set()
                 out.append(Invariant(inv["id"], inv.get("description", ""), "each", check))
             elif "scope" in inv:
                 if inv["scope"] != self.entity.scope_field:
                     self.problem(path + ("scope",), f"`scope` must be the scope field ({self.entity.scope_field!r})")
-                check = self.expr(inv["check"], path + ("check",),
-                                  {self.entity.collection, "params", "now", "terminal_states"})
+                check = self.cond(inv["check"], path + ("check",),
+                                  {self.entity.collection, "params", "now", "terminal_states"}, f"invariant {inv['id']}")
                 out.append(Invariant(inv["id"], inv.get("description", ""), "scope", check))
             else:
                 self.problem(path, "an invariant with `check` needs `each` or `scope`")
@@ -636,7 +771,7 @@ class _Builder:
                 phases.append({"call": ph["call"], "order": ph.get("order", "given"),
                                "advance_ms": list(ph.get("advance_ms") or [0]), "omit": list(ph.get("omit") or []),
                                "args": {k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()}})
-            assumes = self.expr(b["assumes"], path + ("assumes",), {"params"}) if "assumes" in b else None
+            assumes = self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None
             batches.append({"name": b["name"], "description": b.get("description", ""), "count": count,
                             "shared": dict(b.get("shared") or {}), "phases": phases, "assumes": assumes})
         concurrent = []
@@ -650,7 +785,7 @@ class _Builder:
                 for a in c.get("same_args") or []:
                     if a not in props:
                         self.problem(path + ("same_args",), f"operation {op} has no argument {a!r}")
-            assumes = self.expr(c["assumes"], path + ("assumes",), {"params"}) if "assumes" in c else None
+            assumes = self._assumes(c["assumes"], path + ("assumes",)) if "assumes" in c else None
             concurrent.append({"name": c["name"], "calls": list(c["calls"]), "same_args": list(c.get("same_args") or []),
                                "assumes": assumes})
         return Exploration(pools=dict(ex.get("pools") or {}), weights=dict(ex.get("weights") or {}),
@@ -671,7 +806,7 @@ class _Builder:
                 if feature not in FEATURES:
                     self.problem(path + ("requires",), f"unknown feature {feature!r}",
                                  f"features: {', '.join(sorted(FEATURES))}")
-            assumes = self.expr(sc["assumes"], path + ("assumes",), {"params"}) if "assumes" in sc else None
+            assumes = self._assumes(sc["assumes"], path + ("assumes",)) if "assumes" in sc else None
             if sc.get("not_applicable") and "assumes" not in sc:
                 self.problem(path + ("not_applicable",), "not_applicable says why the scenario does not hold where "
                              "its assumes fails, but the scenario has no assumes",

@@ -155,7 +155,8 @@ class _Walker:
 
 def _walk(spec: Spec, scenario: Scenario, label: str, params: dict) -> ScenarioWalk:
     walk = ScenarioWalk(scenario.id, label)
-    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": params}):
+    if scenario.assumes is not None and not scenario.assumes.evaluate_bool({"params": params},
+                                                                           role="a scenario's `assumes`"):
         walk.skipped = f"assumes {scenario.assumes.source}"
         return walk
     absent = sorted(scenario_operations(scenario.steps) - spec.offered_operations(params))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,7 +16,26 @@ import cel
 
 from .errors import ExpressionError
 
-__all__ = ["Expression", "compile_expression", "fields_used", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill"]
+__all__ = ["Expression", "compile_expression", "fields_used", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill",
+           "MAX_EVALUATION_STEPS", "MAX_EVALUATION_SECONDS", "MAX_EXPRESSION_CHARS", "MAX_TEXT_BYTES", "type_name"]
+
+# The cost budget of one evaluation: how many iterations of comprehension
+# bodies (`all`, `exists`, `exists_one`, `filter`, `map`, nested ones
+# multiplying) it may take. A spec's loops run over its records and payloads;
+# a million iterations is far beyond what any check needs and a few seconds
+# at most. Past it the evaluation stops with a spec error.
+MAX_EVALUATION_STEPS = 1_000_000
+# ... and how much CPU time: iterations that copy large values (a `map` whose
+# body returns a list) cost far more than a counted step.
+MAX_EVALUATION_SECONDS = 2.0
+# The longest expression a spec may write: the CEL parser recurses once per
+# operator in a chain, and tens of thousands of them overflow its stack.
+MAX_EXPRESSION_CHARS = 10_000
+# The largest text `text()` builds.
+MAX_TEXT_BYTES = 64 << 20
+# The function every comprehension body calls once per iteration (the budget).
+_TICK = "kit_tick"
+_MACROS = ("all", "exists", "exists_one", "filter", "map")
 
 # Variables bound by CEL comprehension macros (`xs.filter(x, ...)`) are
 # reported as references by the parser; they are not free variables.
@@ -42,6 +62,8 @@ def text_of_size(size_bytes: int, lines: int) -> str:
     size_bytes, lines = int(size_bytes), max(1, int(lines))
     if size_bytes < 2 * lines - 1:
         raise ValueError(f"text({size_bytes}, {lines}): {lines} lines need at least {2 * lines - 1} bytes")
+    if size_bytes > MAX_TEXT_BYTES:
+        raise ValueError(f"text({size_bytes}, {lines}): more than the {MAX_TEXT_BYTES}-byte limit of a built text")
     body = size_bytes - (lines - 1)  # bytes left after the newlines
     base, extra = divmod(body, lines)
     return "\n".join("x" * (base + (1 if i < extra else 0)) for i in range(lines))
@@ -69,8 +91,70 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     # The position of x in a list, or -1.
     "index_of": lambda xs, x: list(xs).index(x) if x in list(xs) else -1,
     # An integer power (exponential backoff: base * pow(2, attempt)).
-    "pow": lambda b, e: int(b) ** int(e),
+    "pow": lambda b, e: _pow(int(b), int(e)),
 }
+
+
+def _pow(base: int, exponent: int) -> int:
+    """``base ** exponent`` within CEL's 64-bit integers (never a huge Python number)."""
+    if exponent < 0:
+        raise ValueError(f"pow({base}, {exponent}): the exponent must not be negative")
+    if base in (0, 1) or exponent == 0:
+        return 1 if exponent == 0 else base
+    if base == -1:
+        return -1 if exponent % 2 else 1
+    if exponent > 64:
+        raise OverflowError(f"pow({base}, {exponent}) overflows a 64-bit integer")
+    value = base ** exponent
+    if not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError(f"pow({base}, {exponent}) overflows a 64-bit integer")
+    return value
+
+
+def type_name(value: Any) -> str:
+    """A value's type in the words of CEL and the spec format."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return type(value).__name__
+
+
+class _Budget:
+    """Counts comprehension iterations and the CPU time they take; past either
+    budget each tick answers a value that is not a boolean, so the evaluation
+    stops at once (raising from the callback would make the CEL binding print
+    to stderr)."""
+
+    __slots__ = ("left", "deadline", "why")
+
+    def __init__(self, steps: int, seconds: float) -> None:
+        self.left = steps
+        self.deadline = time.thread_time() + seconds
+        self.why: str | None = None
+
+    def tick(self) -> Any:
+        self.left -= 1
+        if self.why is None:
+            if self.left < 0:
+                self.why = f"{MAX_EVALUATION_STEPS:,} iterations of its comprehensions"
+            elif not self.left & 15 and time.thread_time() > self.deadline:
+                self.why = f"{MAX_EVALUATION_SECONDS:g} s of CPU time in its comprehensions"
+        return True if self.why is None else "kit: cost budget spent"
+
+    @property
+    def spent(self) -> bool:
+        return self.why is not None
 
 # Provided by the model at evaluation time (they read model state or the
 # implementation's observation); listed here so specs can be checked statically.
@@ -87,8 +171,12 @@ class Expression:
     program: Any = field(repr=False)
     variables: frozenset[str] = frozenset()
     functions: frozenset[str] = frozenset()
+    ticked: bool = False  # the program's comprehension bodies call the budget's tick
 
     def evaluate(self, env: dict, functions: dict[str, Callable] | None = None) -> Any:
+        """The expression's value. Every failure (a missing key, a type error,
+        division by zero, overflow, the cost budget) is an ExpressionError
+        naming the expression and where the spec wrote it."""
         if self.path is not None:
             return self._lookup(env)
         if self.fast is not None:
@@ -99,22 +187,58 @@ class Expression:
         # The binding converts every variable it is given into CEL values, so
         # hand it only the ones this expression uses (payloads can be large).
         env = {name: env[name] for name in self.variables if name in env}
-        if self.functions:
+        budget = None
+        if self.functions or self.ticked:
             context = cel.Context()
             for name in self.functions:
                 fn = (functions or {}).get(name) or PURE_FUNCTIONS.get(name)
                 if fn is not None:
                     context.add_function(name, fn)
+            if self.ticked:
+                budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
+                context.add_function(_TICK, budget.tick)
             context.update(env)
             target: Any = context
         else:
             target = env
         try:
-            return self.program.execute(target)
+            value = self.program.execute(target)
         except KeyError as exc:
+            if budget is not None and budget.spent:
+                raise self._over_budget(budget) from None
             raise ExpressionError(f"`{self.source}`: no field {exc.args[0]!r} in the value", self.where) from None
-        except (RuntimeError, TypeError, ValueError) as exc:
-            raise ExpressionError(f"`{self.source}`: {exc}", self.where) from None
+        except ZeroDivisionError as exc:
+            raise ExpressionError(f"`{self.source}`: {_plain(exc, 'division by zero')}", self.where) from None
+        except OverflowError as exc:
+            raise ExpressionError(f"`{self.source}`: integer overflow ({_plain(exc, 'overflow')})",
+                                  self.where) from None
+        except RecursionError:
+            raise ExpressionError(f"`{self.source}`: nested too deeply to evaluate", self.where) from None
+        except Exception as exc:  # noqa: BLE001 - any failure of a spec's expression is the spec's error
+            if budget is not None and budget.spent:
+                raise self._over_budget(budget) from None
+            raise ExpressionError(f"`{self.source}`: {_plain(exc, type(exc).__name__)}", self.where) from None
+        if budget is not None and budget.spent:  # an error of the budget swallowed by `||` or `&&`
+            raise self._over_budget(budget)
+        return value
+
+    def evaluate_bool(self, env: dict, functions: dict[str, Callable] | None = None, *,
+                      role: str = "a condition") -> bool:
+        """The value of a guard, requirement, check, condition or invariant,
+        which must be a boolean: anything else (a string, a number, null) is
+        an ExpressionError, never silently true or false."""
+        return self.boolean(self.evaluate(env, functions), role)
+
+    def boolean(self, value: Any, role: str = "a condition") -> bool:
+        """``value`` (this expression's result) if it is a boolean, else the ExpressionError saying so."""
+        if not isinstance(value, bool):
+            raise ExpressionError(f"`{self.source}` is {role} and must be true or false, but it gave "
+                                  f"{_shown(value)} ({type_name(value)})", self.where)
+        return value
+
+    def _over_budget(self, budget: "_Budget") -> ExpressionError:
+        return ExpressionError(f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
+                               f"evaluation); loop over fewer values or nest fewer comprehensions", self.where)
 
     path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
     fast: Callable[[dict], Any] | None = None  # exact Python evaluation of a few trivial shapes
@@ -136,6 +260,19 @@ class Expression:
         missing += sorted(f"{f}()" for f in self.functions
                           if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS)
         return missing
+
+
+def _plain(exc: BaseException, fallback: str) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else fallback
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _NotFast(Exception):
@@ -205,8 +342,10 @@ def fields_used(source: str, var: str) -> frozenset[str] | None:
     return frozenset(re.findall(rf"\b{re.escape(var)}\.([A-Za-z_][A-Za-z0-9_]*)", source))
 
 
-def compile_expression(source: Any, where: str) -> Expression:
-    """Compile CEL text; raise ExpressionError with a readable message on bad syntax."""
+def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_EXPRESSION_CHARS) -> Expression:
+    """Compile CEL text; raise ExpressionError with a readable message on bad
+    syntax or an expression longer than ``max_chars``. Comprehension bodies
+    are compiled to count their iterations against the cost budget."""
     if isinstance(source, bool):
         source = "true" if source else "false"
     elif source is None:
@@ -215,14 +354,107 @@ def compile_expression(source: Any, where: str) -> Expression:
         source = repr(source)
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("an expression must be a non-empty CEL string", where)
+    if max_chars is not None and len(source) > max_chars:
+        raise ExpressionError(f"the expression is {len(source)} characters long, over the {max_chars}-character "
+                              f"limit of one expression (`{source[:60]}...`)", where)
+    if _TICK in source:
+        raise ExpressionError(f"`{_TICK}` is a name the kit reserves; use another name", where)
     try:
         program = cel.compile(source)
+        ticked_source = _with_ticks(source)
+        executable = program if ticked_source == source else cel.compile(ticked_source)
     except (ValueError, RuntimeError) as exc:
         detail = str(exc).split("ERROR: <input>:", 1)[-1].strip()
         raise ExpressionError(f"invalid CEL expression `{source}`: {detail}", where) from None
+    except RecursionError:
+        raise ExpressionError(f"the expression is nested too deeply (`{source[:60]}...`)", where) from None
     bound = set(_MACRO_VAR.findall(source))
     path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
-    return Expression(source=source, where=where, program=program, variables=variables, functions=functions,
-                      path=path, fast=None if path else _fast_path(source))
+    return Expression(source=source, where=where, program=executable, variables=variables, functions=functions,
+                      ticked=executable is not program, path=path, fast=None if path else _fast_path(source))
+
+
+# -------------------------------------------------- the cost budget's ticks
+
+_MACRO_CALL = re.compile(r"\.\s*(" + "|".join(sorted(_MACROS, key=len, reverse=True)) + r")\s*\(")
+_IDENT_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index just past the string literal starting at ``i`` (a quote,
+    possibly after an r/b prefix already skipped by the caller)."""
+    raw = i > 0 and text[i - 1] in "rR" and (i < 2 or not _IDENT_CHAR.match(text[i - 2]))
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        end = text.find(quote * 3, i + 3)
+        while end != -1 and not raw and _escaped(text, end):
+            end = text.find(quote * 3, end + 1)
+        return len(text) if end == -1 else end + 3
+    j = i + 1
+    while j < len(text):
+        if text[j] == "\\" and not raw:
+            j += 2
+            continue
+        if text[j] == quote or text[j] == "\n":
+            return j + 1
+        j += 1
+    return len(text)
+
+
+def _escaped(text: str, index: int) -> bool:
+    backslashes = 0
+    while index - 1 - backslashes >= 0 and text[index - 1 - backslashes] == "\\":
+        backslashes += 1
+    return backslashes % 2 == 1
+
+
+def _arguments(text: str, start: int) -> tuple[list[tuple[int, int]], int] | None:
+    """The top-level argument spans of a call whose ``(`` is at ``start - 1``,
+    and the index of its ``)``; None when the text ends first."""
+    spans, depth, begin, i = [], 0, start, start
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            i = _string_end(text, i)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                spans.append((begin, i))
+                return spans, i
+            depth -= 1
+        elif c == "," and depth == 0:
+            spans.append((begin, i))
+            begin = i + 1
+        i += 1
+    return None
+
+
+def _with_ticks(text: str) -> str:
+    """The expression with every comprehension body (the arguments after the
+    loop variable) wrapped as ``kit_tick() ? (body) : null``: one tick per
+    iteration, the body's value unchanged while the budget lasts."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            end = _string_end(text, i)
+            out.append(text[i:end])
+            i = end
+            continue
+        match = _MACRO_CALL.match(text, i) if c == "." else None
+        if match:
+            parsed = _arguments(text, match.end())
+            if parsed is not None and len(parsed[0]) >= 2:
+                spans, close = parsed
+                first = text[spans[0][0]:spans[0][1]]
+                bodies = [f"{_TICK}() ? ({_with_ticks(text[a:b])}) : null" for a, b in spans[1:]]
+                out.append(f".{match.group(1)}({first}, {', '.join(bodies)})")
+                i = close + 1
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)

@@ -128,7 +128,7 @@ class Model:
         # All per-record invariants in one CEL evaluation per touched record.
         self._each = [inv for inv in spec.invariants if inv.kind == "each"]
         self._each_all = (compile_expression("[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]",
-                                             "invariants") if self._each else None)
+                                             "invariants", max_chars=None) if self._each else None)
         self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each else None
         self._scope_fields = {}
         for inv in spec.invariants:
@@ -156,7 +156,7 @@ class Model:
 
     def _guard(self, expression):
         def condition(event) -> bool:
-            return bool(expression.evaluate(event.kwargs["env"], event.kwargs["functions"]))
+            return expression.evaluate_bool(event.kwargs["env"], event.kwargs["functions"], role="a transition guard")
         return condition
 
     # -- lifecycle of the model itself ------------------------------------
@@ -282,6 +282,10 @@ class Model:
             raise ObservationError(problem, expression.where)
         return value
 
+    def _cond(self, expression, frame: dict, role: str) -> bool:
+        """A condition's value, which must be a boolean (never a truthy string)."""
+        return expression.boolean(self._eval(expression, frame), role)
+
     def _observed(self, path: str):
         node: Any = self._observation
         for part in str(path).split("."):
@@ -308,7 +312,12 @@ class Model:
 
     def _run(self, steps: list, frame: dict, out: Prediction) -> None:
         for step in steps:
-            self._STEP[type(step)](self, step, frame, out)
+            try:
+                self._STEP[type(step)](self, step, frame, out)
+            except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+                # A value of the wrong kind reached the model's own code (an `advance` target that is a
+                # string, a limit that is a list): the spec's error at this step, never a crash.
+                raise ExpressionError(f"{type(exc).__name__}: {exc}", getattr(step, "where", "") or "a step") from None
 
     def _error(self, err: S.ErrorSpec, frame: dict) -> _Abort:
         return _Abort(err.kind, str(self._eval(err.message, frame)))
@@ -318,14 +327,14 @@ class Model:
             frame[name] = self._eval(expr, frame)
 
     def _require(self, step: S.Require, frame, out):
-        if not self._eval(step.condition, frame):
+        if not self._cond(step.condition, frame, "a `require` condition"):
             raise self._error(step.error, frame)
 
     def _reject(self, step: S.Reject, frame, out):
         raise self._error(step.error, frame)
 
     def _check(self, step: S.Check, frame, out):
-        if not self._eval(step.condition, frame):
+        if not self._cond(step.condition, frame, "a `check`"):
             values = {k: v for k, v in frame.items() if isinstance(v, (str, int, float, bool))}
             message = step.message
             for k, v in values.items():
@@ -387,7 +396,7 @@ class Model:
         self._touch(record)
 
     def _when(self, step: S.When, frame, out):
-        self._run(step.then if self._eval(step.condition, frame) else step.otherwise, frame, out)
+        self._run(step.then if self._cond(step.condition, frame, "a `when` condition") else step.otherwise, frame, out)
 
     def _emit(self, step: S.Emit, frame, out):
         effect = {"effect": step.effect}
@@ -413,6 +422,8 @@ class Model:
                 keep = self._each_record(step.condition, frame, chosen)
             else:
                 keep = self._eval(step.condition_all, {**frame, "kit_records": self._project(chosen, step.fields)})
+            for k in keep:
+                step.condition.boolean(k, "a `where` condition")
             chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
@@ -468,7 +479,7 @@ class Model:
             payload = (self._eval(policy.exprs["payload"], scoped) if "payload" in policy.exprs
                        else frame["args"].get(policy.config["arg"], ""))
             text = payload if isinstance(payload, str) else str(payload)
-            if "serialised" in policy.exprs and self._eval(policy.exprs["serialised"], scoped):
+            if "serialised" in policy.exprs and self._cond(policy.exprs["serialised"], scoped, "`serialised`"):
                 text = json.dumps(text, ensure_ascii=False)
             lines, size = text.count("\n") + 1, len(text.encode("utf-8"))
             max_lines = self._eval(policy.exprs["max_lines"], frame)
@@ -505,7 +516,7 @@ class Model:
         frame = {"params": self.params, "now": self.now, "terminal_states": self.terminal_states}
         for record in self.store.all():
             frame[ent] = record
-            if self._eval(policy.exprs["when"], frame):
+            if self._cond(policy.exprs["when"], frame, "an expiry condition"):
                 self.store.remove(record[self.entity.key])
                 self.coverage.hit("policies", f"{policy.name}.expired")
 
@@ -568,14 +579,21 @@ class Model:
                 if record is None:
                     continue
                 view = record if self._each_fields is None else {f: record.get(f) for f in self._each_fields}
-                for inv, ok in zip(self._each, self._each_all.evaluate({**base, ent: view})):
-                    if not ok:
+                env = {**base, ent: view}
+                try:
+                    results = self._each_all.evaluate(env)
+                except ExpressionError:
+                    # One invariant failed: evaluate each alone, so the error names it and its file:line.
+                    results = [inv.check.evaluate(env) for inv in self._each]
+                for inv, ok in zip(self._each, results):
+                    if not inv.check.boolean(ok, f"invariant {inv.id}"):
                         violations.append((inv.id, f"{inv.description or inv.id} (violated by {ent} {key})"))
         for inv in self.spec.invariants:
             if inv.kind == "scope":
                 for scope_value in self._touched_scopes:
                     records = self._project(list(self.store.in_scope(scope_value)), self._scope_fields.get(inv.id))
-                    if not inv.check.evaluate({**base, self.entity.collection: records}):
+                    if not inv.check.evaluate_bool({**base, self.entity.collection: records},
+                                                   role=f"invariant {inv.id}"):
                         violations.append((inv.id, f"{inv.description or inv.id} (violated in "
                                                    f"{self.entity.scope_field} {scope_value})"))
         self._touched.clear()

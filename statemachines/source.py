@@ -7,6 +7,7 @@ later error can say ``file:line``.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 
 from .errors import Problem, SpecError
 
-__all__ = ["SourceMap", "load_yaml_file", "MAX_SPEC_BYTES"]
+__all__ = ["SourceMap", "load_yaml_file", "load_yaml_text", "read_spec_text", "MAX_SPEC_BYTES"]
 
 MAX_SPEC_BYTES = 2_000_000  # a lifecycle spec is a few hundred lines; refuse runaway files
 
@@ -118,25 +119,48 @@ def _too_deep(text: str, file: str) -> Problem | None:
     return None
 
 
-def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
-    """Load one YAML file safely; raise SpecError with file:line on any problem."""
-    path = Path(path)
-    file = str(path)
+def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: bool = False) -> str:
+    """The text of one spec file, read at most one byte past the size limit.
+    ``regular_only`` (an included fragment): anything but a regular file (a
+    FIFO, a device) is refused without waiting on it. ``shown`` is the name
+    problems give the file (default: ``path``)."""
+    file = shown or str(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) if regular_only else os.O_RDONLY
     try:
-        with open(path, "rb") as handle:  # read at most one byte past the limit: never a whole huge file
-            size = os.fstat(handle.fileno()).st_size
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
+                                 hint="check the path and permissions")]) from None
+    try:
+        status = os.fstat(fd)
+        if regular_only and not stat.S_ISREG(status.st_mode):
+            raise SpecError([Problem("is not a regular file (a FIFO, device or directory); it was not read",
+                                     file, hint="include regular spec files only")])
+        with os.fdopen(fd, "rb", closefd=False) as handle:  # never a whole huge file
             raw = handle.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
                                  hint="check the path and permissions")]) from None
+    finally:
+        os.close(fd)
     if len(raw) > MAX_SPEC_BYTES:
+        size = status.st_size
         how_big = f"{size} bytes, over" if size > MAX_SPEC_BYTES else "over"  # devices and pipes report 0
         raise SpecError([Problem(f"file is {how_big} the {MAX_SPEC_BYTES}-byte limit for a spec",
                                  file, hint="split the spec with `include:` or remove generated content")])
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(f"file is not UTF-8 text (byte {exc.start})", file)]) from None
+
+
+def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
+    """Load one YAML file safely; raise SpecError with file:line on any problem."""
+    return load_yaml_text(read_spec_text(path), str(path))
+
+
+def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Load the YAML text of ``file`` safely; raise SpecError with file:line on any problem."""
     if not text.strip():
         raise SpecError([Problem("file is empty", file, 1, "a spec needs at least `format`, `id` and `version`")])
     deep = _too_deep(text, file)

@@ -140,7 +140,8 @@ class Operation:
     assumes: Expression | None = None  # over params: is the operation offered under these parameters?
 
     def offered(self, params: dict) -> bool:
-        return self.assumes is None or bool(self.assumes.evaluate({"params": params}))
+        return self.assumes is None or self.assumes.evaluate_bool({"params": params},
+                                                                  role="an operation's `assumes`")
 
 
 @dataclass(frozen=True)

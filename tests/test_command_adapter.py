@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ import pytest
 from conformance.adapters.command import CommandAdapter, command_factory, observe
 from conformance.adapters.command_config import CommandConfigError, TemplateError, expand_argv, load_command_config
 from conformance.engine.runner import RunConfig, run_conformance
+from conformance.errors import InputRefused
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "spec" / "async-command.yaml")
@@ -308,3 +310,85 @@ def _gone_soon(pid: int) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+# ------------------------------------- commands taken from arguments (docs/trust-model.md)
+
+PRINTER = """
+    import json, shlex, sys
+    me = shlex.join([sys.executable, sys.argv[0]])
+    if sys.argv[1] == "describe":            # prints a command of its own, and echoes its input
+        print(json.dumps({"own": f"{me} ran", "echo": sys.argv[2], "words": [sys.executable, sys.argv[0], "listed"]}))
+    else:
+        print(json.dumps({"ran": sys.argv[1:]}))
+"""
+
+
+@pytest.fixture
+def printer(tmp_path):
+    tool = write_tool(tmp_path, "printer", PRINTER)
+    config = write_config(tmp_path, {
+        "describe": {"argv": ["{*tool}", "describe", "{text}"]},
+        "run": {"argv": ["{*command}"]},
+        "run_allowed": {"argv": ["{*command}"], "allowed_prefixes": [["{*tool}", "ok"]]},
+    }, vars={"tool": ["{python}", str(tool)]})
+    adapter = CommandAdapter(config)
+    adapter.reset(0)
+    yield adapter, tool
+    adapter.close()
+
+
+def test_a_command_runs_only_when_the_tool_printed_it_in_this_run(printer, tmp_path):
+    adapter, tool = printer
+    with pytest.raises(InputRefused, match=r"run: refused to run the command line in argument `command`"):
+        adapter.call("run", {"command": f"touch {tmp_path / 'PWNED'}"})
+    out = adapter.call("describe", {"text": "hello"})["result"]["stdout"]
+    assert adapter.call("run", {"command": out["own"]})["result"]["stdout"] == {"ran": ["ran"]}
+    assert adapter.call("run", {"command": out["words"]})["result"]["stdout"] == {"ran": ["listed"]}  # a list too
+    adapter.reset(0)  # a new run: what the tool printed before is not this run's
+    with pytest.raises(InputRefused):
+        adapter.call("run", {"command": out["own"]})
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_tool_echoing_its_input_does_not_launder_it_into_a_command(printer, tmp_path):
+    adapter, _ = printer
+    evil = f"touch {tmp_path / 'PWNED'}"
+    assert adapter.call("describe", {"text": evil})["result"]["stdout"]["echo"] == evil
+    with pytest.raises(InputRefused):
+        adapter.call("run", {"command": evil})
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_allowed_prefixes_let_a_config_name_what_else_may_run(printer, tmp_path):
+    adapter, tool = printer
+    ok = shlex.join([sys.executable, str(tool), "ok", "x"])
+    assert adapter.call("run_allowed", {"command": ok})["result"]["stdout"] == {"ran": ["ok", "x"]}
+    with pytest.raises(InputRefused, match="starting with"):
+        adapter.call("run_allowed", {"command": shlex.join([sys.executable, str(tool), "other"])})
+
+
+def test_an_argument_never_replaces_a_var_or_built_in(printer, tmp_path):
+    adapter, tool = printer
+    out = adapter.call("describe", {"text": "t", "tool": ["touch", str(tmp_path / "PWNED")],
+                                    "python": "/bin/false"})["result"]
+    assert out["exit_code"] == 0 and out["stdout"]["echo"] == "t"
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_values_a_command_line_cannot_carry_are_refused(echo):
+    with pytest.raises(InputRefused, match=r"argument `text` holds a NUL byte"):
+        echo.call("say", {"text": "a\x00b"})
+    with pytest.raises(InputRefused, match=r"argument `text` holds text the operating system cannot encode"):
+        echo.call("say", {"text": "a\ud800b"})
+    with pytest.raises(InputRefused, match=r"argument `text` is \d+ bytes"):
+        echo.call("say", {"text": "x" * 200_000})
+
+
+def test_allowed_prefixes_may_use_only_vars_and_built_ins(tmp_path):
+    path = tmp_path / "adapter.yaml"
+    path.write_text("command_adapter: 1\nimplementation: {name: t, version: '1'}\n"
+                    "operations:\n  op:\n    argv: ['{*command}']\n    allowed_prefixes: [['{command}']]\n")
+    with pytest.raises(CommandConfigError, match=r"adapter\.yaml:6: operations\.op\.allowed_prefixes\[0\]: refers "
+                                                 r"to \{command\}.*vars and built-ins only"):
+        load_command_config(path)

@@ -22,13 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "accepted-deviation"
 
 
-def _demo_factory():
+def _load(path: Path, attribute: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("accepted_deviation_demo", DEMO / "runtime.py")
+    spec = importlib.util.spec_from_file_location(f"_loaded_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.DemoAdapter
+    return getattr(module, attribute)
+
+
+def _demo_factory():
+    return _load(DEMO / "runtime.py", "DemoAdapter")
 
 
 def _explore(tmp_path: Path, name: str, factory, **extra) -> dict:
@@ -100,3 +104,23 @@ def test_the_same_bug_is_recognised_whatever_the_list_index():
     b = Failure(kind="divergence", message="y", operation="list_jobs", path="result.jobs[0].status")
     c = Failure(kind="divergence", message="y", operation="list_jobs", path="result.jobs[0].tool_name")
     assert signature(a) == signature(b) != signature(c)
+
+
+def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_path):
+    from conformance.reporting import validate_report
+    from conformance.engine.reduce import signature as sig
+    TwoBugsAdapter = _load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter")
+
+    report = _explore(tmp_path, "two-bugs", TwoBugsAdapter, max_failures=3, shrink_s=10)
+    assert validate_report({k: v for k, v in report.items() if not k.startswith("_")}) == []
+    stateful = report["stateful"]
+    failures = [stateful["failure"], *stateful.get("more_failures", [])]
+    assert len(failures) >= 2, [f["message"].splitlines()[0] for f in failures]
+    signatures = [sig(Failure(**{k: f[k] for k in ("kind", "message", "operation", "path")})) for f in failures]
+    assert len(set(signatures)) == len(signatures)  # distinct: kind, operation, path
+    operations = {f["operation"] for f in failures}
+    assert {"inspect_job", "observe_progress"} <= operations | {"list_jobs"} and "observe_progress" in operations
+    files = [Path(f["counterexample_file"]) for f in failures]
+    assert len(set(files)) == len(files) and all(p.is_file() for p in files)
+    assert files[1].name == "counterexample-stateful-2.yaml"
+    assert all(f["replay"].startswith("conformance replay") for f in failures)

@@ -45,7 +45,7 @@ def test_tutorial_mutant_fails(in_tutorial):
                        "--no-stateful", "--report-dir", str(in_tutorial / "mutant"))
     assert code == 1, out
     assert "N2 Cancel a queued job and a printing one  [divergence]" in out
-    assert "expected 'cancelled', got 'printing'" in out
+    assert 'expected "cancelled", got "printing"' in out
 
 
 def test_tutorial_files_are_the_ones_the_guide_names():

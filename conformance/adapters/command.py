@@ -46,6 +46,8 @@ from .adapter import Adapter, error_response, result_response
 from .process_tree import kill_group, new_token, stop_marked
 from .command_config import (CommandConfig, CommandConfigError, TemplateError, expand_argv, expand_text,
                              load_command_config)
+from .command_trust import CommandTrust, check_carriable
+from ..errors import InputRefused
 
 __all__ = ["CommandAdapter", "command_factory", "ERROR_KINDS", "RUN_TOKEN_ENV", "OUTPUT_TAIL_CHARS",
            "kill_marked_processes", "observe"]
@@ -157,6 +159,7 @@ class CommandAdapter(Adapter):
         self._live: set[subprocess.Popen] = set()  # invocations running now (concurrent calls too)
         self._live_lock = threading.Lock()
         self._closed = False
+        self._trust = CommandTrust()
         self._start_run(0)
 
     def __repr__(self) -> str:
@@ -196,6 +199,7 @@ class CommandAdapter(Adapter):
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         self.runs += 1
+        self._trust.clear()  # commands printed in the previous run are not this run's
         self.token = new_token()
         _TOKENS.add(self.token)
         self.run_dir = Path(self.root) / f"run-{self.runs}"
@@ -242,13 +246,26 @@ class CommandAdapter(Adapter):
             return error_response("unknown_operation", f"the command adapter config {self.config.path} has no "
                                                        f"command for operation {operation!r} (it has: "
                                                        f"{', '.join(self.config.operations)})")
-        values = self._base_values()
-        values.update(args or {})  # the call's arguments come first
+        base = self._base_values()
+        values = {**(args or {}), **base}  # an argument never replaces a var or built-in of the config
         try:
             argv = expand_argv(op["argv"], values)
+            op_env = {name: expand_text(value, values) for name, value in op["env"].items()}
         except TemplateError as exc:
+            if (args or {}).get(exc.name) is not None:  # given, but unusable (e.g. unbalanced quotes)
+                raise InputRefused(f"{operation}: {exc}; nothing was run") from None
             return error_response("argument_missing", f"{operation}: {exc} (config {self.config.path})")
-        return self._invoke(operation, argv, values, op["env"], op["timeout_s"])
+        # Refused before anything starts (InputRefused, docs/trust-model.md): a
+        # program named by the call's arguments that the tool did not print
+        # (and no allowed prefix covers), or a value no command line can carry.
+        trusted = self._trust.check(operation, op["argv"], args, base, argv, op["allowed_prefixes"],
+                                    self.config.path)
+        check_carriable(operation, argv, args, op_env)
+        self._trust.note_arguments(args, skip=set(trusted))
+        response = self._invoke(operation, argv, values, op["env"], op["timeout_s"])
+        if "result" in response:
+            self._trust.note_output(response["result"].get("stdout"))
+        return response
 
     def close(self) -> None:
         """Stop everything this adapter started and remove its directories.

@@ -14,7 +14,11 @@ an argv template. Templates are filled without a shell:
   placeholders has no value (an absent or null argument).
 
 Whatever a value holds (spaces, ``;``, ``$(...)``), it stays data: one
-argv element, or the words of ``{*name}``.
+argv element, or the words of ``{*name}``. Names the config defines (vars and
+built-ins) mean what the config says: a call argument of the same name does
+not replace them. When the program itself (argv[0]) comes from a call
+argument, the adapter runs it only if the tool printed it or the operation's
+``allowed_prefixes`` allow it (``command_trust.py``, docs/trust-model.md).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ import yaml
 from ..errors import AdapterLoadError
 
 __all__ = ["CommandConfig", "CommandConfigError", "TemplateError", "BUILTINS", "load_command_config",
-           "expand_argv", "expand_text", "placeholders"]
+           "expand_argv", "expand_text", "placeholders", "program_element"]
 
 SCHEMA_PATH = resources.files("conformance").joinpath("schemas", "command-adapter.schema.json")
 BUILTINS = ("python", "config_dir", "cache_dir", "run_dir", "state_dir", "clock_file", "now_ms", "profile")
@@ -121,6 +125,20 @@ def _expand_element(element: str, values: dict) -> list[str]:
         except ValueError as exc:
             raise TemplateError(name, f"{element} (its value {value!r} cannot be split: {exc})") from None
     return [expand_text(element, values)]
+
+
+def program_element(template: list, values: dict) -> str | None:
+    """The template element the program (argv[0]) comes from with these values:
+    the first element (or part of an included optional group) that expands to
+    at least one word; None when the template expands to nothing."""
+    for element in template:
+        parts = element if isinstance(element, list) else [element]
+        if isinstance(element, list) and any(values.get(name) is None for name in placeholders(element)):
+            continue
+        for part in parts:
+            if _expand_element(part, values):
+                return part
+    return None
 
 
 def expand_argv(template: list, values: dict) -> list[str]:
@@ -238,7 +256,8 @@ def _build(path: Path, data: dict) -> CommandConfig:
     operations = {}
     for name, op in data["operations"].items():
         operations[name] = {"argv": list(op["argv"]), "timeout_s": float(op.get("timeout_s", timeout)),
-                            "env": dict(op.get("env") or {})}
+                            "env": dict(op.get("env") or {}),
+                            "allowed_prefixes": [list(prefix) for prefix in op.get("allowed_prefixes") or []]}
     reset = data.get("reset") or {}
     impl = data["implementation"]
     return CommandConfig(
@@ -264,11 +283,16 @@ def _check_names(text: str, config: CommandConfig) -> None:
     known = set(BUILTINS) | set(config.vars)
     checks = [(["vars", n], v) for n, v in config.vars.items()] + [(["env", n], v) for n, v in config.env.items()]
     checks.append((["cwd"], config.cwd))
+    for op_name, op in config.operations.items():
+        checks += [(["operations", op_name, "allowed_prefixes", i], prefix)
+                   for i, prefix in enumerate(op["allowed_prefixes"])]
     for key_path, value in checks:
         unknown = sorted(placeholders(value) - known)
         if unknown:
+            why = ("an allowed prefix is fixed by the config, so it may use vars and built-ins only"
+                   if "allowed_prefixes" in key_path else "call arguments are available in argv only")
             fail(key_path, f"refers to {{{unknown[0]}}}, which is neither a var nor a built-in "
-                           f"({', '.join(BUILTINS)}); call arguments are available in argv only")
+                           f"({', '.join(BUILTINS)}); {why}")
     for name, value in config.vars.items():
         if placeholders(value) & set(config.vars):
             fail(["vars", name], "a var may refer to built-ins only, not to other vars")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED"]
+__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS"]
 
 FAILURE_KINDS = (
     "divergence",            # the implementation did something other than the model predicts
@@ -18,7 +18,18 @@ FAILURE_KINDS = (
     "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
     "not-implemented",       # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
     "coverage",              # the run exercised less of the spec than --min-coverage asks
+    "input-refused",         # an adapter refused a call's arguments before anything ran (docs/trust-model.md)
 )
+
+# A step whose input was refused (a replay file naming a command the tool did
+# not print, a NUL byte a command line cannot carry): the input is at fault,
+# not the implementation.
+INPUT_REFUSED = "input-refused"
+
+# Failures that say the run could not be carried out as written (the spec's
+# own expressions or model broke, or its input was refused): the run's verdict
+# is `error` with exit code 2, never a verdict on the implementation.
+DATA_ERRORS = frozenset({"spec-error", INPUT_REFUSED})
 
 # The error kind an implementation answers for an operation it does not
 # implement yet (every stub `conformance init` writes). The kit reports it as

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shlex
 import threading
 import time
@@ -14,11 +15,11 @@ from typing import Any, Callable
 
 import yaml
 
-from statemachines import Spec, SpecError, load_replay_file, load_spec, resolve_parameters
+from statemachines import ExpressionError, Spec, SpecError, load_replay_file, load_spec, resolve_parameters
 
 from ..errors import AdapterLoadError
-from ..specs import SpecNotFound, resolve_spec
-from .failures import Failure
+from ..specs import SpecNotFound, resolve_spec, spec_target_problem
+from .failures import DATA_ERRORS, Failure
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
@@ -144,6 +145,8 @@ def prepare(config: RunConfig) -> Prepared:
     else:
         if not target:
             raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
+        if not (config.adapter_label or config.adapter) and spec_target_problem(target):
+            raise AdapterLoadError(spec_target_problem(target))  # a spec is data: it runs no code of its choosing
         factory = adapter_factory(target, config.adapter_options)
     session = Session(spec, spec.default_parameters(), factory, timeout_s=config.timeout_s)
     try:
@@ -216,6 +219,10 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
                 report["problems"] += [{"kind": "spec-error", "where": p.where,
                                         "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
                                        for p in exc.problems]
+            except ExpressionError as exc:  # a spec expression failed outside any one step (e.g. an `assumes`)
+                report["verdict"], report["exit_code"] = "error", 2
+                report["problems"].append({"kind": "spec-error", "where": exc.where or None,
+                                           "message": f"the spec failed: {exc}"})
             except AdapterLoadError as exc:
                 report["verdict"], report["exit_code"] = "error", 2
                 report["problems"].append({"kind": "adapter-error", "message": str(exc),
@@ -467,6 +474,25 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:
         report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+    _data_errors(report)
+
+
+def _data_errors(report: dict) -> None:
+    """A failure of the spec itself or of its input (``failures.DATA_ERRORS``:
+    a CEL error, a refused replay argument) makes the verdict ``error``, exit
+    2: the run could not be carried out as written, whatever the implementation
+    did. Each one is also a problem, at the file:line its message names."""
+    found = [(s["id"], s["failure"]) for s in report["scenarios"]
+             if (s.get("failure") or {}).get("kind") in DATA_ERRORS]
+    stateful = report.get("stateful") or {}
+    if (stateful.get("failure") or {}).get("kind") in DATA_ERRORS:
+        found.append(("stateful exploration", stateful["failure"]))
+    for where, failure in found:
+        at = re.search(r"(\S+\.(?:ya?ml|json):\d+)", failure["message"])
+        report["problems"].append({"kind": failure["kind"], "where": at.group(1) if at else where,
+                                   "message": failure["message"].splitlines()[0]})
+    if found:
+        report["verdict"], report["exit_code"] = "error", 2
 
 
 def _mark(config: RunConfig):

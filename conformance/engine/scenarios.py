@@ -13,7 +13,7 @@ from statemachines import (AdvanceStep, CallStep, ConcurrentStep, ExpressionErro
                            first_difference, render)
 
 from ..errors import AdapterLoadError
-from .failures import Failure
+from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
 from .session import Session
 
 __all__ = ["NOT_APPLICABLE", "ScenarioOutcome", "not_applicable_reason", "run_scenario", "run_steps"]
@@ -25,7 +25,8 @@ NOT_APPLICABLE = "not-applicable"
 
 def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
     """Why these parameters make the scenario inapplicable, in words, or None."""
-    if scenario.assumes is not None and not scenario.assumes.evaluate({"params": params}):
+    if scenario.assumes is not None and not scenario.assumes.evaluate_bool({"params": params},
+                                                                           role="a scenario's `assumes`"):
         names = sorted(set(re.findall(r"params\.(\w+)", scenario.assumes.source)))
         here = ", ".join(f"{n} = {json.dumps(params.get(n))}" for n in names if n in params)
         because = f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
@@ -64,7 +65,11 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
         note = (f"needs the {', '.join(missing)} capability, which the implementation does not declare "
                 f"(describe() -> capabilities)")
         return ScenarioOutcome(scenario, "skip", None, 0.0, note)
-    reason = not_applicable_reason(session.spec, scenario, session.params)
+    try:
+        reason = not_applicable_reason(session.spec, scenario, session.params)
+    except ExpressionError as exc:  # its `assumes` failed or is not a boolean: the spec's error
+        failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=[])
+        return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     if reason:
         return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, reason)
     try:
@@ -73,7 +78,8 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     except _Stop as stop:
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
-        return ScenarioOutcome(scenario, "fail", failure, time.perf_counter() - started)
+        verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
+        return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started)
     except AdapterLoadError as exc:
         failure = Failure(kind="implementation-error", message=f"scenario {scenario.id}: {exc}",
                           steps=list(session.trace))
@@ -99,7 +105,7 @@ def _operations(steps: list) -> set[str]:
 
 # Failures that are evidence by themselves: a race that broke an invariant
 # need not recur to be real.
-_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error"}
+_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_REFUSED}
 
 
 def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
@@ -156,6 +162,8 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
     args = render(step.args, env)
     response, failure = session.call(step.operation, args)
     if failure:
+        if failure.kind == INPUT_REFUSED:  # the step of the file that gave the input
+            failure.message = f"{step.where}: {failure.message}"
         raise _Stop(failure)
     if step.expect:
         expect = render(step.expect, env)

@@ -19,9 +19,9 @@ import jsonschema
 from statemachines import ExpressionError, Model, ObservationError, Spec
 
 from ..adapters.adapter import Adapter
-from ..errors import AdapterLoadError
+from ..errors import AdapterLoadError, InputRefused
 from .compare import compare
-from .failures import NOT_IMPLEMENTED, Failure
+from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import linearize
 
@@ -294,6 +294,8 @@ class Session:
         except _CallTimeout:
             self._needs_restart = True
             return None, ("timeout", f"{operation} did not answer within {self.timeout_s:g}s")
+        except InputRefused as exc:  # the adapter refused the input before anything ran: not the implementation's
+            return None, (INPUT_REFUSED, str(exc))
         except BaseException as exc:  # SystemExit too: an implementation may not end the kit
             if self._stops(exc):
                 raise
@@ -382,7 +384,12 @@ class Session:
 
     def check_model_invariants(self, index: int | None = None) -> Failure | None:
         """The spec's invariants over the model state touched since the last check."""
-        for inv_id, message in self.model.check_invariants():
+        try:
+            broken = self.model.check_invariants()
+        except ExpressionError as exc:  # e.g. an invariant that is not a boolean, or divides by zero
+            return self._fail("spec-error", f"the spec failed while checking its invariants: {exc}",
+                              len(self.trace) - 1 if index is None else index)
+        for inv_id, message in broken:
             return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
                               len(self.trace) - 1 if index is None else index)
         return None
@@ -444,6 +451,8 @@ class Session:
             if not ok:
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
+                if isinstance(value, InputRefused):
+                    return responses, self._fail(INPUT_REFUSED, str(value), index, operation=op, args=args)
                 return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
                                              f"{describe_exception(value)}", index, operation=op, args=args)
             responses.append(value)

@@ -21,10 +21,10 @@ from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 from hypothesis_jsonschema import from_schema
 
-from statemachines import Spec, text_of_size
+from statemachines import ExpressionError, Spec, text_of_size
 
 from ..errors import AdapterLoadError, ConformanceFailure
-from .failures import Failure
+from .failures import DATA_ERRORS, Failure
 from .session import Session
 
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "build_state_machine", "run_stateful"]
@@ -79,7 +79,8 @@ class Explorer:
             if name in offered:
                 self.actions += [("call", name)] * ex.weights.get(name, 1)
         def applies(item: dict, calls: list) -> bool:
-            holds = item.get("assumes") is None or bool(item["assumes"].evaluate({"params": params}))
+            holds = item.get("assumes") is None or item["assumes"].evaluate_bool({"params": params},
+                                                                                 role="an `assumes`")
             return holds and all(call in offered for call in calls)
 
         for batch in ex.batches:
@@ -350,6 +351,9 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     except AdapterLoadError as exc:
         outcome.verdict = "error"
         outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
+    except ExpressionError as exc:  # a spec expression of the exploration itself (a batch's args, a count) failed
+        outcome.verdict = "error"
+        outcome.failure = Failure(kind="spec-error", message=f"the exploration stopped: {exc}", seed=seed)
     except KeyboardInterrupt as exc:
         # Stopped by a signal: hand what the exploration had so far (the
         # shortest failure seen, if any) to the runner's interrupted report.
@@ -360,6 +364,8 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         raise
     finally:
         session.defer_model_invariants = False
+    if outcome.failure is not None and outcome.failure.kind in DATA_ERRORS:
+        outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
     outcome.duration_s = time.perf_counter() - started
     return outcome

@@ -140,6 +140,8 @@ def failed_checks(report: dict) -> Iterator[tuple[str, dict | None]]:
     stateful = report.get("stateful")
     if stateful and (stateful.get("verdict") in ("fail", "error") or stateful.get("failure")):
         yield "stateful exploration", stateful.get("failure")
+        for number, failure in enumerate(stateful.get("more_failures") or [], 2):
+            yield f"stateful exploration, distinct failure {number}", failure
     coverage = report.get("coverage") or {}
     if coverage.get("failure"):
         yield "coverage gate", coverage["failure"]

@@ -72,6 +72,9 @@ def render_junit_xml(report: dict) -> str:
         ET.SubElement(case, "skipped", message="stateful exploration was not run")
     else:
         _outcome(case, stateful.get("verdict"), stateful.get("failure"), report)
+        for number, failure in enumerate(stateful.get("more_failures") or [], 2):  # --max-failures
+            extra = _testcase(suite, f"stateful exploration (distinct failure {number})", f"{suite_name}.stateful", 0)
+            _outcome(extra, "fail", failure, report)
 
     coverage = report.get("coverage") or {}
     if coverage.get("gates"):  # --min-coverage: a check of its own, so CI lists it by name
