@@ -97,6 +97,20 @@ def _short(value: Any, limit: int = 120) -> Any:
     return value
 
 
+def _brief(value: Any, limit: int = 300) -> str:
+    """``value`` as JSON (as traces and reports show it: "x", null, true), cut
+    past ``limit`` characters (an answer may be megabytes; the whole value is
+    the failure's evidence, not its message)."""
+    try:
+        text = json.dumps(to_jsonable(value), ensure_ascii=False, sort_keys=True, default=repr)
+    except ValueError:  # e.g. an integer too long to print, NaN
+        try:
+            text = repr(value)
+        except ValueError:
+            return f"<a {type(value).__name__} too large to print>"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 @dataclass(frozen=True)
 class Difference:
     path: str
@@ -123,7 +137,9 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
     """The first place where ``observed`` does not satisfy ``expected``.
 
     Mappings: every expected key must be present and match (extra observed keys
-    are the result schema's business). Lists: same length, item by item.
+    are the result schema's business); of several differing keys the first in
+    sorted order is reported, whatever order the prediction was built in.
+    Lists: same length, item by item.
     """
     if isinstance(expected, Matcher):
         why = expected.failure(observed)
@@ -133,13 +149,14 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
             return Difference(path or "(value)", to_jsonable(expected), observed,
                               f"expected an object, got {type(observed).__name__}")
         for key, value in expected.items():
-            sub = f"{path}.{key}" if path else key
             got = observed.get(key, _MISSING)
-            if got is _MISSING:
-                return Difference(sub, to_jsonable(value), None, "missing")
-            diff = first_difference(value, got, sub)
-            if diff:
-                return diff
+            if got is _MISSING or first_difference(value, got) is not None:
+                # CEL builds maps in no fixed order (the same expression gives
+                # its keys in another order each time), so which difference
+                # comes "first" is decided by the keys' sorted order, never by
+                # the order a prediction happened to be built in: the same
+                # answers always get the same report (only failures pay for it).
+                return _first_by_sorted_key(expected, observed, path)
         return None
     if isinstance(expected, list):
         if not isinstance(observed, list):
@@ -154,7 +171,19 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
                               f"expected {len(expected)} item(s), got {len(observed)}")
         return None
     if not _same(expected, observed):
-        return Difference(path or "(value)", expected, observed, f"expected {expected!r}, got {observed!r}")
+        return Difference(path or "(value)", expected, observed, f"expected {_brief(expected)}, got {_brief(observed)}")
+    return None
+
+
+def _first_by_sorted_key(expected: dict, observed: dict, path: str) -> Difference | None:
+    for key in sorted(expected, key=str):
+        sub = f"{path}.{key}" if path else key
+        got = observed.get(key, _MISSING)
+        if got is _MISSING:
+            return Difference(sub, to_jsonable(expected[key]), None, "missing")
+        diff = first_difference(expected[key], got, sub)
+        if diff:
+            return diff
     return None
 
 

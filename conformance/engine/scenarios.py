@@ -109,8 +109,10 @@ _DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_RE
 
 
 def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
-    """Replay a failed scenario once; if the same steps now behave differently,
-    the implementation is nondeterministic, which is reported as such."""
+    """Replay a failed scenario once. It is nondeterministic only when the
+    implementation's answers themselves differ between the two runs (then the
+    failure shows both answers side by side); the same answers always mean
+    the first failure stands."""
     if failure.kind in _DEFINITIVE or any(isinstance(s, ConcurrentStep) for s in _flatten(scenario.steps)):
         return failure
     first_trace = failure.steps
@@ -124,12 +126,65 @@ def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
         return failure
     if again is not None and (again.kind, again.step, again.path) == (failure.kind, failure.step, failure.path):
         return failure
+    replay_trace = session.trace if again is None else again.steps
+    last = len(first_trace) - 1 if failure.step is None else failure.step
+    if again is not None and again.step is not None:
+        last = min(last, again.step)
+    differing = _differing_answers(first_trace, replay_trace, last)
+    if not differing:
+        return failure  # the same answers: whatever made the replay end otherwise, the implementation did not
     where = "passed" if again is None else f"failed differently ({again.kind} at step {again.step}: {again.message.splitlines()[0]})"
+    shown = next((i for i in differing if i == last), differing[-1])
+    first, second = _answer_at(first_trace, shown), _answer_at(replay_trace, shown)
+    steps = ", ".join(map(str, differing[:10])) + (", ..." if len(differing) > 10 else "")
     return Failure(kind="nondeterminism", step=failure.step, operation=failure.operation, args=failure.args,
                    expected=failure.expected, observed=failure.observed, path=failure.path, steps=first_trace,
-                   message=(f"the implementation answered differently when the same steps were replayed: the "
-                            f"first run failed ({failure.kind}: {failure.message.splitlines()[0]}), the replay "
-                            f"{where}"))
+                   message=(f"the implementation answered differently when the same steps were replayed "
+                            f"(answers differ at step(s) {steps}): the first run failed ({failure.kind}: "
+                            f"{failure.message.splitlines()[0]}), the replay {where}\n"
+                            f"step {shown}, {_label(first_trace, shown)}, differs at {_differs_at(first, second)}:\n"
+                            f"  first run: {_short_json(first)}\n"
+                            f"  replay:    {_short_json(second)}"))
+
+
+def _answers(trace: list) -> dict:
+    return {step.get("index"): step for step in trace if isinstance(step, dict)}
+
+
+def _answer_at(trace: list, index: int) -> Any:
+    return _answers(trace).get(index, {}).get("observed")
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _differing_answers(first: list, replay: list, last: int) -> list[int]:
+    """The steps up to ``last`` whose answers (or calls) differ between two runs."""
+    a, b = _answers(first), _answers(replay)
+    out = []
+    for index in sorted(i for i in set(a) | set(b) if isinstance(i, int) and i <= last):
+        x, y = a.get(index), b.get(index)
+        if x is None or y is None or _canonical(x) != _canonical(y):
+            out.append(index)
+    return out
+
+
+def _label(trace: list, index: int) -> str:
+    step = _answers(trace).get(index) or {}
+    if "advance_ms" in step:
+        return f"the clock moved +{step['advance_ms']} ms"
+    return f"{step.get('operation', '?')}({_short_json(step.get('args'), 120)})"
+
+
+def _differs_at(first: Any, second: Any) -> str:
+    diff = first_difference(first, second) or first_difference(second, first)
+    return diff.path if diff is not None else "(the value)"
+
+
+def _short_json(value: Any, limit: int = 400) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text)} chars)"
 
 
 def _flatten(steps: list):
