@@ -6,29 +6,111 @@ Predictions are JSON values, except where the implementation may choose
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 __all__ = ["Matcher", "Difference", "first_difference", "to_jsonable", "use_file_reader"]
 
 
-def _read_from_disk(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8")
+# Past the payload's own size, how much more a file may hold before
+# file_contains/file_json stop reading it (the payload must be in there or be
+# its JSON document; pretty-printing may add several times its size).
+_SLACK_BYTES = 1024 * 1024
+_SLACK_FACTOR = 4
 
 
-_file_reader = _read_from_disk
+class _NotAFile(OSError):
+    """The path names something other than a regular file; the message says what."""
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_from_disk(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file. Whatever else the path
+    names (a FIFO, a device such as /dev/zero, a directory, a socket, also
+    behind a symbolic link) is refused without reading or waiting: the file
+    is opened non-blocking and checked with fstat before the first read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except IsADirectoryError:
+        raise _NotAFile(f"{path} is a directory") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            via = f" (a symbolic link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+            raise _NotAFile(f"{path}{via} is {_kind_of(mode)}")
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_file_reader = None  # None: the disk (_read_from_disk, bounded); else reader(path) -> text
 
 
 def use_file_reader(reader=None):
     """Where the file matchers (``file_contains``, ``file_equals``,
-    ``file_json``) read files: the disk (None, the default), or
-    ``reader(path) -> text`` raising OSError, e.g. the file contents a
-    recorded trace holds. Returns the previous reader."""
+    ``file_json``) read files: the disk (None, the default: regular files
+    only, and never more than the check needs), or ``reader(path) -> text``
+    raising OSError, e.g. the file contents a recorded trace holds. Returns
+    the previous reader."""
     global _file_reader
-    previous, _file_reader = _file_reader, reader or _read_from_disk
+    previous, _file_reader = _file_reader, reader
     return previous
+
+
+def _bytes_needed(kind: str, operand: Any) -> int:
+    """How much of a file the check reads at most: one byte past the payload
+    for file_equals (enough to see the file is longer), a generous multiple
+    for file_contains and file_json."""
+    if kind == "file_equals":
+        return len(str(operand).encode("utf-8", "surrogatepass")) + 1
+    size = len(str(operand).encode("utf-8", "surrogatepass")) if kind == "file_contains" else \
+        len(json.dumps(operand, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return size * _SLACK_FACTOR + _SLACK_BYTES
+
+
+def _read_file(kind: str, operand: Any, path: str) -> tuple[str | None, str | None]:
+    """(the file's text, None) or (None, why the check fails without it)."""
+    if _file_reader is not None:
+        try:
+            return _file_reader(path), None
+        except OSError as exc:
+            return None, f"expected a readable file, but {exc.strerror or exc}"
+        except UnicodeDecodeError:
+            return None, "expected a UTF-8 text file"
+    limit = _bytes_needed(kind, operand)
+    try:
+        data = _read_from_disk(path, limit)
+    except _NotAFile as exc:
+        return None, f"expected a regular file, but {exc}"
+    except OSError as exc:
+        return None, f"expected a readable file, but {exc.strerror or exc}"
+    if len(data) >= limit:
+        if kind == "file_equals":
+            return None, (f"expected the file to hold exactly the payload ({limit - 1} bytes as UTF-8), "
+                          f"but it holds more")
+        return None, f"expected the file to hold the payload, but it is larger than {limit:,} bytes (not read further)"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, "expected a UTF-8 text file"
 
 
 @dataclass(frozen=True)
@@ -54,12 +136,9 @@ class Matcher:
             if kind == "matches" and not re.search(str(operand), value):
                 return f"expected a value matching /{operand}/"
             if kind in ("file_contains", "file_equals", "file_json"):
-                try:
-                    content = _file_reader(value)
-                except OSError as exc:
-                    return f"expected a readable file, but {exc.strerror or exc}"
-                except UnicodeDecodeError:
-                    return "expected a UTF-8 text file"
+                content, why = _read_file(kind, operand, value)
+                if why:
+                    return why
                 why = _file_failure(kind, operand, content)
                 if why:
                     return why

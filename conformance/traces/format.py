@@ -10,6 +10,8 @@ the rest of the kit, so the engine may use it to record.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -166,14 +168,34 @@ def snapshot_files(observed: Any) -> dict[str, str]:
     for text in _strings(observed):
         if not text.startswith("/") or len(text) > 4096 or "\x00" in text:
             continue
-        path = Path(text)
         try:
-            if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-                continue
-            files[text] = path.read_text(encoding="utf-8")
+            data = _read_regular_file(text, MAX_FILE_BYTES)
+            if data is not None:
+                files[text] = data.decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
     return files
+
+
+def _read_regular_file(path: str, limit: int) -> bytes | None:
+    """The bytes of a regular file of at most ``limit`` bytes, else None. The
+    file is opened non-blocking and checked after opening, so a FIFO or a
+    device put there (even after a check) is never read or waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
 
 
 def _call_event(operation: str, args: dict, observed: Any, at_ms: int | None) -> dict:
