@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import ConformanceError
+from .json_values import INT_RANGE_TEXT, json_problem
 
 __all__ = [
     "PROTOCOL_VERSION", "MESSAGE_TYPES", "MAX_LINE_BYTES", "MAX_DEPTH", "SCHEMA_DIR",
@@ -189,6 +190,40 @@ def _check_tree(value: Any, check_strings: bool) -> str | None:
     return None
 
 
+class _Unreadable(float):
+    """A number Python's json refuses (NaN, Infinity, a too long integer),
+    parsed anyway only to say where it is."""
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, "nan")
+        self.text = text
+        return self
+
+
+def _where_not_json(text: str) -> str | None:
+    """``<path> is <value>`` for the first number of a line Python's json
+    refused (NaN, Infinity, an integer too long to convert), or None."""
+    try:
+        message = json.loads(text, parse_constant=_Unreadable,
+                             parse_int=lambda s: int(s) if len(s) <= 4000 else _Unreadable(
+                                 f"an integer of {len(s.lstrip('-'))} digits, outside the integers answers may hold "
+                                 f"({INT_RANGE_TEXT})"),
+                             parse_float=lambda s: _Unreadable(s) if float(s) in (float("inf"), float("-inf")) else float(s))
+    except (ValueError, RecursionError):
+        return None
+    stack = [(message, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Unreadable):
+            why = "" if node.text.startswith("an integer") else ", which JSON cannot carry"
+            return f"{path or '(the message)'} is {node.text}{why}"
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))))
+    return None
+
+
 def parse_line(line: bytes) -> dict:
     """One line -> a JSON object, or ProtocolError quoting the line."""
     if not isinstance(line, (bytes, bytearray)):
@@ -205,10 +240,14 @@ def parse_line(line: bytes) -> dict:
     except RecursionError:
         raise ProtocolError(f"the program printed a line nesting deeper than {MAX_DEPTH} levels", line) from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN/Infinity
-        raise ProtocolError(f"the program printed a line that is not JSON ({exc})", line) from None
+        where = _where_not_json(text)
+        raise ProtocolError(f"the program printed a line that is not JSON ({where or exc})", line) from None
     if not isinstance(message, dict):
         raise ProtocolError(f"the program printed a line that is a JSON {type(message).__name__}, not an object", line)
     problem = _check_tree(message, check_strings=bool(_SURROGATE_ESCAPE.search(line)))
+    if problem and "surrogate" in problem:
+        found = json_problem(message)
+        problem = f"{found[0]} {found[1]}" if found else problem
     if problem:
         raise ProtocolError(f"the program printed a line that breaks the protocol ({problem})", line)
     return message

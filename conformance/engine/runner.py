@@ -174,6 +174,11 @@ def _identity_problem(identity) -> str | None:
     """What is wrong with an implementation's describe() answer, or None."""
     if not isinstance(identity, dict):
         return f"describe() must return an object, got {type(identity).__name__}"
+    from ..adapters.json_values import json_problem
+
+    found = json_problem(identity)
+    if found:
+        return f"describe() answered something JSON cannot carry: {found[0]} {found[1]}"
     for name, kinds, label in (("name", (str, type(None)), "a string"), ("version", (str, type(None)), "a string"),
                                ("profile", (str, type(None)), "a string or null"),
                                ("parameters", (dict, type(None)), "an object"),

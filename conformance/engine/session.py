@@ -19,6 +19,7 @@ import jsonschema
 from statemachines import ExpressionError, Model, ObservationError, Spec
 
 from ..adapters.adapter import Adapter
+from ..adapters.json_values import is_plain_json, json_problem, json_safe
 from ..errors import AdapterLoadError, InputRefused
 from .compare import compare
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
@@ -111,19 +112,41 @@ def describe_exception(exc: BaseException) -> str:
 
 
 def check_shape(response: Any) -> str | None:
-    """Why a response does not have the protocol's shape, or None."""
+    """Why a response does not have the protocol's shape or holds a value
+    JSON cannot carry (with its path), or None."""
     return _shape(response)[0]
 
 
-def _shape(response: Any) -> tuple[str | None, str | None]:
-    """(why the response is malformed or None, its canonical JSON text when it is not)."""
+def _shape(response: Any) -> tuple[str | None, str | None, str | None]:
+    """(why the response is malformed or None, its canonical JSON text when
+    it is not, the JSON path of a value JSON cannot carry)."""
     problem = _structure(response)
     if problem:
-        return problem, None
+        return problem, None, None
+    # The one serialisation every answer gets: allow_nan=False refuses NaN and
+    # Infinity for free; the walk (is_plain_json) finds what json.dumps lets
+    # through (integer keys become strings, integers of any size).
     try:
-        return None, json.dumps(response, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        return f"the response is not JSON-compatible: {exc}", None
+        text = json.dumps(response, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None and is_plain_json(response) and (text.isascii() or _encodes(text)):
+        return None, text, None
+    found = json_problem(response)
+    if found is None:
+        if text is not None:
+            return None, text, None  # e.g. an enum member: JSON writes its value
+        found = ("(the answer)", "is not JSON-compatible")
+    path, what = found
+    return f"{path} {what}", None, path
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
 
 
 def _structure(response: Any) -> str | None:
@@ -331,10 +354,18 @@ class Session:
         return self.check_invariants([(index, operation, response)])
 
     def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
-        shape, text = _shape(response)
+        shape, text, path = _shape(response)
+        if shape:
+            self._sanitise_trace(response)
+        if shape and path is not None:
+            # A value JSON cannot carry (NaN, a huge integer, an integer key...):
+            # the answer breaks the protocol there, wherever the spec looks.
+            return self._fail("implementation-error", f"{operation}: malformed response: {shape}; an answer "
+                                                      f"must be JSON (docs/adapter-protocol.md)", index,
+                              operation=operation, args=args, observed=json_safe(response), path=path)
         if shape:
             return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
-                              operation=operation, args=args, observed=_printable(response))
+                              operation=operation, args=args, observed=json_safe(response))
         if "error" in response and response["error"]["kind"] == NOT_IMPLEMENTED:
             # A stub (e.g. from `conformance init`) says so plainly instead of being judged.
             detail = response["error"]["message"]
@@ -467,7 +498,7 @@ class Session:
         followups = []
         for op, args in (self.probe_calls() if self.observe_after_concurrent else []):
             response, problem = self._invoke(op, args)
-            self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+            self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)})
             if problem:
                 return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
             failure = self.check_response(op, args, response, len(self.trace) - 1)
@@ -501,7 +532,7 @@ class Session:
             response, failure = self.call(op, args, record=False)
             if failure:
                 # Only a failing probe joins the trace: it is the step that shows the divergence.
-                self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": response})
+                self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)})
                 failure.step = len(self.trace) - 1
                 failure.steps = [dict(s) for s in self.trace]
                 failure.message = f"probe after the last step: {failure.message}"
@@ -509,6 +540,15 @@ class Session:
         return None
 
     # -- helpers ------------------------------------------------------------------
+    def _sanitise_trace(self, response: Any) -> None:
+        """The trace keeps answers as they came; one found not to be JSON (e.g.
+        a lone surrogate, which only the careful check sees) is replaced there
+        by its JSON-safe copy, so reports can carry it."""
+        for entry in reversed(self.trace[-64:]):
+            for holder in [entry] + list(entry.get("concurrently") or []):
+                if holder.get("observed") is response:
+                    holder["observed"] = json_safe(response)
+
     def _fail(self, kind: str, message: str, index: int | None, **evidence) -> Failure:
         evidence.setdefault("expected", None)
         return Failure(kind=kind, message=message, step=index, steps=[dict(s) for s in self.trace], **evidence)
@@ -520,8 +560,6 @@ def _group(calls, responses) -> list[dict]:
 
 
 def _printable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
+    """The value as the trace keeps it: itself when it is plain JSON, else a
+    copy JSON can carry (what is not JSON described in strings)."""
+    return value if is_plain_json(value) else json_safe(value)
