@@ -79,14 +79,20 @@ def _finish(report: dict, level: int = NORMAL) -> None:
             console.print(f"FAIL {entry['id']}: {message[0] if message else entry['verdict']}", markup=False)
         console.print(f"Verdict: {report['verdict'].upper()}", markup=False)
     else:
-        render_console_summary(report, console)
+        try:
+            render_console_summary(report, console)
+        except Exception as exc:  # noqa: BLE001 - the reports are written; the verdict and its exit code stand
+            errors.print(f"error: the console summary failed ({type(exc).__name__}: {exc}); the reports hold "
+                         f"every detail", markup=False)
+            console.print(f"Verdict: {str(report['verdict']).upper()}  (exit code {report['exit_code']})",
+                          markup=False)
     if level > QUIET:
         _say_output_was_captured(report)
     paths = report.get("_paths") or {}
     if paths:
         console.print("reports: " + ", ".join(paths.values()), highlight=False)
     if report.get("_write_error"):
-        errors.print(f"error: the reports were not written: {report['_write_error']}", markup=False)
+        errors.print(f"error: writing the reports failed: {report['_write_error']}", markup=False)
     sys.exit(report["exit_code"])
 
 

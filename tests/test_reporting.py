@@ -13,6 +13,7 @@ from rich.console import Console
 from conformance.reporting import (
     InvalidReportError,
     ReportingError,
+    ReportWriteError,
     mermaid_state_diagram,
     render_console_summary,
     render_junit_xml,
@@ -241,8 +242,10 @@ def test_bad_spec_report_with_almost_nothing_renders(tmp_path):
 def test_write_reports_wraps_os_errors(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(ReportingError, match="cannot write reports"):
+    with pytest.raises(ReportWriteError, match="cannot create the report directory .*: Not a directory") as caught:
         write_reports(passing_report(), blocker / "reports")
+    assert isinstance(caught.value, ReportingError)
+    assert caught.value.path == str(blocker / "reports")
 
 
 # --- junit.xml --------------------------------------------------------------

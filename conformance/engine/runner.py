@@ -237,10 +237,10 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
 
         acknowledge()
         _interrupted(report, exc, tracker)
-    except Exception as exc:  # a bug in the kit: still say so in the reports, never leave an old verdict
+    except BaseException as exc:  # noqa: BLE001 - a bug in the kit (of any class): say so in the reports, never leave an old verdict
         report["verdict"], report["exit_code"] = "error", 2
         report["problems"].append({"kind": "internal-error", "where": tracker.where(),
-                                   "message": f"internal error in the conformance kit: {type(exc).__name__}: {exc} "
+                                   "message": f"internal error in the conformance kit: {_exception_text(exc)} "
                                               "(set CONFORMANCE_DEBUG=1 to see the traceback)"})
         if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
             traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
@@ -352,6 +352,15 @@ def _threads_left(report: dict, before: set, grace_s: float = 0.5) -> None:
                        f"anyway (stop them in close(), or make them daemon threads)"})
 
 
+def _exception_text(exc: BaseException) -> str:
+    """``Type: first line of the message``, even for an exception whose ``__str__`` fails."""
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:  # noqa: BLE001 - a broken exception still gets reported
+        lines = ["<its message could not be printed>"]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def _clear_reports(report_dir: str, report: dict) -> None:
     """Remove the previous run's reports first: a run that ends early must
     never leave an earlier verdict behind for CI to publish."""
@@ -365,20 +374,38 @@ def _clear_reports(report_dir: str, report: dict) -> None:
 
 
 def _write(report: dict, report_dir: str) -> None:
-    """Write the reports; when that fails the verdict stands and the reason
-    is kept for the console (``_write_error``)."""
-    from ..reporting import write_reports
+    """Write the reports. Trouble with the directory or the disk (an
+    unwritable directory, a directory where a file should be, a file-size
+    limit) leaves the verdict as it is: the console prints it, and one line
+    saying where writing failed (``_write_error``). Anything else is a bug of
+    the kit's writers: the verdict becomes ``error`` (exit 2) and every
+    document that can still be written says so."""
+    from ..adapters.json_values import json_safe
+    from ..reporting import FILE_NAMES, ReportWriteError, write_documents, write_reports
 
     try:
         paths = write_reports(report, report_dir)
-    except Exception as exc:  # noqa: BLE001 - the verdict must survive a reporting bug
-        report["problems"].append({"kind": "report-error", "message": f"could not write reports: {exc}",
-                                   "where": str(report_dir)})
+    except ReportWriteError as exc:
+        report["_write_error"] = str(exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - a reporting bug must not lose the reports, nor leave a pass
+        report["verdict"], report["exit_code"] = "error", 2
+        said = _exception_text(exc)
+        if getattr(exc, "errors", None):  # InvalidReportError: what does not match the schema
+            said += " " + "; ".join(exc.errors[:3])
+        report["problems"].append({"kind": "internal-error", "where": str(report_dir),
+                                   "message": f"internal error in the conformance kit while writing the reports: "
+                                              f"{said} (set CONFORMANCE_DEBUG=1 to see the traceback)"})
+        if os.environ.get("CONFORMANCE_DEBUG"):
+            traceback.print_exc()
+        report.update(json_safe(report))  # whatever the report holds, report.json can carry it
         try:
-            paths = write_reports(report, report_dir, validate=False)
-        except Exception as again:  # noqa: BLE001 - e.g. an unwritable directory: the console still tells
+            paths, failed = write_documents(report, report_dir)
+        except Exception as again:  # noqa: BLE001 - ReportWriteError or another bug: the console still tells
             report["_write_error"] = str(again)
             return
+        for kind, why in failed.items():
+            report.setdefault("_write_error", f"{FILE_NAMES[kind]} was not written: {why}")
     report["_paths"] = {k: str(v) for k, v in paths.items()}
 
 
@@ -551,7 +578,13 @@ def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, 
     rerun = f"{base_cmd} --profile {config.profile} --seed {config.seed} --no-scenarios"
     if failure.steps and config.report_dir:
         path = Path(config.report_dir) / "counterexample-stateful.yaml"
-        _write_counterexample(path, spec, failure, config)
+        try:
+            _write_counterexample(path, spec, failure, config)
+        except OSError as exc:  # the report directory's trouble is reported when the reports are written
+            failure.replay = rerun
+            failure.message += (f"\n(the counterexample could not be written to {path}: {exc.strerror or exc}; "
+                                f"the whole exploration re-runs with: {rerun})")
+            return
         failure.counterexample_file = str(path)
         failure.replay = f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(str(path))} {adapter_args}"
         failure.message += f"\n(the whole exploration re-runs with: {rerun})"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .bounded import VALUES_DIR, bound_report
 from .console import render_console_summary
-from .errors import InvalidReportError, ReportingError
+from .errors import InvalidReportError, ReportingError, ReportWriteError
 from .json_report import SCHEMA_PATH, load_report, render_json, validate_report
 from .junit import render_junit_xml
 from .markdown import render_summary_markdown
@@ -18,8 +19,11 @@ from .mermaid import mermaid_state_diagram
 
 __all__ = [
     "SCHEMA_PATH",
+    "VALUES_DIR",
+    "bound_report",
     "InvalidReportError",
     "ReportingError",
+    "ReportWriteError",
     "load_report",
     "mermaid_state_diagram",
     "render_console_summary",
@@ -29,6 +33,8 @@ __all__ = [
     "validate_report",
     "clear_reports",
     "write_reports",
+    "write_documents",
+    "FILE_NAMES",
 ]
 
 FILE_NAMES = {"json": "report.json", "junit": "junit.xml", "markdown": "summary.md"}
@@ -55,6 +61,15 @@ def clear_reports(report_dir: str | os.PathLike) -> None:
     for path in [out_dir / name for name in FILE_NAMES.values()] + sorted(out_dir.glob("counterexample-*.yaml")):
         if path.is_file() or path.is_symlink():
             path.unlink(missing_ok=True)
+    values = out_dir / VALUES_DIR
+    if values.is_dir() and not values.is_symlink():
+        for path in values.glob("sha256-*"):
+            if path.is_file() or path.is_symlink():
+                path.unlink(missing_ok=True)
+        try:
+            values.rmdir()
+        except OSError:
+            pass  # something else is in there: not ours to remove
 
 
 def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool = True) -> dict[str, Path]:
@@ -64,18 +79,60 @@ def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool
     ``validate`` (the default) a report that does not match the schema raises
     ``InvalidReportError`` before anything is written. All three documents are
     rendered before the first write, so a rendering error leaves no mixed set.
+
+    Large values are truncated in the report first, in place
+    (:func:`bound_report`), and each is stored once, whole, under
+    ``values/`` (``sha256-<hex>.txt|json``); a value that cannot be stored
+    (a full disk, a file-size limit) is only named by its digest.
     """
+    out_dir = Path(report_dir)
+    report = _public(report, out_dir)
     if validate:
         errors = validate_report(report)
         if errors:
             raise InvalidReportError(errors)
     texts = {"json": render_json(report), "junit": render_junit_xml(report), "markdown": render_summary_markdown(report)}
+    return _write_texts(out_dir, texts)
+
+
+def _public(report: dict, out_dir: Path) -> dict:
+    """The report as written: large values bounded (in place, stored once
+    under ``values/``), without the top-level keys starting with ``_`` that
+    front doors keep for their console (written paths, a scenario file...)."""
+    bound_report(report, out_dir / VALUES_DIR)
+    return {key: value for key, value in report.items() if not key.startswith("_")}
+
+
+def write_documents(report: dict, report_dir: str | os.PathLike) -> tuple[dict[str, Path], dict[str, str]]:
+    """What can be written when :func:`write_reports` failed for a reason
+    other than the disk (a bug in one writer): each document rendered and
+    written on its own, report.json first. Returns the paths written and,
+    per document that could not be, why. Raises ReportWriteError as
+    :func:`write_reports` does."""
     out_dir = Path(report_dir)
+    report = _public(report, out_dir)
+    texts, failed = {}, {}
+    for kind, render in (("json", render_json), ("junit", render_junit_xml), ("markdown", render_summary_markdown)):
+        try:
+            texts[kind] = render(report)
+        except Exception as exc:  # noqa: BLE001 - the other documents are still worth writing
+            failed[kind] = f"{type(exc).__name__}: {exc}"
+    return _write_texts(out_dir, texts), failed
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _write_texts(out_dir: Path, texts: dict[str, str]) -> dict[str, Path]:
     paths = {kind: out_dir / FILE_NAMES[kind] for kind in texts}
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for kind, text in texts.items():
-            _write_atomic(paths[kind], text)
     except OSError as exc:
-        raise ReportingError(f"cannot write reports to {out_dir}: {exc}") from exc
+        raise ReportWriteError(out_dir, f"cannot create the report directory {out_dir}: {_reason(exc)}") from exc
+    for kind, text in texts.items():
+        try:
+            _write_atomic(paths[kind], text)
+        except OSError as exc:
+            raise ReportWriteError(paths[kind], f"cannot write {paths[kind]}: {_reason(exc)}") from exc
     return paths

@@ -103,7 +103,10 @@ def failure_text(failure: dict | None, report: dict) -> str:
         out.append(f"path: {failure['path']}")
     for key in ("expected", "observed"):
         if failure.get(key) is not None:  # null means "not applicable" here
-            out.append(f"{key}:\n{pretty_json(failure[key])}")
+            text = pretty_json(failure[key])  # bounded in written reports; a failure straight from a run may not be
+            if len(text) > 65536:
+                text = text[:65535] + f"… ({len(text):,} characters in all)"
+            out.append(f"{key}:\n{text}")
     if failure.get("steps"):
         out.append("steps:")
         for step in failure["steps"]:

@@ -80,7 +80,8 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
         console.print(head)
         message_lines = str(failure.get("message") or "").strip().splitlines()
         for text in message_lines[:3]:
-            console.print(Text("  " + text))
+            # A line of a message can quote an answer: a console line stays readable.
+            console.print(Text("  " + (text if len(text) <= 1000 else text[:999] + "…")))
         if len(message_lines) > 3:
             console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
         if failure.get("path"):

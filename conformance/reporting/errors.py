@@ -1,7 +1,7 @@
 """Exceptions raised by the report writers."""
 from __future__ import annotations
 
-__all__ = ["InvalidReportError", "ReportingError"]
+__all__ = ["InvalidReportError", "ReportWriteError", "ReportingError"]
 
 
 class ReportingError(Exception):
@@ -20,3 +20,13 @@ class InvalidReportError(ReportingError):
         shown = "\n".join(f"  {e}" for e in self.errors[:20])
         more = f"\n  ... and {len(self.errors) - 20} more" if len(self.errors) > 20 else ""
         super().__init__(f"report does not match report.schema.json:\n{shown}{more}")
+
+
+class ReportWriteError(ReportingError):
+    """A report file could not be written (the directory cannot be created,
+    a directory stands where the file should, a full disk, a file-size
+    limit). ``path`` is where writing failed; the message says it in one line."""
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(message)
