@@ -8,7 +8,7 @@ from typing import Any
 
 from statemachines import Matcher, Prediction, first_difference, to_jsonable
 
-__all__ = ["compare"]
+__all__ = ["compare", "without_path"]
 
 # How many accepted differences one answer may carry before the rest is
 # reported anyway (each accepted one is masked and the answer compared again).
@@ -94,8 +94,15 @@ def _masked(prediction, path: str):
     if len(parts) < 2 or parts[0] not in ("result", "error", "effects"):
         return None
     root = {"result": prediction.result, "error": prediction.error, "effects": prediction.effects}
-    root = _without(root, parts)
+    root = without_path(root, path)
     return Prediction(result=root["result"], error=root["error"], effects=root["effects"])
+
+
+def without_path(node, path: str):
+    """A copy of ``node`` demanding nothing at ``path`` (``result.jobs[2].status``):
+    a key there is dropped, a list item there matches anything."""
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    return _without(node, parts) if parts else node
 
 
 def _without(node, parts: list):

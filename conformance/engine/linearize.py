@@ -58,8 +58,23 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
     probe answers); leave the model in that order's end state. Return a
     Failure when none exists."""
 
+    if session.acceptor("", {}) is not None:
+        # An order the implementation matches exactly comes first; only when
+        # there is none may accepted deviations explain the answers (else an
+        # accepted refusal could pick an order the implementation never took).
+        exact = _linearize(session, calls, responses, index, followups, accepting=False)
+        if exact is None:
+            return None
+    return _linearize(session, calls, responses, index, followups, accepting=True)
+
+
+def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], index: int,
+               followups: list | None, *, accepting: bool) -> Failure | None:
     model = session.model
     followups = followups or []
+
+    def acceptor(op: str, args: dict):
+        return session.acceptor(op, args) if accepting else None
     key = session.spec.entity.key
     positions = _key_positions(followups, key)
 
@@ -79,7 +94,7 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
             snap = model.snapshot()
             prediction = model.predict(op, args, response)
             model.restore(snap)
-            diff = compare(prediction, response, accept=session.acceptor(op, args))
+            diff = compare(prediction, response, accept=acceptor(op, args))
             if diff:
                 if len(order) >= best["depth"]:
                     best.update(depth=len(order), order=list(order), diff=diff)
@@ -102,7 +117,7 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
             snap = model.snapshot()
             try:
                 prediction = model.predict(op, args, responses[i])
-                diff = compare(prediction, responses[i], accept=session.acceptor(op, args))
+                diff = compare(prediction, responses[i], accept=acceptor(op, args))
             except ObservationError as exc:
                 diff = ("(observation)", None, responses[i], str(exc))
             except ExpressionError as exc:
