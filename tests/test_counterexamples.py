@@ -124,3 +124,48 @@ def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_
     assert len(set(files)) == len(files) and all(p.is_file() for p in files)
     assert files[1].name == "counterexample-stateful-2.yaml"
     assert all(f["replay"].startswith("conformance replay") for f in failures)
+
+
+def _session_for(adapter_class):
+    from conformance.engine.runner import prepare
+
+    return prepare(RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture",
+                             report_dir=None)).session
+
+
+def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergence():
+    from conformance.engine.reduce import explain_race
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
+    session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))
+    start = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
+    race = [{"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
+            {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}}]
+    failure = Failure(kind="linearizability", message="2 concurrent calls match no sequential order",
+                      steps=[{"index": 0, "operation": "start_job", "args": start}, {"index": 1, "concurrently": race}])
+    try:
+        explained = explain_race(session, failure)
+    finally:
+        session.close()
+    assert explained.kind == "divergence" and explained.operation == "cancel_job", explained.message
+    assert explained.path == "result.status" and "so the bug is not a race" in explained.message
+
+
+def test_a_real_race_stays_a_linearizability_failure_and_says_what_each_order_did():
+    from conformance.engine.reduce import explain_race
+
+    session = _session_for(load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])
+                           ["double_inject_race"].factory)
+    steps = [{"index": 0, "operation": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1",
+                                                               "tool_name": "build", "job_id": "k1"}},
+             {"index": 1, "operation": "observe_outcome", "args": {"job_id": "k1", "outcome": "completed",
+                                                                   "payload": "done"}},
+             {"index": 2, "concurrently": [{"operation": "turn_boundary", "args": {"thread_id": "t1"}},
+                                           {"operation": "turn_boundary", "args": {"thread_id": "t1"}}]}]
+    failure = Failure(kind="linearizability", message="2 concurrent calls match no sequential order", steps=steps)
+    try:
+        explained = explain_race(session, failure)
+    finally:
+        session.close()
+    assert explained is failure and explained.kind == "linearizability"
+    assert "call 0 then call 1, one at a time: no difference" in explained.message

@@ -20,6 +20,7 @@ says).
 """
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from typing import Any
@@ -27,9 +28,11 @@ from typing import Any
 from ..errors import AdapterLoadError
 from .failures import Failure
 from .interrupts import checkpoint
-from .session import Session
 
-__all__ = ["reduce_failure", "replay_steps", "signature", "steps_of_trace"]
+__all__ = ["explain_race", "reduce_failure", "replay_steps", "signature", "steps_of_trace"]
+
+# How many orders of one concurrent group are re-run one call at a time.
+MAX_ORDERS = 24
 
 
 def signature(failure: Failure) -> tuple:
@@ -51,7 +54,7 @@ def steps_of_trace(trace: list[dict]) -> list[dict]:
     return steps
 
 
-def replay_steps(session: Session, steps: list[dict]) -> Failure | None:
+def replay_steps(session: "Session", steps: list[dict]) -> Failure | None:
     """Run ``steps`` from a fresh implementation; the first failure, or None."""
     session.reset()
     for step in steps:
@@ -68,7 +71,7 @@ def replay_steps(session: Session, steps: list[dict]) -> Failure | None:
 
 
 class _Reducer:
-    def __init__(self, session: Session, target: tuple, budget_s: float):
+    def __init__(self, session: "Session", target: tuple, budget_s: float):
         self.session, self.target = session, target
         self.deadline = time.perf_counter() + budget_s
         self.tries = 0
@@ -123,7 +126,49 @@ class _Reducer:
         return steps
 
 
-def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Failure:
+def explain_race(session: "Session", failure: Failure) -> Failure:
+    """A concurrent group that matched no sequential order, re-run one call at
+    a time in each order after the same earlier steps. If some order shows a
+    plain divergence, the bug is sequential and that divergence is the
+    report; otherwise the linearizability failure stands, with what each order
+    did one at a time."""
+    if failure.kind != "linearizability" or not failure.steps:
+        return failure
+    groups = [i for i, step in enumerate(failure.steps) if "concurrently" in step]
+    if not groups:
+        return failure
+    prefix = steps_of_trace(failure.steps[:groups[-1]])
+    calls = [(c["operation"], c["args"]) for c in failure.steps[groups[-1]]["concurrently"]]
+    tried = []
+    deferred = session.defer_model_invariants
+    session.defer_model_invariants = False
+    try:
+        for order in itertools.islice(itertools.permutations(range(len(calls))), MAX_ORDERS):
+            label = " then ".join(f"call {i}" for i in order)
+            steps = prefix + [{"call": calls[i][0], "args": calls[i][1]} for i in order]
+            try:
+                found = replay_steps(session, steps)
+            except AdapterLoadError:
+                break
+            if found is None:
+                tried.append(f"  {label}, one at a time: no difference")
+            elif found.step is not None and found.step < len(prefix):
+                tried.append(f"  {label}, one at a time: the earlier steps did not replay the same way")
+            elif found.kind in ("divergence", "invariant", "schema"):
+                found.message += (f"\n(first seen inside {len(calls)} concurrent calls, which matched no sequential "
+                                  f"order; run one at a time in the order {label} they show this plain difference, "
+                                  f"so the bug is not a race)")
+                return found
+            else:
+                tried.append(f"  {label}, one at a time: {found.message.splitlines()[0]}")
+    finally:
+        session.defer_model_invariants = deferred
+    if tried:
+        failure.message += "\nRun one call at a time after the same earlier steps, each order:\n" + "\n".join(tried)
+    return failure
+
+
+def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> Failure:
     """The same failure after the shortest, simplest step list replaying found
     within ``budget_s`` seconds; the failure itself when it does not replay."""
     steps = steps_of_trace(failure.steps)
