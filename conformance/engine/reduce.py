@@ -138,6 +138,7 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
     if not groups:
         return failure
     prefix = steps_of_trace(failure.steps[:groups[-1]])
+    after = steps_of_trace(failure.steps[groups[-1] + 1:])  # the probe that looked at the state after the race
     calls = [(c["operation"], c["args"]) for c in failure.steps[groups[-1]]["concurrently"]]
     tried = []
     deferred = session.defer_model_invariants
@@ -145,7 +146,7 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
     try:
         for order in itertools.islice(itertools.permutations(range(len(calls))), MAX_ORDERS):
             label = " then ".join(f"call {i}" for i in order)
-            steps = prefix + [{"call": calls[i][0], "args": calls[i][1]} for i in order]
+            steps = prefix + [{"call": calls[i][0], "args": calls[i][1]} for i in order] + after
             try:
                 found = replay_steps(session, steps)
             except AdapterLoadError:
