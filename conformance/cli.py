@@ -124,6 +124,12 @@ adapter_options = [
 ]
 
 
+deviations_option = click.option(
+    "--deviations", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="A deviations file: differences your team accepts and inputs not to send, each with a reason and an "
+         "optional expiry date; every report lists them (`conformance docs deviations`).")
+
+
 def _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli=None) -> None:
     if adapter_cmd is not None and (adapter or adapter_opts or adapter_cli):
         raise click.UsageError("--adapter-cmd runs a program; it cannot be combined with --adapter, --adapter-opt "
@@ -188,9 +194,16 @@ def cli() -> None:
 @click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
                    "`conformance check-trace`, attach a failing one to a bug report).")
+@click.option("--max-failures", "max_failures", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Distinct exploration failures to look for: after one, the exploration goes on with it "
+                   "accepted, and each distinct failure gets its own counterexample file.")
+@click.option("--example-db", "example_db", default=None, metavar="DIR",
+              help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
+                   "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).")
+@_with([deviations_option])
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, record_dir, quiet, verbose):
+        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, deviations, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -222,7 +235,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
                          adapter_cli=adapter_cli, profile=profile,
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
-                         record_dir=record_dir)
+                         record_dir=record_dir, deviations=deviations, example_db=example_db,
+                         max_failures=max_failures)
     config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
@@ -234,7 +248,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
 @click.argument("steps_file", type=click.Path(dir_okay=False))
 @_with(adapter_options)
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
-def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, report_dir):
+@_with([deviations_option])
+def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, report_dir, deviations):
     """Replay a counterexample STEPS_FILE (written by a failed run) against an
     implementation. SPEC is a spec file or the name of an installed spec.
 
@@ -248,7 +263,8 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
                          adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
-                         report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s)
+                         report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s,
+                         deviations=deviations)
     config.output_capture = _capture_implementation_output()
     report = R.run_conformance(config)
     _finish(report)
@@ -618,8 +634,9 @@ def init(spec, transport, directory, force):
               help="Write the first failing session, up to the failing event, as a scenario to FILE (the "
                    "observed answers as expectations) for a spec author to review and add to a matrix.")
 @click.option("--scenario-id", default="T1", show_default=True, help="The id of the scenario --to-scenario writes.")
+@_with([deviations_option])
 @_with(verbosity_options)
-def check_trace(spec, traces, report_dir, to_scenario, scenario_id, quiet, verbose):
+def check_trace(spec, traces, report_dir, to_scenario, scenario_id, deviations, quiet, verbose):
     """Check recorded TRACES (JSON lines: docs/traces.md) of a real system
     against SPEC, without running it: every answer, effect and invariant,
     overlapping operations by linearizability. Same reports as `run`; each
@@ -636,7 +653,8 @@ def check_trace(spec, traces, report_dir, to_scenario, scenario_id, quiet, verbo
     if to_scenario and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", scenario_id):
         raise click.UsageError(f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, "
                                "digits, '_', '.' or '-'")
-    report = check_trace_run(spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id)
+    report = check_trace_run(spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id,
+                             deviations=deviations)
     if to_scenario:
         if report.get("_scenario_file"):
             console.print(f"wrote scenario {scenario_id} to {to_scenario} (review its last step before adding it)",

@@ -19,6 +19,7 @@ from statemachines import ExpressionError, Spec, SpecError, load_replay_file, lo
 
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
+from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
@@ -52,6 +53,13 @@ class RunConfig:
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
     record_dir: str | None = None  # write each scenario's trace here (docs/traces.md)
+    deviations: str | None = None  # a deviations file: accepted differences, avoided inputs (docs/deviations.md)
+    # Hypothesis's example database: a directory, "none", or None for one under
+    # the report directory (per spec, parameters and implementation).
+    example_db: str | None = None
+    # How many distinct exploration failures to look for (kind, operation, path):
+    # after one, the exploration goes on with it masked (divergences only).
+    max_failures: int = 1
     # What an in-process implementation prints, per case (engine/output_capture.py;
     # the CLI starts one, since it redirects the process's fds 1 and 2).
     output_capture: Any = None
@@ -118,10 +126,13 @@ def run_command(config: RunConfig, target: str) -> str:
 
 def _adapter_args(config: RunConfig, target: str) -> str:
     if config.adapter_cmd is not None:
-        return "--adapter-cmd " + shlex.quote(config.adapter_cmd)
-    parts = ["--adapter-cli", config.adapter_cli] if config.adapter_cli is not None else ["--adapter", target]
-    for key, value in sorted(config.adapter_options.items()):
-        parts += ["--adapter-opt", f"{key}={value}"]
+        parts = ["--adapter-cmd", config.adapter_cmd]
+    else:
+        parts = ["--adapter-cli", config.adapter_cli] if config.adapter_cli is not None else ["--adapter", target]
+        for key, value in sorted(config.adapter_options.items()):
+            parts += ["--adapter-opt", f"{key}={value}"]
+    if config.deviations:
+        parts += ["--deviations", config.deviations]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -167,6 +178,13 @@ def prepare(config: RunConfig) -> Prepared:
         raise AdapterLoadError("the implementation's declared profile does not fit the spec: " + "; ".join(problems))
     session.params = params
     session.model.params = params
+    if config.deviations:
+        from .deviations import load_deviations
+        try:
+            session.deviations = load_deviations(config.deviations, spec=spec)
+        except BaseException:
+            session.close()
+            raise
     return Prepared(spec, session, identity, params, target or "")
 
 
@@ -216,6 +234,9 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         except AdapterLoadError as exc:
             report["problems"] = [{"kind": "adapter-error", "message": str(exc),
                                    "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
+        except DeviationsError as exc:
+            report["problems"] = [{"kind": "deviations-error", "message": line, "where": config.deviations}
+                                  for line in exc.problems]
         if prepared is not None:
             try:
                 _run(config, prepared, report, progress, tracker)
@@ -247,6 +268,8 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     if prepared is not None:
         _close(prepared.session, report, tracker)
         _threads_left(report, threads_before)
+    if prepared is not None and prepared.session.deviations is not None:
+        report["deviations"] = prepared.session.deviations.to_report()  # also when interrupted or failed
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if config.report_dir:
         _write(report, config.report_dir)
@@ -443,6 +466,13 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         checkpoint()
         mark = _mark(config)
         outcome = run_scenario(session, scenario, capabilities)
+        if outcome.failure is not None and outcome.failure.kind == "linearizability":
+            from .reduce import explain_race
+
+            explained = explain_race(session, outcome.failure)
+            if explained is not outcome.failure:  # a plain divergence: the bug is sequential
+                explained.message = f"scenario {scenario.id} ({scenario.title}): {explained.message}"
+                outcome.failure = explained
         output = _output_since(config, mark)
         _faults(session, report, f"scenario {scenario.id}", tracker)
         tracker.scenarios_done += 1
@@ -486,12 +516,30 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         session.model.coverage.__init__()  # coverage of the exploration alone
         outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
                                capabilities=capabilities, on_example=on_example,
-                               shrink_s=config.shrink_s)
+                               shrink_s=config.shrink_s, database=_example_db(config, prepared))
         tracker.phase = "verdict"
         outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
+        if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
+            from .reduce import explain_race, reduce_failure
+
+            budget = config.shrink_s if config.shrink_s is not None else PROFILES[config.profile]["shrink_s"]
+            tracker.phase = "stateful"  # an interrupt now still reports the failure found
+            try:
+                outcome.failure = explain_race(session, outcome.failure)  # a sequential bug seen in a race
+                outcome.failure = reduce_failure(session, outcome.failure, budget_s=budget)
+            except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
+                exc.stateful_so_far = outcome
+                raise
+            tracker.phase = "verdict"
+        more = _more_failures(config, spec, session, outcome, capabilities, on_example, prepared) \
+            if outcome.failure is not None and outcome.verdict == "fail" else []
         if outcome.failure is not None:
             _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args)
+        for number, failure in enumerate(more, 2):
+            _describe_stateful_failure(config, spec, failure, base_cmd, adapter_args, number=number)
         report["stateful"] = outcome.to_dict()
+        if more:
+            report["stateful"]["more_failures"] = [f.to_dict() for f in more]
         output = _output_since(config, example_mark[0]) or example_output[0]
         if output:
             report["stateful"]["output"] = output
@@ -502,10 +550,19 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     if report["stateful"]:
         verdicts.append(report["stateful"]["verdict"])
     verdicts.append(_run_coverage(config, spec, run_coverage, session.params, report, base_cmd))
+    if session.deviations is not None and session.deviations.expired:
+        report["problems"] += session.deviations.expired_problems()
+        verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
     failed = any(v in ("fail", "error") for v in verdicts) or tracker.faults > 0
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
-    if failed:
-        report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+    if failed:  # a command that reproduces this run's failures, whatever kind of run it was
+        if config.replay_file:
+            report["replay"] = (f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
+                                f"{adapter_args}")
+        elif config.only:
+            report["replay"] = f"{base_cmd} " + " ".join(f"--scenario {shlex.quote(i)}" for i in config.only)
+        else:
+            report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
     _data_errors(report)
 
 
@@ -547,6 +604,20 @@ def _output_since(config: RunConfig, mark) -> dict | None:
         return None
 
 
+def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
+    """Where Hypothesis keeps this run's failing examples, so a re-run tries them first."""
+    if config.example_db is not None:
+        return None if config.example_db.lower() == "none" else config.example_db
+    if not config.report_dir:
+        return None
+    import hashlib
+    import json
+
+    key = json.dumps([prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True,
+                     default=str)
+    return str(Path(config.report_dir) / "example-db" / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+
+
 def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
     """Write the scenario's steps as a trace (conformance check-trace reads it)."""
     from ..traces.format import header_line, lines_of_session
@@ -570,14 +641,49 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
                                    "message": f"could not write the trace: {exc}"})
 
 
+def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, capabilities: dict, on_example,
+                   prepared: Prepared) -> list[Failure]:
+    """Distinct failures after the first (--max-failures): the exploration runs
+    again, with the next seed, while the failures found so far are masked like
+    accepted deviations; only divergences can be masked, so it stops at any
+    other kind. Each new failure is reduced like the first."""
+    from .reduce import reduce_failure, signature
+
+    found, more = [outcome.failure], []
+    budget = config.shrink_s if config.shrink_s is not None else PROFILES[config.profile]["shrink_s"]
+    try:
+        while len(found) < config.max_failures and found[-1].kind == "divergence" and found[-1].path:
+            kind, operation, path = signature(found[-1])
+            session.known_failures.append((operation, path))
+            seed = config.seed + len(found)
+            again = run_stateful(spec, session, profile=config.profile, seed=seed, capabilities=capabilities,
+                                 on_example=on_example, shrink_s=config.shrink_s,
+                                 database=_example_db(config, prepared))
+            if again.verdict != "fail" or again.failure is None or not again.failure.steps:
+                break
+            failure = reduce_failure(session, again.failure, budget_s=budget)
+            if signature(failure) in {signature(f) for f in found}:
+                break
+            failure.seed = seed
+            failure.message += (f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
+                                f"{len(found)} failure(s) reported before it)")
+            found.append(failure)
+            more.append(failure)
+    finally:
+        session.known_failures.clear()
+    return more
+
+
 def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
-                               adapter_args: str) -> None:
+                               adapter_args: str, number: int = 1) -> None:
     """The exploration's failure gets its seed, a counterexample file and the
     commands that replay it."""
-    failure.seed = config.seed
-    rerun = f"{base_cmd} --profile {config.profile} --seed {config.seed} --no-scenarios"
+    seed = failure.seed if number > 1 and failure.seed is not None else config.seed
+    failure.seed = seed
+    rerun = f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios"
     if failure.steps and config.report_dir:
-        path = Path(config.report_dir) / "counterexample-stateful.yaml"
+        name = "counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"
+        path = Path(config.report_dir) / name
         try:
             _write_counterexample(path, spec, failure, config)
         except OSError as exc:  # the report directory's trouble is reported when the reports are written
@@ -634,10 +740,11 @@ def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunC
         else:
             steps.append({"call": step["operation"], "args": step["args"]})
     doc = {"id": "stateful-counterexample",
-           "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {config.seed}, profile {config.profile})",
+           "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
            "failure": failure.message.splitlines()[0],
            "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
            "steps": steps}
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = "# A minimal step list the stateful exploration found; replay it with the command in the report.\n"
+    header = ("# The failing step list the stateful exploration found, shrunk by Hypothesis and reduced by replaying\n"
+              "# it (every step left is needed for this failure); replay it with the command in the report.\n")
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")

@@ -13,6 +13,7 @@ from statemachines import (AdvanceStep, CallStep, ConcurrentStep, ExpressionErro
                            first_difference, render)
 
 from ..errors import AdapterLoadError
+from .compare import without_path
 from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
 from .session import Session
 
@@ -57,6 +58,13 @@ class _Stop(Exception):
         self.failure = failure
 
 
+class _Avoided(Exception):
+    """A step would send a call that an accepted deviation says not to send."""
+
+    def __init__(self, deviation, operation: str, where: str):
+        self.deviation, self.operation, self.where = deviation, operation, where
+
+
 def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> ScenarioOutcome:
     started = time.perf_counter()
     requires = getattr(scenario, "requires", ()) or ()
@@ -75,6 +83,11 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     try:
         session.reset()
         run_steps(session, scenario.steps, {"params": session.params})
+    except _Avoided as avoided:
+        d = avoided.deviation
+        note = (f"deviation {d.id} avoids this input: {avoided.operation} at {avoided.where} "
+                f"({' '.join(d.reason.split())})")
+        return ScenarioOutcome(scenario, "skip", None, time.perf_counter() - started, note)
     except _Stop as stop:
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
@@ -215,6 +228,9 @@ def run_steps(session: Session, steps: list, env: dict) -> None:
 
 def _call(session: Session, step: CallStep, env: dict) -> None:
     args = render(step.args, env)
+    deviation = session.avoided(step.operation, args)
+    if deviation is not None:
+        raise _Avoided(deviation, step.operation, step.where)
     response, failure = session.call(step.operation, args)
     if failure:
         if failure.kind == INPUT_REFUSED:  # the step of the file that gave the input
@@ -222,7 +238,7 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
         raise _Stop(failure)
     if step.expect:
         expect = render(step.expect, env)
-        problem = _unmet(expect, response)
+        problem = _unmet(expect, response, session.acceptor(step.operation, args, len(session.trace) - 1))
         if problem:
             path, expected, observed, reason = problem
             raise _Stop(Failure(
@@ -234,16 +250,30 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
         env[name] = _pick(response, target, step)
 
 
-def _unmet(expect: dict, response: dict):
+def _unmet(expect: dict, response: dict, accept=None):
+    """The first written expectation the response does not meet and no
+    accepted deviation covers, as (path, expected, observed, reason), or None."""
+    problem = _first_unmet(expect, response)
+    while problem is not None and accept is not None and accept(problem[0], problem[1], problem[2]):
+        if problem[0] in ("error", "result"):  # the whole answer differs, and that is accepted
+            return None
+        expect = without_path(expect, problem[0])
+        problem = _first_unmet(expect, response)
+    return problem
+
+
+def _first_unmet(expect: dict, response: dict):
     if "error" in expect:
         if "error" not in response:
-            return ("error", expect["error"], response.get("result"), f"expected error {expect['error'].get('kind')}")
+            # paths as the model's comparison names them: where the answer went the other way
+            return ("result", {"error": expect["error"]}, response.get("result"),
+                    f"expected error {expect['error'].get('kind')}")
         diff = first_difference(expect["error"], response["error"], "error")
         if diff:
             return (diff.path, diff.expected, diff.observed, diff.reason)
     if "result" in expect:
         if "result" not in response:
-            return ("result", expect["result"], response.get("error"), "expected a result, got an error")
+            return ("error", {"result": expect["result"]}, response.get("error"), "expected a result, got an error")
         diff = first_difference(expect["result"], response["result"], "result")
         if diff:
             return (diff.path, diff.expected, diff.observed, diff.reason)
@@ -270,6 +300,10 @@ def _pick(response: dict, target: str, step: CallStep) -> Any:
 
 def _concurrently(session: Session, step: ConcurrentStep, env: dict) -> None:
     calls = [(c.operation, render(c.args, env)) for c in step.calls]
+    for operation, args in calls:
+        deviation = session.avoided(operation, args)
+        if deviation is not None:
+            raise _Avoided(deviation, operation, step.where)
     responses, failure = session.call_concurrently(calls)
     if failure:
         raise _Stop(failure)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import signal
 import threading
 import time
@@ -181,6 +182,13 @@ class Session:
         self.calls = 0
         self._needs_restart = False
         self.defer_model_invariants = False  # the stateful suite checks them once per step
+        # Accepted deviations (conformance.engine.deviations), set by the runner
+        # from --deviations: differences the team accepts, inputs it avoids.
+        self.deviations = None
+        # Failures already reported in this exploration (operation, path with
+        # indexes as [*]): masked like accepted deviations while it looks for
+        # distinct ones (--max-failures).
+        self.known_failures: list[tuple[str | None, str]] = []
         # After concurrent calls, observe the visible state (the probe) so the
         # chosen sequential order must explain it too; a recorded trace that
         # did not observe it switches this off.
@@ -302,7 +310,8 @@ class Session:
             prediction = self.model.advance(self.now)
         except ExpressionError as exc:
             return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
-        diff = compare(prediction, observed, self.spec.entity.key)
+        diff = compare(prediction, observed, self.spec.entity.key,
+                       accept=self.acceptor("set_clock", {"now_ms": self.now}, index))
         if diff:
             path, expected, got, reason = diff
             return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
@@ -346,12 +355,32 @@ class Session:
         except ExpressionError as exc:
             return self._fail("spec-error", f"the spec failed while predicting {operation}: {exc}", index,
                               operation=operation, args=args)
-        diff = compare(prediction, response, self.spec.entity.key)
+        diff = compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index))
         if diff:
             path, expected, got, reason = diff
             return self._fail("divergence", f"{operation}: {path}: {reason}", index, operation=operation,
                               args=args, expected=expected, observed=got, path=path)
         return self.check_invariants([(index, operation, response)])
+
+    def acceptor(self, operation: str, args: Any, index: int | None = None):
+        """What ``compare`` asks about each difference: does an accepted
+        deviation cover it? (None without a deviations file.)"""
+        if self.deviations is None and not self.known_failures:
+            return None
+        deviations, known = self.deviations, self.known_failures
+
+        def accept(path: str, expected: Any, observed: Any) -> bool:
+            if deviations is not None and deviations.accept(
+                    operation, args, path, _printable(expected), _printable(observed),
+                    where=f"step {index}" if index is not None else None) is not None:
+                return True
+            general = re.sub(r"\[\d+\]", "[*]", path)
+            return any(op in (None, operation) and general == where for op, where in known)
+        return accept
+
+    def avoided(self, operation: str, args: Any):
+        """The deviation that says not to send this call, or None."""
+        return self.deviations.avoid(operation, args) if self.deviations is not None else None
 
     def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
         shape, text, path = _shape(response)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
@@ -186,6 +187,8 @@ class _Checked(Driver):
             raise ConformanceFailure(failure)
 
     def call(self, operation: str, args: dict) -> dict:
+        if self.session.avoided(operation, args) is not None:
+            return {}  # an accepted deviation says not to send this input (counted in the report)
         response, failure = self.session.call(operation, args)
         self.check(failure)
         return response
@@ -194,7 +197,11 @@ class _Checked(Driver):
         self.check(self.session.advance(ms))
 
     def concurrently(self, calls: list[tuple[str, dict]]) -> None:
-        self.check(self.session.call_concurrently(calls)[1])
+        calls = [(op, args) for op, args in calls if self.session.avoided(op, args) is None]
+        if len(calls) == 1:
+            self.call(*calls[0])
+        elif calls:
+            self.check(self.session.call_concurrently(calls)[1])
 
 
 def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
@@ -296,8 +303,10 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
 
 
 def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
-                 on_example=None, shrink_s: float | None = None) -> StatefulOutcome:
-    """Explore generated step sequences; on failure, report the shrunk one."""
+                 on_example=None, shrink_s: float | None = None, database: str | None = None) -> StatefulOutcome:
+    """Explore generated step sequences; on failure, report the shrunk one.
+    ``database``: a directory for Hypothesis's example database, so a re-run
+    tries the failures found before first (None: none kept)."""
     config = PROFILES[profile]
     started = time.perf_counter()
     stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s)
@@ -312,10 +321,13 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
             on_example(stats.examples)
         machine.__init__ = init
     settings = Settings(max_examples=config["max_examples"], stateful_step_count=config["stateful_step_count"],
-                        deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
+                        deadline=None, verbosity=Verbosity.quiet, print_blob=False,
+                        database=DirectoryBasedExampleDatabase(database) if database else None,
                         suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    # The seed goes on the machine (Hypothesis carries it to the test): seeding
+    # the test itself would switch the example database off.
+    hypothesis_seed(seed)(machine)
     test = get_state_machine_test(machine, settings=settings)
-    hypothesis_seed(seed)(test)
     outcome = StatefulOutcome("pass", profile, seed)
     try:
         test()

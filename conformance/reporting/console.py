@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ._format import (compact_json, failed_checks, first_line, ordered_scenarios, replay_for, step_text,
+from ._format import (compact_json, deviation_lines, failed_checks, first_line, ordered_scenarios, replay_for, step_text,
                       verdict_counts)
 
 __all__ = ["VERDICT_STYLES", "render_console_summary"]
@@ -107,6 +107,12 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
         console.print(Text(f"{len(not_applicable['scenarios'])} scenario(s) not applicable to profile "
                            f"{not_applicable.get('profile')} (written for other parameters; listed in report.json)",
                            style="dim"))
+
+    deviations = deviation_lines(report)
+    if deviations:
+        console.print(Text(f"Accepted deviations ({(report.get('deviations') or {}).get('file')}):", style="yellow"))
+        for line in deviations:
+            console.print(Text("  " + line, style="yellow"), soft_wrap=True)
 
     problems = report.get("problems") or []
     if problems:
