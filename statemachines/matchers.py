@@ -12,7 +12,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Matcher", "Difference", "first_difference", "to_jsonable", "use_file_reader"]
+__all__ = ["Matcher", "Difference", "NotARegularFile", "first_difference", "read_regular_file", "to_jsonable", "use_file_reader"]
 
 
 # Past the payload's own size, how much more a file may hold before
@@ -22,8 +22,11 @@ _SLACK_BYTES = 1024 * 1024
 _SLACK_FACTOR = 4
 
 
-class _NotAFile(OSError):
+class NotARegularFile(OSError):
     """The path names something other than a regular file; the message says what."""
+
+
+_NotAFile = NotARegularFile
 
 
 def _kind_of(mode: int) -> str:
@@ -35,7 +38,7 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _read_from_disk(path: str, limit: int) -> bytes:
+def read_regular_file(path: str, limit: int) -> bytes:
     """At most ``limit`` bytes of a regular file. Whatever else the path
     names (a FIFO, a device such as /dev/zero, a directory, a socket, also
     behind a symbolic link) is refused without reading or waiting: the file
@@ -61,7 +64,7 @@ def _read_from_disk(path: str, limit: int) -> bytes:
         os.close(fd)
 
 
-_file_reader = None  # None: the disk (_read_from_disk, bounded); else reader(path) -> text
+_file_reader = None  # None: the disk (read_regular_file, bounded); else reader(path) -> text
 
 
 def use_file_reader(reader=None):
@@ -97,7 +100,7 @@ def _read_file(kind: str, operand: Any, path: str) -> tuple[str | None, str | No
             return None, "expected a UTF-8 text file"
     limit = _bytes_needed(kind, operand)
     try:
-        data = _read_from_disk(path, limit)
+        data = read_regular_file(path, limit)
     except _NotAFile as exc:
         return None, f"expected a regular file, but {exc}"
     except OSError as exc:

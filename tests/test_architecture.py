@@ -20,7 +20,7 @@ ROOMS = {
     "conformance.adapters.adapter": set(),
     "conformance.adapters": {"conformance.adapters", "conformance.errors"},
     "conformance.reporting": {"conformance.reporting"},
-    "conformance.traces.format": set(),  # the trace format: the engine records with it
+    "conformance.traces.format": {"statemachines"},  # the trace format: the engine records with it
     "conformance.traces": {"conformance.traces", "conformance.engine", "conformance.adapters", "conformance.errors",
                            "conformance.specs", "statemachines"},
     "conformance.engine": {"conformance.engine", "conformance.traces.format", "conformance.adapters",

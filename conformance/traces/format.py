@@ -10,14 +10,14 @@ the rest of the kit, so the engine may use it to record.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
 from jsonschema import Draft202012Validator
+
+from statemachines.matchers import NotARegularFile, read_regular_file
 
 __all__ = ["TRACE_FORMAT", "TraceError", "TraceHeader", "TraceEvent", "read_trace", "header_line",
            "lines_of_session", "snapshot_files", "trace_schema"]
@@ -178,24 +178,13 @@ def snapshot_files(observed: Any) -> dict[str, str]:
 
 
 def _read_regular_file(path: str, limit: int) -> bytes | None:
-    """The bytes of a regular file of at most ``limit`` bytes, else None. The
-    file is opened non-blocking and checked after opening, so a FIFO or a
-    device put there (even after a check) is never read or waited on."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    """The bytes of a regular file of at most ``limit`` bytes, else None
+    (read as the file matchers read: never a FIFO or a device, never more than needed)."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= limit else None
-    finally:
-        os.close(fd)
+        data = read_regular_file(path, limit + 1)
+    except NotARegularFile:
+        return None
+    return data if len(data) <= limit else None
 
 
 def _call_event(operation: str, args: dict, observed: Any, at_ms: int | None) -> dict:
