@@ -1,4 +1,5 @@
-"""Counterexamples that read like a bug report: after Hypothesis, the kit
+"""Counterexamples that read like a bug report (runs use implementations that declare no
+concurrency, so what the exploration generates does not depend on thread scheduling): after Hypothesis, the kit
 replays the failing steps against the implementation and keeps only what
 the failure needs (conformance/engine/reduce.py); the result is the same in
 two runs with the same seed, and Hypothesis's example database lets a re-run
@@ -31,13 +32,23 @@ def _load(path: Path, attribute: str):
     return getattr(module, attribute)
 
 
+def _sequential(adapter_class):
+    """The same implementation declaring no concurrency: the exploration then has no
+    concurrent groups, so what it generates does not depend on thread scheduling."""
+    class Sequential(adapter_class):
+        def describe(self):
+            identity = super().describe()
+            return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
+    return Sequential
+
+
 def _demo_factory():
-    return _load(DEMO / "runtime.py", "DemoAdapter")
+    return _sequential(_load(DEMO / "runtime.py", "DemoAdapter"))
 
 
 def _explore(tmp_path: Path, name: str, factory, **extra) -> dict:
     config = RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label=name, scenarios=False,
-                       profile="quick", report_dir=str(tmp_path / name), **extra)
+                       profile="ci", report_dir=str(tmp_path / name), **extra)
     return run_conformance(config)
 
 
@@ -71,7 +82,7 @@ def test_shipped_mutants_get_short_counterexamples(tmp_path, mutant):
     mutants = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])
     if mutant not in mutants:
         pytest.skip(f"no mutant {mutant} (known: {', '.join(mutants)})")
-    report = _explore(tmp_path, mutant, mutants[mutant].factory)
+    report = _explore(tmp_path, mutant, _sequential(mutants[mutant].factory))
     assert report["stateful"]["verdict"] == "fail", mutant
     steps = _steps(report)
     assert len(steps) <= 12, (mutant, len(steps), steps)
@@ -109,7 +120,7 @@ def test_the_same_bug_is_recognised_whatever_the_list_index():
 def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_path):
     from conformance.reporting import validate_report
     from conformance.engine.reduce import signature as sig
-    TwoBugsAdapter = _load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter")
+    TwoBugsAdapter = _sequential(_load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter"))
 
     report = _explore(tmp_path, "two-bugs", TwoBugsAdapter, max_failures=3, shrink_s=10)
     assert validate_report({k: v for k, v in report.items() if not k.startswith("_")}) == []
