@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_result import Result
 
 from conformance.reporting import validate_report
 from statemachines.source import MAX_SPEC_BYTES
@@ -72,21 +73,6 @@ def _env(columns: str | None = "1000") -> dict:
     if columns is not None:
         env["COLUMNS"] = columns
     return env
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def describe(self) -> str:
-        return f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
 
 
 def conformance(*args: str, timeout: float = 120, columns: str | None = "1000", preexec_fn=None) -> Result:

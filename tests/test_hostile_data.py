@@ -9,7 +9,7 @@ traceback, the documented exit code, and -- wherever the directory allows --
 a report.json valid against its schema that names what happened; reports/
 never shows an earlier run's verdict.
 
-Everything goes through the real command line (``python -m conformance.cli``)
+Everything goes through the real command line (the running interpreter's ``-m conformance.cli``)
 in a subprocess, with a timeout. The misbehaving implementations are in
 ``tests/fixtures/hostile_answers.py`` (in-process) and
 ``tests/fixtures/stdio/{nan,huge}_answer.py`` (programs).
@@ -25,10 +25,10 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_result import Result
 
 from conformance.reporting import validate_report
 
@@ -37,20 +37,6 @@ SPEC = "spec/thread-jobs.yaml"  # relative to ROOT, the working directory of eve
 HOSTILE = "tests.fixtures.hostile_answers"
 PY = shlex.quote(sys.executable)
 TEN_MB = 10 * 1024 * 1024
-
-
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def describe(self) -> str:
-        return f"exit {self.code}\n--- stdout\n{self.stdout[-6000:]}\n--- stderr\n{self.stderr[-6000:]}"
 
 
 def conformance(*args, timeout: float = 180, preexec_fn=None) -> Result:
@@ -107,7 +93,7 @@ def failures(report: dict) -> list[dict]:
 def test_an_answer_json_cannot_carry_is_a_protocol_failure_with_its_path(tmp_path, adapter, scenario, path, phrase):
     result = run(tmp_path / "r", adapter, *scenarios(scenario), timeout=120)
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     report = load_report(tmp_path / "r")
     assert report["verdict"] == "fail"
     failure = report["scenarios"][0]["failure"]
@@ -121,7 +107,7 @@ def test_an_answer_json_cannot_carry_is_a_protocol_failure_with_its_path(tmp_pat
 def test_a_program_printing_nan_is_a_protocol_failure_naming_the_path(tmp_path):
     result = run(tmp_path / "r", None, *scenarios("E1"), cmd=f"{PY} tests/fixtures/stdio/nan_answer.py")
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["scenarios"][0]["failure"]
     assert failure["kind"] == "implementation-error", failure
     assert "result.load is NaN, which JSON cannot carry" in failure["message"], failure["message"]
@@ -130,7 +116,7 @@ def test_a_program_printing_nan_is_a_protocol_failure_naming_the_path(tmp_path):
 def test_nan_found_by_the_exploration_still_writes_every_report(tmp_path):
     result = run(tmp_path / "r", "NanInUncomparedField", "--no-scenarios", timeout=240)
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["stateful"]["failure"]
     assert failure["kind"] == "implementation-error" and failure["path"] == "result.load", failure
     assert (tmp_path / "r" / "counterexample-stateful.yaml").is_file()
@@ -142,7 +128,7 @@ def test_a_deterministic_failure_in_several_fields_is_never_called_nondeterminis
     # different order each time; the first difference must not depend on it.
     result = run(tmp_path / "r", "InspectWrongInSeveralFields", "--no-stateful")
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     found = failures(load_report(tmp_path / "r"))
     assert len(found) >= 10, [f["kind"] for f in found]
     assert {f["kind"] for f in found} == {"divergence"}, [f["message"] for f in found if f["kind"] != "divergence"]
@@ -153,7 +139,7 @@ def test_a_deterministic_failure_in_several_fields_is_never_called_nondeterminis
 def test_a_nondeterministic_failure_shows_both_answers_side_by_side(tmp_path):
     result = run(tmp_path / "r", "InspectWrongOnEverySecondCase", *scenarios("N2"))
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["scenarios"][0]["failure"]
     assert failure["kind"] == "nondeterminism", failure
     lines = failure["message"].splitlines()
@@ -172,12 +158,12 @@ def test_a_nondeterministic_failure_shows_both_answers_side_by_side(tmp_path):
 def test_a_run_that_crashes_replaces_the_previous_pass(tmp_path, adapter, phrase):
     report_dir = tmp_path / "reports"
     passed = run(report_dir, None, *scenarios("N1"))
-    assert passed.code == 0, passed.describe()
+    assert passed.returncode == 0, passed.describe()
     assert load_report(report_dir)["verdict"] == "pass"
     (report_dir / "counterexample-stateful.yaml").write_text("# left by an earlier run\n")
 
     crashed = run(report_dir, adapter, *scenarios("N1"))
-    assert crashed.code == 2, crashed.describe()
+    assert crashed.returncode == 2, crashed.describe()
     assert "Traceback" not in crashed.output, crashed.describe()
     assert phrase in crashed.stderr, crashed.describe()
     report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
@@ -202,7 +188,7 @@ def test_a_10_mb_answer_is_stored_once_and_truncated_in_the_reports(tmp_path, ho
     else:
         result = run(report_dir, "HugeAnswer", *scenarios("N1"))
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     report = load_report(report_dir)
     for name in ("report.json", "junit.xml", "summary.md"):
         size = (report_dir / name).stat().st_size
@@ -232,7 +218,7 @@ def test_a_spill_path_that_is_not_a_regular_file_is_refused_without_reading_it(t
     result = run(tmp_path / "r", adapter, *scenarios("B5"), timeout=60)
     assert time.monotonic() - started < 50
     assert_clean(result)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["scenarios"][0]["failure"]
     assert failure["kind"] == "divergence" and failure["path"].endswith(".path"), failure
     assert "expected a regular file, but " in failure["message"] and phrase in failure["message"], failure["message"]
@@ -261,7 +247,7 @@ def test_report_directory_trouble_keeps_the_verdict_and_its_exit_code(tmp_path, 
         limit = _file_size_limit(2048)
         where = f"cannot write {report_dir / 'report.json'}: File too large"
     result = run(report_dir, adapter, *scenarios("N2"), preexec_fn=limit)
-    assert result.code == code, result.describe()
+    assert result.returncode == code, result.describe()
     assert_clean(result)
     assert f"Verdict: {verdict}" in result.stdout, result.describe()
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: writing the reports failed")]
@@ -277,7 +263,7 @@ def test_an_unwritable_report_directory_keeps_the_verdict(tmp_path):
         result = run(report_dir, None, *scenarios("N1"))
     finally:
         report_dir.chmod(0o755)
-    assert result.code == 0, result.describe()
+    assert result.returncode == 0, result.describe()
     assert_clean(result)
     assert "Verdict: PASS" in result.stdout
     assert f"error: writing the reports failed: cannot write {report_dir / 'report.json'}: Permission denied" \
@@ -288,7 +274,7 @@ def test_an_unwritable_counterexample_does_not_crash_the_exploration(tmp_path):
     (tmp_path / "file").write_text("")
     report_dir = tmp_path / "file" / "reports"
     result = run(report_dir, "InspectWrongInSeveralFields", "--no-scenarios", timeout=240)
-    assert result.code == 1, result.describe()
+    assert result.returncode == 1, result.describe()
     assert_clean(result)
     assert "Verdict: FAIL" in result.stdout
     assert "writing the reports failed: cannot create the report directory" in result.stderr

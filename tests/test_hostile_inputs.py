@@ -26,10 +26,10 @@ import tempfile
 import textwrap
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_result import Result
 
 from conformance.reporting import validate_report
 
@@ -40,21 +40,6 @@ TIMEOUT = 240  # seconds for one CLI run; each case takes a few
 
 
 # ----------------------------------------------------------------- helpers
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def describe(self) -> str:
-        return f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
-
-
 def _env(**extra: str) -> dict:
     env = dict(os.environ)
     for name in ("CONFORMANCE_DEBUG", "CONFORMANCE_INCLUDE_PATH", "COLUMNS", "LINES"):
