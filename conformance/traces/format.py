@@ -49,18 +49,24 @@ class TraceEvent:
     calls: list[dict] = field(default_factory=list)  # a group's calls (concurrently)
 
 
-_VALIDATOR: Draft202012Validator | None = None
+_VALIDATORS: dict[str, Draft202012Validator] = {}
 
 
 def trace_schema() -> dict:
     return json.loads(resources.files("conformance").joinpath("schemas", "trace.schema.json").read_text("utf-8"))
 
 
-def _validator() -> Draft202012Validator:
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        _VALIDATOR = Draft202012Validator(trace_schema())
-    return _VALIDATOR
+def _validator(kind: str) -> Draft202012Validator:
+    """The validator of one kind of line. The schema's top level is a oneOf
+    over the kinds, and each kind requires its own key and allows no other
+    kind's, so a line of a known kind matches the schema exactly when it
+    matches its kind's definition; checking only that one is ~5 times cheaper
+    than trying every branch of the oneOf on each of a million lines."""
+    if kind not in _VALIDATORS:
+        schema = trace_schema()
+        defs = schema["$defs"]
+        _VALIDATORS[kind] = Draft202012Validator({**defs[kind], "$defs": defs} if kind in defs else schema)
+    return _VALIDATORS[kind]
 
 
 def _kind(obj: dict) -> str:
@@ -121,7 +127,7 @@ def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
                 if obj.get("trace") != TRACE_FORMAT:
                     raise TraceError(f"{path}:{number}: trace format {obj.get('trace')!r} is not supported "
                                      f"(this kit reads format {TRACE_FORMAT})")
-            if not _validator().is_valid(obj):
+            if kind == "unknown" or not _validator(kind).is_valid(obj):
                 raise TraceError(f"{path}:{number}: {_why(obj, kind)}")
             if kind == "header":
                 if header_seen:
