@@ -53,6 +53,9 @@ class Prediction:
     result: Any = None
     error: dict | None = None
     effects: list = field(default_factory=list)
+    # Values the spec let the implementation choose (a generated id, a path),
+    # in the order the model read them from its observation.
+    chosen: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +126,7 @@ class Model:
         self._scope_policy = next((p.name for p in spec.policies.values() if p.kind == "scope"), None)
         self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
+        self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
         self._touched: set = set()
         self._touched_scopes: set = set()
         # All per-record invariants in one CEL evaluation per touched record.
@@ -232,6 +236,7 @@ class Model:
         self._observation_problem = None
         self.coverage.hit("operations", operation)
         out = Prediction()
+        self._chosen = out.chosen
         frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
         try:
             self._run(op.steps, frame, out)
@@ -245,6 +250,7 @@ class Model:
             self.coverage.hit("outcomes", f"{operation}: ok")
         finally:
             self._observation = None
+            self._chosen = None
         return out
 
     # -- step interpreter ---------------------------------------------------
@@ -297,7 +303,12 @@ class Model:
                 self._observation_problem = (f"the spec takes {path} from the implementation's response, "
                                              f"which has none")
                 return None
+        self._note_chosen(node)
         return node
+
+    def _note_chosen(self, value: Any) -> None:
+        if isinstance(value, str) and self._chosen is not None and value not in self._chosen:
+            self._chosen.append(value)
 
     def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
         """The field of the first reported effect of this kind (whose fields
@@ -305,6 +316,7 @@ class Model:
         for item in (self._observation or {}).get("effects") or []:
             if (isinstance(item, dict) and item.get("effect") == effect and field_name in item
                     and all(item.get(k) == v for k, v in dict(where or {}).items())):
+                self._note_chosen(item[field_name])
                 return item[field_name]
         self._observation_problem = (f"the spec takes {field_name} from a {effect} effect, "
                                      f"but the implementation reported none")

@@ -51,20 +51,45 @@ def steps_of_trace(trace: list[dict]) -> list[dict]:
             steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
         elif "operation" in step:
             steps.append({"call": step["operation"], "args": step["args"]})
+            if step.get("chosen"):
+                steps[-1]["chosen"] = list(step["chosen"])
     return steps
 
 
+def _renamed(value: Any, names: dict) -> Any:
+    """``value`` with every string that is a key of ``names`` replaced by its value."""
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, dict):
+        return {k: _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, names) for v in value]
+    return value
+
+
 def replay_steps(session: "Session", steps: list[dict]) -> Failure | None:
-    """Run ``steps`` from a fresh implementation; the first failure, or None."""
+    """Run ``steps`` from a fresh implementation; the first failure, or None.
+
+    Values the implementation chose when the steps were recorded (a step's
+    ``chosen``: generated ids, paths) are mapped to what it chooses in this
+    replay, in later steps' arguments: with an earlier start dropped, the
+    job once called ``job-5`` may now be ``job-4``, and the steps that named
+    it must name ``job-4``."""
     session.reset()
+    names: dict = {}
     for step in steps:
         checkpoint()
         if "advance_ms" in step:
             failure = session.advance(step["advance_ms"])
         elif "concurrently" in step:
-            failure = session.call_concurrently([(c["call"], c["args"]) for c in step["concurrently"]])[1]
+            calls = [(c["call"], _renamed(c["args"], names) if names else c["args"]) for c in step["concurrently"]]
+            failure = session.call_concurrently(calls)[1]
         else:
-            failure = session.call(step["call"], step["args"])[1]
+            failure = session.call(step["call"], _renamed(step["args"], names) if names else step["args"])[1]
+            if failure is None and step.get("chosen") and session.trace:
+                for before, now in zip(step["chosen"], session.trace[-1].get("chosen") or []):
+                    if before != now:
+                        names[before] = now
         if failure is not None:
             return failure
     return None

@@ -355,6 +355,8 @@ class Session:
         except ExpressionError as exc:
             return self._fail("spec-error", f"the spec failed while predicting {operation}: {exc}", index,
                               operation=operation, args=args)
+        if prediction.chosen and index < len(self.trace) and self.trace[index].get("operation") == operation:
+            self.trace[index]["chosen"] = list(prediction.chosen)  # what a replay maps to the new choices
         diff = compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index))
         if diff:
             path, expected, got, reason = diff
