@@ -200,10 +200,14 @@ def cli() -> None:
 @click.option("--example-db", "example_db", default=None, metavar="DIR",
               help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
                    "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).")
+@click.option("--race-runs", "race_runs", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="How many times each scenario that races calls runs (unless it sets `race_runs:`): a "
+                   "lost-update race may pass one run and fail the next.")
 @_with([deviations_option])
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, deviations, quiet, verbose):
+        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, deviations, quiet,
+        verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -236,7 +240,7 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
                          seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
                          record_dir=record_dir, deviations=deviations, example_db=example_db,
-                         max_failures=max_failures)
+                         max_failures=max_failures, race_runs=race_runs)
     config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)

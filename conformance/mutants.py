@@ -21,6 +21,7 @@ class MutantResult:
     exploration_kind: str | None
     exploration_message: str | None
     error: str | None = None
+    counterexample_steps: int | None = None  # steps of the exploration's (reduced) counterexample
 
     @property
     def killed(self) -> bool:
@@ -38,11 +39,16 @@ def load_mutants(target: str) -> dict:
 
 
 def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
-               timeout_s: float, on_example: Callable | None = None, shrink_s: float = 0.0) -> MutantResult:
-    """Run the scenarios, then the exploration alone, against one mutant. Shrinking
-    is off by default: whether the exploration finds the bug is what counts here."""
+               timeout_s: float, on_example: Callable | None = None, shrink_s: float = 0.0,
+               reduce_s: float = 0.0) -> MutantResult:
+    """Run the scenarios, then the exploration alone, against one mutant.
+    Hypothesis's shrinking and the replay reduction are off by default:
+    whether the exploration finds the bug is what counts here. With
+    ``reduce_s``, the failure found is reduced by replaying it and
+    ``counterexample_steps`` says how many steps it kept."""
     base = dict(spec_path=spec_path, adapter_factory=mutant.factory, adapter_label=f"mutant:{name}",
-                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s)
+                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s,
+                reduce_s=reduce_s)
     scenarios = _not_interrupted(run_conformance(RunConfig(**base, stateful=False)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
@@ -52,7 +58,15 @@ def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
     return MutantResult(name, mutant.description, killed, stateful.get("verdict") == "fail",
-                        failure.get("kind"), (failure.get("message") or "").splitlines()[0] if failure else None)
+                        failure.get("kind"), (failure.get("message") or "").splitlines()[0] if failure else None,
+                        counterexample_steps=_steps(failure.get("steps")) if failure else None)
+
+
+def _steps(trace: list | None) -> int | None:
+    """Steps of a failure's trace as a counterexample file counts them."""
+    from .engine.reduce import steps_of_trace
+
+    return len(steps_of_trace(trace)) if trace else None
 
 
 def _not_interrupted(report: dict) -> dict:

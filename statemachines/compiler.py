@@ -812,7 +812,8 @@ class _Builder:
                              "its assumes fails, but the scenario has no assumes",
                              "add `assumes:` (a CEL condition over params) or remove not_applicable")
             out.append(Scenario(sc["id"], sc["title"], sc["category"], sc.get("description", ""), steps,
-                                self.where(path), requires, assumes, str(sc.get("not_applicable") or "")))
+                                self.where(path), requires, assumes, str(sc.get("not_applicable") or ""),
+                                sc.get("race_runs")))
         return out
 
     def _template(self, value: Any, path: tuple, names: set[str]) -> Any:

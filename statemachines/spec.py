@@ -164,6 +164,7 @@ class Scenario:
     requires: tuple[str, ...] = ()
     assumes: Expression | None = None
     not_applicable: str = ""  # why the scenario cannot hold where `assumes` fails
+    race_runs: int | None = None  # runs of a scenario with concurrent steps (None: the run's default)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
-from .scenarios import NOT_APPLICABLE, ScenarioOutcome, run_scenario
+from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario
 from .session import DEFAULT_TIMEOUT_S, Session
 from .stateful import PROFILES, run_stateful
 
@@ -51,6 +51,10 @@ class RunConfig:
     replay_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
+    # seconds of reducing a found failure by replaying its steps (engine/reduce.py); None: as shrink_s
+    reduce_s: float | None = None
+    # runs of each scenario that races calls (one without its own `race_runs:`)
+    race_runs: int = RACE_RUNS
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
     record_dir: str | None = None  # write each scenario's trace here (docs/traces.md)
     deviations: str | None = None  # a deviations file: accepted differences, avoided inputs (docs/deviations.md)
@@ -63,6 +67,14 @@ class RunConfig:
     # What an in-process implementation prints, per case (engine/output_capture.py;
     # the CLI starts one, since it redirects the process's fds 1 and 2).
     output_capture: Any = None
+
+
+def _reduce_budget(config: RunConfig) -> float:
+    """Seconds of replay reduction for a found failure."""
+    for budget in (config.reduce_s, config.shrink_s):
+        if budget is not None:
+            return budget
+    return PROFILES[config.profile]["shrink_s"]
 
 
 class Progress:
@@ -465,7 +477,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         tracker.scenario = scenario.id
         checkpoint()
         mark = _mark(config)
-        outcome = run_scenario(session, scenario, capabilities)
+        outcome = run_scenario(session, scenario, capabilities, race_runs=config.race_runs)
         if outcome.failure is not None and outcome.failure.kind == "linearizability":
             from .reduce import explain_race
 
@@ -522,7 +534,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
             from .reduce import explain_race, reduce_failure
 
-            budget = config.shrink_s if config.shrink_s is not None else PROFILES[config.profile]["shrink_s"]
+            budget = _reduce_budget(config)
             tracker.phase = "stateful"  # an interrupt now still reports the failure found
             try:
                 outcome.failure = explain_race(session, outcome.failure)  # a sequential bug seen in a race
@@ -650,7 +662,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     from .reduce import reduce_failure, signature
 
     found, more = [outcome.failure], []
-    budget = config.shrink_s if config.shrink_s is not None else PROFILES[config.profile]["shrink_s"]
+    budget = _reduce_budget(config)
     try:
         while len(found) < config.max_failures and found[-1].kind == "divergence" and found[-1].path:
             kind, operation, path = signature(found[-1])

@@ -15,9 +15,11 @@ from statemachines import (AdvanceStep, CallStep, ConcurrentStep, ExpressionErro
 from ..errors import AdapterLoadError
 from .compare import without_path
 from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
+from .interrupts import checkpoint
 from .session import Session
 
-__all__ = ["NOT_APPLICABLE", "ScenarioOutcome", "not_applicable_reason", "run_scenario", "run_steps"]
+__all__ = ["NOT_APPLICABLE", "RACE_RUNS", "ScenarioOutcome", "not_applicable_reason", "race_runs_of", "run_scenario",
+           "run_steps"]
 
 # A scenario written for other parameters (another profile): not a skip, and
 # not a test item; reports count these on one line and list them in report.json.
@@ -65,7 +67,22 @@ class _Avoided(Exception):
         self.deviation, self.operation, self.where = deviation, operation, where
 
 
-def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> ScenarioOutcome:
+# How many times a scenario that races calls is run when it does not say
+# (`race_runs:`): one passing run of a lost-update race proves nothing.
+RACE_RUNS = 20
+
+
+def race_runs_of(scenario: Scenario, default: int = RACE_RUNS) -> int:
+    """Runs of ``scenario``: 1 without concurrent steps, else its own race_runs or ``default``."""
+    if not any(isinstance(step, ConcurrentStep) for step in _flatten(scenario.steps)):
+        return 1
+    return max(1, int(getattr(scenario, "race_runs", None) or default))
+
+
+def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,
+                 race_runs: int = RACE_RUNS) -> ScenarioOutcome:
+    """Run one scenario; one with concurrent steps runs ``race_runs`` times
+    (or its own ``race_runs:``) and fails on the first run that fails."""
     started = time.perf_counter()
     requires = getattr(scenario, "requires", ()) or ()
     missing = [r for r in requires if not capabilities.get(r)]
@@ -80,9 +97,13 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     if reason:
         return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, reason)
+    runs, run = race_runs_of(scenario, race_runs), 0
     try:
-        session.reset()
-        run_steps(session, scenario.steps, {"params": session.params})
+        for run in range(1, runs + 1):
+            if run > 1:
+                checkpoint()
+            session.reset()
+            run_steps(session, scenario.steps, {"params": session.params})
     except _Avoided as avoided:
         d = avoided.deviation
         note = (f"deviation {d.id} avoids this input: {avoided.operation} at {avoided.where} "
@@ -91,6 +112,9 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     except _Stop as stop:
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
+        if runs > 1:
+            failure.message += (f"\n(in run {run} of {runs}: this scenario races calls, so it runs {runs} times; "
+                                f"{'it passed the runs before' if run > 1 else 'the first run failed'})")
         verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
         return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started)
     except AdapterLoadError as exc:
@@ -100,7 +124,8 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict) -> Sc
     except ExpressionError as exc:
         failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace))
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
-    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started)
+    note = f"passed all {runs} runs (it races calls)" if runs > 1 else None
+    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, note)
 
 
 def _operations(steps: list) -> set[str]:
