@@ -53,8 +53,9 @@ class Prediction:
     result: Any = None
     error: dict | None = None
     effects: list = field(default_factory=list)
-    # Values the spec let the implementation choose (a generated id, a path),
-    # in the order the model read them from its observation.
+    # Keys of the records this call created, and values the spec let the
+    # implementation choose (a generated id, a path), in the order the model
+    # met them: what a replay with fewer steps renames (engine/reduce.py).
     chosen: list = field(default_factory=list)
 
     @property
@@ -381,6 +382,7 @@ class Model:
         self._touch(record)
         self.coverage.hit("states", record[self.field])
         frame[step.bind] = record
+        self._note_chosen(key)  # a replay with fewer steps renames it by creation order
 
     def _fire(self, step: S.Fire, frame, out):
         record = frame[step.target]

@@ -8,7 +8,11 @@ implementation, the same way ``conformance replay`` runs a counterexample
 file, and made smaller while the *same* failure (its kind, operation and
 path, indexes aside) still happens:
 
-1. drop steps: chunks of halving size, then single steps (delta debugging);
+1. run each concurrent group one call at a time when the bug does not
+   need the race (its calls can then go one by one, and every later replay
+   is deterministic); drop whole records (every step that created or names
+   one id); then steps: chunks of halving size, then single steps (delta
+   debugging);
 2. simplify each argument that is left: the shortest strings, then ASCII
    ones; the smallest numbers; fewer list items;
 3. repeat while anything got smaller, within a time budget.
@@ -118,6 +122,41 @@ class _Reducer:
         return False
 
     # -- 1. fewer steps ---------------------------------------------------------
+    def drop_records(self, steps: list[dict]) -> list[dict]:
+        """Drop every step about one record at once: the call that created it
+        (its id among the step's ``chosen`` values, or given as the entity's
+        key argument) and every later step naming it. A retention bug needs
+        N records; its trace holds many more, each made of several steps that
+        only go away together."""
+        key_field = self.session.spec.entity.key
+        for name in _record_names(steps, key_field):
+            if self.out_of_time():
+                break
+            group = [i for i, step in enumerate(steps) if _names(step, name, key_field)]
+            if not group or len(group) == len(steps):
+                continue
+            candidate = [step for i, step in enumerate(steps) if i not in set(group)]
+            if self.fails(candidate):
+                steps = candidate
+        return steps
+
+    def split_groups(self, steps: list[dict]) -> list[dict]:
+        """Run each group of concurrent calls one call after another instead,
+        when the failure does not need the race: the calls then count as
+        steps of their own, and the ones the bug does not need can go."""
+        index = 0
+        while index < len(steps) and not self.out_of_time():
+            step = steps[index]
+            if "concurrently" in step:
+                calls = [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
+                candidate = steps[:index] + calls + steps[index + 1:]
+                if self.fails(candidate):
+                    steps = candidate
+                    index += len(calls)
+                    continue
+            index += 1
+        return steps
+
     def drop_steps(self, steps: list[dict]) -> list[dict]:
         size = max(1, len(steps) // 2)
         while size >= 1 and not self.out_of_time():
@@ -204,10 +243,14 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:
-        if not reducer.fails(steps):
+        # A race may need a few tries to show again; without one it replays the same way every time.
+        tries = 3 if any("concurrently" in step for step in steps) else 1
+        if not any(reducer.fails(steps) for _ in range(tries)):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
         while not reducer.out_of_time():
             before = (len(steps), _size(steps))
+            steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
+            steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) == before:
@@ -227,6 +270,45 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     reduced.message += f"\n({note})"
     reduced.seed = failure.seed
     return reduced
+
+
+# ------------------------------------------------------------------- records
+
+def _calls_of(step: dict) -> list[dict]:
+    return list(step["concurrently"]) if "concurrently" in step else [step] if "call" in step else []
+
+
+def _record_names(steps: list[dict], key_field: str) -> list[str]:
+    """Names of records the steps create or address, in order of first sight."""
+    names: dict[str, None] = {}
+    for step in steps:
+        for call in _calls_of(step):
+            for value in call.get("chosen") or ():
+                names.setdefault(value, None)
+            value = (call.get("args") or {}).get(key_field) if isinstance(call.get("args"), dict) else None
+            if isinstance(value, str) and value:
+                names.setdefault(value, None)
+    return list(names)
+
+
+def _names(step: dict, name: str, key_field: str) -> bool:
+    """Whether ``step`` created the record ``name`` or passes it as an argument."""
+    for call in _calls_of(step):
+        if name in (call.get("chosen") or ()):
+            return True
+        if _mentions(call.get("args"), name):
+            return True
+    return False
+
+
+def _mentions(value: Any, name: str) -> bool:
+    if isinstance(value, str):
+        return value == name
+    if isinstance(value, dict):
+        return any(_mentions(v, name) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, name) for v in value)
+    return False
 
 
 # -------------------------------------------------------------- argument slots
