@@ -16,3 +16,8 @@ class Mutant:
     name: str
     description: str  # one sentence: the bug
     factory: Callable[..., Adapter]  # (**adapter options) -> Adapter
+    # Steps of the shortest counterexample that shows the bug, counted as a
+    # counterexample file counts them (calls, clock moves, concurrent groups,
+    # and the state probes the exploration runs after a group). The kit's
+    # reduced counterexample must stay within 1.5 times this (tests/test_mutants.py).
+    shortest: int | None = None

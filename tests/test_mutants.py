@@ -30,13 +30,41 @@ def test_there_are_enough_mutants(spec):
     assert len(SPECS_WITH_MUTANTS[spec]) >= MINIMUM_MUTANTS.get(Path(spec).stem, 10)
 
 
+# Known gap (issue 10): the task table's retention bugs need 65 finished tasks,
+# each replay of their ~200-step traces takes about half a second against the
+# threaded reference, and the 30 s reduction budget ends long before the ~67
+# steps they need. They must still be found; their length is reported as xfail.
+KNOWN_LONG = {name: "retention bug of the task table: reduction budget too small for ~200-step replays"
+              for name in ("task-table.keeps_65_finished", "task-table.evicts_newest", "task-table.evicts_running",
+                           "task-table.eviction_drops_outcome")}
+
+
+def longest_acceptable(shortest: int) -> int:
+    """The longest counterexample accepted for a bug whose shortest one has
+    ``shortest`` steps: 1.5 times as many, and never above 12 when 5 or fewer do."""
+    limit = int(shortest * 1.5)
+    return min(limit, 12) if shortest <= 5 else limit
+
+
 @pytest.mark.parametrize("spec, name", CASES, ids=[f"{Path(s).stem}:{n}" for s, n in CASES])
-def test_mutant_is_killed_by_scenarios_and_by_exploration_alone(spec, name):
-    # The ci profile is what `conformance run` and `conformance mutants` use by default.
-    result = run_mutant(spec, name, SPECS_WITH_MUTANTS[spec][name], profile="ci", seed=1, timeout_s=10)
+def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_counterexample(spec, name):
+    mutant = SPECS_WITH_MUTANTS[spec][name]
+    assert mutant.shortest, f"{name} declares no shortest counterexample (Mutant.shortest)"
+    # The ci profile is what `conformance run` and `conformance mutants` use by default. The failure
+    # found is reduced by replaying it (no Hypothesis shrinking first: the reduction alone must do).
+    result = run_mutant(spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_s=30)
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
     assert result.found_by_exploration, f"{name} was not found by the stateful exploration alone"
+    if name in KNOWN_LONG and result.counterexample_steps > longest_acceptable(mutant.shortest):
+        pytest.xfail(f"{KNOWN_LONG[name]} ({result.counterexample_steps} steps where {mutant.shortest} suffice)")
+    assert result.counterexample_steps <= longest_acceptable(mutant.shortest), (
+        f"{name}: a counterexample of {result.counterexample_steps} steps where {mutant.shortest} suffice "
+        f"(at most {longest_acceptable(mutant.shortest)} accepted): {result.exploration_message}")
+
+
+def test_the_acceptable_length_follows_the_targets():
+    assert [longest_acceptable(n) for n in (1, 2, 3, 4, 5, 6, 41)] == [1, 3, 4, 6, 7, 9, 61]
 
 
 def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):

@@ -28,6 +28,22 @@ def _mutant_factory(name: str) -> Callable[..., CommandAdapter]:
     return build
 
 
+# Steps of the shortest counterexample for each bug (Mutant.shortest), as a
+# counterexample file counts them; tests/test_mutants.py holds the kit's
+# reduced counterexamples to 1.5 times these.
+SHORTEST: dict[str, int] = {
+    'running_exits_zero': 2,
+    'cancelled_not_terminal': 2,
+    'no_duration_meta': 1,
+    'timeout_not_failed': 3,
+    'ok_follows_exit_code': 2,
+    'status_command_not_installed': 2,
+    'cancel_finished_changes_it': 3,
+    'not_found_exits_one': 1,
+    'unlocked_state': 1,
+    'status_trusts_worker': 3,
+}
+
 MUTANTS: dict[str, Mutant] = {
-    name: Mutant(name, description, _mutant_factory(name)) for name, description in MUTANT_TABLE
+    name: Mutant(name, description, _mutant_factory(name), SHORTEST[name]) for name, description in MUTANT_TABLE
 }

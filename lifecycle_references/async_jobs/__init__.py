@@ -7,6 +7,7 @@ the faulty variants of both, named ``<profile>.<bug>``.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from conformance.adapters.adapter import Adapter
@@ -33,7 +34,7 @@ def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:  # n
 
 def _prefixed(prefix: str, mutants) -> dict[str, Mutant]:
     items = mutants.values() if isinstance(mutants, dict) else mutants
-    return {f"{prefix}.{m.name}": Mutant(f"{prefix}.{m.name}", m.description, m.factory) for m in items}
+    return {f"{prefix}.{m.name}": replace(m, name=f"{prefix}.{m.name}") for m in items}
 
 
 MUTANTS: dict[str, Mutant] = {**_prefixed("job-manager", _JOB_MANAGER_MUTANTS),

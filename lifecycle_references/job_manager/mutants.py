@@ -221,6 +221,29 @@ _TABLE = [
      "which later evicts a new, still running job that reused the id."),
 ]
 
+# Steps of the shortest counterexample for each bug (Mutant.shortest), as a
+# counterexample file counts them; tests/test_mutants.py holds the kit's
+# reduced counterexamples to 1.5 times these.
+SHORTEST: dict[str, int] = {
+    'ack_does_not_wake': 6,
+    'backoff_not_doubling': 5,
+    'cancel_not_sticky': 3,
+    'cancelled_count_as_running': 3,
+    'cancelled_delivered': 3,
+    'cap_off_by_one': 16,
+    'evicted_still_delivered': 6,
+    'eviction_from_start': 2,
+    'eviction_one_ms_late': 4,
+    'ids_from_counter': 4,
+    'late_body_reschedules_eviction': 7,
+    'list_not_acknowledging': 6,
+    'over_cap_accepted': 16,
+    'poll_not_acknowledging': 6,
+    'retry_from_clock_target': 5,
+    'suffix_starts_at_one': 1,
+    'watch_not_suppressing': 2,
+}
+
 MUTANTS: dict[str, Mutant] = {
-    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+    name: Mutant(name, description, _adapter_for(cls), SHORTEST[name]) for name, cls, description in _TABLE
 }

@@ -181,6 +181,27 @@ _TABLE = [
      "A main-session task completed while in the foreground also sends a notification."),
 ]
 
+# Steps of the shortest counterexample for each bug (Mutant.shortest), as a
+# counterexample file counts them; tests/test_mutants.py holds the kit's
+# reduced counterexamples to 1.5 times these.
+SHORTEST: dict[str, int] = {
+    'double_notify_race': 8,
+    'token_count_sums_inputs': 4,
+    'keeps_six_activities': 4,
+    'structured_output_listed': 3,
+    'summary_lost_on_update': 4,
+    'progress_after_terminal_applies': 2,
+    'evicts_before_notified': 5,
+    'evicts_retained': 5,
+    'grace_off_by_one': 11,
+    'background_twice_true': 2,
+    'foreground_keeps_previous': 5,
+    'kill_finished_changes_it': 4,
+    'child_not_killed': 5,
+    'drain_keeps_queue': 4,
+    'main_session_foreground_notifies': 3,
+}
+
 MUTANTS: dict[str, Mutant] = {
-    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+    name: Mutant(name, description, _adapter_for(cls), SHORTEST[name]) for name, cls, description in _TABLE
 }

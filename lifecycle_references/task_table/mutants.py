@@ -178,6 +178,25 @@ _TABLE = [
      "A clock move fires the due bodies in start order instead of in time order."),
 ]
 
+# Steps of the shortest counterexample for each bug (Mutant.shortest), as a
+# counterexample file counts them; tests/test_mutants.py holds the kit's
+# reduced counterexamples to 1.5 times these.
+SHORTEST: dict[str, int] = {
+    'cancel_all_misses_later_tasks': 3,
+    'cancel_finished_true': 3,
+    'cancel_flips_status_early': 5,
+    'canceled_not_queued': 3,
+    'drain_keeps_queue': 7,
+    'eviction_drops_outcome': 67,
+    'evicts_newest': 67,
+    'evicts_running': 67,
+    'fires_in_start_order': 5,
+    'keeps_65_finished': 67,
+    'lost_wakeup': 3,
+    'numeric_sort': 11,
+    'status_from_body_result': 3,
+}
+
 MUTANTS: dict[str, Mutant] = {
-    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+    name: Mutant(name, description, _adapter_for(cls), SHORTEST[name]) for name, cls, description in _TABLE
 }

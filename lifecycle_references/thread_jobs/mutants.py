@@ -246,6 +246,29 @@ _TABLE = [
      "succeeds but its job never appears, and a concurrent sync result and start both succeed."),
 ]
 
+# Steps of the shortest counterexample for each bug (Mutant.shortest), as a
+# counterexample file counts them; tests/test_mutants.py holds the kit's
+# reduced counterexamples to 1.5 times these.
+SHORTEST: dict[str, int] = {
+    'cancel_finished_job': 3,
+    'double_inject_race': 5,
+    'duplicate_id_accepted': 2,
+    'evict_at_limit': 41,
+    'evict_by_start_time': 43,
+    'evicts_running': 23,
+    'injection_newest_first': 5,
+    'inspect_cross_thread': 2,
+    'late_report_reopens': 4,
+    'list_cross_thread': 2,
+    'lost_update_starts': 3,
+    'no_idle_wakeup': 2,
+    'progress_injects': 5,
+    'restart_keeps_jobs': 3,
+    'second_start_allowed': 2,
+    'spill_off_by_one': 2,
+    'unstable_tie_order': 5,
+}
+
 MUTANTS: dict[str, Mutant] = {
-    name: Mutant(name, description, _adapter_for(cls)) for name, cls, description in _TABLE
+    name: Mutant(name, description, _adapter_for(cls), SHORTEST[name]) for name, cls, description in _TABLE
 }
