@@ -17,6 +17,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from cli_result import kit as run_kit
+
 import pytest
 import yaml
 
@@ -29,11 +31,7 @@ ADAPTER = "runtime:DemoAdapter"
 
 
 def kit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(DEMO)}
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc
+    return run_kit(*args, cwd=cwd, pythonpath=DEMO)
 
 
 def report_of(directory: Path) -> dict:

@@ -4,10 +4,10 @@ next, so one passing run proves nothing."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_result import kit as run_kit
 
 from statemachines import load_spec
 
@@ -18,11 +18,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def kit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(FIXTURES)}
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc
+    return run_kit(*args, cwd=cwd, pythonpath=FIXTURES)
 
 
 def test_only_scenarios_that_race_calls_are_repeated():

@@ -13,10 +13,10 @@ same model, checks and reports as a live run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_result import kit as run_kit
 
 import pytest
 
@@ -31,10 +31,7 @@ SPECS = ["thread-jobs", "task-progress", "async-jobs", "async-command"]
 
 
 def kit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc
+    return run_kit(*args, cwd=cwd)
 
 
 def report_of(directory: Path) -> dict:
