@@ -272,7 +272,9 @@ def test_reset_and_close_kill_detached_leftovers(tmp_path):
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            open(sys.argv[1], "w").write(str(os.getpid()))
+            with open(sys.argv[1] + ".tmp", "w") as handle:  # whole or not at all: the parent reads it
+                handle.write(str(os.getpid()))
+            os.replace(sys.argv[1] + ".tmp", sys.argv[1])
             time.sleep(120)
             os._exit(0)
         deadline = time.time() + 5
@@ -304,7 +306,7 @@ def _alive(pid: int) -> bool:
 
 
 def _gone_soon(pid: int) -> bool:
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 10  # a loaded machine may take a while to reap it
     while time.monotonic() < deadline:
         if not _alive(pid):
             return True
