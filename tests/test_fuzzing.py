@@ -40,10 +40,17 @@ def _project(tmp_path: Path, adapter: str | None) -> Path:
     return tmp_path
 
 
-def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _campaign_env(cwd: Path) -> dict:
+    """A fuzzing campaign's environment: not a CI run. Under CI=true Hypothesis loads its
+    "ci" profile, which derandomizes (HypoFuzz refuses such tests) and has no database
+    (pytest could not replay what HypoFuzz found)."""
+    return {**{k: v for k, v in os.environ.items() if k != "CI"}, "PYTHONPATH": str(cwd)}
+
+
+def _pytest(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_target.py"],
                           cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(cwd)})
+                          env=env or {**os.environ, "PYTHONPATH": str(cwd)})
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -85,7 +92,7 @@ def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_pat
         fuzzer = subprocess.Popen([str(Path(sys.executable).parent / "hypothesis"), "fuzz", "-n", "1",
                                    "--no-dashboard", "--", "test_target.py"], cwd=project, stdout=sink,
                                   stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                  env={**os.environ, "PYTHONPATH": str(project)})
+                                  env=_campaign_env(project))
     examples = project / ".hypothesis" / "examples"
     replay = None
     try:
@@ -93,12 +100,12 @@ def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_pat
         while time.monotonic() < deadline and fuzzer.poll() is None:
             time.sleep(5)
             if examples.is_dir() and any(examples.iterdir()):
-                replay = _pytest(project, "--hypothesis-profile=replay")
+                replay = _pytest(project, "--hypothesis-profile=replay", env=_campaign_env(project))
                 if replay.returncode != 0:
                     break
         # HypoFuzz may have stopped by itself once its only test failed: replay what it saved
         if (replay is None or replay.returncode == 0) and examples.is_dir() and any(examples.iterdir()):
-            replay = _pytest(project, "--hypothesis-profile=replay")
+            replay = _pytest(project, "--hypothesis-profile=replay", env=_campaign_env(project))
     finally:
         _stop(fuzzer)
     output = log.read_text(encoding="utf-8", errors="replace")
