@@ -132,10 +132,10 @@ class _Reducer:
         for name in _record_names(steps, key_field):
             if self.out_of_time():
                 break
-            group = [i for i, step in enumerate(steps) if _names(step, name, key_field)]
+            group = {i for i, step in enumerate(steps) if _names(step, name)}
             if not group or len(group) == len(steps):
                 continue
-            candidate = [step for i, step in enumerate(steps) if i not in set(group)]
+            candidate = [step for i, step in enumerate(steps) if i not in group]
             if self.fails(candidate):
                 steps = candidate
         return steps
@@ -291,7 +291,7 @@ def _record_names(steps: list[dict], key_field: str) -> list[str]:
     return list(names)
 
 
-def _names(step: dict, name: str, key_field: str) -> bool:
+def _names(step: dict, name: str) -> bool:
     """Whether ``step`` created the record ``name`` or passes it as an argument."""
     for call in _calls_of(step):
         if name in (call.get("chosen") or ()):
