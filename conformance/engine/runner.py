@@ -2,6 +2,7 @@
 pytest plugin both go through here, so they cannot drift apart."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -67,6 +68,15 @@ class RunConfig:
     # What an in-process implementation prints, per case (engine/output_capture.py;
     # the CLI starts one, since it redirects the process's fds 1 and 2).
     output_capture: Any = None
+    # A run in parts (engine/shards.py, docs/ci.md): ``shard`` = (I, N) runs the
+    # I-th of N parts (its scenarios and its examples, seed derived per part);
+    # ``exploration_parts`` = N runs all N parts of the exploration one after
+    # another in this process: the same examples and seeds as N shards merged.
+    shard: tuple[int, int] | None = None
+    exploration_parts: int = 1
+    # Where the default example databases go (None: REPORT_DIR/example-db);
+    # worker processes write theirs under the final report directory.
+    example_db_base: str | None = None
 
 
 def _reduce_budget(config: RunConfig) -> float:
@@ -230,6 +240,12 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     progress = progress or Progress()
     started = time.perf_counter()
     report = _report_skeleton(config)
+    if config.shard is not None:  # which part of which run (merge-reports checks it)
+        from .shards import shard_info
+
+        report["shard"] = shard_info(*config.shard, seed=config.seed, profile=config.profile,
+                                     rerun=f"conformance run {shlex.quote(config.spec_path)}",
+                                     min_coverage=config.min_coverage)
     if config.report_dir:
         _clear_reports(config.report_dir, report)
     tracker = _Tracker()
@@ -468,6 +484,10 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
     if not config.scenarios:
         scenarios = []
+    if config.shard is not None:
+        from .shards import shard_items
+
+        scenarios = shard_items(scenarios, *config.shard)
     run_stateful_part = config.stateful and not config.replay_file and not config.only
     progress.start(len(scenarios), run_stateful_part)
     tracker.phase, tracker.scenarios_total = "scenarios", len(scenarios)
@@ -509,59 +529,91 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
 
     run_coverage = session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
     if run_stateful_part:
-        progress.stateful_started(PROFILES[config.profile]["max_examples"])
+        from .shards import combine_stateful, part_examples, part_seed, place_counterexamples
+
+        parts = _parts(config)
+        multi = parts[0][1] > 1
+        progress.stateful_started(sum(part_examples(PROFILES[config.profile]["max_examples"], i, n) for i, n in parts))
         tracker.phase, tracker.profile, tracker.seed, tracker.started = ("stateful", config.profile, config.seed,
                                                                          time.perf_counter())
-        tracker.describe_failure = lambda failure: _describe_stateful_failure(config, spec, failure, base_cmd,
-                                                                              adapter_args)
-
         example_mark, example_output = [_mark(config)], [None]
+        examples_before = [0]  # examples of the parts already run
 
         def on_example(count: int) -> None:
-            tracker.examples = count
+            tracker.examples = examples_before[0] + count
             # The output kept is that of the last example that wrote anything.
             example_output[0] = _output_since(config, example_mark[0]) or example_output[0]
             example_mark[0] = _mark(config)
-            progress.stateful_example(count)
+            progress.stateful_example(examples_before[0] + count)
             checkpoint()
 
-        session.model.coverage.__init__()  # coverage of the exploration alone
-        outcome = run_stateful(spec, session, profile=config.profile, seed=config.seed,
-                               capabilities=capabilities, on_example=on_example,
-                               shrink_s=config.shrink_s, database=_example_db(config, prepared))
-        tracker.phase = "verdict"
-        outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
-        if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
-            from .reduce import explain_race, reduce_failure
-
-            budget = _reduce_budget(config)
-            tracker.phase = "stateful"  # an interrupt now still reports the failure found
-            try:
-                outcome.failure = explain_race(session, outcome.failure)  # a sequential bug seen in a race
-                outcome.failure = reduce_failure(session, outcome.failure, budget_s=budget)
-            except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
-                exc.stateful_so_far = outcome
-                raise
+        part_reports = []
+        for index, count in parts:
+            seed = part_seed(config.seed, index, count)
+            examples = part_examples(PROFILES[config.profile]["max_examples"], index, count) if multi else None
+            part = (index, count, seed) if multi else None
+            tracker.phase, tracker.seed = "stateful", seed
+            tracker.describe_failure = lambda failure, part=part: _describe_stateful_failure(
+                config, spec, failure, base_cmd, adapter_args, part=part)
+            session.model.coverage.__init__()  # coverage of the exploration alone
+            if examples == 0:  # more parts than the profile has examples
+                part_reports.append({"verdict": "pass", "profile": config.profile, "seed": seed, "examples": 0,
+                                     "steps": 0, "duration_s": 0.0, "failure": None,
+                                     "coverage": _coverage(spec, session.model.coverage.as_dict(), session.params),
+                                     "part": {"index": index, "count": count, "seed": seed}})
+                continue
+            outcome = run_stateful(spec, session, profile=config.profile, seed=seed,
+                                   capabilities=capabilities, on_example=on_example,
+                                   shrink_s=config.shrink_s, database=_example_db(config, prepared),
+                                   **({"max_examples": examples} if multi else {}))
             tracker.phase = "verdict"
-        more = _more_failures(config, spec, session, outcome, capabilities, on_example, prepared) \
-            if outcome.failure is not None and outcome.verdict == "fail" else []
-        if outcome.failure is not None:
-            _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args)
-        for number, failure in enumerate(more, 2):
-            _describe_stateful_failure(config, spec, failure, base_cmd, adapter_args, number=number)
-        report["stateful"] = outcome.to_dict()
-        if more:
-            report["stateful"]["more_failures"] = [f.to_dict() for f in more]
-        output = _output_since(config, example_mark[0]) or example_output[0]
-        if output:
-            report["stateful"]["output"] = output
-        _faults(session, report, "stateful exploration", tracker)
-        run_coverage.merge(session.model.coverage)
+            outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
+            if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
+                from .reduce import explain_race, reduce_failure
+
+                budget = _reduce_budget(config)
+                tracker.phase = "stateful"  # an interrupt now still reports the failure found
+                try:
+                    outcome.failure = explain_race(session, outcome.failure)  # a sequential bug seen in a race
+                    outcome.failure = reduce_failure(session, outcome.failure, budget_s=budget)
+                except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
+                    exc.stateful_so_far = outcome
+                    raise
+                tracker.phase = "verdict"
+            more = _more_failures(config, spec, session, outcome, capabilities, on_example, prepared,
+                                  seed=seed, max_examples=examples) \
+                if outcome.failure is not None and outcome.verdict == "fail" else []
+            if outcome.failure is not None:
+                _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args, part=part)
+            for number, failure in enumerate(more, 2):
+                _describe_stateful_failure(config, spec, failure, base_cmd, adapter_args, number=number, part=part)
+            entry = outcome.to_dict()
+            if more:
+                entry["more_failures"] = [f.to_dict() for f in more]
+            output = _output_since(config, example_mark[0]) or example_output[0]
+            if output:
+                entry["output"] = output
+            entry["part"] = {"index": index, "count": count, "seed": seed}
+            part_reports.append(entry)
+            _faults(session, report, "stateful exploration", tracker)
+            run_coverage.merge(session.model.coverage)
+            examples_before[0] += outcome.examples
+        if multi:  # the parts as one exploration, failures renumbered (engine/shards.py)
+            report["stateful"] = combine_stateful(part_reports, config.seed)
+            for problem in (place_counterexamples(report["stateful"], config.report_dir, move=True)
+                            if config.report_dir else []):
+                report["problems"].append({"kind": "report-error", "where": config.report_dir, "message": problem})
+        else:
+            report["stateful"] = part_reports[0]
+            del report["stateful"]["part"]
 
     verdicts = [s["verdict"] for s in report["scenarios"]]
     if report["stateful"]:
         verdicts.append(report["stateful"]["verdict"])
-    verdicts.append(_run_coverage(config, spec, run_coverage, session.params, report, base_cmd))
+    sharded = config.shard is not None and config.shard[1] > 1
+    # a shard's coverage is its part's: merge-reports applies --min-coverage to the whole run's
+    gating = dataclasses.replace(config, min_coverage={}) if sharded else config
+    verdicts.append(_run_coverage(gating, spec, run_coverage, session.params, report, base_cmd))
     if session.deviations is not None and session.deviations.expired:
         report["problems"] += session.deviations.expired_problems()
         verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
@@ -574,7 +626,11 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         elif config.only:
             report["replay"] = f"{base_cmd} " + " ".join(f"--scenario {shlex.quote(i)}" for i in config.only)
         else:
-            report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}"
+            report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}" + _parts_args(config)
+    if config.shard is not None:
+        whole = (f"{base_cmd} " + " ".join(f"--scenario {shlex.quote(i)}" for i in config.only) if config.only
+                 else f"{base_cmd} --profile {config.profile} --seed {config.seed}")
+        report["shard"]["rerun"] = whole
     _data_errors(report)
 
 
@@ -594,6 +650,21 @@ def _data_errors(report: dict) -> None:
                                    "message": failure["message"].splitlines()[0]})
     if found:
         report["verdict"], report["exit_code"] = "error", 2
+
+
+def _parts(config: RunConfig) -> list[tuple[int, int]]:
+    """The parts of the exploration this run carries out: (index, count) each."""
+    if config.shard is not None and config.shard[1] > 1:
+        return [config.shard]
+    count = max(1, int(config.exploration_parts))
+    return [(index, count) for index in range(1, count + 1)]
+
+
+def _parts_args(config: RunConfig) -> str:
+    """What a replay command adds to re-run this run's part(s)."""
+    if config.shard is not None and config.shard[1] > 1:
+        return f" --shard {config.shard[0]}/{config.shard[1]}"
+    return f" --workers {config.exploration_parts}" if config.exploration_parts > 1 else ""
 
 
 def _mark(config: RunConfig):
@@ -620,14 +691,15 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     """Where Hypothesis keeps this run's failing examples, so a re-run tries them first."""
     if config.example_db is not None:
         return None if config.example_db.lower() == "none" else config.example_db
-    if not config.report_dir:
+    if not config.report_dir and not config.example_db_base:
         return None
     import hashlib
     import json
 
     key = json.dumps([prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True,
                      default=str)
-    return str(Path(config.report_dir) / "example-db" / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+    base = Path(config.example_db_base) if config.example_db_base else Path(config.report_dir) / "example-db"
+    return str(base / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
 
 def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
@@ -654,7 +726,7 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
 
 
 def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, capabilities: dict, on_example,
-                   prepared: Prepared) -> list[Failure]:
+                   prepared: Prepared, seed: int | None = None, max_examples: int | None = None) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
     accepted deviations; only divergences can be masked, so it stops at any
@@ -663,14 +735,16 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
 
     found, more = [outcome.failure], []
     budget = _reduce_budget(config)
+    first_seed = config.seed if seed is None else seed
     try:
         while len(found) < config.max_failures and found[-1].kind == "divergence" and found[-1].path:
             kind, operation, path = signature(found[-1])
             session.known_failures.append((operation, path))
-            seed = config.seed + len(found)
+            seed = first_seed + len(found)
             again = run_stateful(spec, session, profile=config.profile, seed=seed, capabilities=capabilities,
                                  on_example=on_example, shrink_s=config.shrink_s,
-                                 database=_example_db(config, prepared))
+                                 database=_example_db(config, prepared),
+                                 **({"max_examples": max_examples} if max_examples is not None else {}))
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
             failure = reduce_failure(session, again.failure, budget_s=budget)
@@ -687,14 +761,18 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
 
 
 def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
-                               adapter_args: str, number: int = 1) -> None:
+                               adapter_args: str, number: int = 1, part: tuple | None = None) -> None:
     """The exploration's failure gets its seed, a counterexample file and the
-    commands that replay it."""
-    seed = failure.seed if number > 1 and failure.seed is not None else config.seed
+    commands that replay it. ``part``: (index, count, seed) of the part of a
+    run in parts that found it (its file is renamed once all parts ran)."""
+    seed = failure.seed if number > 1 and failure.seed is not None else part[2] if part else config.seed
     failure.seed = seed
-    rerun = f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios"
+    rerun = (f"{base_cmd} --profile {config.profile} --seed {config.seed} --shard {part[0]}/{part[1]} --no-scenarios"
+             if part else f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios")
     if failure.steps and config.report_dir:
         name = "counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"
+        if part:
+            name = f"counterexample-stateful-part{part[0]}-{number}.yaml"
         path = Path(config.report_dir) / name
         try:
             _write_counterexample(path, spec, failure, config)
@@ -723,6 +801,8 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         failure.replay = f"{base_cmd} --profile {config.profile} --seed {config.seed} " + " ".join(
             f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
     report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
+                          "operations": counts["operations"], "outcomes": counts["outcomes"],
+                          "policies": counts["policies"],  # the counts merge-reports sums (engine/shards.py)
                           "gates": gates, "failure": failure.to_dict() if failure else None}
     first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
     if report["spec"].get("lifecycle") is not None:

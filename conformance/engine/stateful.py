@@ -317,8 +317,11 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
 
 
 def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
-                 on_example=None, shrink_s: float | None = None, database: str | None = None) -> StatefulOutcome:
+                 on_example=None, shrink_s: float | None = None, database: str | None = None,
+                 max_examples: int | None = None) -> StatefulOutcome:
     """Explore generated step sequences; on failure, report the shrunk one.
+    ``max_examples``: this many examples instead of the profile's (one part
+    of a run split into parts: engine/shards.py).
     ``database``: a directory for Hypothesis's example database, so a re-run
     tries the failures found before first (None: none kept)."""
     config = PROFILES[profile]
@@ -334,7 +337,8 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
             original_init(self)
             on_example(stats.examples)
         machine.__init__ = init
-    settings = Settings(max_examples=config["max_examples"], stateful_step_count=config["stateful_step_count"],
+    settings = Settings(max_examples=config["max_examples"] if max_examples is None else max_examples,
+                        stateful_step_count=config["stateful_step_count"],
                         deadline=None, verbosity=Verbosity.quiet, print_blob=False,
                         database=DirectoryBasedExampleDatabase(database) if database else None,
                         suppress_health_check=list(HealthCheck), report_multiple_bugs=False)

@@ -1,0 +1,407 @@
+"""A run in parts: CI shards (``run --shard I/N``), parallel workers
+(``run --workers N``) and ``conformance merge-reports``.
+
+What a part is (docs/ci.md, "Shards and workers"):
+
+* the scenario matrix, in matrix order: part I of N runs the scenarios whose
+  index ``% N == I - 1``;
+* the exploration: the profile's examples split into N parts as evenly as
+  they go (part I runs ``examples // N`` plus one of the remainder), each a
+  Hypothesis run of its own with the seed ``part_seed(seed, I, N)`` (the run's
+  seed itself when N is 1; otherwise derived from seed, I and N, so the parts
+  explore disjoint seeds and never one another's ``--max-failures`` seeds).
+
+A run of N parts is the same whether the parts run one after another in one
+process (``RunConfig(exploration_parts=N)``), as N worker processes
+(``--workers N``) or as N CI jobs (``--shard I/N``) merged by
+``merge-reports``: same scenarios, same examples, same seeds, so the same
+verdict, coverage and failures. ``--workers 1`` and ``--shard 1/1`` are a
+plain run.
+
+Merging combines what each part found: scenario entries in matrix order,
+exploration examples, steps and coverage counts summed, coverage categories
+and ``--min-coverage`` gates worked out again from the summed counts (a shard
+never applies the gates to its part alone), distinct failures (kind,
+operation, path) in part order with their counterexample files renumbered,
+and one verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import ConformanceError
+
+__all__ = ["ShardError", "parse_shard", "part_seed", "part_examples", "shard_items", "combine_stateful",
+           "place_counterexamples", "load_shard_report", "check_shards", "merge_reports", "failure_signature",
+           "shard_info"]
+
+
+class ShardError(ConformanceError):
+    """Shard reports that cannot be merged, or a shard that cannot be named."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> (2, 4); ValueError saying how to write it."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not match:
+        raise ValueError(f"--shard {text!r}: write I/N, the I-th of N parts, e.g. 1/4")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"--shard {text!r}: I must be between 1 and N (N at least 1), e.g. 1/4 ... 4/4")
+    return index, count
+
+
+def part_seed(seed: int, index: int, count: int) -> int:
+    """The exploration seed of part ``index`` of ``count``: ``seed`` for a run
+    in one part, else a 32-bit number derived from all three."""
+    if count == 1:
+        return seed
+    digest = hashlib.sha256(f"lifecycle-conformance part {seed} {index}/{count}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def part_examples(total: int, index: int, count: int) -> int:
+    """Examples of part ``index`` of ``count`` when ``total`` are split: the
+    first ``total % count`` parts get one more."""
+    return total // count + (1 if index <= total % count else 0)
+
+
+def shard_items(items: Iterable, index: int, count: int) -> list:
+    """The items of part ``index`` of ``count``: every count-th, from index - 1."""
+    return [item for position, item in enumerate(items) if position % count == index - 1]
+
+
+def failure_signature(failure: dict) -> tuple:
+    """What makes two reported failures the same bug (as engine/reduce.signature)."""
+    path = re.sub(r"\[\d+\]", "[*]", failure["path"]) if failure.get("path") else None
+    return failure.get("kind"), failure.get("operation"), path
+
+
+def _counts_sum(dicts: Iterable[dict | None]) -> dict:
+    out: dict = {}
+    for counts in dicts:
+        for name, n in (counts or {}).items():
+            out[name] = out.get(name, 0) + n
+    return dict(sorted(out.items()))
+
+
+_COUNTS = ("operations", "outcomes", "transitions", "states", "policies")
+
+
+def _combine_coverage(coverages: list[dict | None]) -> dict | None:
+    present = [c for c in coverages if c]
+    if not present:
+        return None
+    out = {key: _counts_sum(c.get(key) for c in present) for key in _COUNTS}
+    # uncovered: what no part exercised (each item is one key, so this is exact)
+    first, rest = present[0].get("uncovered") or [], [set(c.get("uncovered") or []) for c in present[1:]]
+    out["uncovered"] = [item for item in first if all(item in other for other in rest)]
+    return out
+
+
+def combine_stateful(parts: list[dict], seed: int) -> dict:
+    """One exploration entry from its parts' entries (each a report's
+    ``stateful`` of one part, with ``part: {index, count, seed}``), in part
+    order: examples, steps and coverage summed; the distinct failures, first
+    found first (``failure``, then ``more_failures``); the verdict ``error``
+    if a part could not run, else ``fail`` if one failed, else ``pass``."""
+    parts = sorted(parts, key=lambda p: p["part"]["index"])
+    failures, seen = [], set()
+    for part in parts:
+        for failure in [part.get("failure")] + list(part.get("more_failures") or []):
+            if failure is None or failure_signature(failure) in seen:
+                continue
+            seen.add(failure_signature(failure))
+            failures.append(failure)
+    verdicts = [p["verdict"] for p in parts]
+    verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")
+    out = {"verdict": verdict, "profile": parts[0].get("profile"), "seed": seed,
+           "examples": sum(p.get("examples") or 0 for p in parts), "steps": sum(p.get("steps") or 0 for p in parts),
+           "duration_s": round(sum(p.get("duration_s") or 0.0 for p in parts), 3),
+           "coverage": _combine_coverage([p.get("coverage") for p in parts]),
+           "failure": failures[0] if failures else None,
+           "parts": [{key: p.get(key) for key in ("verdict", "examples", "steps", "duration_s")}
+                     | {"index": p["part"]["index"], "count": p["part"]["count"], "seed": p["part"]["seed"]}
+                     for p in parts]}
+    if len(failures) > 1:
+        out["more_failures"] = failures[1:]
+    outputs = [p["output"] for p in parts if p.get("output")]
+    if outputs:
+        out["output"] = outputs[-1]
+    return out
+
+
+def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: bool) -> list[str]:
+    """Give the counterexample files of ``stateful``'s failures their names in
+    ``out_dir`` (``counterexample-stateful.yaml``, then ``-2``, ``-3`` ... in
+    failure order), copying them there (or moving them, within one directory),
+    and point each failure's file and replay command at the new path. Returns
+    what could not be placed."""
+    if not stateful:
+        return []
+    failures = [stateful.get("failure")] + list(stateful.get("more_failures") or [])
+    failures = [f for f in failures if f]
+    contents, problems = {}, []
+    for failure in failures:
+        old = failure.get("counterexample_file")
+        if old and old not in contents:
+            try:
+                contents[old] = Path(old).read_bytes()
+            except OSError as exc:
+                problems.append(f"could not read the counterexample {old}: {exc.strerror or exc}")
+    out = Path(out_dir)
+    if move:
+        for old in contents:
+            Path(old).unlink(missing_ok=True)
+    for number, failure in enumerate(failures, 1):
+        old = failure.get("counterexample_file")
+        if not old or old not in contents:
+            continue
+        new = str(out / ("counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            Path(new).write_bytes(contents[old])
+        except OSError as exc:
+            problems.append(f"could not write the counterexample {new}: {exc.strerror or exc}")
+            continue
+        failure["counterexample_file"] = new
+        if failure.get("replay"):
+            failure["replay"] = failure["replay"].replace(shlex.quote(old), shlex.quote(new))
+    return problems
+
+
+def shard_info(index: int, count: int, *, seed: int, profile: str, rerun: str, min_coverage: dict) -> dict:
+    """The ``shard`` field of a shard's report: which part it is, of what run."""
+    return {"index": index, "count": count, "seed": seed, "profile": profile, "rerun": rerun,
+            "min_coverage": dict(min_coverage)}
+
+
+def load_shard_report(where: str | Path) -> tuple[dict, Path]:
+    """A shard's report.json (a report directory, or the file) and its directory."""
+    path = Path(where)
+    if path.is_dir():
+        path = path / "report.json"
+    if not path.is_file():
+        raise ShardError(f"{where}: no report.json there (give the --report-dir of a `conformance run --shard I/N`, "
+                         f"or its report.json)")
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"{path}: not a readable report ({exc}); re-run that shard or download its report "
+                         f"again") from None
+    if not isinstance(report, dict) or not isinstance(report.get("shard"), dict):
+        raise ShardError(f"{path}: not a shard's report (it has no `shard` field); merge the reports of "
+                         f"`conformance run --shard I/N`, one per I")
+    return report, path.parent
+
+
+def _identity(report: dict) -> dict:
+    implementation = report.get("implementation") or {}
+    shard = report["shard"]
+    return {"spec": (report["spec"].get("id"), report["spec"].get("version")),
+            "implementation": (implementation.get("adapter"), implementation.get("name"),
+                               implementation.get("version")),
+            "parameters": json.dumps(report.get("parameters"), sort_keys=True, default=str),
+            "profile": shard.get("profile"), "seed": shard.get("seed"), "count": shard.get("count"),
+            "min_coverage": json.dumps(shard.get("min_coverage") or {}, sort_keys=True)}
+
+
+_SAID = {"spec": "specs (id, version)", "implementation": "implementations (adapter, name, version)",
+         "parameters": "parameters", "profile": "profiles", "seed": "seeds", "count": "shard counts (the N of I/N)",
+         "min_coverage": "--min-coverage gates"}
+
+
+def check_shards(loaded: list[tuple[dict, Path]], *, allow_missing: bool = False) -> int:
+    """Refuse shards of different runs, duplicates and (unless ``allow_missing``)
+    missing ones; return N."""
+    if not loaded:
+        raise ShardError("no shard reports given; name each shard's report directory (or report.json)")
+    # A shard that stopped before it knew its implementation (an error) cannot be told apart by it.
+    started = [(r, d) for r, d in loaded if r.get("implementation") and (r.get("spec") or {}).get("id")]
+    reference = _identity(started[0][0]) if started else None
+    for report, directory in started[1:]:
+        mine = _identity(report)
+        for key, value in mine.items():
+            if value != reference[key]:
+                raise ShardError(
+                    f"{directory}: this shard ran another run than {started[0][1]}: their {_SAID[key]} differ "
+                    f"({reference[key]} vs {value}). Merge only the shards of one run: the same spec, "
+                    f"implementation, --profile, --seed, --min-coverage and N of --shard I/N")
+    counts = {r["shard"]["count"] for r, _ in loaded}
+    if len(counts) > 1:
+        raise ShardError(f"the shards were cut into different numbers of parts ({sorted(counts)}); merge the "
+                         f"shards of one run, all with the same N in --shard I/N")
+    count = counts.pop()
+    by_index: dict[int, Path] = {}
+    for report, directory in loaded:
+        index = report["shard"]["index"]
+        if index in by_index:
+            raise ShardError(f"shard {index}/{count} is given twice ({by_index[index]} and {directory}); give each "
+                             f"shard's report once")
+        by_index[index] = directory
+    missing = [i for i in range(1, count + 1) if i not in by_index]
+    if missing and not allow_missing:
+        raise ShardError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: give the report of every "
+                         f"shard 1/{count} ... {count}/{count} (re-run a shard that did not finish)")
+    return count
+
+
+def _merge_deviations(sections: list[dict]) -> dict | None:
+    if not sections:
+        return None
+    out = json.loads(json.dumps(sections[0]))
+    counts: dict = {}
+    for section in sections:
+        for entry in section.get("entries") or []:
+            counts[entry["id"]] = counts.get(entry["id"], 0) + (entry.get("count") or 0)
+    for entry in out.get("entries") or []:
+        entry["count"] = counts.get(entry["id"], entry.get("count"))
+    out["accepted"] = sum(s.get("accepted") or 0 for s in sections)
+    out["avoided"] = sum(s.get("avoided") or 0 for s in sections)
+    return out
+
+
+def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *, spec: Any = None,
+                  allow_missing: bool = False) -> dict:
+    """One report from the reports of the shards of one run (see the module's
+    doc). ``spec``: the loaded spec (scenario order, coverage categories, the
+    state diagram's highlight); None loads it from the reports' spec path.
+    Counterexample files and stored large values are copied into ``out_dir``."""
+    from statemachines import load_spec
+
+    from ..specs import resolve_spec
+    from .coverage import check_gates, coverage_categories, failure_focus
+
+    count = check_shards(loaded, allow_missing=allow_missing)
+    loaded = sorted(loaded, key=lambda item: item[0]["shard"]["index"])
+    reports = [r for r, _ in loaded]
+    first = next((r for r in reports if r.get("implementation") and r["spec"].get("id")), reports[0])
+    shard = first["shard"]
+    if spec is None and first["spec"].get("path"):
+        try:
+            spec = load_spec(resolve_spec(first["spec"]["path"]))
+        except Exception as exc:  # noqa: BLE001 - SpecError, SpecNotFound, OSError: say what to do
+            raise ShardError(f"could not load the spec the shards ran ({first['spec']['path']}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); run merge-reports "
+                             f"where that path resolves, or name the spec with --spec") from None
+    if spec is not None and first["spec"].get("id") and (spec.id, spec.version) != (first["spec"]["id"],
+                                                                                    first["spec"]["version"]):
+        raise ShardError(f"the spec given is {spec.id} {spec.version} but the shards ran {first['spec']['id']} "
+                         f"{first['spec']['version']}; name the spec the shards ran")
+    order = {s.id: n for n, s in enumerate(spec.scenarios)} if spec is not None else {}
+    out = {key: json.loads(json.dumps(value)) for key, value in first.items()
+           if key not in ("shard", "scenarios", "stateful", "problems", "coverage", "not_applicable", "deviations",
+                          "replay", "verdict", "exit_code")}
+    out["started_at"] = min((r.get("started_at") for r in reports if r.get("started_at")), default=None)
+    out["duration_s"] = max((r.get("duration_s") or 0.0 for r in reports), default=0.0)
+    scenarios = [s for r in reports for s in r.get("scenarios") or []]
+    out["scenarios"] = sorted(scenarios, key=lambda s: order.get(s["id"], len(order)))
+    not_applicable = [s for r in reports for s in (r.get("not_applicable") or {}).get("scenarios") or []]
+    if not_applicable:
+        profile = next(r["not_applicable"]["profile"] for r in reports if r.get("not_applicable"))
+        out["not_applicable"] = {"profile": profile,
+                                 "scenarios": sorted(not_applicable, key=lambda s: order.get(s["id"], len(order)))}
+    split = _split_parts(reports)
+    out["stateful"] = combine_stateful(split, shard["seed"]) if split else None
+    problems, seen = [], set()
+    for report in reports:
+        for problem in report.get("problems") or []:
+            key = (problem.get("kind"), problem.get("where"), problem.get("message"))
+            if key not in seen:
+                seen.add(key)
+                problems.append(problem)
+    out["problems"] = problems
+    deviations = [r["deviations"] for r in reports if r.get("deviations")]
+    if deviations:
+        out["deviations"] = _merge_deviations(deviations)
+
+    gate_verdict = "pass"
+    coverages = [r["coverage"] for r in reports if r.get("coverage")]
+    if coverages:
+        counts = {key: _counts_sum(c.get(key) for c in coverages) for key in _COUNTS}
+        if spec is not None:
+            categories = coverage_categories(spec, counts, out.get("parameters") or {})
+        else:  # without the spec: an item is covered when a shard covered it
+            categories = _combine_categories([c["categories"] for c in coverages])
+        gates, failure = check_gates(categories, shard.get("min_coverage") or {})
+        if failure is not None:
+            failure.replay = f"{shard['rerun']}{_workers(count)} " + " ".join(
+                f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
+            gate_verdict = "fail"
+        out["coverage"] = {"categories": categories, **{key: counts[key] for key in _COUNTS}, "gates": gates,
+                           "failure": failure.to_dict() if failure else None}
+
+    verdicts = [r.get("verdict") for r in reports]
+    interrupted = next((r for r in reports if r.get("verdict") == "interrupted"), None)
+    if interrupted is not None:
+        out["verdict"], out["exit_code"] = "interrupted", interrupted.get("exit_code", 130)
+    elif "error" in verdicts:
+        out["verdict"], out["exit_code"] = "error", 2
+    elif "fail" in verdicts or gate_verdict == "fail":
+        out["verdict"], out["exit_code"] = "fail", 1
+    else:
+        out["verdict"], out["exit_code"] = "pass", 0
+    out["replay"] = f"{shard['rerun']}{_workers(count)}" if out["verdict"] == "fail" else None
+    if spec is not None and (out.get("spec") or {}).get("lifecycle") is not None:
+        from ..reporting._format import failed_checks
+
+        focus = next((f for _, f in failed_checks(out) if f and f.get("kind") != "coverage"), None)
+        out["spec"]["lifecycle"]["highlight"] = failure_focus(spec, focus)
+    if out_dir is not None:
+        for _, directory in loaded:
+            _copy_values(directory, Path(out_dir))
+        for problem in place_counterexamples(out["stateful"], out_dir, move=False):
+            out["problems"].append({"kind": "report-error", "where": str(out_dir), "message": problem})
+    return out
+
+
+def _split_parts(reports: list[dict]) -> list[dict]:
+    """Each shard's exploration entry as the one part it ran."""
+    out = []
+    for report in reports:
+        stateful = report.get("stateful")
+        if not stateful:
+            continue
+        part = (stateful.get("parts") or [None])[0]
+        if part is None:  # a shard stopped before its exploration recorded its part
+            shard = report["shard"]
+            part = {"index": shard["index"], "count": shard["count"], "seed": part_seed(shard["seed"],
+                                                                                   shard["index"], shard["count"])}
+        out.append(dict(stateful, part={"index": part["index"], "count": part["count"], "seed": part["seed"]}))
+    return out
+
+
+def _combine_categories(categories: list[dict]) -> dict:
+    out = {}
+    for name, entry in categories[0].items():
+        missed = [m for m in entry["missed"] if all(m in (c.get(name) or {}).get("missed", []) for c in categories)]
+        total = entry["total"]
+        covered = total - len(missed)
+        out[name] = {"total": total, "covered": covered,
+                     "percent": round(100.0 * covered / total, 1) if total else 100.0, "missed": missed}
+    return out
+
+
+def _workers(count: int) -> str:
+    return f" --workers {count}" if count > 1 else ""
+
+
+def _copy_values(source: Path, target: Path) -> None:
+    """Large values the shard stored (``values/sha256-*``): named by their
+    digest, so copies of the same value are one file."""
+    from ..reporting import VALUES_DIR
+
+    values = source / VALUES_DIR
+    if not values.is_dir():
+        return
+    for path in values.glob("sha256-*"):
+        destination = target / VALUES_DIR / path.name
+        if not destination.exists():
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
