@@ -32,6 +32,17 @@ trace_events_per_s, trace_peak_rss_mb, trace_rss_ratio_vs_tenth
     --quick; --trace-events N): events checked per second, the checker's peak
     resident memory, and that peak over the peak for a tenth of the events
     (about 1 when memory does not grow with the trace's length).
+peer_steps_per_s, peer_ratio
+    A hand-written Hypothesis machine with its own plain model
+    (benchmarks/peer_machine.py) against the same reference, with the same
+    budget, settings and seed; the kit and it run in alternating rounds
+    (--peer-rounds, default 3) and the medians are compared:
+    peer_ratio = kit steps/s / peer steps/s (target >= 1.1).
+kit_ttff_median_s, peer_ttff_median_s, ttff_ratio
+    Time to first failure on each shipped thread-jobs mutant the peer covers:
+    the kit's exploration (no shrinking) vs the peer's (no shrink phase), same
+    seed and budget; medians over the mutants and their quotient (target <= 1).
+    --skip-peer leaves these out.
 
 Progress goes to stderr. Exit code 0 when every measurement ran (whether or
 not the targets are met), 2 when one could not run (e.g. the kit failed).
@@ -77,6 +88,9 @@ TARGETS = {
     "overhead_ratio": {"op": ">=", "value": 0.5},
     "model_cost_ratio_100k_vs_100": {"op": "<=", "value": 2.0},
     "ci_wall_s": {"op": "<", "value": 60.0},
+    "peer_ratio": {"op": ">=", "value": 1.1},
+    # the kit's median time to first failure over the peer's at most (kit median <= peer median)
+    "ttff_ratio": {"op": "<=", "value": 1.0},
 }
 
 # Sizes. "full" is the measurement; "quick" only checks that everything runs.
@@ -415,6 +429,124 @@ def profile_kit(profile: str, seed: int, path: str) -> None:
     print(text.getvalue(), file=sys.stderr)
 
 
+# -------------------------------------------------------------------------- peer
+# A hand-written Hypothesis machine with its own model (benchmarks/peer_machine.py):
+# what a team would write instead of the kit, measured on the same reference,
+# with the same budget and Hypothesis settings.
+def measure_peer(profile: str, seed: int, adapter_factory=None, shrink: bool = True) -> dict:
+    """The peer machine against the reference (or ``adapter_factory``), with
+    the settings run_stateful uses for ``profile``; the seed fixed."""
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+    from peer_machine import run_peer  # beside this script
+
+    config = PROFILES[profile]
+    outcome = run_peer(adapter_factory or ReferenceAdapter, max_examples=config["max_examples"],
+                       step_count=config["stateful_step_count"], seed=seed, shrink=shrink,
+                       settings=hypothesis_settings(config["max_examples"], config["stateful_step_count"]))
+    if adapter_factory is None and outcome.verdict != "pass":
+        raise BenchmarkError(f"the peer machine did not pass against the reference: {outcome.failure}")
+    return {"verdict": outcome.verdict, "steps": outcome.steps, "examples": outcome.examples,
+            "seconds": round(outcome.seconds, 4), "steps_per_s": outcome.steps / outcome.seconds,
+            "adapter_calls": outcome.calls, "first_failure_s": outcome.first_failure_s,
+            "failure": outcome.failure}
+
+
+def measure_peer_rounds(profile: str, seed: int, rounds: int, attempts: int) -> dict:
+    """Kit and peer in alternating rounds (kit, peer, kit, peer, ...) so that
+    changing machine load affects both alike; medians of the rounds."""
+    kit_runs, peer_runs = [], []
+    for i in range(rounds):
+        log(f"peer comparison: kit stateful run, profile {profile}, seed {seed} ({i + 1}/{rounds})")
+        kit_runs.append(with_retries(lambda: measure_kit(profile, seed), attempts, "kit (peer comparison)",
+                                     _rate_from_aborted))
+        log(f"peer comparison: peer machine, profile {profile}, seed {seed} ({i + 1}/{rounds})")
+        peer_runs.append(measure_peer(profile, seed))
+    kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
+    peer_sps = statistics.median(r["steps_per_s"] for r in peer_runs)
+    return {"kit_steps_per_s": kit_sps, "peer_steps_per_s": peer_sps, "ratio": kit_sps / peer_sps,
+            "rounds": rounds, "kit_runs": kit_runs, "peer_runs": peer_runs}
+
+
+def _first_failure_clock(session) -> dict:
+    """Note the moment the session first reports a failure (of a call, a clock
+    move, a concurrent group, the probe or the model's invariants): the kit's
+    time to first failure, whatever Hypothesis does afterwards."""
+    from conformance.engine.failures import Failure
+
+    seen: dict = {}
+    for name in ("call", "advance", "call_concurrently", "probe", "check_model_invariants"):
+        method = getattr(session, name, None)
+        if method is None:
+            continue
+
+        def wrapped(*args, _method=method, **kwargs):
+            out = _method(*args, **kwargs)
+            failure = out[1] if isinstance(out, tuple) and len(out) == 2 else out
+            if isinstance(failure, Failure) and "at" not in seen:
+                seen["at"] = time.perf_counter()
+            return out
+        setattr(session, name, wrapped)
+    return seen
+
+
+def kit_ttff(profile: str, seed: int, name: str, mutant) -> dict:
+    """The kit's exploration (run_stateful, no scenarios) against one mutant,
+    with shrinking off (shrink_s=0; run_stateful then stops at the first
+    failure Hypothesis's shrinker reproduces); seconds from the start of the
+    exploration to the first failure the session reported."""
+    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None,
+                                 adapter_factory=mutant.factory, adapter_label=f"mutant:{name}"))
+    session = prepared.session
+    seen = _first_failure_clock(session)
+    try:
+        started = time.perf_counter()
+        outcome = run_stateful(prepared.spec, session, profile=profile, seed=seed, shrink_s=0,
+                               capabilities=prepared.identity.get("capabilities") or {})
+        seconds = time.perf_counter() - started
+    finally:
+        session.close()
+    found = outcome.verdict == "fail"
+    first = seen["at"] - started if found and "at" in seen else (seconds if found else None)
+    return {"found": found, "ttff_s": None if first is None else round(first, 4), "seconds": round(seconds, 4),
+            "examples": outcome.examples, "steps": outcome.steps,
+            "failure_kind": outcome.failure.kind if outcome.failure else None}
+
+
+def measure_ttff(profile: str, seed: int) -> dict:
+    """Time to first failure, kit vs peer, for every shipped mutant the peer
+    covers; per mutant the kit runs first, then the peer (the same seed and
+    budget). A side that finds nothing within the budget counts as infinitely
+    slow for the median (its row says found: false, ttff_s: null)."""
+    from lifecycle_references.thread_jobs.mutants import MUTANTS
+    from peer_machine import COVERS
+
+    rows = []
+    for name in COVERS:
+        mutant = MUTANTS[name]
+        log(f"time to first failure: {name} (kit, then peer)")
+        kit = kit_ttff(profile, seed, name, mutant)
+        peer = measure_peer(profile, seed, adapter_factory=mutant.factory, shrink=False)
+        peer_found = peer["verdict"] == "fail"
+        rows.append({"mutant": name, "kit_ttff_s": kit["ttff_s"], "peer_ttff_s":
+                     round(peer["first_failure_s"], 4) if peer_found and peer["first_failure_s"] is not None
+                     else None, "kit_found": kit["found"], "peer_found": peer_found,
+                     "kit": kit, "peer": {k: peer[k] for k in ("steps", "examples", "seconds", "failure")}})
+
+    def median(side: str):
+        values = [r[f"{side}_ttff_s"] if r[f"{side}_found"] and r[f"{side}_ttff_s"] is not None else float("inf")
+                  for r in rows]
+        value = statistics.median(values) if values else None
+        return None if value is None or value == float("inf") else value
+
+    kit_median, peer_median = median("kit"), median("peer")
+    return {"kit_ttff_median_s": kit_median, "peer_ttff_median_s": peer_median,
+            "ratio": kit_median / peer_median if kit_median is not None and peer_median else None,
+            "kit_found": sum(r["kit_found"] for r in rows), "peer_found": sum(r["peer_found"] for r in rows),
+            "kit_faster": sum(1 for r in rows if r["kit_found"] and (not r["peer_found"] or
+                                                                    r["kit_ttff_s"] <= r["peer_ttff_s"])),
+            "mutants": rows}
+
+
 # ------------------------------------------------------------------------- model
 def _mix(i: int, thread: str) -> list[tuple[str, dict]]:
     """One repetition of the per-operation mix, all on ``thread``. It is steady
@@ -551,6 +683,10 @@ def measure_ci_run() -> dict:
 
 
 # ----------------------------------------------------------------------- output
+def _round(value, digits: int = 4):
+    return None if value is None else round(value, digits)
+
+
 def _meets(name: str, value) -> bool | None:
     if value is None:
         return None
@@ -580,7 +716,9 @@ def render_table(result: dict) -> str:
         return "skipped" if value is None else (f"{value:,.3f}{unit}" if isinstance(value, float) else f"{value}{unit}")
 
     for name, unit in (("kit_steps_per_s", ""), ("bare_steps_per_s", ""), ("overhead_ratio", ""),
-                       ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s")):
+                       ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s"),
+                       ("peer_steps_per_s", ""), ("peer_ratio", ""), ("kit_ttff_median_s", " s"),
+                       ("peer_ttff_median_s", " s"), ("ttff_ratio", "")):
         target = TARGETS.get(name)
         rows.append((name, fmt(result[name], unit),
                      f"{target['op']} {target['value']:g}" if target else "",
@@ -611,6 +749,19 @@ def render_table(result: dict) -> str:
         took = "no complete run" if ci["wall_s"] is None else f"exit {ci['exit_code']} in {ci['wall_s']:.2f} s"
         aborted = f" after {len(ci['aborted_attempts'])} aborted attempt(s)" if ci.get("aborted_attempts") else ""
         lines.append(f"ci run: {ci['command']} -> {took}{aborted}")
+    if d.get("peer"):
+        p = d["peer"]
+        kit_rates = ", ".join(f"{r['steps_per_s']:.1f}" for r in p["kit_runs"])
+        peer_rates = ", ".join(f"{r['steps_per_s']:.1f}" for r in p["peer_runs"])
+        lines.append(f"peer (benchmarks/peer_machine.py), {p['rounds']} alternating round(s): "
+                     f"kit {kit_rates} steps/s, peer {peer_rates} steps/s")
+    if d.get("ttff"):
+        t = d["ttff"]
+        lines.append(f"time to first failure ({t['kit_found']} found by the kit, {t['peer_found']} by the peer, "
+                     f"kit as fast or faster on {t['kit_faster']} of {len(t['mutants'])}):")
+        for row in t["mutants"]:
+            lines.append(f"  {row['mutant']:<24} kit {fmt(row['kit_ttff_s'], ' s') if row['kit_found'] else 'not found':>10}"
+                         f"   peer {fmt(row['peer_ttff_s'], ' s') if row['peer_found'] else 'not found':>10}")
     if d.get("traces"):
         t = d["traces"]
         lines.append(f"check-trace: {t['full']['events']:,} events at {t['full']['events_per_s']:,.0f}/s, peak "
@@ -673,6 +824,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-events", type=int, default=None,
                         help="events in the check-trace benchmark's trace (default 1,000,000; 5,000 with --quick)")
     parser.add_argument("--skip-traces", action="store_true", help="do not time `conformance check-trace`")
+    parser.add_argument("--skip-peer", action="store_true",
+                        help="do not measure the hand-written peer machine (peer_steps_per_s, peer_ratio, "
+                             "time to first failure on the mutants)")
+    parser.add_argument("--peer-rounds", type=int, default=None,
+                        help="alternating kit/peer rounds for peer_ratio (default 3; 1 with --quick)")
     parser.add_argument("--cprofile", metavar="FILE",
                         help="after the measurements, profile one more (untimed) kit run with cProfile, "
                              "write the stats to FILE and print the top functions to stderr")
@@ -713,6 +869,11 @@ def main(argv: list[str] | None = None) -> int:
                               lambda failed: {"wall_s": None, "exit_code": 1,
                                               "command": "conformance run spec/thread-jobs.yaml --profile ci "
                                                          "--report-dir <tmp>"})
+        peer = ttff = None
+        if not args.skip_peer:
+            peer = measure_peer_rounds(profile, seed, max(1, args.peer_rounds or (1 if args.quick else 3)),
+                                       args.attempts)
+            ttff = measure_ttff(profile, seed)
         traces = None
         if not args.skip_traces:
             traces = measure_traces(args.trace_events or (5_000 if args.quick else 1_000_000))
@@ -732,6 +893,11 @@ def main(argv: list[str] | None = None) -> int:
         "stdio_steps_per_s": round(stdio["steps_per_s"], 2),
         "inprocess_steps_per_s": round(inproc["steps_per_s"], 2),
         "stdio_vs_inprocess_ratio": round(stdio["steps_per_s"] / inproc["steps_per_s"], 4),
+        "peer_steps_per_s": round(peer["peer_steps_per_s"], 2) if peer else None,
+        "peer_ratio": round(peer["ratio"], 4) if peer else None,
+        "kit_ttff_median_s": _round(ttff["kit_ttff_median_s"]) if ttff else None,
+        "peer_ttff_median_s": _round(ttff["peer_ttff_median_s"]) if ttff else None,
+        "ttff_ratio": _round(ttff["ratio"]) if ttff else None,
         "trace_events": traces["full"]["events"] if traces else None,
         "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
         "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
@@ -757,6 +923,10 @@ def main(argv: list[str] | None = None) -> int:
                       "mix": MIX_OPERATIONS, "reps_per_round": sizes["model_reps"],
                       "rounds": sizes["model_rounds"], "statistic": "median round"},
             "ci_command": "conformance run spec/thread-jobs.yaml --profile ci --report-dir <tmp>",
+            "peer": None if peer is None else {
+                "rounds": peer["rounds"], "order": "kit, peer, kit, peer, ...", "statistic": "median round",
+                "ttff": "per mutant: kit exploration (shrink_s=0) then peer (phases without shrink), same seed "
+                        "and budget; a side that finds nothing counts as infinitely slow for the median"},
         },
         "details": {
             "kit": {**kit_runs[len(kit_runs) // 2], "runs": kit_runs} if len(kit_runs) > 1 else kit_runs[0],
@@ -766,6 +936,8 @@ def main(argv: list[str] | None = None) -> int:
             "stdio": stdio,
             "inprocess_no_concurrency": inproc,
             "traces": traces,
+            "peer": peer,
+            "ttff": ttff,
         },
     }
     for name in TARGETS:

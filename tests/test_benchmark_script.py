@@ -15,8 +15,9 @@ SCRIPT = ROOT / "benchmarks" / "run.py"
 
 METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100",
            "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio",
-           "trace_events", "trace_events_per_s", "trace_peak_rss_mb", "trace_rss_ratio_vs_tenth")
-TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s")
+           "trace_events", "trace_events_per_s", "trace_peak_rss_mb", "trace_rss_ratio_vs_tenth",
+           "peer_steps_per_s", "peer_ratio")
+TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s", "peer_ratio", "ttff_ratio")
 
 
 def test_quick_benchmark_reports_every_number():
@@ -34,7 +35,7 @@ def test_quick_benchmark_reports_every_number():
     assert set(result["targets"]) == set(TARGETED)
     assert set(result["meets_targets"]) == set(TARGETED)
     assert result["meets_targets"]["ci_wall_s"] is None
-    for key in ("overhead_ratio", "model_cost_ratio_100k_vs_100"):
+    for key in ("overhead_ratio", "model_cost_ratio_100k_vs_100", "peer_ratio"):
         assert isinstance(result["meets_targets"][key], bool)
 
     assert result["machine"]["cpu_count"] >= 1
@@ -58,3 +59,12 @@ def test_quick_benchmark_reports_every_number():
     assert details["ci"] is None
     # ratios come from the numbers of this same run
     assert abs(result["overhead_ratio"] - result["kit_steps_per_s"] / result["bare_steps_per_s"]) < 0.01
+    peer = details["peer"]
+    assert abs(result["peer_ratio"] - peer["kit_steps_per_s"] / peer["peer_steps_per_s"]) < 0.01
+    assert all(run["verdict"] == "pass" and run["steps"] > 0 for run in peer["peer_runs"])
+    rows = details["ttff"]["mutants"]
+    assert rows and all(isinstance(row["kit_found"], bool) and isinstance(row["peer_found"], bool) for row in rows)
+    # a mutant found has a positive time to first failure; one not found has none
+    for row in rows:
+        for side in ("kit", "peer"):
+            assert (row[f"{side}_ttff_s"] is not None and row[f"{side}_ttff_s"] > 0) == row[f"{side}_found"], row
