@@ -104,3 +104,33 @@ def test_spill_file_matchers_judge_exactly(tmp_path):
     assert Matcher((("file_json", "a\nb"),)).failure(str(document)) is None
     assert "one JSON document" in Matcher((("file_json", "a\nb"),)).failure(str(raw))
     assert "JSON document to be" in Matcher((("file_json", "a\nc"),)).failure(str(document))
+
+
+def test_a_reason_is_given_only_where_its_equivalent_scenario_runs():
+    """A `not_applicable` text names the cause and the equivalent scenario for parameters of the
+    scenario's own surface. Under every bundled parameter set (defaults and each profile), wherever a
+    report gives that text, each scenario it names applies there; a scenario of another surface
+    (e.g. TT-N6 under oh-my-pi, JM-E17 under defect) gets only its condition and the values."""
+    from conformance.engine.scenarios import not_applicable_reason
+    from statemachines import load_spec
+    from statemachines.dryrun import parameter_sets
+
+    given = 0
+    for name in FRAGMENTS:
+        spec = load_spec(SPEC_DIR / f"{name}.yaml")
+        ids = {s.id for s in spec.scenarios}
+        for label, params in parameter_sets(spec):
+            applies = {s.id for s in spec.scenarios if not_applicable_reason(spec, s, params) is None}
+            for scenario in spec.scenarios:
+                reason = not_applicable_reason(spec, scenario, params)
+                if not scenario.not_applicable or reason is None:
+                    continue
+                if not reason.startswith(scenario.not_applicable):
+                    assert reason.startswith("it assumes "), (name, label, scenario.id, reason)
+                    continue
+                given += 1
+                named = set(re.findall(r"[A-Z]+(?:-[A-Z]+)?\d+", scenario.not_applicable)) & ids
+                assert named, (name, scenario.id, "names no equivalent scenario")
+                assert named <= applies, (f"{name} {label}: {scenario.id} says {sorted(named - applies)} "
+                                          f"covers the rule, which does not run there: {reason}")
+    assert given >= 10  # the texts are given where they belong (N7/E1/E10/B5 under psi-runtime, ...)
