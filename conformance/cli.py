@@ -203,11 +203,21 @@ def cli() -> None:
 @click.option("--race-runs", "race_runs", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="How many times each scenario that races calls runs (unless it sets `race_runs:`): a "
                    "lost-update race may pass one run and fail the next.")
+@click.option("--workers", "workers", default=None, metavar="N|auto",
+              help="Run in N worker processes, each a part of the scenario matrix and of the exploration's examples "
+                   "(its own seed, derived from --seed), merged into one report. 'auto': the cores available. "
+                   "Default: $CONFORMANCE_WORKERS, else 1 (everything in this process). The implementation is "
+                   "started once per worker (docs/ci.md).")
+@click.option("--shard", "shard", default=None, metavar="I/N",
+              help="Run only part I of N (for N CI jobs): every N-th scenario and 1/N of the exploration's examples; "
+                   "the report is partial: combine the N with `conformance merge-reports` (docs/ci.md).")
+@click.option("--example-db-base", "example_db_base", default=None, hidden=True,
+              help="Where the default example databases go (workers: the final report directory's).")
 @_with([deviations_option])
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, deviations, quiet,
-        verbose):
+        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, workers, shard,
+        example_db_base, deviations, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -221,6 +231,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     terminated (SIGTERM). An interrupted run still writes every report,
     with the verdict `interrupted` and what finished."""
     from .adapters.python import parse_options
+    from .engine.shards import parse_shard
+    from .workers import parse_workers
 
     level = _verbosity(quiet, verbose)
     _spec_file(spec)
@@ -233,17 +245,117 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
         raise click.UsageError(str(exc)) from None
     try:
         minimums = parse_min_coverage(min_coverage)
+        parts = parse_shard(shard) if shard is not None else None
+        worker_count = parse_workers(workers)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if parts is not None and worker_count > 1:
+        if workers is not None:
+            raise click.UsageError("--shard runs one part of a run in this process; --workers splits a run itself: "
+                                   "give one of them (or --workers 1 with --shard)")
+        worker_count = 1  # CONFORMANCE_WORKERS does not split a shard again
+    seed_value = _parse_seed(seed)
+    if worker_count > 1:
+        _run_in_workers(worker_count, level, spec=spec, report_dir=report_dir, profile=profile, seed=seed_value,
+                        only=only, no_scenarios=no_scenarios, no_stateful=no_stateful, example_db=example_db,
+                        args=_worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile,
+                                          seed_value, only, no_scenarios, no_stateful, min_coverage, record_dir,
+                                          max_failures, example_db, race_runs, deviations))
+        return
     config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
                          adapter_cli=adapter_cli, profile=profile,
-                         seed=_parse_seed(seed), report_dir=report_dir, only=tuple(only),
+                         seed=seed_value, report_dir=report_dir, only=tuple(only), shard=parts,
+                         example_db_base=example_db_base,
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
                          record_dir=record_dir, deviations=deviations, example_db=example_db,
                          max_failures=max_failures, race_runs=race_runs)
     config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
+    _finish(report, level)
+
+
+def _worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, only, no_scenarios,
+                 no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, deviations) -> list[str]:
+    """The arguments of ``conformance run`` each worker gets (it adds --shard and --report-dir)."""
+    args = [spec]
+    if adapter is not None:
+        args += ["--adapter", adapter]
+    for option in adapter_opts:
+        args += ["--adapter-opt", option]
+    for flag, value in (("--adapter-cmd", adapter_cmd), ("--adapter-cli", adapter_cli), ("--record", record_dir),
+                        ("--example-db", example_db), ("--deviations", deviations)):
+        if value is not None:
+            args += [flag, value]
+    args += ["--timeout", repr(timeout_s), "--profile", profile, "--seed", str(seed), "--max-failures",
+             str(max_failures), "--race-runs", str(race_runs)]
+    for scenario_id in only:
+        args += ["--scenario", scenario_id]
+    for gate in min_coverage:
+        args += ["--min-coverage", gate]
+    args += ["--no-scenarios"] * bool(no_scenarios) + ["--no-stateful"] * bool(no_stateful)
+    return args
+
+
+def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, only, no_scenarios, no_stateful,
+                    example_db, args) -> None:
+    """``run --workers N``: N shards of this run in worker processes, merged (conformance/workers.py)."""
+    from .workers import run_in_workers
+
+    try:
+        loaded = load_spec(_spec_file(spec))
+    except SpecError:
+        loaded = None  # every worker reports the spec's problems
+    scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios if not only or s.id in only]
+    examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
+    if example_db is None:  # the workers keep their failing examples where a run in one process would
+        args = args + ["--example-db-base", os.path.join(report_dir, "example-db")]
+    with progress_for(console, errors, level) as progress:
+        report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),
+                                examples_total=examples, spec=loaded)
+    _finish(report, level)
+
+
+@cli.command("merge-reports")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.argument("shards", nargs=-1, required=True, type=click.Path())
+@click.option("--spec", "spec_name", default=None, metavar="SPEC",
+              help="The spec the shards ran (a file or an installed spec's name); default: the path their reports "
+                   "name, read from here.")
+@_with(verbosity_options)
+def merge_reports_command(out_dir, shards, spec_name, quiet, verbose):
+    """Combine the reports of the shards of one run (`conformance run --shard
+    I/N`, one per I: their report directories or report.json files) into one
+    report.json, junit.xml and summary.md in OUT_DIR, with one verdict:
+    scenarios, exploration examples, coverage (and --min-coverage gates) and
+    distinct failures of all shards, counterexample files copied along.
+
+    \b
+    Exit codes: 0 conforms, 1 does not conform, 2 shards that cannot be
+    merged (of different runs, missing or given twice) or a shard that
+    could not run, 130/143 a shard was interrupted."""
+    from .engine.shards import load_shard_report, merge_reports
+
+    level = _verbosity(quiet, verbose)
+    loaded = [load_shard_report(path) for path in shards]
+    target = os.path.realpath(out_dir)
+    for _, directory in loaded:
+        if os.path.realpath(directory) == target:
+            raise click.UsageError(f"OUT_DIR {out_dir} is the report directory of a shard; write the merged "
+                                   f"report to a directory of its own")
+    spec = None
+    if spec_name is not None:
+        try:
+            spec = load_spec(_spec_file(spec_name))
+        except SpecError as exc:
+            errors.print(str(exc), markup=False)
+            sys.exit(2)
+    report = merge_reports(loaded, None, spec=spec)  # refuses (exit 2) before anything is written
+    cleared: dict = {"problems": []}
+    R.clear_report_files(cleared, out_dir)
+    report = merge_reports(loaded, out_dir, spec=spec)
+    report["problems"] = cleared["problems"] + report["problems"]
+    R.write_report_files(report, out_dir)
     _finish(report, level)
 
 

@@ -33,6 +33,7 @@ ROOMS = {
     "conformance.fuzzing": {"conformance", "statemachines"},
     "conformance.scaffold": {"conformance", "statemachines"},
     "conformance.progress": {"conformance"},
+    "conformance.workers": {"conformance", "statemachines"},
     "conformance.spec_revision": {"statemachines"},
     "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting",
                                  "conformance.traces.format"},

@@ -1,0 +1,218 @@
+"""``conformance run --workers N``: one run as N worker processes.
+
+Each worker is the kit's own command line, ``conformance run ... --shard
+I/N`` into a temporary report directory (engine/shards.py says what a part
+is); when they have finished, their reports are merged into one report in
+the run's report directory, with the counterexample files of every worker,
+and the console shows the usual summary. So ``--workers N`` gives what N CI
+shards merged by ``conformance merge-reports`` give, on one machine.
+
+Progress: each worker prints plain progress lines, which are read here and
+summed into the run's own progress display. A SIGINT or SIGTERM to this
+process is passed to every worker (each runs in a session of its own, so a
+terminal's Ctrl-C reaches them once, through here); each writes its report of
+what finished, and the merged report says ``interrupted``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from types import SimpleNamespace
+
+__all__ = ["available_cores", "parse_workers", "worker_command", "run_in_workers"]
+
+STOP_GRACE_S = 60.0  # seconds a signalled worker gets to close its implementation and write its report
+
+_SCENARIO = re.compile(r"^scenario (\S+): (\w+)(?: \((.*)\))?$")
+_EXAMPLES = re.compile(r"examples (\d+)/(\d+)")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_workers(value: str | None) -> int:
+    """``--workers`` (or ``CONFORMANCE_WORKERS`` when not given; default 1):
+    a whole number >= 1, or ``auto`` for the cores available. ValueError says
+    what is wrong."""
+    text = value if value is not None else os.environ.get("CONFORMANCE_WORKERS", "1")
+    where = "--workers" if value is not None else "CONFORMANCE_WORKERS"
+    if str(text).strip().lower() == "auto":
+        return available_cores()
+    try:
+        number = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{where} {text!r}: give a whole number of worker processes (1 or more) or 'auto' "
+                         f"(the cores available: {available_cores()})") from None
+    if number < 1:
+        raise ValueError(f"{where} {text!r}: at least 1 worker process (1 runs everything in this process)")
+    return number
+
+
+def worker_command() -> list[str]:
+    """How a worker starts: this interpreter running the kit's command line
+    (``-P``: the working directory does not shadow installed packages; the
+    Python adapter loader still finds the user's modules there)."""
+    return [sys.executable, "-P", "-m", "conformance.cli"]
+
+
+class _Worker:
+    def __init__(self, index: int, count: int, tmp: Path, run_args: list[str]):
+        name = f"shard-{index}-of-{count}"
+        self.index, self.count = index, count
+        self.dir, self.log = tmp / name, tmp / f"{name}.log"
+        self.command = worker_command() + ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1",
+                                           "--report-dir", str(self.dir), "--verbose"]
+        self.examples = 0
+        self.scenarios: deque = deque()  # (id, verdict, note) not yet shown
+        self.tail: deque = deque(maxlen=20)  # its last other lines, for a worker that failed to report
+        self.proc: subprocess.Popen | None = None
+        self.reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
+        with open(self.log, "w", encoding="utf-8") as out:
+            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                         text=True, errors="replace", env=env, start_new_session=True)
+        self.reader = threading.Thread(target=self._read, name=f"conformance-worker-{self.index}", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        with open(self.log, "a", encoding="utf-8") as log:
+            for line in self.proc.stderr:
+                line = line.rstrip("\n")
+                scenario = _SCENARIO.match(line)
+                if scenario:
+                    self.scenarios.append(scenario.groups())
+                    continue
+                if line.startswith("progress: "):
+                    examples = _EXAMPLES.search(line)
+                    if examples:
+                        self.examples = int(examples.group(1))
+                    continue
+                self.tail.append(line)
+                log.write(line + "\n")
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.running():
+            try:
+                self.proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        """The worker's whole session (its implementation's programs too)."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _show(workers: list[_Worker], progress, shown: dict) -> None:
+    for worker in workers:
+        while worker.scenarios:
+            scenario_id, verdict, note = worker.scenarios.popleft()
+            progress.scenario_done(SimpleNamespace(verdict=verdict, note=note, scenario=SimpleNamespace(id=scenario_id)))
+    examples = sum(w.examples for w in workers)
+    if examples and not shown["stateful"] and shown["examples_total"]:
+        shown["stateful"] = True
+        progress.stateful_started(shown["examples_total"])
+    if shown["stateful"]:
+        progress.stateful_example(examples)
+
+
+def run_in_workers(run_args: list[str], count: int, report_dir: str, progress, *, scenarios_total: int,
+                   examples_total: int, spec=None) -> dict:
+    """Run ``conformance run RUN_ARGS`` as ``count`` shards in parallel and
+    return the merged report, written to ``report_dir``."""
+    from .engine.interrupts import Interrupted, acknowledge, checkpoint
+    from .engine.runner import clear_report_files, mark_interrupted, new_report, write_report_files, RunConfig
+    from .engine.shards import ShardError, load_shard_report, merge_reports
+
+    started = time.perf_counter()
+    cleared: dict = {"problems": []}
+    clear_report_files(cleared, report_dir)  # never an earlier verdict, whatever happens next
+    tmp = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
+    workers = [_Worker(index, count, tmp, run_args) for index in range(1, count + 1)]
+    shown = {"stateful": False, "examples_total": examples_total}
+    progress.start(scenarios_total, examples_total > 0)
+    interrupt: KeyboardInterrupt | None = None
+    try:
+        try:
+            for worker in workers:
+                worker.start()
+            while any(w.running() for w in workers):
+                _show(workers, progress, shown)
+                time.sleep(0.2)
+                checkpoint()
+        except KeyboardInterrupt as exc:
+            acknowledge()
+            interrupt = exc
+            signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+            for worker in workers:
+                worker.signal(signum)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while any(w.running() for w in workers) and time.monotonic() < deadline:
+                time.sleep(0.1)
+    finally:
+        for worker in workers:
+            if worker.running():
+                worker.kill()
+            if worker.reader is not None:
+                worker.reader.join(5)
+    _show(workers, progress, shown)
+
+    loaded, missing = [], []
+    for worker in workers:
+        try:
+            loaded.append(load_shard_report(worker.dir))
+        except ShardError:
+            missing.append(worker)
+    if loaded:
+        try:
+            report = merge_reports(loaded, report_dir, spec=spec, allow_missing=True)
+        except ShardError as exc:
+            report = new_report(RunConfig(spec_path=run_args[0]))
+            report["problems"].append({"kind": "internal-error", "where": None,
+                                       "message": f"the workers' reports could not be merged: {exc}"})
+    else:
+        report = new_report(RunConfig(spec_path=run_args[0]))
+    report["problems"] = cleared["problems"] + report["problems"]
+    for worker in missing:
+        said = "; ".join(line for line in worker.tail if line.strip())[-600:] or "nothing"
+        report["problems"].append({
+            "kind": "internal-error" if interrupt is None else "interrupted", "where": f"worker {worker.index}/{count}",
+            "message": f"worker {worker.index}/{count} wrote no report (exit code "
+                       f"{worker.proc.returncode if worker.proc else None}); it said: {said}. Its log: {worker.log}"})
+    if missing and interrupt is None:
+        report["verdict"], report["exit_code"] = "error", 2
+    if interrupt is not None and report["verdict"] != "interrupted":
+        finished = sum(1 for r, _ in loaded if r.get("verdict") != "interrupted")
+        mark_interrupted(report, interrupt, f"{finished} of {count} workers had finished")
+    report["duration_s"] = round(time.perf_counter() - started, 3)
+    write_report_files(report, report_dir)
+    if not missing and not os.environ.get("CONFORMANCE_DEBUG"):  # else kept: the problems name the logs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report

@@ -1,0 +1,298 @@
+"""A run in parts (issue 16): ``run --shard I/N`` runs the I-th of N disjoint
+parts, ``conformance merge-reports`` combines the parts into one report, and
+``run --workers N`` does both on one machine. The shards of a run, merged,
+give the same verdict, coverage and failures as the unsharded run of the same
+seeds: ``conformance run --workers N``, one command and one report, whose N
+parts are the same scenarios, examples and seeds (docs/ci.md).
+
+The implementations here declare no concurrency, so what the exploration
+generates does not depend on thread scheduling, and the comparison is exact.
+Shard runs go through the real command line in child processes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.engine.shards import parse_shard, part_examples, part_seed, shard_items
+from conformance.reporting import validate_report
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 600
+
+ADAPTERS = textwrap.dedent('''\
+    """The thread-jobs reference and one of its mutants, declaring no concurrency."""
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+    from lifecycle_references.thread_jobs.mutants import MUTANTS
+
+
+    def _sequential(identity):
+        return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
+
+
+    class Reference(ReferenceAdapter):
+        def describe(self):
+            return _sequential(super().describe())
+
+
+    def cancel_finished_job(**options):
+        adapter = MUTANTS["cancel_finished_job"].factory(**options)
+        describe = adapter.describe
+        adapter.describe = lambda: _sequential(describe())
+        return adapter
+    ''')
+
+
+def _kit(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "200", "CONFORMANCE_WORKERS": "1",
+                                 "CONFORMANCE_PROGRESS_INTERVAL": "0.3"}, **popen)
+
+
+def _done(proc: subprocess.Popen, timeout: float = TIMEOUT_S) -> tuple[int, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the kit did not finish in {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
+    text = out + err
+    assert "Traceback" not in text, text
+    return proc.returncode, text
+
+
+def _report(directory: Path) -> dict:
+    report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    assert validate_report(report) == [], validate_report(report)
+    return report
+
+
+@pytest.fixture
+def adapters(tmp_path, monkeypatch):
+    (tmp_path / "sequential.py").write_text(ADAPTERS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+# ------------------------------------------------------------ what a part is
+def test_the_parts_are_disjoint_and_complete():
+    items = [f"S{n}" for n in range(37)]
+    for count in (1, 2, 3, 5, 40):
+        parts = [shard_items(items, index, count) for index in range(1, count + 1)]
+        assert sorted(s for part in parts for s in part) == sorted(items)  # every scenario once
+        assert sum(len(part) for part in parts) == len(items)
+        for total in (30, 100, 3):
+            examples = [part_examples(total, index, count) for index in range(1, count + 1)]
+            assert sum(examples) == total and max(examples) - min(examples) <= 1
+        seeds = [part_seed(7, index, count) for index in range(1, count + 1)]
+        assert len(set(seeds)) == count  # disjoint seeds
+        if count > 1:  # never one another's --max-failures seeds (seed + 1, seed + 2, ...)
+            assert not {s + k for s in seeds for k in range(1, 4)} & set(seeds)
+    assert part_seed(7, 1, 1) == 7  # one part is a plain run
+    assert part_seed(7, 1, 2) != part_seed(8, 1, 2)
+    assert parse_shard("2/4") == (2, 4) and parse_shard(" 1 / 1 ") == (1, 1)
+    for bad in ("0/2", "3/2", "2", "a/b", "1/0"):
+        with pytest.raises(ValueError, match="--shard"):
+            parse_shard(bad)
+
+
+# ------------------------------------------------------------ merged shards == one process
+def _failures(report: dict) -> list[dict]:
+    stateful = report["stateful"] or {}
+    found = [stateful.get("failure")] + list(stateful.get("more_failures") or [])
+    return [{key: f.get(key) for key in ("kind", "operation", "path", "steps", "seed", "expected", "observed")}
+            | {"file": Path(f["counterexample_file"]).name if f.get("counterexample_file") else None}
+            for f in found if f]
+
+
+def _comparable(report: dict, counts: bool) -> dict:
+    """What must be equal. ``counts``: also how often each thing was exercised,
+    which for a failing run depends on how much shrinking its wall-clock budget
+    allowed (the examples Hypothesis tries while shrinking count too)."""
+    stateful = report["stateful"]
+    coverage = report["coverage"]
+    out = {
+        "verdict": (report["verdict"], report["exit_code"]),
+        "scenarios": [(s["id"], s["verdict"], (s.get("failure") or {}).get("kind")) for s in report["scenarios"]],
+        "not_applicable": [s["id"] for s in (report.get("not_applicable") or {}).get("scenarios", [])],
+        "coverage": {"categories": coverage["categories"], "gates": coverage["gates"]},
+        "exploration": {"verdict": stateful["verdict"], "seed": stateful["seed"],
+                        "uncovered": stateful["coverage"]["uncovered"]},
+        "parts": [{k: p[k] for k in ("index", "count", "seed", "verdict")} for p in stateful["parts"]],
+        "failures": _failures(report),
+    }
+    if counts:
+        out["coverage"].update({key: coverage[key] for key in ("transitions", "states", "operations", "outcomes",
+                                                              "policies")})
+        out["exploration"].update({key: stateful[key] for key in ("examples", "steps", "coverage")})
+        out["parts"] = [{k: p[k] for k in ("index", "count", "seed", "examples", "steps", "verdict")}
+                        for p in stateful["parts"]]
+    return out
+
+
+@pytest.mark.parametrize("adapter, verdict", [("sequential:Reference", "pass"),
+                                              ("sequential:cancel_finished_job", "fail")])
+def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapters, tmp_path, adapter, verdict):
+    common = ["thread-jobs", "--adapter", adapter, "--profile", "quick", "--seed", "5", "--example-db", "none",
+              "--min-coverage", "operations=100", "--max-failures", "1"]
+    shards = [_kit(["run", *common, "--shard", f"{i}/2", "--report-dir", str(tmp_path / f"shard{i}")], cwd=adapters)
+              for i in (1, 2)]
+    for proc in shards:
+        code, text = _done(proc)
+        assert code in (0, 1), text
+    code, text = _done(_kit(["run", *common, "--workers", "2", "--report-dir", str(tmp_path / "whole")],
+                            cwd=adapters))
+    whole = _report(tmp_path / "whole")
+    assert code == whole["exit_code"], text
+    partial = [_report(tmp_path / f"shard{i}") for i in (1, 2)]
+    assert [p["shard"]["index"] for p in partial] == [1, 2] and all(p["shard"]["count"] == 2 for p in partial)
+    assert not {s["id"] for s in partial[0]["scenarios"]} & {s["id"] for s in partial[1]["scenarios"]}
+    assert all(p["coverage"]["gates"] == [] for p in partial)  # a shard never gates its part alone
+
+    code, text = _done(_kit(["merge-reports", str(tmp_path / "merged"), str(tmp_path / "shard1"),
+                             str(tmp_path / "shard2" / "report.json")], cwd=adapters))
+    merged = _report(tmp_path / "merged")
+    assert code == merged["exit_code"] == whole["exit_code"], text
+    assert whole["verdict"] == verdict
+    assert _comparable(merged, counts=verdict == "pass") == _comparable(whole, counts=verdict == "pass")
+    assert merged["coverage"]["gates"][0]["category"] == "operations"
+    assert len(merged["stateful"]["parts"]) == 2
+    if verdict == "pass":
+        assert merged["stateful"]["examples"] == 30
+    assert "shard" not in merged
+    for directory, report in ((tmp_path / "merged", merged), (tmp_path / "whole", whole)):
+        for failure in [report["stateful"]["failure"]] + report["stateful"].get("more_failures", []):
+            if failure and failure.get("counterexample_file"):
+                path = Path(failure["counterexample_file"])
+                assert path.parent == directory and path.is_file()  # the files moved along, renumbered
+                assert yaml.safe_load(path.read_text(encoding="utf-8"))["steps"]
+                assert str(path) in failure["replay"]
+    if verdict == "fail":
+        assert merged["replay"].endswith("--profile quick --seed 5 --workers 2") and merged["replay"] == whole["replay"]
+        assert merged["stateful"]["failure"] is not None
+        assert f"--shard " in merged["stateful"]["failure"]["message"]  # re-running the part that found it
+        assert "Verdict: FAIL" in text
+
+
+# ------------------------------------------------------------ refusals
+def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
+    one = ["thread-jobs", "--adapter", "sequential:Reference", "--no-stateful", "--scenario", "N1", "--scenario", "N2"]
+    runs = {"s1": [*one, "--shard", "1/2"], "s2": [*one, "--shard", "2/2"],
+            "s2-seed": [*one, "--shard", "2/2", "--seed", "9"],
+            "s2-spec": ["task-progress", "--no-stateful", "--shard", "2/2"],
+            "plain": one}
+    procs = {name: _kit(["run", *args, "--report-dir", str(tmp_path / name)], cwd=adapters)
+             for name, args in runs.items()}
+    for name, proc in procs.items():
+        code, text = _done(proc)
+        assert code == 0, (name, text)
+
+    def merge(*dirs: str, refused: bool = True) -> tuple[int, str]:
+        out = tmp_path / "out"
+        code, text = _done(_kit(["merge-reports", str(out), *[str(tmp_path / d) for d in dirs]], cwd=adapters))
+        assert (out / "report.json").exists() != refused, "a refused merge writes no report"
+        return code, " ".join(text.split())
+
+    code, text = merge("s1")
+    assert code == 2 and "shard(s) 2/2 missing" in text and "re-run a shard" in text, text
+    code, text = merge("s1", "s1", "s2")
+    assert code == 2 and "shard 1/2 is given twice" in text, text
+    code, text = merge("s1", "s2-seed")
+    assert code == 2 and "their seeds differ" in text and "Merge only the shards of one run" in text, text
+    code, text = merge("s1", "s2-spec")
+    assert code == 2 and "their specs (id, version) differ" in text, text
+    code, text = merge("s1", "plain")
+    assert code == 2 and "not a shard's report" in text and "--shard I/N" in text, text
+    code, text = merge("s1", "nowhere")
+    assert code == 2 and "no report.json there" in text, text
+    code, text = _done(_kit(["merge-reports", str(tmp_path / "s1"), str(tmp_path / "s1"), str(tmp_path / "s2")],
+                            cwd=adapters))
+    assert code == 2 and "report directory of a shard" in text, text
+
+    code, text = merge("s2", "s1", refused=False)  # in any order
+    assert code == 0, text
+    merged = _report(tmp_path / "out")
+    assert [s["id"] for s in merged["scenarios"]] == ["N1", "N2"] and merged["verdict"] == "pass"
+
+
+def test_shard_and_workers_usage_errors(tmp_path):
+    for args, said in ((["--shard", "3/2"], "I must be between 1 and N"),
+                       (["--workers", "0"], "at least 1 worker"),
+                       (["--workers", "many"], "'auto'"),
+                       (["--workers", "2", "--shard", "1/2"], "give one of them")):
+        code, text = _done(_kit(["run", "thread-jobs", *args, "--report-dir", str(tmp_path / "r")], cwd=tmp_path))
+        assert code == 2 and said in " ".join(text.split()), (args, text)
+        assert not (tmp_path / "r" / "report.json").exists()
+
+
+# ------------------------------------------------------------ --workers
+def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path):
+    report_dir = tmp_path / "reports"
+    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:cancel_finished_job", "--profile",
+                             "quick", "--workers", "2", "--no-scenarios", "--report-dir", str(report_dir)],
+                            cwd=adapters))
+    assert code == 1, text
+    report = _report(report_dir)
+    assert report["verdict"] == "fail" and "Verdict: FAIL" in text and str(report_dir / "report.json") in text
+    assert [p["index"] for p in report["stateful"]["parts"]] == [1, 2] and report["stateful"]["examples"] >= 30
+    assert "progress: " in text and "examples " in text  # the workers' progress, summed
+    failure = report["stateful"]["failure"]
+    counterexample = Path(failure["counterexample_file"])
+    assert counterexample == report_dir / "counterexample-stateful.yaml" and counterexample.is_file()
+    assert (report_dir / "junit.xml").is_file() and (report_dir / "summary.md").is_file()
+    assert list((report_dir / "example-db").iterdir()), "the workers keep failing examples under the report dir"
+    # the replay command the report prints reproduces the failure
+    replay = failure["replay"].split()
+    assert replay[:2] == ["conformance", "replay"]
+    code, text = _done(_kit([*replay[1:], "--report-dir", str(tmp_path / "replayed")], cwd=adapters))
+    assert code == 1, text
+    assert _report(tmp_path / "replayed")["scenarios"][0]["failure"]["kind"] == failure["kind"]
+
+
+def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
+    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "quick",
+                             "--workers", "1", "--no-scenarios", "--report-dir", str(tmp_path / "r")], cwd=adapters))
+    assert code == 0, text
+    report = _report(tmp_path / "r")
+    assert "parts" not in report["stateful"] and "shard" not in report
+    assert report["stateful"]["seed"] == 1 and report["stateful"]["examples"] == 30
+
+
+def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_path):
+    report_dir = tmp_path / "reports"
+    proc = _kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "deep", "--workers", "2",
+                 "--report-dir", str(report_dir)], cwd=adapters)
+    seen, deadline = [], time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if "examples " in line and "examples 0/" not in line:
+            break
+    else:
+        proc.kill()
+    assert seen and "examples " in seen[-1], "".join(seen)
+    children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
+                                                   timeout=30).stdout.split()]
+    assert len(children) == 2, children
+    proc.send_signal(signal.SIGINT)
+    code, text = _done(proc, timeout=180)
+    assert code == 130, text
+    report = _report(report_dir)
+    assert report["verdict"] == "interrupted" and report["exit_code"] == 130
+    assert any(p["kind"] == "interrupted" and "The reports hold only what finished" in p["message"]
+               for p in report["problems"])
+    assert report["scenarios"], "the scenarios the workers finished are reported"
+    assert "Verdict: INTERRUPTED" in text
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
