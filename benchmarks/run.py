@@ -91,6 +91,10 @@ TARGETS = {
     "peer_ratio": {"op": ">=", "value": 1.1},
     # the kit's median time to first failure over the peer's at most (kit median <= peer median)
     "ttff_ratio": {"op": "<=", "value": 1.0},
+    # wall time of the ci run with 1 worker / with 2 (`run --workers 2`, docs/ci.md)
+    "workers_speedup": {"op": ">=", "value": 1.6},
+    # the bundled CLI reference (spec async-command, one process per operation), ci profile, --workers 2
+    "cli_ci_wall_s": {"op": "<=", "value": 300.0},
 }
 
 # Sizes. "full" is the measurement; "quick" only checks that everything runs.
@@ -648,15 +652,18 @@ def measure_model(sizes: tuple[int, int], reps: int, rounds: int) -> dict:
 
 
 # ---------------------------------------------------------------------------- ci
-def measure_ci_run() -> dict:
-    """One ``conformance run --profile ci`` subprocess; raises _Flaky when its only
+def measure_ci_run(spec: str = "spec/thread-jobs.yaml", workers: int | None = None) -> dict:
+    """One ``conformance run --profile ci`` subprocess (``workers``: with
+    ``--workers N``; else in one process); raises _Flaky when its only
     problem is a stateful run Hypothesis aborted as flaky (see with_retries)."""
     exe = shutil.which("conformance")
     cmd = [exe] if exe else [sys.executable, "-c", "from conformance.cli import main; main()"]
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKERS"}  # one process unless asked
     with tempfile.TemporaryDirectory(prefix="bench-ci-") as report_dir:
-        cmd += ["run", "spec/thread-jobs.yaml", "--profile", "ci", "--report-dir", report_dir]
+        cmd += ["run", spec, "--profile", "ci", "--report-dir", report_dir]
+        cmd += ["--workers", str(workers)] if workers else []
         started = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         wall = time.perf_counter() - started
         try:
             report = json.loads((Path(report_dir) / "report.json").read_text(encoding="utf-8"))
@@ -673,7 +680,8 @@ def measure_ci_run() -> dict:
         raise BenchmarkError(f"`conformance run` exited {proc.returncode}: "
                              f"{(proc.stderr.strip() or proc.stdout.strip())[-2000:]}")
     out = {"wall_s": wall, "exit_code": proc.returncode,
-           "command": "conformance run spec/thread-jobs.yaml --profile ci --report-dir <tmp>"}
+           "command": f"conformance run {spec} --profile ci --report-dir <tmp>"
+                      + (f" --workers {workers}" if workers else "")}
     if report is not None:
         out["report_duration_s"] = report.get("duration_s")
         out["stateful_steps"] = stateful.get("steps")
@@ -718,7 +726,8 @@ def render_table(result: dict) -> str:
     for name, unit in (("kit_steps_per_s", ""), ("bare_steps_per_s", ""), ("overhead_ratio", ""),
                        ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s"),
                        ("peer_steps_per_s", ""), ("peer_ratio", ""), ("kit_ttff_median_s", " s"),
-                       ("peer_ttff_median_s", " s"), ("ttff_ratio", "")):
+                       ("peer_ttff_median_s", " s"), ("ttff_ratio", ""), ("workers_speedup", ""),
+                       ("cli_ci_wall_s", " s")):
         target = TARGETS.get(name)
         rows.append((name, fmt(result[name], unit),
                      f"{target['op']} {target['value']:g}" if target else "",
@@ -810,6 +819,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print only the JSON object on stdout")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test (not a measurement)")
     parser.add_argument("--skip-ci-run", action="store_true", help="do not time `conformance run --profile ci`")
+    parser.add_argument("--skip-workers", action="store_true",
+                        help="do not time the ci runs with --workers 2 (workers_speedup, cli_ci_wall_s; "
+                             "--skip-ci-run skips them too)")
     parser.add_argument("--seed", type=int, default=1, help="seed of both stateful runs (default 1, as the CLI)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
                         help="stateful profile for kit and bare (default: ci; quick with --quick)")
@@ -869,6 +881,14 @@ def main(argv: list[str] | None = None) -> int:
                               lambda failed: {"wall_s": None, "exit_code": 1,
                                               "command": "conformance run spec/thread-jobs.yaml --profile ci "
                                                          "--report-dir <tmp>"})
+        workers = cli = None
+        if not args.skip_workers and not args.skip_ci_run:
+            log("conformance run --profile ci --workers 2 (subprocess)")
+            workers = with_retries(lambda: measure_ci_run(workers=2), args.attempts, "ci run, 2 workers",
+                                   lambda failed: {"wall_s": None})
+            log("conformance run spec/async-command.yaml --profile ci --workers 2 (the CLI reference)")
+            cli = with_retries(lambda: measure_ci_run("spec/async-command.yaml", workers=2), args.attempts,
+                               "CLI reference ci run, 2 workers", lambda failed: {"wall_s": None})
         peer = ttff = None
         if not args.skip_peer:
             peer = measure_peer_rounds(profile, seed, max(1, args.peer_rounds or (1 if args.quick else 3)),
@@ -898,6 +918,9 @@ def main(argv: list[str] | None = None) -> int:
         "kit_ttff_median_s": _round(ttff["kit_ttff_median_s"]) if ttff else None,
         "peer_ttff_median_s": _round(ttff["peer_ttff_median_s"]) if ttff else None,
         "ttff_ratio": _round(ttff["ratio"]) if ttff else None,
+        "workers_speedup": (round(ci["wall_s"] / workers["wall_s"], 4) if ci and workers and ci["wall_s"]
+                            and workers["wall_s"] else None),
+        "cli_ci_wall_s": None if cli is None or cli["wall_s"] is None else round(cli["wall_s"], 3),
         "trace_events": traces["full"]["events"] if traces else None,
         "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
         "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
@@ -933,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
             "bare": {**bare_runs[len(bare_runs) // 2], "runs": bare_runs} if len(bare_runs) > 1 else bare_runs[0],
             "model": model,
             "ci": ci,
+            "workers": workers,
+            "cli": cli,
             "stdio": stdio,
             "inprocess_no_concurrency": inproc,
             "traces": traces,

@@ -17,7 +17,8 @@ METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_
            "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio",
            "trace_events", "trace_events_per_s", "trace_peak_rss_mb", "trace_rss_ratio_vs_tenth",
            "peer_steps_per_s", "peer_ratio")
-TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s", "peer_ratio", "ttff_ratio")
+TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s", "peer_ratio", "ttff_ratio",
+            "workers_speedup", "cli_ci_wall_s")
 
 
 def test_quick_benchmark_reports_every_number():
@@ -31,6 +32,7 @@ def test_quick_benchmark_reports_every_number():
         assert isinstance(value, (int, float)) and not isinstance(value, bool), (key, value)
         assert value > 0, (key, value)
     assert result["ci_wall_s"] is None  # skipped
+    assert result["workers_speedup"] is None and result["cli_ci_wall_s"] is None  # ci runs: skipped too
 
     assert set(result["targets"]) == set(TARGETED)
     assert set(result["meets_targets"]) == set(TARGETED)
