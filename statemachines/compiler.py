@@ -8,6 +8,7 @@ Schema of the format -> build with CEL compilation -> semantic checks
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -437,13 +438,29 @@ class _Builder:
                 if f not in known:
                     self.problem(("orderings", name, "by"), f"ordering {name} sorts by unknown field {f!r}")
 
+    def _record_fields_read(self, source: Any, var: str, path: tuple, reads: str | None = None) -> frozenset | None:
+        """The fields of ``var`` (a record of the entity) that ``source`` reads;
+        one the entity does not declare is a problem at ``path``: the model
+        hands CEL only the fields an expression reads, so an undeclared one
+        would read as null instead of failing. ``reads``: the text to look in,
+        when not ``source`` itself."""
+        used = fields_used(str(source) if reads is None else reads, var)
+        if used is not None and hasattr(self, "entity"):
+            known = set(self.entity.fields) | set(self.entity.internal) | {self.lifecycle.field}
+            for name in sorted(used - known):
+                self.problem(path, f"`{source}` reads {var}.{name}, but {name!r} is not a field of "
+                                   f"{self.entity.name}",
+                             f"fields of {self.entity.name}: {', '.join(sorted(known))} (declare it under "
+                             f"`entity: fields:` or `internal:`, or fix the name)")
+        return used
+
     def _projection(self, sources: list, var: str) -> frozenset | None:
         """The record fields a query's expressions read, so only those are handed to CEL."""
         fields: set = set()
-        for source in sources:
+        for source, path in sources:
             if source is None:
                 continue
-            used = fields_used(str(source), var)
+            used = self._record_fields_read(source, var, path)
             if used is None:
                 return None
             fields |= used
@@ -646,7 +663,7 @@ class _Builder:
                 scope.update(n for n in loop_scope if n not in (ent, body["as"]))
                 step = S.ForEach(bind=body["as"], scope=scope_expr, states=states, condition=cond,
                                  ordering=body.get("ordering"), condition_all=cond_all, body=steps, where=where)
-                step.fields = self._projection([body.get("where")], ent)
+                step.fields = self._projection([(body.get("where"), p + ("where",))], ent)
                 return step
             select = self.expr(body["select"], p + ("select",), inner)
             select_all = (self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
@@ -655,7 +672,7 @@ class _Builder:
             step = S.Collect(bind=body["as"], scope=scope_expr, states=states, condition=cond,
                              ordering=body.get("ordering"), condition_all=cond_all, select=select, where=where,
                              select_all=select_all)
-            step.fields = self._projection([body.get("where"), body["select"]], ent)
+            step.fields = self._projection([(body.get("where"), p + ("where",)), (body["select"], p + ("select",))], ent)
             return step
         if kind == "apply":
             policy = self.policies.get(body["policy"])
@@ -727,12 +744,20 @@ class _Builder:
                 check = self.cond(inv["check"], path + ("check",), {ent, "params", "now", "terminal_states"},
                                   f"invariant {inv['id']}")
                 self._records = set()
+                if check is not None:
+                    self._record_fields_read(check.source, ent, path + ("check",))
                 out.append(Invariant(inv["id"], inv.get("description", ""), "each", check))
             elif "scope" in inv:
                 if inv["scope"] != self.entity.scope_field:
                     self.problem(path + ("scope",), f"`scope` must be the scope field ({self.entity.scope_field!r})")
                 check = self.cond(inv["check"], path + ("check",),
                                   {self.entity.collection, "params", "now", "terminal_states"}, f"invariant {inv['id']}")
+                if check is not None:  # the records a macro over the collection binds, e.g. jobs.all(j, j.status ...)
+                    for var in dict.fromkeys(re.findall(rf"\b{re.escape(self.entity.collection)}\s*\.\s*(?:all|exists|"
+                                                        rf"exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", check.source)):
+                        # the binding itself, `filter(j, ...`, is not a use of the whole record
+                        body = re.sub(rf"\(\s*{var}\s*,", "(", check.source)
+                        self._record_fields_read(check.source, var, path + ("check",), reads=body)
                 out.append(Invariant(inv["id"], inv.get("description", ""), "scope", check))
             else:
                 self.problem(path, "an invariant with `check` needs `each` or `scope`")

@@ -440,6 +440,38 @@ def test_a_condition_that_is_not_a_boolean_is_refused_at_validate(tmp, pattern, 
     assert any(p["where"] == where and phrase in p["message"] for p in report["problems"]), report["problems"]
 
 
+@pytest.mark.parametrize("pattern, replacement, marker, read", [
+    (r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$',
+     '    check: "job.cancel_requested_atx == null"', "cancel_requested_atx", "job.cancel_requested_atx"),
+    (r'^    check: "jobs\.filter\(j, j\.status in terminal_states\)\.size\(\) <= params\.retention_limit"$',
+     '    check: "jobs.filter(j, j.statuz in terminal_states).size() <= params.retention_limit"', "j.statuz",
+     "j.statuz"),
+    (r'^          where: "job\.status in wanted"$', '          where: "job.statuz in wanted"', "job.statuz in wanted",
+     "job.statuz"),
+], ids=["each-invariant", "scope-invariant", "query-where"])
+def test_a_record_field_the_entity_does_not_declare_is_refused_at_validate(tmp, pattern, replacement, marker, read):
+    """Item 10, a missing key: the model hands CEL only the record fields an
+    invariant or a query's `where` reads, so an undeclared (misspelt) field
+    used to read as null: the invariant held or broke, the query matched
+    nothing, and the run passed or blamed the implementation. It is the
+    spec's error at its file:line, at validate and at run (exit 2)."""
+    spec = copy_spec(tmp / "spec", "thread-jobs.yaml", "thread-jobs.scenarios.yaml")
+    edit(spec, pattern, replacement)
+    where = f"{spec}:{line_of(spec, marker)}"
+    validated = conformance("validate", spec, timeout=60)
+    assert_clean(validated)
+    assert validated.returncode == 2, validated.describe()
+    assert where in validated.stderr and f"reads {read}, but" in validated.stderr \
+        and "is not a field of job" in validated.stderr, validated.describe()
+    result = conformance("run", spec, "--no-stateful", "--report-dir", tmp / "reports", timeout=60)
+    assert_clean(result)
+    assert result.returncode == 2, result.describe()
+    report = load_report(tmp / "reports")
+    assert report["verdict"] == "error"
+    assert any(p["where"] == where and "is not a field of job" in p["message"] for p in report["problems"]), \
+        report["problems"]
+
+
 # ============================================ 17: a NUL byte in a replayed argument
 def test_nul_byte_in_a_replayed_argument_is_the_inputs_fault(tmp):
     """Item 17: a job id holding a NUL byte cannot be put on a command line; the
