@@ -2,6 +2,7 @@
 public names are declared."""
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,25 @@ def test_every_module_imports_only_the_rooms_its_room_may(path):
     allowed = ROOMS[room] | {room}
     bad = {n for n in kit_imports(path) if not any(under(a, n) for a in allowed)}
     assert not bad, f"{name} (room {room}) imports {sorted(bad)}; it may import only {sorted(allowed)}"
+
+
+def documented_rooms() -> set[str]:
+    """The rooms named in the first column of ARCHITECTURE.md's table, as dotted names
+    (`conformance/cli.py`, `pytest_plugin.py` -> conformance.cli, conformance.pytest_plugin)."""
+    rooms = set()
+    for line in (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
+        paths = re.findall(r"`([^`]+)`", line.split("|")[1]) if line.startswith("| `") else []
+        folder = paths[0].rpartition("/")[0] if paths else ""
+        for path in paths:
+            path = path if "/" in path else f"{folder}/{path}"
+            rooms.add(path.removesuffix("/").removesuffix(".py").removesuffix("/__init__").replace("/", "."))
+    return rooms
+
+
+def test_every_room_is_a_row_of_the_architecture_table():
+    documented = documented_rooms()
+    missing = sorted({room_of(module_name(p)) for p in MODULES} - documented - {None})
+    assert not missing, f"rooms of ROOMS with modules but no row in ARCHITECTURE.md's table: {missing}"
 
 
 def test_statemachines_never_imports_hypothesis_or_pytest():
