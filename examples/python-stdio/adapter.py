@@ -6,7 +6,7 @@ line on stdout (see docs/adapter-protocol.md). Here the implementation under
 test is the kit's own Python reference runtime for the thread-jobs spec;
 replace ``implementation`` and ``handle`` with calls into your code.
 
-    conformance run spec/thread-jobs.yaml --adapter-cmd "python examples/python-stdio/adapter.py"
+    conformance run spec/thread-jobs.yaml --adapter-cmd ".venv/bin/python examples/python-stdio/adapter.py"
 """
 import json
 import sys
