@@ -73,7 +73,7 @@ class _Worker:
     def __init__(self, index: int, count: int, tmp: Path, run_args: list[str]):
         name = f"shard-{index}-of-{count}"
         self.index, self.count = index, count
-        self.dir, self.log = tmp / name, tmp / f"{name}.log"
+        self.dir, self.log, self.console = tmp / name, tmp / f"{name}.log", tmp / f"{name}.stdout.log"
         self.command = worker_command() + ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1",
                                            "--report-dir", str(self.dir), "--verbose"]
         self.examples = 0
@@ -84,14 +84,14 @@ class _Worker:
 
     def start(self) -> None:
         env = {**os.environ, "CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
-        with open(self.log, "w", encoding="utf-8") as out:
+        with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
             self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                          text=True, errors="replace", env=env, start_new_session=True)
         self.reader = threading.Thread(target=self._read, name=f"conformance-worker-{self.index}", daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
-        with open(self.log, "a", encoding="utf-8") as log:
+        with open(self.log, "w", encoding="utf-8") as log:
             for line in self.proc.stderr:
                 line = line.rstrip("\n")
                 scenario = _SCENARIO.match(line)
