@@ -6,6 +6,7 @@ by Python's ``eval``; a spec can only call the functions listed here.
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -186,7 +187,11 @@ class Expression:
                 pass  # unexpected value shapes: let CEL decide (and report)
         # The binding converts every variable it is given into CEL values, so
         # hand it only the ones this expression uses (payloads can be large).
-        env = {name: env[name] for name in self.variables if name in env}
+        # A map is handed over with only the fields the expression reads (a
+        # spec's params hold long message templates that no guard reads).
+        env = {name: env[name] if fields is None or not isinstance(env[name], dict)
+               else {f: env[name][f] for f in fields if f in env[name]}
+               for name, fields in self.reads if name in env}
         budget = None
         if self.functions or self.ticked:
             context = cel.Context()
@@ -240,6 +245,7 @@ class Expression:
         return ExpressionError(f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
                                f"evaluation); loop over fewer values or nest fewer comprehensions", self.where)
 
+    reads: tuple = ()  # (variable, the fields it reads, or None for all of it), for every variable
     path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
     fast: Callable[[dict], Any] | None = None  # exact Python evaluation of a few trivial shapes
 
@@ -284,6 +290,25 @@ _PATH = rf"(?!(?:true|false|null|in)\b){_NAME}(?:\.{_NAME})*"
 _MAP_ITEM = re.compile(rf"\s*'({_NAME})'\s*:\s*({_PATH})\s*")
 _IN = re.compile(rf"^\s*({_PATH})\s+in\s+({_PATH})\s*$")
 _NOT = re.compile(rf"^\s*!\s*({_PATH})\s*$")
+# ``a.b == 'text'``, ``a.b != null``: a string literal without escapes or quotes, or null
+_EQUALS = re.compile(rf"^\s*({_PATH})\s*(==|!=)\s*('[^'\\\"\n]*'|\"[^'\\\"\n]*\"|null)\s*$")
+_PLAIN = (str, bool, int, float, list, dict, type(None))
+
+
+def _constant(program):
+    """An expression without variables or functions has one value: computed
+    once (by CEL), then handed out as a fresh copy so no caller can change it."""
+    box: list = []
+
+    def value(env):
+        if not box:
+            try:
+                box.append(program.execute({}))
+            except Exception:  # noqa: BLE001 - CEL reports it, with the spec's location
+                raise _NotFast() from None
+        found = box[0]
+        return copy.deepcopy(found) if isinstance(found, (list, dict)) else found
+    return value
 
 
 def _getter(path: str):
@@ -321,6 +346,18 @@ def _fast_path(source: str):
                 raise _NotFast()
             return value in pool
         return contains
+    match = _EQUALS.match(text)
+    if match:
+        get, negated, literal = _getter(match.group(1)), match.group(2) == "!=", match.group(3)
+        wanted = None if literal == "null" else literal[1:-1]
+
+        def equals(env):
+            value = get(env)
+            if not isinstance(value, _PLAIN):  # CEL's equality across these types is Python's
+                raise _NotFast()
+            same = value is None if wanted is None else (isinstance(value, str) and value == wanted)
+            return same is not negated
+        return equals
     match = _NOT.match(text)
     if match:
         get = _getter(match.group(1))
@@ -340,6 +377,25 @@ def fields_used(source: str, var: str) -> frozenset[str] | None:
     if re.search(rf"\b{re.escape(var)}\b(?!\s*\.)", source):
         return None
     return frozenset(re.findall(rf"\b{re.escape(var)}\.([A-Za-z_][A-Za-z0-9_]*)", source))
+
+
+# Names that follow a value's dot without being one of its fields.
+_METHOD_NAMES = frozenset({"all", "exists", "exists_one", "map", "filter", "size", "contains", "startsWith",
+                           "endsWith", "matches", "keys", "values", "optMap", "optFlatMap", "orValue", "hasValue",
+                           "value", "or", "join", "split", "lowerAscii", "upperAscii", "trim", "replace",
+                           "indexOf", "lastIndexOf", "substring", "charAt", "format", "sort", "sortBy"})
+
+
+def _fields_read(source: str, var: str) -> frozenset[str] | None:
+    """The fields of the map ``var`` an expression can read, or None when it
+    may read any (it uses ``var`` whole, calls a method on it, or selects a
+    field in a way the plain ``var.field`` reading does not see)."""
+    fields = fields_used(source, var)
+    name = re.escape(var)
+    if fields is None or fields & _METHOD_NAMES or re.search(rf"\b{name}\s*\.\s*(?![A-Za-z_])|\b{name}\s+\.|"
+                                                            rf"\b{name}\.\s", source):
+        return None
+    return fields
 
 
 def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_EXPRESSION_CHARS) -> Expression:
@@ -373,7 +429,11 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
     return Expression(source=source, where=where, program=executable, variables=variables, functions=functions,
-                      ticked=executable is not program, path=path, fast=None if path else _fast_path(source))
+                      reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
+                      ticked=executable is not program, path=path,
+                      fast=None if path else (_constant(program) if not variables and not functions
+                                              and executable is program
+                                              else _fast_path(source)))
 
 
 # -------------------------------------------------- the cost budget's ticks
