@@ -107,6 +107,10 @@ def _handle_class(field_name: str):
     return type("EntityHandle", (), {"__slots__": ("record",), field_name: property(get, put)})
 
 
+# The step kinds that may change the model's state (the others only read it).
+_WRITES = frozenset({S.Create, S.Fire, S.SetFields, S.Apply, S.Put, S.Drop, S.Counter, S.Reset, S.Remove, S.Advance})
+
+
 class Model:
     def __init__(self, spec: Spec, params: dict):
         self.spec = spec
@@ -119,6 +123,10 @@ class Model:
         self.machine = self._build_machine()
         self._public = tuple(self.entity.fields)
         self.now = 0
+        # Grows whenever the state may have changed (a step that writes, the
+        # clock, a reset): equal revisions mean the same visible state, so the
+        # harness need not look at the implementation's state again.
+        self.revision = 0
         self.store = EntityStore(self.entity.key, self.entity.scope_field, self.entity.unique_indexes)
         self.tables: dict[str, dict] = {t: {} for t in spec.tables}
         self.counters: dict[str, int] = {c: 0 for c in spec.counters}
@@ -166,6 +174,7 @@ class Model:
 
     # -- lifecycle of the model itself ------------------------------------
     def reset(self, now_ms: int = 0) -> None:
+        self.revision += 1
         self.now = now_ms
         self._touched.clear()
         self._touched_scopes.clear()
@@ -181,6 +190,7 @@ class Model:
 
     def restore(self, snap: tuple) -> None:
         now, store, tables, counters, coverage = snap
+        self.revision += 1
         self.now, self.store, self.tables, self.counters, self.coverage = (
             now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy())
 
@@ -196,6 +206,7 @@ class Model:
         instant a timer field holds on the way (in time order, each timer
         seeing the clock at its own instant), then at ``target``."""
         target = max(self.now, int(target))
+        self.revision += 1
         while self.spec.timers:
             due = [rec[f] for rec in self.store.all() for f in self.spec.timers
                    if rec.get(f) is not None and self.now < rec[f] < target]
@@ -325,6 +336,8 @@ class Model:
 
     def _run(self, steps: list, frame: dict, out: Prediction) -> None:
         for step in steps:
+            if type(step) in _WRITES:
+                self.revision += 1
             try:
                 self._STEP[type(step)](self, step, frame, out)
             except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:

@@ -7,6 +7,7 @@ recorded in a trace that becomes a failure's step list or a counterexample.
 """
 from __future__ import annotations
 
+import copy
 import json
 import queue
 import re
@@ -97,6 +98,40 @@ class _Worker:
         self._queue.put((None, None, None))
 
 
+class _Crew:
+    """Daemon threads kept between concurrent groups: starting a thread for
+    every concurrent call cost more than most calls. A thread goes back to
+    the idle list only when its call has returned, so one stuck in a hung
+    implementation is never handed work again (and never keeps the kit alive)."""
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            jobs = self._idle.pop() if self._idle else None
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            threading.Thread(target=self._loop, args=(jobs,), daemon=True, name="kit-concurrent").start()
+        jobs.put(fn)
+
+    def _loop(self, jobs: queue.SimpleQueue) -> None:
+        while True:
+            fn = jobs.get()
+            if fn is None:
+                return
+            fn()  # never raises: the calls handed in keep their own outcome
+            with self._lock:
+                self._idle.append(jobs)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for jobs in idle:
+            jobs.put(None)
+
+
 def describe_exception(exc: BaseException) -> str:
     """``Type: message`` for an exception raised by an implementation, even one
     whose own ``__str__`` fails."""
@@ -175,6 +210,9 @@ class Session:
         self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
         self.model = Model(spec, params)
         self.worker = _Worker()
+        self.crew = _Crew()  # the threads of concurrent groups
+        self._probed_revision: int | None = None  # the model's revision the last passing probe saw
+        self._probe_calls: tuple | None = None  # (the parameters, the probe calls they give)
         self.faults: list[tuple[str, str]] = []  # close() failures: (failure kind, message)
         self.adapter = self._build_adapter()
         self.trace: list[dict] = []
@@ -278,6 +316,7 @@ class Session:
             self._close_adapter("at the end of the run")
         finally:
             self.worker.close()
+            self.crew.close()
 
     def take_faults(self) -> list[tuple[str, str]]:
         """The (kind, message) of each fault of close() since the last call."""
@@ -499,7 +538,7 @@ class Session:
 
         # Daemon threads: a call that never returns must not keep the kit alive.
         for i, (op, args) in enumerate(calls):
-            threading.Thread(target=run, args=(i, op, args), daemon=True, name="kit-concurrent").start()
+            self.crew.submit(lambda i=i, op=op, args=args: run(i, op, args))
         deadline = time.monotonic() + self.timeout_s
         responses: list = []
         for i, (op, args) in enumerate(calls):
@@ -551,14 +590,24 @@ class Session:
     def probe_calls(self) -> list[tuple[str, dict]]:
         """The spec's read-only probe calls (one per pool value), which show the
         implementation's whole visible state."""
-        probe = self.spec.exploration.probe
-        if not probe or probe["call"] not in self.spec.offered_operations(self.params):
-            return []
-        values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
-        return [(probe["call"], probe["args"].evaluate({"params": self.params, "pool_value": v})) for v in values]
+        if self._probe_calls is None or self._probe_calls[0] is not self.params:  # built once per parameters
+            probe, calls = self.spec.exploration.probe, []
+            if probe and probe["call"] in self.spec.offered_operations(self.params):
+                values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
+                calls = [(probe["call"], probe["args"].evaluate({"params": self.params, "pool_value": v}))
+                         for v in values]
+            self._probe_calls = (self.params, calls)
+        # a fresh copy: an implementation may change the arguments it is handed
+        return [(op, copy.deepcopy(args)) for op, args in self._probe_calls[1]]
 
-    def probe(self) -> Failure | None:
-        """Compare the implementation's visible state with the model's."""
+    def probe(self, *, when_changed: bool = False) -> Failure | None:
+        """Compare the implementation's visible state with the model's.
+        ``when_changed``: not if the model's state is the one the last probe
+        found matching (a step that changed nothing in the model; whatever the
+        implementation changed on its own shows at the next probe)."""
+        revision = self.model.revision
+        if when_changed and revision == self._probed_revision:
+            return None
         for op, args in self.probe_calls():
             response, failure = self.call(op, args, record=False)
             if failure:
@@ -568,6 +617,7 @@ class Session:
                 failure.steps = [dict(s) for s in self.trace]
                 failure.message = f"probe after the last step: {failure.message}"
                 return failure
+        self._probed_revision = revision
         return None
 
     # -- helpers ------------------------------------------------------------------
