@@ -28,7 +28,8 @@ from ..errors import AdapterLoadError, ConformanceFailure
 from .failures import DATA_ERRORS, Failure
 from .session import Session
 
-__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "build_state_machine", "run_stateful"]
+__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
+           "run_stateful"]
 
 # examples x steps per example, and seconds of shrinking once a failure is found
 PROFILES = {
@@ -58,6 +59,9 @@ class StatefulOutcome:
         return {"verdict": self.verdict, "profile": self.profile, "seed": self.seed, "examples": self.examples,
                 "steps": self.steps, "duration_s": round(self.duration_s, 3), "coverage": self.coverage,
                 "failure": self.failure.to_dict() if self.failure else None}
+
+
+_ABSENT = object()  # an optional argument not sent
 
 
 def _strip_hints(schema: Any) -> Any:
@@ -93,7 +97,11 @@ class Explorer:
                     self.actions += [("concurrent", group)] * 2
         if ex.advance_ms:
             self.actions += [("advance", None)] * 2
-        self._schema_strategies: dict = {}
+        self._plans: dict = {}
+        self.action = st.sampled_from(tuple(self.actions))
+        self.advance_ms = st.sampled_from(tuple(ex.advance_ms)) if ex.advance_ms else None
+        self._batch_strategies: dict = {}
+        self.step = self._build_step()
         self.model = None  # set by the state machine, for drawing live keys
         self._payloads = {name: self._payload_strategy(policy) for name, policy in spec.policies.items()
                           if policy.kind == "inline_or_spill"}
@@ -110,43 +118,82 @@ class Explorer:
         small = st.text(alphabet="ab \n", max_size=12)
         return st.one_of(small, st.sampled_from(edges))
 
-    def _schema_strategy(self, op: str, prop: str, schema: dict):
-        key = (op, prop)
-        if key not in self._schema_strategies:
-            self._schema_strategies[key] = from_schema(_strip_hints(schema))
-        return self._schema_strategies[key]
-
-    def draw_value(self, data, op: str, prop: str, schema: dict, keys: list) -> Any:
+    # -- argument draws ----------------------------------------------------------
+    # Every strategy is built once per spec and parameter set (building one per
+    # draw cost more than the implementation's own work). A draw is "raw": its
+    # shape never depends on the state (an index, not a key), so replaying a
+    # sequence after a race changed the state never confuses Hypothesis; the
+    # raw value becomes an argument only against the current state (``_resolve``).
+    def _raw_strategy(self, op: str, prop: str, schema: dict):
+        """How one argument is drawn, and how the draw becomes a value: (strategy, kind)."""
         draw = schema.get("x-draw") if isinstance(schema, dict) else None
         items = schema.get("items") if isinstance(schema, dict) else None
         if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
-            size = data.draw(st.integers(int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
-                             label=f"{prop}:size")
-            return [self.draw_value(data, op, prop, items, keys) for _ in range(size)]
+            item, kind = self._raw_strategy(op, prop, items)
+            size = (int(schema.get("minItems", 0)), int(schema.get("maxItems", 3)))
+            return st.lists(item, min_size=size[0], max_size=size[1]), ("list", kind)
         if draw and "pool" in draw:
-            return data.draw(st.sampled_from(self.spec.exploration.pools[draw["pool"]]), label=prop)
+            return st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]])), ("value",)
         if draw and "keys" in draw:
-            # Mostly keys the model holds now (non-terminal ones first), else any key
-            # ever seen (evicted ones too), else a fresh one: forbidden calls get tried.
-            # Every draw has the same shape whatever the state (an index taken
-            # modulo the list), so replaying a sequence after a race changed the
-            # state never confuses Hypothesis.
-            # A quarter of the draws go to records in an intermediate state (neither
-            # initial nor terminal, such as a job whose cancel is pending): they are
-            # short-lived and few, and the rules that break live there.
-            fresh = float(draw.get("fresh", 0.1))
-            roll = data.draw(st.integers(0, 99), label=f"{prop}:which?")
-            pick = data.draw(st.integers(0, 255), label=prop)
-            if not keys or roll < fresh * 100:
-                return f"k{pick % 4 + 1}"
-            if roll < fresh * 100 + 25:
-                choices = self.intermediate_keys() or self.live_keys() or keys
-            else:
-                choices = (self.live_keys() if roll < 55 + fresh * 50 else []) or keys
-            return choices[pick % len(choices)]
+            return st.tuples(st.integers(0, 99), st.integers(0, 255)), ("key", float(draw.get("fresh", 0.1)))
         if draw and "policy" in draw:
-            return data.draw(self._payloads[draw["policy"]], label=prop)
-        return data.draw(self._schema_strategy(op, prop, schema), label=prop)
+            return self._payloads[draw["policy"]], ("value",)
+        return from_schema(_strip_hints(schema)), ("value",)
+
+    def args_plan(self, op: str, omit=()):
+        """One strategy drawing every argument of ``op`` (but ``omit``), and the
+        kinds that turn its draw into arguments; built once per (op, omit)."""
+        key = (op, tuple(omit))
+        plan = self._plans.get(key)
+        if plan is None:
+            schema = self.spec.operations[op].args_schema
+            required = set(schema.get("required") or ())
+            names, parts, kinds = [], [], []
+            for prop, sub in (schema.get("properties") or {}).items():
+                if prop in omit:
+                    continue
+                strategy, kind = self._raw_strategy(op, prop, sub)
+                names.append(prop)
+                kinds.append(kind)
+                # an optional argument is sent half of the time
+                parts.append(strategy if prop in required else st.one_of(st.just(_ABSENT), strategy))
+            plan = self._plans[key] = (st.tuples(*parts), tuple(names), tuple(kinds))
+        return plan
+
+    def _resolve(self, raw: Any, kind: tuple, keys: list) -> Any:
+        if kind[0] == "value":
+            return raw
+        if kind[0] == "list":
+            return [self._resolve(item, kind[1], keys) for item in raw]
+        # A key: mostly one the model holds now (non-terminal ones first), else any
+        # key ever seen (evicted ones too), else a fresh one: forbidden calls get
+        # tried. A quarter of the draws go to records in an intermediate state
+        # (neither initial nor terminal, such as a job whose cancel is pending):
+        # they are short-lived and few, and the rules that break live there.
+        roll, pick = raw
+        fresh = kind[1]
+        if not keys or roll < fresh * 100:
+            return f"k{pick % 4 + 1}"
+        if roll < fresh * 100 + 25:
+            choices = self.intermediate_keys() or self.live_keys() or keys
+        else:
+            choices = (self.live_keys() if roll < 55 + fresh * 50 else []) or keys
+        return choices[pick % len(choices)]
+
+    def batch_plan(self, batch: dict) -> dict:
+        """A batch's strategies: its count (within bounds fixed by the
+        parameters), its shared values and each phase's clock moves."""
+        plan = self._batch_strategies.get(batch["name"])
+        if plan is None:
+            env = {"params": self.params}
+            low = int(batch["count"]["min"].evaluate(env))
+            high = max(low, int(batch["count"]["max"].evaluate(env)))
+            pools = self.spec.exploration.pools
+            plan = self._batch_strategies[batch["name"]] = {
+                "count": st.integers(low, high),
+                "shared": {name: st.sampled_from(tuple(pools[how["pool"]])) for name, how in batch["shared"].items()},
+                "advance": [st.sampled_from(tuple(phase["advance_ms"])) for phase in batch["phases"]]}
+        return plan
 
     def intermediate_keys(self) -> list:
         """Keys of records the model holds now in a state that is neither initial nor terminal."""
@@ -167,18 +214,40 @@ class Explorer:
         active = [k for k, r in records.items() if r[field] not in terminal]
         return active or list(records)
 
-    def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
-        schema = self.spec.operations[op].args_schema
-        required = set(schema.get("required") or ())
-        args = {}
-        for prop, sub in (schema.get("properties") or {}).items():
-            if prop in omit:
-                continue
-            if prop not in required and not data.draw(st.booleans(), label=f"{prop}?"):
-                continue
-            args[prop] = self.draw_value(data, op, prop, sub, keys)
-        return args
+    def resolve_args(self, op: str, raw: tuple, keys: list, omit=()) -> dict:
+        """The arguments of ``op`` from a raw draw of ``args_plan(op, omit)``."""
+        _, names, kinds = self.args_plan(op, omit)
+        return {name: self._resolve(value, kind, keys)
+                for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
 
+    def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
+        return self.resolve_args(op, data.draw(self.args_plan(op, omit)[0]), keys, omit)
+
+    def _build_step(self):
+        """One strategy for a whole step: the action and every raw value it
+        needs, drawn at once (one draw per step is far cheaper for Hypothesis
+        than one per value, and its shape never depends on the state)."""
+        action, advance_ms = self.action, self.advance_ms
+
+        @st.composite
+        def step(draw):
+            kind, what = draw(action)
+            if kind == "call":
+                return kind, what, draw(self.args_plan(what)[0])
+            if kind == "advance":
+                return kind, draw(advance_ms)
+            if kind == "concurrent":
+                return kind, what, [draw(self.args_plan(op)[0]) for op in what["calls"]]
+            plan = self.batch_plan(what)
+            n = draw(plan["count"])
+            shared = {name: draw(strategy) for name, strategy in plan["shared"].items()}
+            phases = []
+            for phase, advance in zip(what["phases"], plan["advance"]):
+                order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
+                args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
+                phases.append((order, [(draw(advance), draw(args)) for _ in order]))
+            return kind, what, n, shared, phases
+        return step()
 
 class Driver:
     """Where generated actions go: the kit's checking session, or (in the
@@ -197,6 +266,7 @@ class _Checked(Driver):
 
     def check(self, failure: Failure | None) -> None:
         if failure is not None:
+            self.stats.failing = True
             self.stats.failed(failure)
             raise ConformanceFailure(failure)
 
@@ -221,17 +291,23 @@ class _Checked(Driver):
 def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
     """Draw one action of the spec's mix and carry it out through ``driver``.
     ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
-    spec, params = explorer.spec, explorer.params
-    kind, what = data.draw(st.sampled_from(explorer.actions), label="action")
+    carry_out(explorer, data.draw(explorer.step), machine, driver)
+
+
+def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> None:
+    """Carry out one drawn step (``Explorer.step``): its raw draws become
+    arguments against the state as it is now."""
+    kind, what = step[0], step[1]
+    keys = machine.keys
     if kind == "call":
-        driver.call(what, explorer.draw_args(data, what, machine.keys))
+        driver.call(what, explorer.resolve_args(what, step[2], keys))
     elif kind == "advance":
-        driver.advance(data.draw(st.sampled_from(spec.exploration.advance_ms), label="ms"))
+        driver.advance(what)
     elif kind == "concurrent":
         shared: dict = {}
         calls = []
-        for op in what["calls"]:
-            args = explorer.draw_args(data, op, machine.keys)
+        for op, raw in zip(what["calls"], step[2]):
+            args = explorer.resolve_args(op, raw, keys)
             for name in what["same_args"]:
                 if name in shared:
                     args[name] = shared[name]
@@ -240,28 +316,27 @@ def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
             calls.append((op, args))
         driver.concurrently(calls)
     elif kind == "batch":
-        env = {"params": params}
-        low = int(what["count"]["min"].evaluate(env))
-        high = max(low, int(what["count"]["max"].evaluate(env)))
-        n = data.draw(st.integers(low, high), label=f"{what['name']}:count")
-        shared = {name: data.draw(st.sampled_from(spec.exploration.pools[how["pool"]]), label="shared")
-                  for name, how in what["shared"].items()}
-        machine.batches += 1
-        items: list[dict] = [{} for _ in range(n)]
-        for phase in what["phases"]:
-            order = list(range(n)) if phase["order"] == "given" else data.draw(st.permutations(range(n)), label="order")
-            for index in order:
-                item = items[index]
-                if any(value is None for value in item.values()):
-                    continue  # an earlier phase failed for this item; later phases need its result
-                ms = data.draw(st.sampled_from(phase["advance_ms"]), label="ms")
-                if ms:
-                    driver.advance(ms)
-                args = explorer.draw_args(data, phase["call"], machine.keys, omit=phase["omit"] + list(phase["args"]))
-                scope = {"params": params, "shared": shared, "batch": machine.batches, "index": index, "item": item}
-                args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
-                response = driver.call(phase["call"], args)
-                item[phase["call"]] = response.get("result") if isinstance(response, dict) and "result" in response else None
+        _carry_out_batch(explorer, step, machine, driver)
+
+
+def _carry_out_batch(explorer: "Explorer", step: tuple, machine, driver: Driver) -> None:
+    _, batch, n, shared, phases = step
+    params = explorer.params
+    machine.batches += 1
+    items: list[dict] = [{} for _ in range(n)]
+    for phase, (order, draws) in zip(batch["phases"], phases):
+        omit = phase["omit"] + list(phase["args"])
+        for index, (ms, raw) in zip(order, draws):
+            item = items[index]
+            if any(value is None for value in item.values()):
+                continue  # an earlier phase failed for this item; later phases need its result
+            if ms:
+                driver.advance(ms)
+            args = explorer.resolve_args(phase["call"], raw, machine.keys, omit)
+            scope = {"params": params, "shared": shared, "batch": machine.batches, "index": index, "item": item}
+            args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
+            response = driver.call(phase["call"], args)
+            item[phase["call"]] = response.get("result") if isinstance(response, dict) and "result" in response else None
 
 
 @dataclass
@@ -272,6 +347,7 @@ class _Stats:
     first_failure_at: float | None = None
     best: Failure | None = None
     failures: int = 0
+    failing: bool = False  # the current example has failed
 
     def failed(self, failure: Failure) -> None:
         """Keep the shortest failing step list; stop shrinking when the budget is spent."""
@@ -298,6 +374,8 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             self.keys: list = []  # every key seen, in order of first sight (evicted ones too)
             self._seen: set = set()
             self.batches = 0
+            self.unprobed = False  # a step ran whose probe was skipped
+            stats.failing = False
 
         def _note_keys(self) -> None:
             for key in session.model.keys():
@@ -305,13 +383,24 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
                     self._seen.add(key)
                     self.keys.append(key)
 
-        @rule(data=st.data())
-        def step(self, data):
+        @rule(step=explorer.step)
+        def step(self, step):
             stats.steps += 1
-            perform(explorer, data, self, driver)
+            self.unprobed = True  # until this step's probe has passed
+            carry_out(explorer, step, self, driver)
             self._note_keys()
             driver.check(session.check_model_invariants())
-            driver.check(session.probe())
+            # The probe looks again only when the model's state changed; a step
+            # that changed nothing in the model is covered by the next probe,
+            # or by the one at the end of the example.
+            calls = session.calls
+            driver.check(session.probe(when_changed=True))
+            self.unprobed = session.calls == calls
+
+        def teardown(self):
+            if self.unprobed and not stats.failing:
+                self.unprobed = False
+                driver.check(session.probe())
 
     return SpecStateMachine
 
