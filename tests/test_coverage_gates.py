@@ -79,3 +79,23 @@ def test_gate_met_passes(tmp_path):
 def test_bad_gate_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(cli, ["run", SPEC, "--min-coverage", "lines=3", "--report-dir", str(tmp_path)])
     assert result.exit_code == 2 and "transitions, states" in result.output
+
+
+def test_following_a_failed_gates_replay_reaches_the_same_coverage(tmp_path):
+    """The replay command of a failed gate keeps the options that chose what
+    ran (here --no-stateful): following it gives the run's coverage again."""
+    import shlex
+
+    result, report = run(tmp_path / "first", "transitions=90")
+    assert result.exit_code == 1, result.output
+    replay = report["coverage"]["failure"]["replay"]
+    assert "--no-stateful" in replay and "--min-coverage transitions=90" in replay, replay
+    assert report["replay"] == replay.split(" --min-coverage")[0]  # the run's own replay selects the same
+    args = shlex.split(replay)
+    assert args[:2] == ["conformance", "run"]
+    again = CliRunner().invoke(cli, args[1:] + ["--report-dir", str(tmp_path / "again")])
+    assert again.exit_code == 1, again.output
+    followed = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert followed["stateful"] is None
+    assert followed["coverage"]["categories"] == report["coverage"]["categories"]
+    assert followed["coverage"]["failure"]["message"] == report["coverage"]["failure"]["message"]

@@ -623,14 +623,10 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         if config.replay_file:
             report["replay"] = (f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
                                 f"{adapter_args}")
-        elif config.only:
-            report["replay"] = f"{base_cmd} " + " ".join(f"--scenario {shlex.quote(i)}" for i in config.only)
         else:
-            report["replay"] = f"{base_cmd} --profile {config.profile} --seed {config.seed}" + _parts_args(config)
+            report["replay"] = f"{base_cmd} {_selection_args(config)}" + ("" if config.only else _parts_args(config))
     if config.shard is not None:
-        whole = (f"{base_cmd} " + " ".join(f"--scenario {shlex.quote(i)}" for i in config.only) if config.only
-                 else f"{base_cmd} --profile {config.profile} --seed {config.seed}")
-        report["shard"]["rerun"] = whole
+        report["shard"]["rerun"] = f"{base_cmd} {_selection_args(config)}"
     _data_errors(report)
 
 
@@ -658,6 +654,24 @@ def _parts(config: RunConfig) -> list[tuple[int, int]]:
         return [config.shard]
     count = max(1, int(config.exploration_parts))
     return [(index, count) for index in range(1, count + 1)]
+
+
+def _selection_args(config: RunConfig) -> str:
+    """The options that chose what this run ran (its scenarios, its
+    exploration), so that a replay command runs the same and reaches the same
+    coverage; without the parts (``_parts_args``)."""
+    args = [f"--scenario {shlex.quote(i)}" for i in config.only]
+    if not config.scenarios:
+        args.append("--no-scenarios")
+    elif config.race_runs != RACE_RUNS:
+        args.append(f"--race-runs {config.race_runs}")
+    if config.only:  # scenarios named: the exploration does not run
+        return " ".join(args)
+    if not config.stateful:
+        args.append("--no-stateful")
+    elif config.max_failures != 1:  # the exploration goes on after a failure, covering more
+        args.append(f"--max-failures {config.max_failures}")
+    return " ".join(args + [f"--profile {config.profile}", f"--seed {config.seed}"])
 
 
 def _parts_args(config: RunConfig) -> str:
@@ -798,7 +812,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     categories = coverage_categories(spec, counts, params)
     gates, failure = check_gates(categories, config.min_coverage)
     if failure is not None:
-        failure.replay = f"{base_cmd} --profile {config.profile} --seed {config.seed} " + " ".join(
+        failure.replay = f"{base_cmd} {_selection_args(config)}{_parts_args(config)} " + " ".join(
             f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
     report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
                           "operations": counts["operations"], "outcomes": counts["outcomes"],
