@@ -569,16 +569,26 @@ def diff(old, new, rev, as_json, output, check_version):
 
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True,
+              help="How much stateful exploration: quick, ci or deep.")
 @click.option("--seed", default="1", show_default=True)
 @click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these mutants.")
+@click.option("--adapter-opt", "adapter_opts", multiple=True, metavar="KEY=VALUE",
+              help="Keyword option passed to every mutant, as `conformance run` passes it to the reference "
+                   "(repeatable); profile=NAME checks the mutants under that profile of the spec.")
+@click.option("--all-profiles", is_flag=True,
+              help="Run every mutant under the spec's defaults and under each profile of the spec its "
+                   "implementation offers, one table per profile.")
 @click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
               show_default=True)
-def mutants(spec, profile, seed, only, timeout_s):
+def mutants(spec, profile, seed, only, adapter_opts, all_profiles, timeout_s):
     """Run the kit against every mutant SPEC ships (a file or an installed
-    spec's name); exit 0 only if all are killed, 1 if one survives, 2 for a
-    spec or loading error."""
-    from .mutants import load_mutants, run_mutant
+    spec's name); exit 0 only if all are killed (in every profile run), 1 if
+    one survives, 2 for a spec or loading error. A mutant whose
+    implementation does not offer the chosen profile is listed as not
+    applicable there."""
+    from .adapters.python import parse_options
+    from .mutants import declared_profile, load_mutants, run_mutant
 
     try:
         loaded = load_spec(_spec_file(spec))
@@ -593,6 +603,16 @@ def mutants(spec, profile, seed, only, timeout_s):
         errors.print(spec_target_problem(target, "mutants"), markup=False)
         sys.exit(2)
     try:
+        options = parse_options(adapter_opts)
+    except AdapterLoadError as exc:
+        raise click.UsageError(str(exc)) from None
+    chosen_profile = options.get("profile")
+    if all_profiles and chosen_profile is not None:
+        raise click.UsageError("give either --all-profiles or --adapter-opt profile=NAME, not both")
+    if chosen_profile is not None and chosen_profile not in loaded.profiles:
+        raise click.UsageError(f"spec {loaded.id} has no profile {chosen_profile!r} (its profiles: "
+                               f"{', '.join(sorted(loaded.profiles)) or 'none'})")
+    try:
         table_of_mutants = load_mutants(target)
     except AdapterLoadError as exc:
         errors.print(str(exc), markup=False)
@@ -601,15 +621,51 @@ def mutants(spec, profile, seed, only, timeout_s):
     if unknown:
         raise click.UsageError(f"unknown mutant(s): {', '.join(unknown)} (known: {', '.join(table_of_mutants)})")
     seed_value = _parse_seed(seed)
-    results = []
     chosen = [(n, m) for n, m in table_of_mutants.items() if not only or n in only]
-    for index, (name, mutant) in enumerate(chosen, 1):
-        label = f"mutant {index}/{len(chosen)}: {name}"
-        if not console.is_terminal:
-            errors.print(f"progress: {label}", markup=False)
-        with console.status(label) if console.is_terminal else _nothing():
-            results.append(run_mutant(spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s))
-    table = Table(title=f"Mutants of {loaded.id} (profile {profile}, seed {seed_value})")
+    if all_profiles:
+        runs = [(None, dict(options))] + [(p, {**options, "profile": p}) for p in sorted(loaded.profiles)]
+    else:
+        runs = [(chosen_profile, options)]
+    survived, applicable_anywhere = [], 0
+    for spec_profile, run_options in runs:
+        under = spec_profile or "the spec's defaults"
+        results, not_applicable = [], []
+        for index, (name, mutant) in enumerate(chosen, 1):
+            starts, declared = declared_profile(mutant, run_options, timeout_s)
+            if not starts:
+                not_applicable.append((name, declared))
+                continue
+            if spec_profile is None and all_profiles and declared in loaded.profiles:
+                continue  # its implementation's default is a profile of the spec: it runs there
+            label = f"mutant {index}/{len(chosen)}: {name}" + (f" under {spec_profile}" if spec_profile else "")
+            if not console.is_terminal:
+                errors.print(f"progress: {label}", markup=False)
+            with console.status(label) if console.is_terminal else _nothing():
+                results.append(run_mutant(spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s,
+                                          options=run_options))
+        if results:
+            applicable_anywhere += 1
+            _print_mutants(results, f"Mutants of {loaded.id} under {under} (exploration {profile}, seed {seed_value})")
+            survived += [f"{r.name}" + (f" ({spec_profile})" if spec_profile else "") for r in results if not r.killed]
+        elif not not_applicable:  # each declares a profile of the spec by default, and runs under it
+            console.print(f"no mutant runs under {under}: each runs under the profile its implementation declares",
+                          highlight=False, markup=False)
+        if not_applicable:
+            names = ", ".join(name for name, _ in not_applicable)
+            console.print(f"not applicable under {under} (their implementation does not start with these options): "
+                          f"{names}; e.g. {not_applicable[0][1]}", highlight=False, markup=False)
+    if not applicable_anywhere:
+        errors.print("no mutant applies: none starts with these adapter options", markup=False)
+        sys.exit(2)
+    if len(runs) > 1:
+        console.print("every profile: " + (f"survived: {', '.join(survived)}" if survived else "all killed"),
+                      highlight=False, markup=False)
+    sys.exit(1 if survived else 0)
+
+
+def _print_mutants(results: list, title: str) -> None:
+    """One profile's mutants as a table, then how many were killed."""
+    table = Table(title=title)
     for column in ("mutant", "killed", "by scenarios", "by exploration alone", "bug"):
         table.add_column(column, overflow="fold")
     for r in results:
@@ -624,7 +680,6 @@ def mutants(spec, profile, seed, only, timeout_s):
     console.print(f"{len(results) - len(survived)}/{len(results)} killed; exploration alone found "
                   f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
                   highlight=False)
-    sys.exit(1 if survived else 0)
 
 
 @cli.command("specs")

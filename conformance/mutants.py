@@ -2,6 +2,8 @@
 reference implementation that the kit must catch."""
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -9,7 +11,7 @@ from .errors import AdapterLoadError
 from .adapters.python import resolve_target
 from .engine.runner import RunConfig, run_conformance
 
-__all__ = ["MutantResult", "load_mutants", "run_mutant"]
+__all__ = ["MutantResult", "load_mutants", "run_mutant", "declared_profile"]
 
 
 @dataclass
@@ -38,15 +40,42 @@ def load_mutants(target: str) -> dict:
     return mutants
 
 
+def declared_profile(mutant, options: dict, timeout_s: float) -> tuple[bool, str | None]:
+    """Whether the mutant's implementation starts with these adapter options
+    (``profile=NAME`` chooses a profile of the spec, as for ``conformance run
+    --adapter-opt``): ``(True, the profile its describe() declares)``, or
+    ``(False, why not)`` -- e.g. its reference does not offer that profile."""
+    box: list = []
+
+    def probe() -> None:
+        try:
+            adapter = mutant.factory(**options)
+            try:
+                identity = adapter.describe()
+            finally:
+                adapter.close()
+            box.append((True, identity.get("profile") if isinstance(identity, dict) else None))
+        except Exception as exc:  # noqa: BLE001 - the reason it does not apply, shown to the user
+            box.append((False, f"{type(exc).__name__}: {exc}"))
+
+    worker = threading.Thread(target=probe, daemon=True, name="mutant-probe")
+    worker.start()
+    worker.join(timeout_s)
+    return box[0] if box else (False, f"it did not start and describe itself within {timeout_s:g}s")
+
+
 def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
                timeout_s: float, on_example: Callable | None = None, shrink_s: float = 0.0,
-               reduce_s: float = 0.0) -> MutantResult:
+               reduce_s: float = 0.0, options: dict | None = None) -> MutantResult:
     """Run the scenarios, then the exploration alone, against one mutant.
-    Hypothesis's shrinking and the replay reduction are off by default:
-    whether the exploration finds the bug is what counts here. With
-    ``reduce_s``, the failure found is reduced by replaying it and
+    ``profile`` is the exploration's depth (quick, ci, deep); ``options`` are
+    passed to the mutant's factory (``{"profile": "psi-runtime"}``: that
+    profile of the spec). Hypothesis's shrinking and the replay reduction are
+    off by default: whether the exploration finds the bug is what counts
+    here. With ``reduce_s``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept."""
-    base = dict(spec_path=spec_path, adapter_factory=mutant.factory, adapter_label=f"mutant:{name}",
+    factory = functools.partial(mutant.factory, **options) if options else mutant.factory
+    base = dict(spec_path=spec_path, adapter_factory=factory, adapter_label=f"mutant:{name}",
                 profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s,
                 reduce_s=reduce_s)
     scenarios = _not_interrupted(run_conformance(RunConfig(**base, stateful=False)))
