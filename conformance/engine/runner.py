@@ -25,7 +25,7 @@ from .failures import DATA_ERRORS, Failure
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario
-from .session import DEFAULT_TIMEOUT_S, Session
+from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 from .stateful import PROFILES, run_stateful
 
 __all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION",
@@ -181,7 +181,14 @@ def prepare(config: RunConfig) -> Prepared:
         if not (config.adapter_label or config.adapter) and spec_target_problem(target):
             raise AdapterLoadError(spec_target_problem(target))  # a spec is data: it runs no code of its choosing
         factory = adapter_factory(target, config.adapter_options)
-    session = Session(spec, spec.default_parameters(), factory, timeout_s=config.timeout_s)
+    watched = _WatchedStart(factory)
+    try:
+        session = Session(spec, spec.default_parameters(), watched, timeout_s=config.timeout_s)
+    except AdapterLoadError as exc:  # "did not start": say what the constructor was doing when time ran out
+        where = watched.hung_in()
+        if where is None:
+            raise
+        raise AdapterLoadError(f"{exc}: its constructor was still in {where}") from None
     try:
         identity = session.describe()
     except AdapterLoadError:  # already says what went wrong (e.g. a refused stdio handshake)
@@ -208,6 +215,51 @@ def prepare(config: RunConfig) -> Prepared:
             session.close()
             raise
     return Prepared(spec, session, identity, params, target or "")
+
+
+class _WatchedStart:
+    """The implementation's factory, noting where it was if it did not return
+    in time (``hung_in``): "the adapter did not start" alone does not say that
+    a constructor was stuck in, say, its own reset()."""
+
+    def __init__(self, factory: Callable) -> None:
+        self.factory, self.thread, self.stuck = factory, None, None
+        self.returned = False
+
+    def __call__(self):
+        self.thread = threading.get_ident()
+        try:
+            adapter = self.factory()
+        except _CallTimeout as exc:  # the timer interrupted it on the main thread: where it was is in the traceback
+            self.stuck = traceback.extract_tb(exc.__traceback__)[1:]
+            raise
+        self.returned = True
+        return adapter
+
+    def hung_in(self) -> str | None:
+        """Where the constructor was when it timed out ("C.reset (f.py:9), called
+        from C.__init__ (f.py:5)"), or None if it did not time out."""
+        import sys
+
+        frames = self.stuck
+        if frames is None and not self.returned and self.thread is not None and self.thread != threading.get_ident():
+            frame = sys._current_frames().get(self.thread)  # abandoned in its worker thread, still stuck
+            frames = traceback.extract_stack(frame) if frame else []
+            starts = [i for i, f in enumerate(frames) if f.filename == __file__ and f.name == "__call__"]
+            frames = frames[starts[-1] + 1:] if starts else None
+        own = [f for f in frames or () if not _library_file(f.filename)]
+        if not own:
+            return None
+        chain = [f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in reversed(own[-3:])]
+        return ", called from ".join(chain)
+
+
+def _library_file(filename: str) -> bool:
+    """The standard library's or the kit's own code (not the implementation's)."""
+    import sysconfig
+
+    kit = str(Path(__file__).resolve().parents[1])
+    return filename.startswith((sysconfig.get_paths()["stdlib"], kit, "<frozen"))
 
 
 def _identity_problem(identity) -> str | None:
