@@ -167,7 +167,9 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
     assert merged["coverage"]["gates"][0]["category"] == "operations"
     assert len(merged["stateful"]["parts"]) == 2
     if verdict == "pass":
-        assert merged["stateful"]["examples"] == 30
+        # every example of the profile ran (Hypothesis may run one it does not count
+        # towards max_examples, e.g. one that drew more than its choice budget)
+        assert 30 <= merged["stateful"]["examples"] <= 32
     assert "shard" not in merged
     for directory, report in ((tmp_path / "merged", merged), (tmp_path / "whole", whole)):
         for failure in [report["stateful"]["failure"]] + report["stateful"].get("more_failures", []):
