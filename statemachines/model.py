@@ -127,6 +127,9 @@ class Model:
         # clock, a reset): equal revisions mean the same visible state, so the
         # harness need not look at the implementation's state again.
         self.revision = 0
+        # How many times a record was created under each key: one created again
+        # under a key that was freed (evicted, removed) is another record.
+        self.births: dict = {}
         self.store = EntityStore(self.entity.key, self.entity.scope_field, self.entity.unique_indexes)
         self.tables: dict[str, dict] = {t: {} for t in spec.tables}
         self.counters: dict[str, int] = {c: 0 for c in spec.counters}
@@ -175,6 +178,7 @@ class Model:
     # -- lifecycle of the model itself ------------------------------------
     def reset(self, now_ms: int = 0) -> None:
         self.revision += 1
+        self.births.clear()
         self.now = now_ms
         self._touched.clear()
         self._touched_scopes.clear()
@@ -186,13 +190,13 @@ class Model:
 
     def snapshot(self) -> tuple:
         return (self.now, self.store.copy(), {k: dict(v) for k, v in self.tables.items()},
-                dict(self.counters), self.coverage.copy())
+                dict(self.counters), self.coverage.copy(), dict(self.births))
 
     def restore(self, snap: tuple) -> None:
-        now, store, tables, counters, coverage = snap
+        now, store, tables, counters, coverage, births = snap
         self.revision += 1
-        self.now, self.store, self.tables, self.counters, self.coverage = (
-            now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy())
+        self.now, self.store, self.tables, self.counters, self.coverage, self.births = (
+            now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy(), dict(births))
 
     def advance(self, now_ms: int) -> Prediction:
         """Move the virtual clock; run the spec's ``on_clock`` steps and
@@ -392,6 +396,7 @@ class Model:
             raise ExpressionError(f"create: a {self.entity.name} with key {key!r} already exists; the spec "
                                   f"must reject duplicates before creating", step.where)
         self.store.add(record)
+        self.births[key] = self.births.get(key, 0) + 1
         self._touch(record)
         self.coverage.hit("states", record[self.field])
         frame[step.bind] = record

@@ -506,14 +506,18 @@ class Session:
                     if effect.get("effect") != inv.observed["effect"]:
                         continue
                     key = effect.get(inv.observed["unique"])
-                    if key in seen:
-                        when = (f"twice by the concurrent calls of step {index}" if seen[key] == index
-                                else f"at step {seen[key]} and again at step {index}")
+                    # A record created again under a key that was freed (e.g. an id
+                    # reused after eviction) is another record: it starts afresh.
+                    life = self.model.births.get(key, 0) if isinstance(key, (str, int, float, bool)) else 0
+                    if key in seen and seen[key][1] == life:
+                        first = seen[key][0]
+                        when = (f"twice by the concurrent calls of step {index}" if first == index
+                                else f"at step {first} and again at step {index}")
                         return self._fail("invariant", f"invariant {inv.id} broken: {inv.description} — "
                                           f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
                                           f"was reported {when}",
                                           index, operation=operation, observed=effect)
-                    seen[key] = index
+                    seen[key] = (index, life)
         return None
 
     # -- concurrency ------------------------------------------------------------
