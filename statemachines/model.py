@@ -298,7 +298,16 @@ class Model:
         return self._smallest_free_key(f"{preferred}{separator}", start)
 
     def _eval(self, expression, frame: dict):
-        value = expression.evaluate(frame, self._fns)
+        try:
+            value = expression.evaluate(frame, self._fns)
+        except ExpressionError:
+            # An expression over the implementation's response failed because the
+            # response lacks what it reads (e.g. size() of a missing list): that is
+            # the response's fault, said plainly, not the spec's.
+            if self._observation_problem:
+                problem, self._observation_problem = self._observation_problem, None
+                raise ObservationError(problem, expression.where) from None
+            raise
         if self._observation_problem:
             problem, self._observation_problem = self._observation_problem, None
             raise ObservationError(problem, expression.where)

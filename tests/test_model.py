@@ -95,3 +95,21 @@ def test_restart_forgets_everything():
     assert m.keys() == []
     assert m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x",
                                        "result": "r"}).ok
+
+
+def test_an_expression_failing_on_a_missing_part_of_the_response_blames_the_response():
+    """size() of a list the implementation did not send fails inside CEL; the
+    failure is the response's (a divergence), never the spec's error."""
+    from statemachines import ExpressionError
+    from statemachines.expressions import compile_expression
+
+    m = model()
+    check = compile_expression("size(observed('result.warnings')) > 0", "spec.yaml:1")
+    m._observation = {"result": {"ok": True}}
+    with pytest.raises(ObservationError, match="result.warnings"):
+        m._eval(check, {})
+    m._observation = {"result": {"warnings": ["ended already"]}}
+    assert m._eval(check, {}) is True
+    broken = compile_expression("size(1) > 0", "spec.yaml:2")  # the spec's own mistake stays the spec's
+    with pytest.raises(ExpressionError):
+        m._eval(broken, {})
