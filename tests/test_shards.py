@@ -167,9 +167,9 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
     assert merged["coverage"]["gates"][0]["category"] == "operations"
     assert len(merged["stateful"]["parts"]) == 2
     if verdict == "pass":
-        # every example of the profile ran (Hypothesis may run one it does not count
-        # towards max_examples, e.g. one that drew more than its choice budget)
-        assert 30 <= merged["stateful"]["examples"] <= 32
+        # every example of the profile ran; Hypothesis may also run a few short ones it
+        # does not count towards max_examples (its generator may end a sequence early)
+        assert 30 <= merged["stateful"]["examples"] <= 40
     assert "shard" not in merged
     for directory, report in ((tmp_path / "merged", merged), (tmp_path / "whole", whole)):
         for failure in [report["stateful"]["failure"]] + report["stateful"].get("more_failures", []):
@@ -266,7 +266,9 @@ def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
     assert code == 0, text
     report = _report(tmp_path / "r")
     assert "parts" not in report["stateful"] and "shard" not in report
-    assert report["stateful"]["seed"] == 1 and report["stateful"]["examples"] == 30
+    # every example of the profile ran; Hypothesis may also run a few short ones it
+    # does not count towards max_examples (its generator may end a sequence early)
+    assert report["stateful"]["seed"] == 1 and 30 <= report["stateful"]["examples"] <= 40
 
 
 def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_path):
