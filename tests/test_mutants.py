@@ -37,11 +37,6 @@ def test_there_are_enough_mutants(spec):
 KNOWN_LONG = {name: "retention bug of the task table: reduction budget too small for ~200-step replays"
               for name in ("task-table.keeps_65_finished", "task-table.evicts_newest", "task-table.evicts_running",
                            "task-table.eviction_drops_outcome")}
-# The reduction keeps two earlier jobs and a poll of them (10 steps where 6 suffice):
-# dropping any one of them changes which delivery fails first. Seen since the
-# exploration's draws were packed (issue 16); the reducer needs to drop them together.
-KNOWN_LONG["job-manager.poll_not_acknowledging"] = ("reduction stops at a local minimum: earlier jobs it "
-                                                   "cannot drop one at a time")
 
 
 def longest_acceptable(shortest: int) -> int:

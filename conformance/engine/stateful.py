@@ -62,45 +62,6 @@ class StatefulOutcome:
 
 
 _ABSENT = object()  # an optional argument not sent
-_ROLLS = tuple(range(0, 100, 5))  # how a key is picked (Explorer._resolve), in steps of 5 %
-_ROLL = st.sampled_from(_ROLLS)
-_PICK = st.sampled_from(range(256))  # which of the keys: an index taken modulo their number
-_MAX_COMBINATIONS = 256  # Hypothesis draws an index of up to this many uniformly
-
-
-def _packed_args(slots: list, radices: list):
-    """A strategy for a tuple of raw argument values (``Explorer.args_plan``):
-    the fixed-choice parts are drawn as a few indexes into their combinations,
-    each of at most _MAX_COMBINATIONS; the rest (texts, payloads, lists) one by one."""
-    groups, start, product = [], 0, 1
-    for i, radix in enumerate(radices):
-        if product * radix > _MAX_COMBINATIONS and i > start:
-            groups.append((start, i, st.sampled_from(range(product))))
-            start, product = i, 1
-        product *= radix
-    if radices:
-        groups.append((start, len(radices), st.sampled_from(range(product))))
-
-    @st.composite
-    def raw_args(draw):
-        digits = []
-        for first, last, strategy in groups:
-            index = draw(strategy)
-            for radix in radices[first:last]:
-                index, digit = divmod(index, radix)
-                digits.append(digit)
-        raw = []
-        for kind, flag, what, choices in slots:
-            if flag is not None and digits[flag] == 0:
-                raw.append(_ABSENT)
-            elif kind == "key":
-                raw.append((_ROLLS[digits[what]], draw(_PICK)))
-            elif kind == "choice":
-                raw.append(choices[digits[what]])
-            else:
-                raw.append(draw(what))
-        return tuple(raw)
-    return raw_args()
 
 
 def _strip_hints(schema: Any) -> Any:
@@ -164,68 +125,39 @@ class Explorer:
     # sequence after a race changed the state never confuses Hypothesis; the
     # raw value becomes an argument only against the current state (``_resolve``).
     def _raw_strategy(self, op: str, prop: str, schema: dict):
-        """How one argument is drawn, and how the draw becomes a value:
-        (strategy, kind, choices); ``choices``: the few values it can take, when
-        it is one of a fixed list (a pool, an enum, a boolean), else None."""
+        """How one argument is drawn, and how the draw becomes a value: (strategy, kind)."""
         draw = schema.get("x-draw") if isinstance(schema, dict) else None
         items = schema.get("items") if isinstance(schema, dict) else None
         if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
-            item, kind, _ = self._raw_strategy(op, prop, items)
+            item, kind = self._raw_strategy(op, prop, items)
             size = (int(schema.get("minItems", 0)), int(schema.get("maxItems", 3)))
-            return st.lists(item, min_size=size[0], max_size=size[1]), ("list", kind), None
+            return st.lists(item, min_size=size[0], max_size=size[1]), ("list", kind)
         if draw and "pool" in draw:
-            pool = tuple(self.spec.exploration.pools[draw["pool"]])
-            return st.sampled_from(pool), ("value",), pool
+            return st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]])), ("value",)
         if draw and "keys" in draw:
-            return st.tuples(_ROLL, _PICK), ("key", float(draw.get("fresh", 0.1))), None
+            return st.tuples(st.integers(0, 99), st.integers(0, 255)), ("key", float(draw.get("fresh", 0.1)))
         if draw and "policy" in draw:
-            return self._payloads[draw["policy"]], ("value",), None
-        plain = _strip_hints(schema)
-        if isinstance(plain, dict) and isinstance(plain.get("enum"), list) and plain["enum"] \
-                and set(plain) <= {"enum", "type", "description", "title"}:
-            return st.sampled_from(plain["enum"]), ("value",), tuple(plain["enum"])
-        if plain == {"type": "boolean"}:
-            return st.booleans(), ("value",), (False, True)
-        return from_schema(plain), ("value",), None
+            return self._payloads[draw["policy"]], ("value",)
+        return from_schema(_strip_hints(schema)), ("value",)
 
-    def args_plan(self, op: str, omit=(), advance_ms=()):
+    def args_plan(self, op: str, omit=()):
         """One strategy drawing every argument of ``op`` (but ``omit``), and the
-        kinds that turn its draw into arguments; built once per (op, omit).
-
-        Hypothesis pays for every value it draws, so the arguments that take
-        one of a few values (pool values, enums, whether an optional argument
-        is sent, how a key is picked) are drawn together as one index into
-        their combinations (at most 256 of them, where its draws are uniform).
-        ``advance_ms``: a batch phase's clock moves before the call; when there
-        is a choice, the drawn move comes first in the tuple."""
-        key = (op, tuple(omit), tuple(advance_ms))
+        kinds that turn its draw into arguments; built once per (op, omit)."""
+        key = (op, tuple(omit))
         plan = self._plans.get(key)
         if plan is None:
             schema = self.spec.operations[op].args_schema
             required = set(schema.get("required") or ())
-            names, kinds, slots, radices = [], [], [], []
-            if len(advance_ms) > 1:
-                slots.append(("choice", None, 0, tuple(advance_ms)))
-                radices.append(len(advance_ms))
+            names, parts, kinds = [], [], []
             for prop, sub in (schema.get("properties") or {}).items():
                 if prop in omit:
                     continue
-                strategy, kind, choices = self._raw_strategy(op, prop, sub)
+                strategy, kind = self._raw_strategy(op, prop, sub)
                 names.append(prop)
                 kinds.append(kind)
-                flag = None
-                if prop not in required:  # an optional argument is sent half of the time
-                    flag = len(radices)
-                    radices.append(2)
-                if kind[0] == "key":
-                    slots.append(("key", flag, len(radices), None))
-                    radices.append(len(_ROLLS))
-                elif choices is not None:
-                    slots.append(("choice", flag, len(radices), choices))
-                    radices.append(len(choices))
-                else:
-                    slots.append(("draw", flag, strategy, None))
-            plan = self._plans[key] = (_packed_args(slots, radices), tuple(names), tuple(kinds))
+                # an optional argument is sent half of the time
+                parts.append(strategy if prop in required else st.one_of(st.just(_ABSENT), strategy))
+            plan = self._plans[key] = (st.tuples(*parts), tuple(names), tuple(kinds))
         return plan
 
     def _resolve(self, raw: Any, kind: tuple, keys: list) -> Any:
@@ -238,7 +170,7 @@ class Explorer:
         # tried. A quarter of the draws go to records in an intermediate state
         # (neither initial nor terminal, such as a job whose cancel is pending):
         # they are short-lived and few, and the rules that break live there.
-        roll, pick = raw  # roll: a percentage (in steps of 5), pick: an index
+        roll, pick = raw
         fresh = kind[1]
         if not keys or roll < fresh * 100:
             return f"k{pick % 4 + 1}"
@@ -250,7 +182,7 @@ class Explorer:
 
     def batch_plan(self, batch: dict) -> dict:
         """A batch's strategies: its count (within bounds fixed by the
-        parameters) and its shared values."""
+        parameters), its shared values and each phase's clock moves."""
         plan = self._batch_strategies.get(batch["name"])
         if plan is None:
             env = {"params": self.params}
@@ -259,7 +191,8 @@ class Explorer:
             pools = self.spec.exploration.pools
             plan = self._batch_strategies[batch["name"]] = {
                 "count": st.integers(low, high),
-                "shared": {name: st.sampled_from(tuple(pools[how["pool"]])) for name, how in batch["shared"].items()}}
+                "shared": {name: st.sampled_from(tuple(pools[how["pool"]])) for name, how in batch["shared"].items()},
+                "advance": [st.sampled_from(tuple(phase["advance_ms"])) for phase in batch["phases"]]}
         return plan
 
     def intermediate_keys(self) -> list:
@@ -282,8 +215,7 @@ class Explorer:
         return active or list(records)
 
     def resolve_args(self, op: str, raw: tuple, keys: list, omit=()) -> dict:
-        """The arguments of ``op`` from a raw draw of ``args_plan(op, omit)``
-        (without a clock move)."""
+        """The arguments of ``op`` from a raw draw of ``args_plan(op, omit)``."""
         _, names, kinds = self.args_plan(op, omit)
         return {name: self._resolve(value, kind, keys)
                 for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
@@ -310,14 +242,10 @@ class Explorer:
             n = draw(plan["count"])
             shared = {name: draw(strategy) for name, strategy in plan["shared"].items()}
             phases = []
-            for phase in what["phases"]:
+            for phase, advance in zip(what["phases"], plan["advance"]):
                 order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
-                moves = tuple(phase["advance_ms"])
-                args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]), moves)[0]
-                if len(moves) > 1:  # the clock move is drawn with the arguments
-                    phases.append((order, [(raw[0], raw[1:]) for raw in (draw(args) for _ in order)]))
-                else:
-                    phases.append((order, [(moves[0] if moves else 0, draw(args)) for _ in order]))
+                args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
+                phases.append((order, [(draw(advance), draw(args)) for _ in order]))
             return kind, what, n, shared, phases
         return step()
 
