@@ -418,6 +418,19 @@ def test_a_runaway_comprehension_stops_at_the_cost_budget(tmp):
         report["problems"]
 
 
+def _refused_at_validate(tmp, pattern: str, replacement: str, marker: str):
+    """A copy of thread-jobs with one line edited, and what `validate` says of
+    it: refused (exit 2, cleanly), at the edited line. Returns (spec, where, stderr)."""
+    spec = copy_spec(tmp / "spec", "thread-jobs.yaml", "thread-jobs.scenarios.yaml")
+    edit(spec, pattern, replacement)
+    where = f"{spec}:{line_of(spec, marker)}"
+    validated = conformance("validate", spec, timeout=60)
+    assert_clean(validated)
+    assert validated.returncode == 2, validated.describe()
+    assert where in validated.stderr, validated.describe()
+    return spec, where, validated
+
+
 @pytest.mark.parametrize("pattern, replacement, marker, phrase", [
     (r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$', '    check: "job.status"',
      'check: "job.status"', "it is the lifecycle field status"),
@@ -427,13 +440,8 @@ def test_a_runaway_comprehension_stops_at_the_cost_budget(tmp):
 def test_a_condition_that_is_not_a_boolean_is_refused_at_validate(tmp, pattern, replacement, marker, phrase):
     """Item 10: where the type is known, `validate` (and `run`, which loads the
     same way) refuses a condition that cannot be true or false."""
-    spec = copy_spec(tmp / "spec", "thread-jobs.yaml", "thread-jobs.scenarios.yaml")
-    edit(spec, pattern, replacement)
-    where = f"{spec}:{line_of(spec, marker)}"
-    validated = conformance("validate", spec, timeout=60)
-    assert_clean(validated)
-    assert validated.returncode == 2, validated.describe()
-    assert where in validated.stderr and "must be true or false" in validated.stderr, validated.describe()
+    spec, where, validated = _refused_at_validate(tmp, pattern, replacement, marker)
+    assert "must be true or false" in validated.stderr, validated.describe()
     result = conformance("run", spec, "--no-stateful", "--report-dir", tmp / "reports", timeout=60)
     assert result.returncode == 2, result.describe()
     report = load_report(tmp / "reports")
@@ -455,14 +463,9 @@ def test_a_record_field_the_entity_does_not_declare_is_refused_at_validate(tmp, 
     used to read as null: the invariant held or broke, the query matched
     nothing, and the run passed or blamed the implementation. It is the
     spec's error at its file:line, at validate and at run (exit 2)."""
-    spec = copy_spec(tmp / "spec", "thread-jobs.yaml", "thread-jobs.scenarios.yaml")
-    edit(spec, pattern, replacement)
-    where = f"{spec}:{line_of(spec, marker)}"
-    validated = conformance("validate", spec, timeout=60)
-    assert_clean(validated)
-    assert validated.returncode == 2, validated.describe()
-    assert where in validated.stderr and f"reads {read}, but" in validated.stderr \
-        and "is not a field of job" in validated.stderr, validated.describe()
+    spec, where, validated = _refused_at_validate(tmp, pattern, replacement, marker)
+    assert f"reads {read}, but" in validated.stderr and "is not a field of job" in validated.stderr, \
+        validated.describe()
     result = conformance("run", spec, "--no-stateful", "--report-dir", tmp / "reports", timeout=60)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
