@@ -220,9 +220,6 @@ class Explorer:
         return {name: self._resolve(value, kind, keys)
                 for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
 
-    def draw_args(self, data, op: str, keys: list, omit=()) -> dict:
-        return self.resolve_args(op, data.draw(self.args_plan(op, omit)[0]), keys, omit)
-
     def _build_step(self):
         """One strategy for a whole step: the action and every raw value it
         needs, drawn at once (one draw per step is far cheaper for Hypothesis
@@ -248,6 +245,7 @@ class Explorer:
                 phases.append((order, [(draw(advance), draw(args)) for _ in order]))
             return kind, what, n, shared, phases
         return step()
+
 
 class Driver:
     """Where generated actions go: the kit's checking session, or (in the
