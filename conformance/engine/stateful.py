@@ -39,6 +39,10 @@ PROFILES = {
 }
 
 
+_NOT_REPLAYED = ("\n(Hypothesis's replay of this sequence did not fail again: the implementation may "
+                 "behave nondeterministically here, e.g. a race, or a concurrent group gave its ids in another order)")
+
+
 class _ShrinkBudgetSpent(BaseException):
     """Ends Hypothesis' shrinking early (a BaseException so it is not taken
     for a test failure); the shortest failure seen so far is reported."""
@@ -253,7 +257,7 @@ class Driver:
 
     def call(self, operation: str, args: dict) -> dict: ...
     def advance(self, ms: int) -> None: ...
-    def concurrently(self, calls: list[tuple[str, dict]]) -> None: ...
+    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None: ...
 
 
 class _Checked(Driver):
@@ -278,18 +282,47 @@ class _Checked(Driver):
     def advance(self, ms: int) -> None:
         self.check(self.session.advance(ms))
 
-    def concurrently(self, calls: list[tuple[str, dict]]) -> None:
+    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None:
         calls = [(op, args) for op, args in calls if self.session.avoided(op, args) is None]
         if len(calls) == 1:
-            self.call(*calls[0])
-        elif calls:
-            self.check(self.session.call_concurrently(calls)[1])
+            return [self.call(*calls[0])]
+        if calls:
+            responses, failure = self.session.call_concurrently(calls)
+            self.check(failure)
+            return responses
+        return None
 
 
 def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
     """Draw one action of the spec's mix and carry it out through ``driver``.
     ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
     carry_out(explorer, data.draw(explorer.step), machine, driver)
+
+
+def in_call_order(keys: list, answers: list) -> list:
+    """Keys first seen in a concurrent group, ordered by the call whose answer
+    holds them (keys no answer holds keep their order, last). Which call got
+    which id is the scheduler's choice; ordered this way, the draws that pick
+    a record by its position pick the same call's record when the example is
+    replayed, so Hypothesis can replay and shrink it."""
+    position = {}
+    for index, answer in enumerate(answers):
+        for value in _scalars(answer):
+            position.setdefault(value, index)
+    return sorted(keys, key=lambda key: position.get(key, len(answers)) if isinstance(key, (str, int)) else len(answers))
+
+
+def _scalars(value, depth: int = 0):
+    if isinstance(value, dict):
+        if depth < 4:
+            for item in value.values():
+                yield from _scalars(item, depth + 1)
+    elif isinstance(value, list):
+        if depth < 4:
+            for item in value[:64]:
+                yield from _scalars(item, depth + 1)
+    elif isinstance(value, (str, int)) and not isinstance(value, bool):
+        yield value
 
 
 def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> None:
@@ -312,7 +345,7 @@ def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> Non
                 elif name in args:
                     shared[name] = args[name]
             calls.append((op, args))
-        driver.concurrently(calls)
+        machine.group_answers = driver.concurrently(calls)
     elif kind == "batch":
         _carry_out_batch(explorer, step, machine, driver)
 
@@ -372,14 +405,17 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             self.keys: list = []  # every key seen, in order of first sight (evicted ones too)
             self._seen: set = set()
             self.batches = 0
+            self.group_answers = None  # the answers of the concurrent group this step ran, in call order
             self.unprobed = False  # a step ran whose probe was skipped
             stats.failing = False
 
         def _note_keys(self) -> None:
-            for key in session.model.keys():
-                if key not in self._seen:
-                    self._seen.add(key)
-                    self.keys.append(key)
+            new = [key for key in session.model.keys() if key not in self._seen]
+            answers, self.group_answers = self.group_answers, None
+            if len(new) > 1 and answers:
+                new = in_call_order(new, answers)
+            self._seen.update(new)
+            self.keys.extend(new)
 
         @rule(step=explorer.step)
         def step(self, step):
@@ -444,9 +480,12 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
                                     f"shortest of {stats.failures} failing sequences found)" if stats.shrink_s
                                     else "\n(not shrunk: shrinking was switched off)")
     except FlakyStrategyDefinition as exc:
-        # The kit's own generation misbehaved; never blame the implementation for it.
+        # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
+        # there on replay), or the kit's own generation misbehaved; never blame the implementation
+        # for the latter.
         if stats.best is not None:
             outcome.verdict, outcome.failure = "fail", stats.best
+            outcome.failure.message += _NOT_REPLAYED
         else:
             outcome.verdict = "error"
             outcome.failure = Failure(kind="spec-error", seed=seed, message=(
@@ -454,17 +493,19 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
                 f"not replay ({str(exc).splitlines()[0]}); no failure of the implementation was seen"))
     except Flaky as exc:
         outcome.verdict = "fail"
-        if stats.best is not None and stats.best.kind in ("linearizability", "invariant"):
-            # A race seen once is evidence enough, even if the replay did not hit it again.
+        if stats.best is not None:
+            # A check failed on the answers the implementation gave: that is evidence enough, even if
+            # Hypothesis's replay of the same draws did not fail again. The draws pick records by
+            # position, so when a concurrent group's ids come out in another order the replay
+            # addresses other records: the replay may differ without the implementation being at
+            # fault. The runner's reduction replays the failure's own steps and arguments.
             outcome.failure = stats.best
-            outcome.failure.message += ("\n(this failure did not recur every time the sequence was replayed: "
-                                        "the implementation behaves nondeterministically here, e.g. a race)")
+            outcome.failure.message += _NOT_REPLAYED
         else:
-            outcome.failure = Failure(kind="nondeterminism", seed=seed, steps=stats.best.steps if stats.best else [],
-                                      message=(
-            "the implementation failed a generated sequence, then passed the same sequence when it was "
-            f"replayed: it behaves nondeterministically ({type(exc).__name__}: {str(exc).splitlines()[0]})"
-            + (f"; the first failure was: {stats.best.message.splitlines()[0]}" if stats.best else "")))
+            outcome.failure = Failure(kind="nondeterminism", seed=seed, steps=[], message=(
+                "the exploration's replay of a sequence gave a result other than the first run's "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0]}): the implementation behaves "
+                "nondeterministically"))
     except AdapterLoadError as exc:
         outcome.verdict = "error"
         outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)
