@@ -190,7 +190,7 @@ def cli() -> None:
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
 @click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
               help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
-                   "error-kinds, policies or boundary-classes (repeatable), e.g. transitions=90.")
+                   "error-kinds, policies, boundary-classes or races (repeatable), e.g. transitions=90.")
 @click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
                    "`conformance check-trace`, attach a failing one to a bug report).")

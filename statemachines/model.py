@@ -64,9 +64,10 @@ class Prediction:
 
 
 class Coverage:
-    """Counts of what a run exercised: operations, outcomes, transitions, states, policies."""
+    """Counts of what a run exercised: operations, outcomes, transitions, states,
+    policies, and races (the exploration's concurrent groups, by name)."""
 
-    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies")
+    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races")
 
     def __init__(self) -> None:
         self.counts = {c: Counter() for c in self.CATEGORIES}

@@ -458,6 +458,13 @@ def _late_report(a):
     return ok(a, "turn_boundary", thread_id=T1)[0], inspect(a, "j1")
 
 
+def _explicit_then_generated(a):
+    """A caller chooses "job-1", then a start lets the runtime choose: which jobs are there?"""
+    start(a, "job-1", tool_call="c1")
+    generated = a.call("start_job", {"thread_id": T1, "tool_call_id": "c2", "tool_name": "t"})
+    return generated, sorted(j["job_id"] for j in ok(a, "list_jobs", thread_id=T1)[0]["jobs"])
+
+
 def _concurrent_starts(a):
     """Starts of different tool calls at once: how many jobs are there afterwards?"""
     barrier, threads = threading.Barrier(6), []
@@ -493,6 +500,7 @@ SCENARIOS = {
     "duplicate_id_accepted": _duplicate_id,
     "injection_newest_first": _newest_first,
     "second_start_allowed": _second_start,
+    "generated_id_collides": _explicit_then_generated,
 }
 
 

@@ -80,8 +80,8 @@ def run_kit(tmp_path: Path, command: str, *options: str, env: dict | None = None
 def assert_went_on(run: Run, minimum_passed: int = 1) -> None:
     """Every scenario got a verdict and some passed: the run was not cut short."""
     verdicts = [s["verdict"] for s in run.report["scenarios"]]
-    # 31 seed rows + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
-    assert len(verdicts) == 33, verdicts
+    # 31 seed rows + B10 + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
+    assert len(verdicts) == 34, verdicts
     assert verdicts.count("pass") >= minimum_passed, verdicts
 
 
@@ -239,7 +239,7 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert report["problems"][0]["kind"] == "adapter-error"
     assert message.startswith("handshake refused: "), message
     assert said in message
-    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.0)" in message
+    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.1)" in message
     assert report["implementation"]["adapter"] == command
     assert said.split(",")[0] in run.out.replace("\n", "")
 
@@ -295,7 +295,7 @@ def python_program(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
 
 
-SPEC_ID = ("thread-jobs", "2.0.0")
+SPEC_ID = ("thread-jobs", "2.0.1")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from .failures import Failure
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
 
-CATEGORIES = ("transitions", "states", "operations", "error-kinds", "policies", "boundary-classes")
+CATEGORIES = ("transitions", "states", "operations", "error-kinds", "policies", "boundary-classes", "races")
 _ALIASES = {"errors": "error-kinds", "error_kinds": "error-kinds", "boundaries": "boundary-classes",
             "boundary_classes": "boundary-classes", "boundary": "boundary-classes"}
 
@@ -38,8 +38,10 @@ def parse_min_coverage(values) -> dict[str, float]:
     return out
 
 
-def _declared(spec: Spec, params: dict) -> dict[str, list[tuple[str, Any]]]:
-    """Per category: (item as reports name it, how to tell it was hit)."""
+def _declared(spec: Spec, params: dict, concurrent: bool) -> dict[str, list[tuple[str, Any]]]:
+    """Per category: (item as reports name it, how to tell it was hit).
+    ``concurrent``: the implementation takes concurrent calls, so the
+    exploration's concurrent groups (races) are there to be reached."""
     offered = spec.offered_operations(params)
     items: dict[str, list] = {c: [] for c in CATEGORIES}
     for t in spec.lifecycle.transitions:
@@ -63,13 +65,19 @@ def _declared(spec: Spec, params: dict) -> dict[str, list[tuple[str, Any]]]:
     for name, ordering in spec.orderings.items():
         if len(ordering.by) > 1:
             items["boundary-classes"].append((f"{name}: tie broken by {ordering.by[1]}", ("policies", [f"{name}.tie"])))
+    for group in spec.exploration.concurrent if concurrent else ():
+        holds = group.get("assumes") is None or group["assumes"].evaluate_bool({"params": params}, role="an `assumes`")
+        if holds and all(call in offered for call in group["calls"]):
+            items["races"].append((f"{group['name']}: {' | '.join(group['calls'])}", ("races", [group["name"]])))
     return items
 
 
-def coverage_categories(spec: Spec, counts: dict, params: dict) -> dict:
-    """Per category: total, covered, percent and what was missed."""
+def coverage_categories(spec: Spec, counts: dict, params: dict, concurrent: bool = True) -> dict:
+    """Per category: total, covered, percent and what was missed.
+    ``concurrent``: whether the implementation takes concurrent calls (races
+    are declared only then)."""
     out = {}
-    for category, items in _declared(spec, params).items():
+    for category, items in _declared(spec, params, concurrent).items():
         missed = [name for name, (where, keys) in items
                   if not all((counts.get(where) or {}).get(k) for k in keys)]
         total = len(items)

@@ -861,14 +861,16 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     from ..reporting._format import failed_checks
 
     counts = coverage.as_dict()
-    categories = coverage_categories(spec, counts, params)
+    concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
+    categories = coverage_categories(spec, counts, params, concurrent)
     gates, failure = check_gates(categories, config.min_coverage)
     if failure is not None:
         failure.replay = f"{base_cmd} {_selection_args(config)}{_parts_args(config)} " + " ".join(
             f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
     report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
                           "operations": counts["operations"], "outcomes": counts["outcomes"],
-                          "policies": counts["policies"],  # the counts merge-reports sums (engine/shards.py)
+                          "policies": counts["policies"], "races": counts["races"],
+                          # the counts merge-reports sums (engine/shards.py)
                           "gates": gates, "failure": failure.to_dict() if failure else None}
     first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
     if report["spec"].get("lifecycle") is not None:
@@ -885,7 +887,7 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
     uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
     return {"operations": counts["operations"], "outcomes": counts["outcomes"],
             "transitions": counts["transitions"], "states": counts["states"],
-            "policies": counts["policies"], "uncovered": uncovered}
+            "policies": counts["policies"], "races": counts["races"], "uncovered": uncovered}
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:

@@ -91,7 +91,7 @@ def _counts_sum(dicts: Iterable[dict | None]) -> dict:
     return dict(sorted(out.items()))
 
 
-_COUNTS = ("operations", "outcomes", "transitions", "states", "policies")
+_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races")
 
 
 def _combine_coverage(coverages: list[dict | None]) -> dict | None:
@@ -326,7 +326,8 @@ def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *
     if coverages:
         counts = {key: _counts_sum(c.get(key) for c in coverages) for key in _COUNTS}
         if spec is not None:
-            categories = coverage_categories(spec, counts, out.get("parameters") or {})
+            concurrent = bool(((out.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
+            categories = coverage_categories(spec, counts, out.get("parameters") or {}, concurrent)
         else:  # without the spec: an item is covered when a shard covered it
             categories = _combine_categories([c["categories"] for c in coverages])
         gates, failure = check_gates(categories, shard.get("min_coverage") or {})

@@ -11,6 +11,7 @@ spec's probe compares the implementation's whole visible state with the model.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,7 +178,10 @@ class Explorer:
         roll, pick = raw
         fresh = kind[1]
         if not keys or roll < fresh * 100:
-            return f"k{pick % 4 + 1}"
+            # Half of the fresh keys take the shape of the keys the implementation
+            # handed out (after "job-3": "job-4", the id it will generate next, or
+            # one after): an explicit key that a later generated one collides with.
+            return (pick >= 128 and keys and shaped_key(keys, pick)) or f"k{pick % 4 + 1}"
         if roll < fresh * 100 + 25:
             choices = self.intermediate_keys() or self.live_keys() or keys
         else:
@@ -297,6 +301,22 @@ def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
     """Draw one action of the spec's mix and carry it out through ``driver``.
     ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
     carry_out(explorer, data.draw(explorer.step), machine, driver)
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit names itself
+
+
+def shaped_key(keys: list, pick: int) -> str | None:
+    """A key not seen yet, in the shape of the newest numbered key seen (not
+    one of the kit's own fresh names): its prefix, and a number one to three past the highest seen with that prefix
+    (digits padded as they were). None when no key seen ends in a number."""
+    numbered = [m for m in (_NUMBERED.match(k) for k in keys if isinstance(k, str) and k not in _OWN_FRESH) if m]
+    if not numbered:
+        return None
+    prefix, digits = numbered[-1].group(1), numbered[-1].group(2)
+    highest = max(int(m.group(2)) for m in numbered if m.group(1) == prefix)
+    return f"{prefix}{str(highest + 1 + pick % 3).zfill(len(digits))}"
 
 
 def in_call_order(keys: list, answers: list) -> list:
@@ -422,6 +442,8 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             stats.steps += 1
             self.unprobed = True  # until this step's probe has passed
             carry_out(explorer, step, self, driver)
+            if step[0] == "concurrent" and self.group_answers and len(self.group_answers) > 1:
+                session.model.coverage.hit("races", step[1]["name"])  # the calls really raced
             self._note_keys()
             driver.check(session.check_model_invariants())
             # The probe looks again only when the model's state changed; a step

@@ -142,7 +142,8 @@ def _stateful(report: dict) -> list[str]:
 
 
 _CATEGORY_NAMES = {"transitions": "Transitions", "states": "States", "operations": "Operations",
-                   "error-kinds": "Error kinds", "policies": "Policies", "boundary-classes": "Boundary classes"}
+                   "error-kinds": "Error kinds", "policies": "Policies", "boundary-classes": "Boundary classes",
+                   "races": "Races"}
 MISSED_SHOWN = 12
 
 

@@ -138,6 +138,16 @@ class _DuplicateIdAccepted(ThreadJobRuntime):
             self._forget(self._jobs[job_id])  # overwritten by the new start
 
 
+class _GeneratedIdCollides(ThreadJobRuntime):
+    """The id counter never looks at ids callers chose: after an explicit
+    "job-2", the next generated id is "job-2" again and replaces that job."""
+
+    def _generate_job_id(self) -> str:
+        candidate = f"job-{self._next_generated_id}"
+        self._next_generated_id += 1
+        return candidate
+
+
 class _SecondStartAllowed(ThreadJobRuntime):
     def _check_can_start(self, tool_call_id: str, job_id: str | None) -> None:
         if self._tool_calls.get(tool_call_id) is _SYNC:  # only the sync case checked
@@ -234,6 +244,8 @@ _TABLE = [
     ("no_idle_wakeup", _NoIdleWakeup, "A terminal outcome on an idle thread never requests a turn."),
     ("duplicate_id_accepted", _DuplicateIdAccepted,
      "start_job with an existing job_id replaces the old job instead of rejecting."),
+    ("generated_id_collides", _GeneratedIdCollides,
+     "A generated job id does not skip ids callers chose explicitly, so it replaces the job that holds it."),
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
     ("second_start_allowed", _SecondStartAllowed,
      "A second start_job for the same tool_call_id creates another job."),
@@ -253,6 +265,7 @@ SHORTEST: dict[str, int] = {
     'cancel_finished_job': 3,
     'double_inject_race': 5,
     'duplicate_id_accepted': 2,
+    'generated_id_collides': 2,
     'evict_at_limit': 41,
     'evict_by_start_time': 43,
     'evicts_running': 23,
