@@ -157,9 +157,10 @@ class _Reducer:
             index += 1
         return steps
 
-    def drop_steps(self, steps: list[dict]) -> list[dict]:
+    def drop_steps(self, steps: list[dict], smallest: int = 1) -> list[dict]:
+        """Drop chunks of steps, halving the chunk down to ``smallest`` steps."""
         size = max(1, len(steps) // 2)
-        while size >= 1 and not self.out_of_time():
+        while size >= smallest and not self.out_of_time():
             start = 0
             while start < len(steps) and not self.out_of_time():
                 candidate = steps[:start] + steps[start + size:]
@@ -233,6 +234,9 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
     return failure
 
 
+_LONG = 24  # steps: a longer trace is first cut down by big chunks
+
+
 def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> Failure:
     """The same failure after the shortest, simplest step list replaying found
     within ``budget_s`` seconds; the failure itself when it does not replay."""
@@ -247,6 +251,10 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
         tries = 3 if any("concurrently" in step for step in steps) else 1
         if not any(reducer.fails(steps) for _ in range(tries)):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
+        if len(steps) > _LONG:
+            # A long trace first loses big chunks (each replay of it is slow; one that
+            # drops half of it halves every later replay), then goes through the rest.
+            steps = reducer.drop_steps(steps, smallest=max(2, len(steps) // 16))
         while not reducer.out_of_time():
             before = (len(steps), _size(steps))
             steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
