@@ -309,8 +309,9 @@ _OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit n
 
 def shaped_key(keys: list, pick: int) -> str | None:
     """A key not seen yet, in the shape of the newest numbered key seen (not
-    one of the kit's own fresh names): its prefix, and a number one to three past the highest seen with that prefix
-    (digits padded as they were). None when no key seen ends in a number."""
+    one of the kit's own fresh names): its prefix, and a number one to three
+    past the highest seen with that prefix (digits padded as they were).
+    None when no key seen ends in a number."""
     numbered = [m for m in (_NUMBERED.match(k) for k in keys if isinstance(k, str) and k not in _OWN_FRESH) if m]
     if not numbered:
         return None
