@@ -815,7 +815,64 @@ class _Builder:
                                "assumes": assumes})
         return Exploration(pools=dict(ex.get("pools") or {}), weights=dict(ex.get("weights") or {}),
                            advance_ms=list(ex.get("advance_ms") or [0, 1]), probe=probe, batches=batches,
-                           concurrent=concurrent)
+                           concurrent=concurrent, limits=self._limits(ex.get("limits") or [], batches),
+                           derived_races=bool(ex.get("derived_races", True)))
+
+    def _limit_value(self, source: str, path: tuple) -> Expression | None:
+        """A limit's value (over parameters): an integer under the defaults and every profile."""
+        expression = self.expr(source, path, {"params"})
+        if expression is None:
+            return None
+        defaults = {name: p.default for name, p in self.parameters.items()}
+        for label, params in [("the defaults", defaults)] + [(f"profile {name}", {**defaults, **prof.parameters})
+                                                             for name, prof in self.profiles.items()]:
+            try:
+                value = expression.evaluate({"params": params})
+            except ExpressionError as exc:
+                self.problem(path, f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
+                             "a limit's value must evaluate under every profile")
+                return expression
+            if isinstance(value, bool) or not isinstance(value, int):
+                self.problem(path, f"`{expression.source}` is a limit and must be an integer, but under {label} "
+                                   f"it gives {value!r} ({type_name(value)})",
+                             "write an integer parameter or arithmetic over params, e.g. `params.max_running`")
+                return expression
+        return expression
+
+    def _limits(self, raw: list, batches: list) -> list[dict]:
+        """``exploration.limits``: each limit's value (CEL over params) and what
+        is drawn at its edges: clock moves, arguments, batch counts."""
+        ops, out, seen = self.data["operations"], [], {}
+        batch_names = {b["name"] for b in batches}
+        for i, lim in enumerate(raw):
+            path = ("exploration", "limits", i)
+            if lim["name"] in seen:
+                self.problem(path + ("name",), f"duplicate limit name {lim['name']!r} (also at {seen[lim['name']]})")
+            seen[lim["name"]] = self.where(path)
+            if not (lim.get("clock") or lim.get("args") or lim.get("batches")):
+                self.problem(path, f"limit {lim['name']!r} probes nothing",
+                             hint="give it `clock: true`, `args: [operation.argument]` or `batches: [name]`")
+            args = []
+            for j, target in enumerate(lim.get("args") or []):
+                op, _, arg = target.partition(".")
+                props = (ops.get(op) or {}).get("args", {}).get("properties") or {} if op in ops else None
+                if props is None:
+                    self.problem(path + ("args", j), f"unknown operation {op!r}")
+                elif arg not in props:
+                    self.problem(path + ("args", j), f"operation {op} has no argument {arg!r}")
+                else:
+                    args.append((op, arg))
+            for j, name in enumerate(lim.get("batches") or []):
+                if name not in batch_names:
+                    self.problem(path + ("batches", j), f"unknown batch {name!r}",
+                                 hint="name one of exploration.batches")
+            value = lim["value"]
+            out.append({"name": lim["name"], "description": lim.get("description", ""),
+                        "value": value if isinstance(value, int) else self._limit_value(value, path + ("value",)),
+                        "assumes": self._assumes(lim["assumes"], path + ("assumes",)) if "assumes" in lim else None,
+                        "unit": lim.get("unit", "chars"), "clock": bool(lim.get("clock")), "args": args,
+                        "batches": list(lim.get("batches") or [])})
+        return out
 
     def _scenarios(self) -> list:
         out, seen = [], {}

@@ -73,6 +73,7 @@ def text_of_size(size_bytes: int, lines: int) -> str:
 PURE_FUNCTIONS: dict[str, Callable] = {
     "fill": fill,
     "text": text_of_size,
+    "repeat": lambda s, n: _repeat(str(s), int(n)),
     "line_count": lambda s: s.count("\n") + 1,
     "byte_size": lambda s: len(s.encode("utf-8")),
     # A value's JSON text (non-ASCII kept as is): what a runtime that serialises
@@ -94,6 +95,13 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     # An integer power (exponential backoff: base * pow(2, attempt)).
     "pow": lambda b, e: _pow(int(b), int(e)),
 }
+
+
+def _repeat(text: str, times: int) -> str:
+    """``text`` written ``times`` times (none when times <= 0), within the built-text limit."""
+    if times > 0 and len(text.encode("utf-8")) * times > MAX_TEXT_BYTES:
+        raise ValueError(f"repeat(..., {times}): more than the {MAX_TEXT_BYTES}-byte limit of a built text")
+    return text * max(0, times)
 
 
 def _pow(base: int, exponent: int) -> int:

@@ -65,9 +65,10 @@ class Prediction:
 
 class Coverage:
     """Counts of what a run exercised: operations, outcomes, transitions, states,
-    policies, and races (the exploration's concurrent groups, by name)."""
+    policies, races (the exploration's concurrent groups, by name) and limits
+    (the edges of ``exploration.limits`` the exploration drew, "limit.class")."""
 
-    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races")
+    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
 
     def __init__(self) -> None:
         self.counts = {c: Counter() for c in self.CATEGORIES}

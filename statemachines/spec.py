@@ -175,6 +175,8 @@ class Exploration:
     probe: dict | None
     batches: list[dict]
     concurrent: list[dict]
+    limits: list[dict] = field(default_factory=list)  # probed at their edges (statemachines.limits)
+    derived_races: bool = True  # race every pair of operations writing one record (statemachines.races)
 
 
 @dataclass

@@ -19,6 +19,11 @@ def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
     transitions = stateful["coverage"]["transitions"]
     assert transitions.get("running -request_cancel-> pending_cancel", 0) > 0
     assert transitions.get("pending_cancel -finish-> completed", 0) > 0   # best-effort cancel, then completion
+    limits = stateful["coverage"]["limits"]  # values drawn at the edges of the spec's declared limits
+    for edge in ("retention.below", "retention.at", "retention.above", "payload_bytes.at", "payload_lines.above"):
+        assert limits.get(edge, 0) > 0, (edge, limits)
+    boundary = report["coverage"]["categories"]["boundary-classes"]
+    assert "retention: at (20)" not in boundary["missed"] and "payload_bytes: above (25601)" not in boundary["missed"]
     outcomes = stateful["coverage"]["outcomes"]
     for rejected in ("start_job: duplicate_job_id", "inspect_job: not_found_in_thread",
                      "cancel_job: not_found_in_thread", "retry_job: retry_not_supported"):
@@ -51,9 +56,10 @@ def test_coverage_says_which_races_the_exploration_reached(tmp_path):
     report = run_conformance(RunConfig(spec_path=str(ROOT / "spec" / "thread-jobs.yaml"), profile="quick",
                                        scenarios=False, report_dir=str(tmp_path)))
     races = report["coverage"]["categories"]["races"]
-    # the spec's four concurrent groups, each named with the calls it races
-    assert races["total"] == 4, races
-    assert races["covered"] == 4 - len(races["missed"]) and races["covered"] >= 2, races
+    # the spec's four concurrent groups and the two it implies (a job-writing operation twice at once),
+    # each named with the calls it races
+    assert races["total"] == 6, races
+    assert races["covered"] == 6 - len(races["missed"]) and races["covered"] >= 2, races
     assert all(report["coverage"]["races"].get(name) for name in ("racing_emitters", "cancel_races_completion")
                if not any(m.startswith(name) for m in races["missed"])), report["coverage"]["races"]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
@@ -65,10 +71,75 @@ def test_races_are_not_counted_against_an_implementation_that_takes_no_concurren
     from conformance.engine.coverage import coverage_categories
 
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
-    empty = {c: {} for c in ("operations", "outcomes", "transitions", "states", "policies", "races")}
+    empty = {c: {} for c in ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")}
     assert coverage_categories(spec, empty, spec.default_parameters(), concurrent=False)["races"]["total"] == 0
     declared = coverage_categories(spec, empty, spec.default_parameters(), concurrent=True)["races"]
     assert declared["missed"] == ["racing_emitters: turn_boundary | turn_boundary | turn_boundary",
                                   "cancel_races_completion: cancel_job | observe_outcome",
                                   "sync_races_background: complete_sync | start_job",
-                                  "concurrent_starts: start_job | start_job | start_job | start_job"], declared
+                                  "concurrent_starts: start_job | start_job | start_job | start_job",
+                                  "observe_outcome_twice: observe_outcome | observe_outcome",
+                                  "cancel_job_twice: cancel_job | cancel_job"], declared
+
+
+def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
+    from statemachines import limit_edges, load_spec
+
+    spec = load_spec(ROOT / "spec" / "async-jobs.yaml")
+    params = {**spec.default_parameters(), "retention_ms": 120000, "max_running": 3}
+    edges = {limit.name: limit for limit in limit_edges(spec, params)}
+    assert edges["retention"].clock == {"below": 119999, "at": 120000, "above": 120001}
+    assert edges["running_cap"].batches == {"fill_to_cap": {"below": 2, "at": 3, "above": 4}}
+    # a limit whose `assumes` fails is not probed (retention -1: never evicted), nor declared for coverage
+    assert "retention" not in {limit.name for limit in limit_edges(spec, {**params, "retention_ms": -1})}
+
+    spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
+    edges = {limit.name: limit for limit in limit_edges(spec, spec.default_parameters())}
+    lines = edges["payload_lines"].args[("observe_outcome", "payload")]
+    assert "x\n" * 1000 in lines["at"]          # 1000 lines ending in a newline (1001 by the rule)
+    assert "\n".join(["x"] * 1001) in lines["above"]
+    size = edges["payload_bytes"].args[("observe_outcome", "payload")]
+    assert all(len(text.encode("utf-8")) == 25601 for text in size["above"])
+    assert any(len(text) < 25601 for text in size["above"])  # multi-byte: fewer characters than bytes
+    assert edges["retention"].batches == {"fill_thread": {"below": 19, "at": 20, "above": 21}}
+
+
+def test_limit_edges_are_declared_as_boundary_classes():
+    from statemachines import load_spec
+    from conformance.engine.coverage import coverage_categories
+
+    spec = load_spec(ROOT / "spec" / "task-progress.yaml")
+    empty = {c: {} for c in ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")}
+    params = {**spec.default_parameters(), "grace_ms": 5000}
+    missed = coverage_categories(spec, empty, params)["boundary-classes"]["missed"]
+    assert [m for m in missed if m.startswith("grace")] == ["grace: below (4999)", "grace: at (5000)",
+                                                           "grace: above (5001)"]
+    counts = {**empty, "limits": {"grace.at": 3}}
+    missed = coverage_categories(spec, counts, params)["boundary-classes"]["missed"]
+    assert "grace: at (5000)" not in missed and "grace: below (4999)" in missed
+
+
+def test_races_are_derived_for_every_operation_that_writes_a_record():
+    from statemachines import derived_races, load_spec, record_writers
+
+    spec = load_spec(ROOT / "spec" / "task-progress.yaml")
+    assert "kill_task" in record_writers(spec)["task_id"] and "get_task" not in record_writers(spec)["task_id"]
+    derived = {group["name"]: group for group in derived_races(spec)}
+    # notify_task, background_task and update_progress race themselves in declared groups already
+    assert "notify_task_twice" not in derived and "background_task_twice" not in derived
+    assert derived["complete_task_twice"]["calls"] == ["complete_task", "complete_task"]
+    assert derived["complete_task_twice"]["identical"] and derived["complete_task_twice"]["same_args"] == ["task_id"]
+    # async-command's run_cancel_command is weighted 0 (never explored), so never derived
+    assert derived_races(load_spec(ROOT / "spec" / "async-command.yaml")) == []
+
+
+def test_a_derived_race_finds_a_lost_update_the_declared_groups_miss():
+    # queue_message twice at once: no declared group races it; the mutant loses one of the two messages
+    from conformance.mutants import load_mutants, run_mutant
+    from statemachines import load_spec
+
+    spec = str(ROOT / "spec" / "task-progress.yaml")
+    mutant = load_mutants(load_spec(spec).implementations["mutants"])["queue_lost_update"]
+    result = run_mutant(spec, "queue_lost_update", mutant, profile="ci", seed=1, timeout_s=10)
+    assert result.found_by_exploration, result
+    assert result.exploration_message.startswith("queue_message ×2 at once"), result.exploration_message

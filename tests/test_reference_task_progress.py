@@ -3,6 +3,7 @@
 mutant shown to misbehave on a concrete call sequence."""
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -549,6 +550,45 @@ def _child(a):
     return ok(a, "kill_task", task_id=parent)[1], task(a, child)["status"]
 
 
+def _tree_kill(a):
+    """A root whose first child has a running child and whose second child runs: which aborts, in which order?"""
+    root = running(a)
+    first = running(a, parent_id=root)
+    second = running(a, parent_id=root)
+    grandchild = running(a, parent_id=first)
+    effects = ok(a, "kill_task", task_id=root)[1]
+    return [e["task_id"] for e in effects] == [root, first, grandchild, second], effects
+
+
+def _finished_middle(a):
+    """The root's child completed while its own child runs on: does killing the root reach the grandchild?"""
+    root = running(a)
+    child = running(a, parent_id=root)
+    grandchild = running(a, parent_id=child)
+    ok(a, "complete_task", task_id=child, result="r")
+    ok(a, "kill_task", task_id=root)
+    return task(a, grandchild)["status"]
+
+
+def _racing(a, op, **args):
+    """The same call twice at once on one running task (six tries): the two answers of each try."""
+    answers = []
+    for _ in range(6):
+        t = running(a)
+        barrier, out = threading.Barrier(2), []
+
+        def one():
+            barrier.wait()
+            out.append(a.call(op, {"task_id": t, **args})["result"])
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        answers.append(sorted(json.dumps(r, sort_keys=True) for r in out))
+    return answers
+
+
 def _drain(a):
     t = running(a)
     ok(a, "queue_message", task_id=t, message="m")
@@ -575,6 +615,10 @@ SCENARIOS = {
     "foreground_keeps_previous": _foreground,
     "kill_finished_changes_it": _kill_finished,
     "child_not_killed": _child,
+    "cascade_breadth_first": _tree_kill,
+    "complete_check_then_act": lambda a: _racing(a, "complete_task", result="r"),
+    "queue_lost_update": lambda a: _racing(a, "queue_message", message="m"),
+    "cascade_stops_at_finished_child": _finished_middle,
     "drain_keeps_queue": _drain,
     "main_session_foreground_notifies": _foreground_session,
 }

@@ -406,6 +406,12 @@ def _spill_at_limit(a):
     return inspect(a, "j1")["terminal_payload"] is not None
 
 
+def _spilled(a, payload):
+    start(a, "j1")
+    finish(a, "j1", payload=payload)
+    return inspect(a, "j1")["terminal_payload_file"] is not None
+
+
 def _cancel_finished(a):
     start(a, "j1")
     finish(a, "j1")
@@ -458,6 +464,26 @@ def _late_report(a):
     return ok(a, "turn_boundary", thread_id=T1)[0], inspect(a, "j1")
 
 
+def _racing_cancels(a):
+    """Two cancels of one running job at once (six jobs): how many cancellations were requested?"""
+    requested = []
+    for i in range(6):
+        start(a, f"rc{i}", tool_call=f"rc-{i}")
+        barrier, effects = threading.Barrier(2), []
+
+        def one(i=i):
+            barrier.wait()
+            response = a.call("cancel_job", {"thread_id": T1, "job_id": f"rc{i}", "requested_by": "user"})
+            effects.extend(e["effect"] for e in response["effects"])
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        requested.append(effects.count("cancellation_requested"))
+    return requested
+
+
 def _explicit_then_generated(a):
     """A caller chooses "job-1", then a start lets the runtime choose: which jobs are there?"""
     start(a, "job-1", tool_call="c1")
@@ -493,7 +519,12 @@ SCENARIOS = {
     "list_cross_thread": lambda a: _two_threads(a, "list"),
     "inspect_cross_thread": lambda a: _two_threads(a, "inspect"),
     "spill_off_by_one": _spill_at_limit,
+    # 1000 lines and a final newline: 1001 lines by the rule, so spilled
+    "lines_by_splitlines": lambda a: _spilled(a, "x\n" * 1000),
+    # 12801 characters, 25602 UTF-8 bytes: over max_bytes, so spilled
+    "size_in_characters": lambda a: _spilled(a, "é" * 12801),
     "cancel_finished_job": _cancel_finished,
+    "cancel_check_then_act": _racing_cancels,
     "progress_injects": _progress,
     "restart_keeps_jobs": _restart,
     "no_idle_wakeup": _idle_wakeup,

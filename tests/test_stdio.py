@@ -80,8 +80,8 @@ def run_kit(tmp_path: Path, command: str, *options: str, env: dict | None = None
 def assert_went_on(run: Run, minimum_passed: int = 1) -> None:
     """Every scenario got a verdict and some passed: the run was not cut short."""
     verdicts = [s["verdict"] for s in run.report["scenarios"]]
-    # 31 seed rows + B10 + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
-    assert len(verdicts) == 34, verdicts
+    # 31 seed rows + B10-B12 + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
+    assert len(verdicts) == 36, verdicts
     assert verdicts.count("pass") >= minimum_passed, verdicts
 
 
@@ -98,7 +98,7 @@ def test_the_python_example_passes_scenarios_and_stateful(tmp_path):
     verdicts = {s["verdict"] for s in report["scenarios"]}
     assert verdicts <= {"pass", "skip"}
     # scenarios needing concurrency are skipped: the example answers one request at a time
-    assert {s["id"] for s in report["scenarios"] if s["verdict"] == "skip"} == {"B1", "B2", "B4", "R2"}
+    assert {s["id"] for s in report["scenarios"] if s["verdict"] == "skip"} == {"B1", "B2", "B4", "B12", "R2"}
 
 
 def test_a_concurrent_program_answering_out_of_order_passes(tmp_path):
@@ -154,7 +154,7 @@ def test_a_hung_program_times_out_is_killed_and_the_run_goes_on(tmp_path):
 def failed_only(run: Run, *ids: str) -> None:
     failed = [s["id"] for s in run.report["scenarios"] if s["verdict"] in ("fail", "error")]
     assert failed == list(ids), run.out
-    assert_went_on(run, minimum_passed=33 - 4 - len(ids))
+    assert_went_on(run, minimum_passed=35 - 4 - len(ids))
 
 
 def test_a_non_json_line_is_a_protocol_error_quoting_the_line(tmp_path):
@@ -239,7 +239,7 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert report["problems"][0]["kind"] == "adapter-error"
     assert message.startswith("handshake refused: "), message
     assert said in message
-    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.1)" in message
+    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.2)" in message
     assert report["implementation"]["adapter"] == command
     assert said.split(",")[0] in run.out.replace("\n", "")
 
@@ -295,7 +295,7 @@ def python_program(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
 
 
-SPEC_ID = ("thread-jobs", "2.0.1")
+SPEC_ID = ("thread-jobs", "2.0.2")
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines import Spec
+from statemachines import Spec, derived_races, exploration_applies, limit_edges
 from statemachines.lint import walk_steps
 from statemachines.model import BOUNDARY_CLASSES, POLICY_ACTS
 from statemachines import steps as S
@@ -65,9 +65,12 @@ def _declared(spec: Spec, params: dict, concurrent: bool) -> dict[str, list[tupl
     for name, ordering in spec.orderings.items():
         if len(ordering.by) > 1:
             items["boundary-classes"].append((f"{name}: tie broken by {ordering.by[1]}", ("policies", [f"{name}.tie"])))
-    for group in spec.exploration.concurrent if concurrent else ():
-        holds = group.get("assumes") is None or group["assumes"].evaluate_bool({"params": params}, role="an `assumes`")
-        if holds and all(call in offered for call in group["calls"]):
+    for limit in limit_edges(spec, params):
+        for edge in limit.classes():
+            items["boundary-classes"].append((f"{limit.name}: {edge} ({limit.edge_value(edge)})",
+                                              ("limits", [f"{limit.name}.{edge}"])))
+    for group in (*spec.exploration.concurrent, *derived_races(spec)) if concurrent else ():
+        if exploration_applies(group, params, offered):
             items["races"].append((f"{group['name']}: {' | '.join(group['calls'])}", ("races", [group["name"]])))
     return items
 

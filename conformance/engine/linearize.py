@@ -133,11 +133,18 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
     if search(order_hint, []):
         return None
     model.restore(start)
-    lines = [f"{len(calls)} concurrent calls match no sequential order of the spec's model."]
+    # The first line names the calls and where the closest order broke: the rule at stake.
+    names = list(dict.fromkeys(op for op, _ in calls))
+    racing = " and ".join(f"{op} ×{sum(1 for o, _ in calls if o == op)}" if sum(1 for o, _ in calls if o == op) > 1
+                          else op for op in names)
+    head = f"{racing} at once: {len(calls)} concurrent calls match no sequential order of the spec's model"
+    if best["diff"] is not None:
+        path, expected, observed, reason = best["diff"]
+        head += f" (closest: call {best['order'][-1]}, {calls[best['order'][-1]][0]}: {path}: {reason})"
+    lines = [head + "."]
     for i, ((op, args), response) in enumerate(zip(calls, responses)):
         lines.append(f"  call {i}: {op}({_short(args)}) -> {_summary(response)}")
     if best["diff"] is not None:
-        path, expected, observed, reason = best["diff"]
         order = " then ".join(f"call {i}" for i in best["order"])
         lines.append(f"Closest order tried: {order}; it first differs at {path}: {reason}")
     if budget[0] <= 0:

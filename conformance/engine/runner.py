@@ -869,7 +869,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
             f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
     report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
                           "operations": counts["operations"], "outcomes": counts["outcomes"],
-                          "policies": counts["policies"], "races": counts["races"],
+                          "policies": counts["policies"], "races": counts["races"], "limits": counts["limits"],
                           # the counts merge-reports sums (engine/shards.py)
                           "gates": gates, "failure": failure.to_dict() if failure else None}
     first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
@@ -887,7 +887,8 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
     uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
     return {"operations": counts["operations"], "outcomes": counts["outcomes"],
             "transitions": counts["transitions"], "states": counts["states"],
-            "policies": counts["policies"], "races": counts["races"], "uncovered": uncovered}
+            "policies": counts["policies"], "races": counts["races"], "limits": counts["limits"],
+            "uncovered": uncovered}
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:

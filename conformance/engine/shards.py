@@ -91,7 +91,7 @@ def _counts_sum(dicts: Iterable[dict | None]) -> dict:
     return dict(sorted(out.items()))
 
 
-_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races")
+_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
 
 
 def _combine_coverage(coverages: list[dict | None]) -> dict | None:

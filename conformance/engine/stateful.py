@@ -11,6 +11,7 @@ spec's probe compares the implementation's whole visible state with the model.
 """
 from __future__ import annotations
 
+import copy
 import re
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 from hypothesis_jsonschema import from_schema
 
-from statemachines import ExpressionError, Spec, text_of_size
+from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from .failures import DATA_ERRORS, Failure
@@ -88,23 +89,44 @@ class Explorer:
         for name in spec.operations:
             if name in offered:
                 self.actions += [("call", name)] * ex.weights.get(name, 1)
-        def applies(item: dict, calls: list) -> bool:
-            holds = item.get("assumes") is None or item["assumes"].evaluate_bool({"params": params},
-                                                                                 role="an `assumes`")
-            return holds and all(call in offered for call in calls)
-
         for batch in ex.batches:
-            if applies(batch, [phase["call"] for phase in batch["phases"]]):
+            if exploration_applies(batch, params, offered):
                 self.actions += [("batch", batch)] * 2
+        # Races the spec implies (each operation writing a record, twice at
+        # once: statemachines.races): together up to three declared groups' share.
+        self.derived = tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) \
+            if concurrent else ()
         if concurrent:
             for group in ex.concurrent:
-                if applies(group, group["calls"]):
+                if exploration_applies(group, params, offered):
                     self.actions += [("concurrent", group)] * 2
-        if ex.advance_ms:
+            if self.derived:
+                self.actions += [("derived", None)] * max(2, min(6, len(self.derived)))
+        # Declared limits (statemachines.limits): which drawn values sit at an
+        # edge, per target, so a draw can be counted ("boundary-classes").
+        self.limits = limit_edges(spec, params)
+        self.clock_edges: dict[int, list[str]] = {}
+        self.arg_edges: dict[tuple[str, str], dict] = {}
+        self.batch_edges: dict[str, dict[int, list[str]]] = {}
+        for limit in self.limits:
+            for edge, ms in limit.clock.items():
+                self.clock_edges.setdefault(ms, []).append(f"{limit.name}.{edge}")
+            for target, table in limit.args.items():
+                for edge, values in table.items():
+                    for value in values:
+                        self.arg_edges.setdefault(target, {}).setdefault(value, []).append(f"{limit.name}.{edge}")
+            for name, table in limit.batches.items():
+                for edge, n in table.items():
+                    self.batch_edges.setdefault(name, {}).setdefault(n, []).append(f"{limit.name}.{edge}")
+        if ex.advance_ms or self.clock_edges:
             self.actions += [("advance", None)] * 2
         self._plans: dict = {}
         self.action = st.sampled_from(tuple(self.actions))
-        self.advance_ms = st.sampled_from(tuple(ex.advance_ms)) if ex.advance_ms else None
+        moves = st.sampled_from(tuple(ex.advance_ms)) if ex.advance_ms else None
+        if self.clock_edges:  # half of the clock moves sit at a limit's edge
+            edges = st.sampled_from(tuple(sorted(self.clock_edges)))
+            moves = st.one_of(moves, edges) if moves is not None else edges
+        self.advance_ms = moves
         self._batch_strategies: dict = {}
         self.step = self._build_step()
         self.model = None  # set by the state machine, for drawing live keys
@@ -137,13 +159,18 @@ class Explorer:
             item, kind = self._raw_strategy(op, prop, items)
             size = (int(schema.get("minItems", 0)), int(schema.get("maxItems", 3)))
             return st.lists(item, min_size=size[0], max_size=size[1]), ("list", kind)
-        if draw and "pool" in draw:
-            return st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]])), ("value",)
         if draw and "keys" in draw:
             return st.tuples(st.integers(0, 99), st.integers(0, 255)), ("key", float(draw.get("fresh", 0.1)))
         if draw and "policy" in draw:
-            return self._payloads[draw["policy"]], ("value",)
-        return from_schema(_strip_hints(schema)), ("value",)
+            strategy = self._payloads[draw["policy"]]
+        elif draw and "pool" in draw:
+            strategy = st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]]))
+        else:
+            strategy = from_schema(_strip_hints(schema))
+        edges = self.arg_edges.get((op, prop))
+        if edges:  # a third of the draws sit at a declared limit's edge
+            return st.one_of(strategy, strategy, st.sampled_from(tuple(edges))), ("edge", edges)
+        return strategy, ("value",)
 
     def args_plan(self, op: str, omit=()):
         """One strategy drawing every argument of ``op`` (but ``omit``), and the
@@ -168,6 +195,9 @@ class Explorer:
     def _resolve(self, raw: Any, kind: tuple, keys: list) -> Any:
         if kind[0] == "value":
             return raw
+        if kind[0] == "edge":
+            self.hit_edges(kind[1].get(raw) if isinstance(raw, (str, int)) else None)
+            return raw
         if kind[0] == "list":
             return [self._resolve(item, kind[1], keys) for item in raw]
         # A key: mostly one the model holds now (non-terminal ones first), else any
@@ -188,6 +218,14 @@ class Explorer:
             choices = (self.live_keys() if roll < 55 + fresh * 50 else []) or keys
         return choices[pick % len(choices)]
 
+    def hit_edges(self, names) -> None:
+        """Count limit edges a drawn value sits at (nothing without a model's
+        coverage: the benchmark's bare driver keeps only the keys)."""
+        coverage = getattr(self.model, "coverage", None) if names else None
+        if coverage is not None:
+            for name in names:
+                coverage.hit("limits", name)
+
     def batch_plan(self, batch: dict) -> dict:
         """A batch's strategies: its count (within bounds fixed by the
         parameters), its shared values and each phase's clock moves."""
@@ -197,8 +235,12 @@ class Explorer:
             low = int(batch["count"]["min"].evaluate(env))
             high = max(low, int(batch["count"]["max"].evaluate(env)))
             pools = self.spec.exploration.pools
+            count = st.integers(low, high)
+            edges = self.batch_edges.get(batch["name"])
+            if edges:  # half of the counts sit at a declared limit's edge
+                count = st.one_of(count, st.sampled_from(tuple(sorted(edges))))
             plan = self._batch_strategies[batch["name"]] = {
-                "count": st.integers(low, high),
+                "count": count,
                 "shared": {name: st.sampled_from(tuple(pools[how["pool"]])) for name, how in batch["shared"].items()},
                 "advance": [st.sampled_from(tuple(phase["advance_ms"])) for phase in batch["phases"]]}
         return plan
@@ -233,6 +275,7 @@ class Explorer:
         needs, drawn at once (one draw per step is far cheaper for Hypothesis
         than one per value, and its shape never depends on the state)."""
         action, advance_ms = self.action, self.advance_ms
+        derived = st.sampled_from(self.derived) if self.derived else None
 
         @st.composite
         def step(draw):
@@ -241,6 +284,8 @@ class Explorer:
                 return kind, what, draw(self.args_plan(what)[0])
             if kind == "advance":
                 return kind, draw(advance_ms)
+            if kind == "derived":
+                kind, what = "concurrent", draw(derived)
             if kind == "concurrent":
                 return kind, what, [draw(self.args_plan(op)[0]) for op in what["calls"]]
             plan = self.batch_plan(what)
@@ -354,10 +399,15 @@ def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> Non
     if kind == "call":
         driver.call(what, explorer.resolve_args(what, step[2], keys))
     elif kind == "advance":
+        explorer.hit_edges(explorer.clock_edges.get(what))
         driver.advance(what)
     elif kind == "concurrent":
         shared: dict = {}
         calls = []
+        if what.get("identical"):  # the same call twice (a derived race): the first one's arguments for all
+            args = explorer.resolve_args(what["calls"][0], step[2][0], keys)
+            machine.group_answers = driver.concurrently([(op, copy.deepcopy(args)) for op in what["calls"]])
+            return
         for op, raw in zip(what["calls"], step[2]):
             args = explorer.resolve_args(op, raw, keys)
             for name in what["same_args"]:
@@ -375,6 +425,7 @@ def _carry_out_batch(explorer: "Explorer", step: tuple, machine, driver: Driver)
     _, batch, n, shared, phases = step
     params = explorer.params
     machine.batches += 1
+    explorer.hit_edges(explorer.batch_edges.get(batch["name"], {}).get(n))
     items: list[dict] = [{} for _ in range(n)]
     for phase, (order, draws) in zip(batch["phases"], phases):
         omit = phase["omit"] + list(phase["args"])

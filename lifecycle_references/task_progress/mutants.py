@@ -7,6 +7,7 @@ ReferenceAdapter only in which runtime it builds.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import replace
 
 from ..mutant import Mutant
@@ -14,6 +15,7 @@ from .adapter import ReferenceAdapter
 from .runtime import (
     ACTIVE_STATUSES,
     PENDING,
+    RUNNING,
     AbortController,
     Progress,
     ProgressTracker,
@@ -38,6 +40,24 @@ class _DoubleNotifyRace(TaskRuntime):
         self._update(task_id, lambda t: replace(t, notified=True))  # ...then set without re-checking
         self._notifier.enqueue(task_id, task.status)
         return True
+
+
+class _CompleteCheckThenAct(TaskRuntime):
+    def _finish(self, task_id: str, status: str, error: str | None) -> tuple[TaskState, bool]:
+        with self._lock:
+            was_running = self._known(task_id).status == RUNNING  # look under the lock...
+        time.sleep(0.002)  # ...a realistic pause with the lock released...
+        task, changed = super()._finish(task_id, status, error)
+        return task, changed or was_running  # ..."it was running when I looked": both racers report the change
+
+
+class _QueueLostUpdate(TaskRuntime):
+    def queue_message(self, task_id: str, message: str) -> int:
+        with self._lock:
+            queued = self._known(task_id).pending_messages  # read under the lock...
+        time.sleep(0.002)  # ...a pause with the lock released...
+        task = self._update_known(task_id, lambda t: replace(t, pending_messages=queued + (message,)))
+        return len(task.pending_messages)  # ...then write what was read: a message queued meanwhile is lost
 
 
 class _MainSessionForegroundNotifies(TaskRuntime):
@@ -131,6 +151,34 @@ class _ChildNotKilled(TaskRuntime):
         return controller
 
 
+class _CascadeStopsAtFinishedChild(TaskRuntime):
+    def _on_parent_aborted(self, task_id: str, controller: AbortController) -> None:
+        # "nothing to abort here": a child that is not running (finished, or
+        # still pending) swallows the abort, so its own running children are never told
+        self._kill(task_id, lambda t: t.status == RUNNING)
+
+
+class _CascadeBreadthFirst(TaskRuntime):
+    """Kills a tree a level at a time (a queue of aborts) instead of depth first."""
+
+    _waiting: deque | None = None
+
+    def _kill(self, task_id: str, killable) -> bool:
+        if self._waiting is not None:  # reached by a cascade: wait for the tasks queued before it
+            self._waiting.append((task_id, killable))
+            return True
+        self._waiting = deque()
+        try:
+            killed = super()._kill(task_id, killable)
+            while self._waiting:
+                child_id, child_killable = self._waiting.popleft()
+                if not super()._kill(child_id, child_killable):
+                    self._controllers[child_id].propagate()
+            return killed
+        finally:
+            self._waiting = None
+
+
 # ----------------------------------------------------------------- messages
 
 
@@ -175,6 +223,14 @@ _TABLE = [
      "kill_task kills a completed or failed task instead of refusing it as not running."),
     ("child_not_killed", _ChildNotKilled,
      "A child task's abort controller is not linked to its parent's, so killing the parent leaves it running."),
+    ("cascade_stops_at_finished_child", _CascadeStopsAtFinishedChild,
+     "Killing a task does not reach running tasks below a child that is not running (finished, or still pending)."),
+    ("cascade_breadth_first", _CascadeBreadthFirst,
+     "Killing a task kills its descendants a level at a time instead of depth first (siblings before grandchildren)."),
+    ("complete_check_then_act", _CompleteCheckThenAct,
+     "complete_task and fail_task check that the task runs, release the lock, then finish it: two racing calls both report the change."),
+    ("queue_lost_update", _QueueLostUpdate,
+     "queue_message reads the queue, releases the lock, then writes it back with the new message: a message queued meanwhile is lost."),
     ("drain_keeps_queue", _DrainKeepsQueue,
      "drain_messages returns the queued messages but leaves them queued."),
     ("main_session_foreground_notifies", _MainSessionForegroundNotifies,
@@ -198,6 +254,10 @@ SHORTEST: dict[str, int] = {
     'foreground_keeps_previous': 5,
     'kill_finished_changes_it': 4,
     'child_not_killed': 5,
+    'cascade_stops_at_finished_child': 6,
+    'cascade_breadth_first': 8,
+    'complete_check_then_act': 4,
+    'queue_lost_update': 3,
     'drain_keeps_queue': 4,
     'main_session_foreground_notifies': 3,
 }

@@ -116,6 +116,36 @@ class _SpillOffByOne(ThreadJobRuntime):
         return lines <= self.config.max_lines and size < self.config.max_bytes
 
 
+class _LinesBySplitlines(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        # splitlines() does not count the empty line after a final newline, so a
+        # payload of max_lines lines ending in "\n" (max_lines + 1 by the rule) stays inline
+        lines = len(payload.splitlines()) or 1
+        size = len(payload.encode("utf-8"))
+        return lines <= self.config.max_lines and size <= self.config.max_bytes
+
+
+class _SizeInCharacters(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        lines = payload.count("\n") + 1
+        size = len(payload)  # characters, not UTF-8 bytes: multi-byte text slips under the limit
+        return lines <= self.config.max_lines and size <= self.config.max_bytes
+
+
+class _CancelCheckThenAct(ThreadJobRuntime):
+    def cancel_job(self, thread_id: str, job_id: str, requested_by: str) -> Job:
+        with self._lock:
+            job = self._job_in_thread(thread_id, job_id)
+            cancellable = self._cancellable(job)  # look under the lock...
+        time.sleep(0.002)  # ...a realistic pause with the lock released...
+        with self._lock:
+            if cancellable:  # ...then act on what was seen: two racing cancels both ask the tool to stop
+                job.status = PENDING_CANCEL
+                job.cancel_requested_at = self._clock()
+                self._tool_runtime.request_cancel(job.job_id, requested_by)
+            return replace(job)
+
+
 class _CancelFinishedJob(ThreadJobRuntime):
     def _cancellable(self, job: Job) -> bool:
         return job.status != PENDING_CANCEL  # forgets that finished jobs are done
@@ -236,6 +266,12 @@ _TABLE = [
     ("list_cross_thread", _ListCrossThread, "list_jobs ignores thread_id and lists every thread's jobs."),
     ("inspect_cross_thread", _InspectCrossThread, "inspect_job returns jobs owned by other threads."),
     ("spill_off_by_one", _SpillOffByOne, "A payload of exactly max_bytes bytes is spilled instead of kept inline."),
+    ("lines_by_splitlines", _LinesBySplitlines,
+     "A payload's lines are counted with splitlines(), so max_lines lines ending in a newline stay inline."),
+    ("size_in_characters", _SizeInCharacters,
+     "A payload's size is measured in characters, so multi-byte text over max_bytes bytes stays inline."),
+    ("cancel_check_then_act", _CancelCheckThenAct,
+     "cancel_job checks that the job runs, releases the lock, then cancels: two racing cancels both request the cancellation."),
     ("cancel_finished_job", _CancelFinishedJob,
      "Cancelling a finished job moves it to pending_cancel and stamps cancel_requested_at."),
     ("progress_injects", _ProgressInjects,
@@ -277,6 +313,9 @@ SHORTEST: dict[str, int] = {
     'no_idle_wakeup': 2,
     'progress_injects': 5,
     'restart_keeps_jobs': 3,
+    'lines_by_splitlines': 2,
+    'cancel_check_then_act': 4,
+    'size_in_characters': 2,
     'second_start_allowed': 2,
     'spill_off_by_one': 2,
     'unstable_tie_order': 5,
