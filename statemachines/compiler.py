@@ -245,6 +245,13 @@ class _Builder:
 
     def _assumes(self, source: Any, path: tuple) -> Expression | None:
         """An `assumes` (over parameters): a boolean under the defaults and every profile."""
+        return self._over_params(source, path, "an `assumes`", lambda v: isinstance(v, bool),
+                                 "an `assumes` condition and must be true or false",
+                                 "write a comparison over params, e.g. `params.max_running > 0`")
+
+    def _over_params(self, source: Any, path: tuple, role: str, fits, must: str, hint: str) -> Expression | None:
+        """An expression over parameters that must evaluate, to a value ``fits``
+        accepts, under the defaults and under every profile."""
         expression = self.expr(source, path, {"params"})
         if expression is None:
             return None
@@ -256,12 +263,11 @@ class _Builder:
                 value = expression.evaluate({"params": params})
             except ExpressionError as exc:
                 self.problem(path, f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
-                             "an `assumes` must evaluate under every profile")
+                             f"{role} must evaluate under every profile")
                 return expression
-            if not isinstance(value, bool):
-                self.problem(path, f"`{expression.source}` is an `assumes` condition and must be true or false, "
-                                   f"but under {label} it gives {value!r} ({type_name(value)})",
-                             "write a comparison over params, e.g. `params.max_running > 0`")
+            if not fits(value):
+                self.problem(path, f"`{expression.source}` is {must}, but under {label} "
+                                   f"it gives {value!r} ({type_name(value)})", hint)
                 return expression
         return expression
 
@@ -820,24 +826,10 @@ class _Builder:
 
     def _limit_value(self, source: str, path: tuple) -> Expression | None:
         """A limit's value (over parameters): an integer under the defaults and every profile."""
-        expression = self.expr(source, path, {"params"})
-        if expression is None:
-            return None
-        defaults = {name: p.default for name, p in self.parameters.items()}
-        for label, params in [("the defaults", defaults)] + [(f"profile {name}", {**defaults, **prof.parameters})
-                                                             for name, prof in self.profiles.items()]:
-            try:
-                value = expression.evaluate({"params": params})
-            except ExpressionError as exc:
-                self.problem(path, f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
-                             "a limit's value must evaluate under every profile")
-                return expression
-            if isinstance(value, bool) or not isinstance(value, int):
-                self.problem(path, f"`{expression.source}` is a limit and must be an integer, but under {label} "
-                                   f"it gives {value!r} ({type_name(value)})",
-                             "write an integer parameter or arithmetic over params, e.g. `params.max_running`")
-                return expression
-        return expression
+        return self._over_params(source, path, "a limit's value",
+                                 lambda v: isinstance(v, int) and not isinstance(v, bool),
+                                 "a limit and must be an integer",
+                                 "write an integer parameter or arithmetic over params, e.g. `params.max_running`")
 
     def _limits(self, raw: list, batches: list) -> list[dict]:
         """``exploration.limits``: each limit's value (CEL over params) and what

@@ -21,7 +21,7 @@ import jsonschema
 from .errors import ExpressionError
 from .spec import Spec
 
-__all__ = ["EDGE_CLASSES", "LimitEdges", "limit_edges", "exploration_applies", "text_edges"]
+__all__ = ["EDGE_CLASSES", "LimitEdges", "limit_edges", "exploration_applies", "strip_hints", "text_edges"]
 
 EDGE_CLASSES = ("below", "at", "above")
 
@@ -85,11 +85,12 @@ def _accepts(schema: dict, value: Any) -> bool:
     return True
 
 
-def _plain(schema: Any) -> Any:
+def strip_hints(schema: Any) -> Any:
+    """A JSON Schema without the kit's ``x-`` hints (``x-draw``), as validators and generators read it."""
     if isinstance(schema, dict):
-        return {k: _plain(v) for k, v in schema.items() if not k.startswith("x-")}
+        return {k: strip_hints(v) for k, v in schema.items() if not k.startswith("x-")}
     if isinstance(schema, list):
-        return [_plain(v) for v in schema]
+        return [strip_hints(v) for v in schema]
     return schema
 
 
@@ -119,7 +120,7 @@ def limit_edges(spec: Spec, params: dict) -> list[LimitEdges]:
         for op, arg in limit["args"]:
             if op not in offered:
                 continue
-            schema = _plain((spec.operations[op].args_schema.get("properties") or {}).get(arg) or {})
+            schema = strip_hints((spec.operations[op].args_schema.get("properties") or {}).get(arg) or {})
             table = {}
             for edge, n in wanted.items():
                 candidates = ([n] if schema.get("type") != "string" else text_edges(n, limit["unit"]))

@@ -25,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, r
 from hypothesis_jsonschema import from_schema
 
 from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
+from statemachines.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from .failures import DATA_ERRORS, Failure
@@ -68,14 +69,6 @@ class StatefulOutcome:
 
 
 _ABSENT = object()  # an optional argument not sent
-
-
-def _strip_hints(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip_hints(v) for k, v in schema.items() if not k.startswith("x-")}
-    if isinstance(schema, list):
-        return [_strip_hints(v) for v in schema]
-    return schema
 
 
 class Explorer:
@@ -166,7 +159,7 @@ class Explorer:
         elif draw and "pool" in draw:
             strategy = st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]]))
         else:
-            strategy = from_schema(_strip_hints(schema))
+            strategy = from_schema(strip_hints(schema))
         edges = self.arg_edges.get((op, prop))
         if edges:  # a third of the draws sit at a declared limit's edge
             return st.one_of(strategy, strategy, st.sampled_from(tuple(edges))), ("edge", edges)
