@@ -1,17 +1,92 @@
 """Checking concurrent calls: their observed answers must equal what the model
-predicts for SOME sequential order of the same calls."""
+predicts for SOME sequential order of the same calls.
+
+Several orders may match every answer and the probe after them and still
+end in different states: two calls racing on one record, whose difference
+(which payload won) no answer so far shows. The check goes on from the
+first such order and keeps what it needs to try the others (``RaceOutcome``):
+when a later step contradicts the order it chose, the session tries each
+other end state, replaying the steps since the race (``other_end_states``),
+before it reports a failure."""
 from __future__ import annotations
 
+import itertools
 import json
+from dataclasses import dataclass, field
 
 from statemachines import ExpressionError, ObservationError
 
 from .compare import compare
 from .failures import Failure
 
-__all__ = ["linearize", "SEARCH_BUDGET"]
+__all__ = ["linearize", "other_end_states", "RaceOutcome", "SEARCH_BUDGET", "MAX_LATER_STEPS"]
 
 SEARCH_BUDGET = 20_000  # model predictions tried before the search gives up
+MAX_ORDERS = 24  # orders of one group tried again when a later step contradicts the chosen one
+MAX_LATER_STEPS = 400  # steps after a race kept to re-check another order against; past it, the choice stands
+
+
+@dataclass
+class RaceOutcome:
+    """What a concurrent group left to decide later: the model's state before
+    it, the calls and answers, the probe answers after it, and the end states
+    already tried (the chosen order's first). ``later`` collects the steps
+    checked since, each ``(kind, operation or None, args or now_ms, answer)``."""
+
+    start: tuple
+    calls: list
+    responses: list
+    followups: list
+    accepting: bool
+    order: list  # the order chosen first
+    tried: list | None = None  # fingerprints of the end states adopted so far (worked out when first needed)
+    later: list = field(default_factory=list)
+
+
+def fingerprint(model) -> str:
+    """The model's state as one string (records, tables, counters; not coverage)."""
+    records = sorted((json.dumps(r, sort_keys=True, default=str) for r in model.store.all()))
+    return json.dumps([model.now, records, model.tables, model.counters], sort_keys=True, default=str)
+
+
+def other_end_states(session, outcome: RaceOutcome):
+    """Each end state of another order of the group's calls that matches every
+    answer and the probe after it, as a model snapshot, not yet tried (at most
+    ``MAX_ORDERS`` orders). The model is left wherever the last try left it."""
+    model = session.model
+    calls, responses = outcome.calls, outcome.responses
+
+    def acceptor(op, args):
+        return session.acceptor(op, args) if outcome.accepting else None
+    if outcome.tried is None:  # the first order's end state: worked out again only now, not after every group
+        model.restore(outcome.start)
+        for i in outcome.order:
+            _matches(model, calls[i][0], calls[i][1], responses[i], acceptor)
+        outcome.tried = [fingerprint(model)]
+    for order in itertools.islice(itertools.permutations(range(len(calls))), MAX_ORDERS):
+        model.restore(outcome.start)
+        if not all(_matches(model, calls[i][0], calls[i][1], responses[i], acceptor) for i in order):
+            continue
+        end = model.snapshot()
+        if not all(_matches(model, op, args, response, acceptor, keep=False) for op, args, response in outcome.followups):
+            continue
+        mark = fingerprint(model)
+        if mark in outcome.tried:
+            continue
+        outcome.tried.append(mark)
+        yield end
+
+
+def _matches(model, op, args, response, acceptor, *, keep: bool = True) -> bool:
+    snap = None if keep else model.snapshot()
+    try:
+        prediction = model.predict(op, args, response)
+        return compare(prediction, response, accept=acceptor(op, args)) is None
+    except (ObservationError, ExpressionError):
+        return False
+    finally:
+        if snap is not None:
+            model.restore(snap)
 
 
 def _short(value, limit: int = 160) -> str:
@@ -88,6 +163,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
     start = model.snapshot()
     budget = [SEARCH_BUDGET]
     best: dict = {"depth": -1, "order": [], "diff": None}
+    chosen: list[int] = []
 
     def settled(order: list[int]) -> bool:
         for op, args, response in followups:
@@ -103,7 +179,10 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
 
     def search(remaining: list[int], order: list[int]) -> bool:
         if not remaining:
-            return settled(order)
+            if settled(order):
+                chosen[:] = order
+                return True
+            return False
         tried: set = set()
         for i in remaining:
             op, args = calls[i]
@@ -131,6 +210,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
         return False
 
     if search(order_hint, []):
+        session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
         return None
     model.restore(start)
     # The first line names the calls and where the closest order broke: the rule at stake.

@@ -26,7 +26,7 @@ from ..errors import AdapterLoadError, InputRefused
 from .compare import compare
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
-from .linearize import linearize
+from .linearize import MAX_LATER_STEPS, linearize, other_end_states
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
 
@@ -231,6 +231,9 @@ class Session:
         # chosen sequential order must explain it too; a recorded trace that
         # did not observe it switches this off.
         self.observe_after_concurrent = True
+        # The last concurrent group's other possible end states, tried when a
+        # later step contradicts the order chosen for it (linearize.RaceOutcome).
+        self.race_outcome = None
         self._valid_responses: set = set()
         self._result_validators = {
             name: jsonschema.Draft202012Validator(op.result_schema)
@@ -258,6 +261,7 @@ class Session:
             self._restart_adapter()
         self.now = 0
         self.trace = []
+        self.race_outcome = None
         for seen in self._seen.values():
             seen.clear()
         self.model.reset(0)
@@ -351,10 +355,13 @@ class Session:
             return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
         diff = compare(prediction, observed, self.spec.entity.key,
                        accept=self.acceptor("set_clock", {"now_ms": self.now}, index))
+        if diff and self._reconsider(lambda: self._agrees("set_clock", self.now, observed)):
+            diff = None  # another order of the last concurrent calls explains it
         if diff:
             path, expected, got, reason = diff
             return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
                               expected=expected, observed=got, path=path)
+        self._remember("set_clock", self.now, observed)
         return self.check_invariants([(index, "set_clock", observed)])
 
     def _invoke(self, operation: str, args: dict) -> tuple[dict | None, tuple[str, str] | None]:
@@ -397,11 +404,55 @@ class Session:
         if prediction.chosen and index < len(self.trace) and self.trace[index].get("operation") == operation:
             self.trace[index]["chosen"] = list(prediction.chosen)  # what a replay maps to the new choices
         diff = compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index))
+        if diff and self._reconsider(lambda: self._agrees(operation, args, response, index)):
+            diff = None  # another order of the last concurrent calls explains it
         if diff:
             path, expected, got, reason = diff
             return self._fail("divergence", f"{operation}: {path}: {reason}", index, operation=operation,
                               args=args, expected=expected, observed=got, path=path)
+        self._remember(operation, args, response)
         return self.check_invariants([(index, operation, response)])
+
+    # -- races decided later --------------------------------------------------------
+    def _remember(self, operation: str, args: Any, response: Any) -> None:
+        """A step that matched, kept while the last race's order may still change."""
+        outcome = self.race_outcome
+        if outcome is not None:
+            outcome.later.append((operation, args, response))
+            if len(outcome.later) > MAX_LATER_STEPS:
+                self.race_outcome = None  # the order chosen long ago stands
+
+    def _agrees(self, operation: str, args: Any, response: Any, index: int | None = None) -> bool:
+        """Whether the model, from where it is now, predicts this answer (and takes the step)."""
+        try:
+            if operation == "set_clock":
+                prediction = self.model.advance(args)
+                args = {"now_ms": args}
+            else:
+                prediction = self.model.predict(operation, args, response)
+        except (ObservationError, ExpressionError):
+            return False
+        if (index is not None and prediction.chosen and index < len(self.trace)
+                and self.trace[index].get("operation") == operation):
+            self.trace[index]["chosen"] = list(prediction.chosen)
+        return compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args)) is None
+
+    def _reconsider(self, check: Callable[[], bool]) -> bool:
+        """A step the model disagrees with: try the last concurrent group's
+        other end states (orders that matched its answers too, but ended
+        elsewhere): replay every step since it from each, then ``check`` this
+        one. The first that explains them all is adopted (True); else the
+        model is left as it was (False)."""
+        outcome = self.race_outcome
+        if outcome is None:
+            return False
+        failing = self.model.snapshot()
+        for end in other_end_states(self, outcome):
+            self.model.restore(end)
+            if all(self._agrees(op, args, response) for op, args, response in outcome.later) and check():
+                return True
+        self.model.restore(failing)
+        return False
 
     def acceptor(self, operation: str, args: Any, index: int | None = None):
         """What ``compare`` asks about each difference: does an accepted
@@ -585,7 +636,18 @@ class Session:
         if failure:
             return responses, failure
         self._seen = saved  # check_invariants below records them again
+        earlier, self.race_outcome = self.race_outcome, None
         failure = linearize(self, calls, responses, index, followups)
+        if failure and earlier is not None:
+            self.race_outcome = earlier  # another order of the group before may explain this one
+
+            def explained() -> bool:
+                self.race_outcome = earlier
+                return linearize(self, calls, responses, index, followups) is None  # sets its own outcome
+            if self._reconsider(explained):
+                failure = None
+            elif self.race_outcome is earlier:
+                self.race_outcome = None
         if failure:
             return responses, failure
         return responses, self.check_invariants(judged)

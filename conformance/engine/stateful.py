@@ -85,8 +85,9 @@ class Explorer:
         for batch in ex.batches:
             if exploration_applies(batch, params, offered):
                 self.actions += [("batch", batch)] * 2
-        # Races the spec implies (each operation writing a record, twice at
-        # once: statemachines.races): together up to three declared groups' share.
+        # Races the spec implies (each operation writing a record twice at once,
+        # each conflicting pair on one record: statemachines.races): together
+        # one declared group's share per three of them, between one and six.
         self.derived = tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) \
             if concurrent else ()
         if concurrent:
@@ -94,7 +95,7 @@ class Explorer:
                 if exploration_applies(group, params, offered):
                     self.actions += [("concurrent", group)] * 2
             if self.derived:
-                self.actions += [("derived", None)] * max(2, min(6, len(self.derived)))
+                self.actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
         # Declared limits (statemachines.limits): which drawn values sit at an
         # edge, per target, so a draw can be counted ("boundary-classes").
         self.limits = limit_edges(spec, params)

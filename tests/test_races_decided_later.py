@@ -1,0 +1,97 @@
+"""Concurrent calls whose orders end in states no answer tells apart yet: the
+check goes on from one order and, when a later answer contradicts it, tries
+the others (conformance/engine/linearize.py, RaceOutcome), instead of
+reporting a race the implementation did not lose. Races derived from the spec
+(statemachines/races.py) include each conflicting pair of operations."""
+from __future__ import annotations
+
+import threading
+
+from conformance.engine.runner import RunConfig, prepare
+from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+from statemachines import derived_races, load_spec
+from conformance.specs import resolve_spec
+
+START = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
+
+
+def _outcome(payload: str) -> tuple[str, dict]:
+    return "observe_outcome", {"job_id": "k1", "outcome": "completed", "payload": payload}
+
+
+class SecondCallFirst(ReferenceAdapter):
+    """The reference, but of two racing outcomes the one with payload "second"
+    always lands first: the order the model does not try first."""
+
+    def reset(self, now_ms):
+        self.landed = threading.Event()
+        return super().reset(now_ms)
+
+    def call(self, operation, args):
+        if operation == "observe_outcome" and args.get("payload") == "first":
+            self.landed.wait(5)
+        try:
+            return super().call(operation, args)
+        finally:
+            if operation == "observe_outcome" and args.get("payload") == "second":
+                self.landed.set()
+
+
+class InjectsSomethingElse(SecondCallFirst):
+    """...and then injects a payload nobody reported: a real bug."""
+
+    def call(self, operation, args):
+        response = super().call(operation, args)
+        if operation == "turn_boundary":
+            for effect in response.get("effects") or []:
+                if isinstance(effect.get("text"), str):
+                    effect["text"] = effect["text"].replace("second", "third")
+        return response
+
+
+def _session(adapter_class):
+    return prepare(RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture",
+                             report_dir=None)).session
+
+
+def _run(adapter_class):
+    session = _session(adapter_class)
+    try:
+        session.reset()
+        _, failure = session.call("start_job", dict(START))
+        assert failure is None, failure.message
+        _, failure = session.call("begin_turn", {"thread_id": "t1"})  # a busy thread: no wake-up tells the order
+        assert failure is None, failure.message
+        answers, failure = session.call_concurrently([_outcome("first"), _outcome("second")])
+        assert failure is None, failure.message
+        assert answers[0] == answers[1]
+        # Both answers are the same finished job: which payload won shows only at injection.
+        response, failure = session.call("turn_boundary", {"thread_id": "t1"})
+        return response, failure
+    finally:
+        session.close()
+
+
+def test_a_later_answer_picks_the_order_the_implementation_took():
+    response, failure = _run(SecondCallFirst)
+    assert failure is None, failure.message
+    assert "second" in str(response["effects"]) and "first" not in str(response["effects"])
+
+
+def test_an_answer_no_order_explains_is_still_a_divergence():
+    response, failure = _run(InjectsSomethingElse)
+    assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
+    assert "third" in str(failure.observed)
+
+
+def test_every_conflicting_pair_of_writers_is_raced_and_commuting_ones_are_not():
+    spec = load_spec(resolve_spec("task-progress"))
+    names = {group["name"] for group in derived_races(spec)}
+    assert {"complete_task_twice", "complete_task_and_fail_task", "complete_task_and_update_progress",
+            "queue_message_and_drain_messages"} <= names
+    # update_summary writes `progress`, queue_message `pending_messages`: neither reads the other's field.
+    assert "update_summary_and_queue_message" not in names
+    # A pair a spec declares itself is not derived again.
+    declared = {tuple(sorted(g["calls"])) for g in spec.exploration.concurrent}
+    assert not any(tuple(sorted(g["calls"])) in declared and not g.get("identical")
+                   for g in derived_races(spec))
