@@ -3,6 +3,7 @@ difference, explained (lists of records by membership). Used by the session
 and by the linearizability check alike."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -39,6 +40,10 @@ def _list_at(root: Any, path: str) -> tuple[str, Any] | None:
     return found
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _membership(expected_root: Any, observed_root: Any, path: str, key: str | None) -> str | None:
     """For lists of entity records: which records are missing or unexpected."""
     if not key:
@@ -48,8 +53,11 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
         return None
     def keys_of(items: list) -> list:
         if items and all(isinstance(i, str) for i in items):
-            return list(items)  # a list of ids itself
+            return list(items)  # a list of strings (ids, messages): the items themselves
         return [i.get(key) for i in items if isinstance(i, dict)]
+
+    strings = all(isinstance(i, str) for i in exp[1] + obs[1])
+    label = "item" if strings else key  # a message queue's strings are not the entity's keys
 
     exp_keys, obs_keys = keys_of(exp[1]), keys_of(obs[1])
     if len(exp_keys) != len(exp[1]) or len(obs_keys) != len(obs[1]) or None in exp_keys + obs_keys:
@@ -58,13 +66,14 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     extra = [k for k in obs_keys if k not in exp_keys]
     if not missing and not extra:
         if exp_keys != obs_keys:
-            return f"{exp[0]} has the right {key}s in the wrong order: expected {exp_keys}, got {obs_keys}"
+            return (f"{exp[0]} has the right {label}s in the wrong order: expected {_json(exp_keys)}, "
+                    f"got {_json(obs_keys)}")
         return None
     parts = [f"{exp[0]} should hold {len(exp_keys)} item(s), holds {len(obs_keys)}"]
     if missing:
-        parts.append(f"missing {key} {', '.join(map(str, missing))}")
+        parts.append(f"missing {label} {', '.join(map(_json, missing))}")
     if extra:
-        parts.append(f"unexpected {key} {', '.join(map(str, extra))}")
+        parts.append(f"unexpected {label} {', '.join(map(_json, extra))}")
     return "; ".join(parts)
 
 

@@ -20,6 +20,7 @@ from .runtime import (
     Progress,
     ProgressTracker,
     TaskRuntime,
+    TaskError,
     TaskState,
     Usage,
 )
@@ -182,6 +183,42 @@ class _CascadeBreadthFirst(TaskRuntime):
 # ----------------------------------------------------------------- messages
 
 
+class _ProgressWritesBackStaleTask(TaskRuntime):
+    def update_progress(self, task_id, usage, tool_uses):
+        tool_uses = tuple(tool_uses)
+        with self._lock:
+            task = self._known(task_id)  # a copy of the whole task, read under the lock...
+        if not self._accepts_progress(task):
+            return task.progress
+        tracker = self._track_tools(self._track_usage(task.tracker, usage), tool_uses)
+        updated = replace(task, tracker=tracker, progress=self._merge_progress(task.progress, self._progress_of(tracker)))
+        time.sleep(0.002)  # ...the tokens counted with the lock released...
+        with self._lock:
+            self._tasks[task_id] = updated  # ...then the whole copy written back: a completion meanwhile is undone
+        return updated.progress
+
+
+class _DrainClearsLater(TaskRuntime):
+    def drain_messages(self, task_id: str) -> list[str]:
+        with self._lock:
+            drained = self._known(task_id).pending_messages  # take the queue under the lock...
+        time.sleep(0.002)  # ...hand it over with the lock released...
+        self._update(task_id, self._cleared_queue)  # ...then clear it: a message queued meanwhile is lost
+        return list(drained)
+
+
+class _KillCheckThenAct(TaskRuntime):
+    def kill_task(self, task_id: str) -> TaskState:
+        with self._lock:
+            task = self._known(task_id)
+            if not self._killable(task):  # check under the lock...
+                message = self.config.msg_not_running.replace("{task_id}", task_id)
+                raise TaskError("not_running", message.replace("{status}", task.status))
+        time.sleep(0.002)  # ...a pause with the lock released...
+        self._kill(task_id, lambda t: True)  # ...then kill whatever it is now: a task finished meanwhile too
+        return self._tasks[task_id]
+
+
 class _DrainKeepsQueue(TaskRuntime):
     def _cleared_queue(self, task: TaskState) -> TaskState:
         return task
@@ -231,6 +268,15 @@ _TABLE = [
      "complete_task and fail_task check that the task runs, release the lock, then finish it: two racing calls both report the change."),
     ("queue_lost_update", _QueueLostUpdate,
      "queue_message reads the queue, releases the lock, then writes it back with the new message: a message queued meanwhile is lost."),
+    ("progress_writes_back_stale_task", _ProgressWritesBackStaleTask,
+     "update_progress copies the task, counts the tokens with the lock released, then writes the whole copy back: "
+     "a task that finished meanwhile is running again."),
+    ("drain_clears_later", _DrainClearsLater,
+     "drain_messages takes the queue, releases the lock, then clears it: a message queued meanwhile is neither "
+     "returned nor kept."),
+    ("kill_check_then_act", _KillCheckThenAct,
+     "kill_task checks that the task runs, releases the lock, then kills it whatever its status: a task that "
+     "completed or failed meanwhile is killed too."),
     ("drain_keeps_queue", _DrainKeepsQueue,
      "drain_messages returns the queued messages but leaves them queued."),
     ("main_session_foreground_notifies", _MainSessionForegroundNotifies,
@@ -259,6 +305,9 @@ SHORTEST: dict[str, int] = {
     'complete_check_then_act': 4,
     'queue_lost_update': 3,
     'drain_keeps_queue': 4,
+    'progress_writes_back_stale_task': 4,
+    'drain_clears_later': 4,
+    'kill_check_then_act': 4,
     'main_session_foreground_notifies': 3,
 }
 
