@@ -74,7 +74,7 @@ def test_the_recipe_posts_the_diff_of_each_changed_spec_and_fails_on_a_missing_b
     proc = subprocess.run(["bash", "-eo", "pipefail", "-c", _recipe_script()], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
 
-    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)  # 2.0.2 kept: too little a bump
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)  # 2.0.3 kept: too little a bump
     assert "Traceback" not in proc.stderr, proc.stderr
     calls = posted.read_text(encoding="utf-8")
     assert calls.startswith("pr comment 42 --body-file spec-diff.md"), calls

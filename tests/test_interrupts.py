@@ -97,12 +97,12 @@ def test_sigint_during_the_exploration_keeps_the_finished_scenarios(tmp_path):
     assert code == 130, text
     report = _reports(report_dir)
     _assert_reports_say_interrupted(report_dir, report, 130)
-    # 39 scenarios: 36 apply under the defaults (N11, E14, B9 are for psi-runtime)
-    assert len(report["scenarios"]) == 36 and {s["verdict"] for s in report["scenarios"]} == {"pass"}
+    # 40 scenarios: 37 apply under the defaults (N11, E14, B9 are for psi-runtime)
+    assert len(report["scenarios"]) == 37 and {s["verdict"] for s in report["scenarios"]} == {"pass"}
     stateful = report["stateful"]
     assert stateful["verdict"] == "interrupted" and stateful["profile"] == "deep"
     assert 1 <= stateful["examples"] < 600
-    assert "interrupted by SIGINT (Ctrl-C): 39 of 39 scenarios finished" in text
+    assert "interrupted by SIGINT (Ctrl-C): 40 of 40 scenarios finished" in text
     assert "Verdict: INTERRUPTED" in text and "exit code 130" in text
 
 
@@ -160,7 +160,7 @@ def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     report_dir = tmp_path / "reports"
     proc = _start(["run", "thread-jobs", "--adapter", "slow_adapter:SlowAdapter", "--report-dir", str(report_dir)],
                   cwd=tmp_path)
-    _wait_for(proc, r"scenarios ([3-9]|1\d|2[0-5])/39")
+    _wait_for(proc, r"scenarios ([3-9]|1\d|2[0-5])/40")
     proc.send_signal(signal.SIGINT)
     code, text = _finish(proc)
 
@@ -168,12 +168,12 @@ def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     report = _reports(report_dir)
     _assert_reports_say_interrupted(report_dir, report, 130)
     finished = len(report["scenarios"])
-    assert 3 <= finished < 36
+    assert 3 <= finished < 37
     assert report["stateful"] is None  # never started
     problem = next(p for p in report["problems"] if p["kind"] == "interrupted")
     # The count includes scenarios found not applicable (listed apart from the verdicts).
     skipped_as_not_applicable = len((report.get("not_applicable") or {}).get("scenarios") or [])
-    assert f"{finished + skipped_as_not_applicable} of 39 scenarios finished" in problem["message"]
+    assert f"{finished + skipped_as_not_applicable} of 40 scenarios finished" in problem["message"]
     assert problem["where"].startswith("scenario ") and "was running and is not reported" in problem["message"]
 
 

@@ -34,7 +34,7 @@ def test_suite_by_name_reports_items_at_the_users_test_file(pytester):
     """)
     result = _run(pytester, "--co", "-q")
     result.stdout.fnmatch_lines(["test_my_runtime.py::test_thread_jobs[N1]", "test_my_runtime.py::test_thread_jobs[B8]",
-                                 "test_my_runtime.py::test_thread_jobs[stateful]", "37 tests collected*"])
+                                 "test_my_runtime.py::test_thread_jobs[stateful]", "38 tests collected*"])
     junit = pytester.path / "junit.xml"
     result = _run(pytester, "-k", "N1 or B7 or E9 or stateful", f"--junitxml={junit}", "-o", "junit_family=xunit1")
     result.assert_outcomes(passed=5)  # N1, N10, B7, E9, stateful

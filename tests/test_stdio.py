@@ -80,8 +80,8 @@ def run_kit(tmp_path: Path, command: str, *options: str, env: dict | None = None
 def assert_went_on(run: Run, minimum_passed: int = 1) -> None:
     """Every scenario got a verdict and some passed: the run was not cut short."""
     verdicts = [s["verdict"] for s in run.report["scenarios"]]
-    # 31 seed rows + B10-B12 + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
-    assert len(verdicts) == 36, verdicts
+    # 31 seed rows + B10-B13 + regressions R1, R2 (N11, E14, B9 are for the psi-runtime profile)
+    assert len(verdicts) == 37, verdicts
     assert verdicts.count("pass") >= minimum_passed, verdicts
 
 
@@ -98,7 +98,7 @@ def test_the_python_example_passes_scenarios_and_stateful(tmp_path):
     verdicts = {s["verdict"] for s in report["scenarios"]}
     assert verdicts <= {"pass", "skip"}
     # scenarios needing concurrency are skipped: the example answers one request at a time
-    assert {s["id"] for s in report["scenarios"] if s["verdict"] == "skip"} == {"B1", "B2", "B4", "B12", "R2"}
+    assert {s["id"] for s in report["scenarios"] if s["verdict"] == "skip"} == {"B1", "B2", "B4", "B12", "B13", "R2"}
 
 
 def test_a_concurrent_program_answering_out_of_order_passes(tmp_path):
@@ -239,7 +239,7 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert report["problems"][0]["kind"] == "adapter-error"
     assert message.startswith("handshake refused: "), message
     assert said in message
-    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.2)" in message
+    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.3)" in message
     assert report["implementation"]["adapter"] == command
     assert said.split(",")[0] in run.out.replace("\n", "")
 
@@ -295,7 +295,7 @@ def python_program(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
 
 
-SPEC_ID = ("thread-jobs", "2.0.2")
+SPEC_ID = ("thread-jobs", "2.0.3")
 
 
 @pytest.fixture

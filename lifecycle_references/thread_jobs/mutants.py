@@ -132,6 +132,36 @@ class _SizeInCharacters(ThreadJobRuntime):
         return lines <= self.config.max_lines and size <= self.config.max_bytes
 
 
+class _LinesLimitExclusive(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        text = self._measured(payload)
+        lines = text.count("\n") + 1
+        size = len(text.encode("utf-8"))
+        return lines < self.config.max_lines and size <= self.config.max_bytes  # a payload of exactly max_lines spills
+
+
+class _OutcomeCheckThenAct(ThreadJobRuntime):
+    def observe_outcome(self, job_id: str, outcome: str, payload: str) -> Job:
+        with self._lock:
+            finished = self._known_job(job_id).is_terminal  # look under the lock...
+        if finished:
+            with self._lock:
+                return replace(self._known_job(job_id))
+        time.sleep(0.002)  # ...a realistic pause with the lock released (the payload is read)...
+        with self._lock:  # ...then record it without looking again: racing reports both take effect
+            job = self._known_job(job_id)
+            job.status = outcome
+            job.completed_at = self._clock()
+            job.completed_seq = next(self._terminal_marks)
+            job.terminal_payload = payload
+            if self.config.spill_at == "outcome":
+                self._spill_if_oversized(job)
+            self._enqueue_injection(job)
+            self._wake_if_idle(job.thread_id)
+            self._enforce_retention(job.thread_id)
+            return replace(job)
+
+
 class _CancelCheckThenAct(ThreadJobRuntime):
     def cancel_job(self, thread_id: str, job_id: str, requested_by: str) -> Job:
         with self._lock:
@@ -280,6 +310,11 @@ _TABLE = [
     ("no_idle_wakeup", _NoIdleWakeup, "A terminal outcome on an idle thread never requests a turn."),
     ("duplicate_id_accepted", _DuplicateIdAccepted,
      "start_job with an existing job_id replaces the old job instead of rejecting."),
+    ("lines_limit_exclusive", _LinesLimitExclusive,
+     "A payload of exactly max_lines lines is spilled to a file: the line limit is treated as exclusive."),
+    ("outcome_check_then_act", _OutcomeCheckThenAct,
+     "observe_outcome checks that the job is not finished, releases the lock, then records the outcome: two racing "
+     "reports both take effect, and the second overwrites the first one's payload."),
     ("generated_id_collides", _GeneratedIdCollides,
      "A generated job id does not skip ids callers chose explicitly, so it replaces the job that holds it."),
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
@@ -314,6 +349,8 @@ SHORTEST: dict[str, int] = {
     'progress_injects': 5,
     'restart_keeps_jobs': 3,
     'lines_by_splitlines': 2,
+    'lines_limit_exclusive': 2,
+    'outcome_check_then_act': 3,
     'cancel_check_then_act': 4,
     'size_in_characters': 2,
     'second_start_allowed': 2,
