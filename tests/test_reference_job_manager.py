@@ -570,6 +570,12 @@ def _cap(a):
     return a.call("start_job", {"label": "x"})
 
 
+def _cap_one_below(a):
+    for _ in range(14):
+        start(a)
+    return a.call("start_job", {"label": "x"})
+
+
 def _cap_with_cancelled(a):
     first = start(a)
     for _ in range(14):
@@ -587,6 +593,21 @@ def _id_reuse(a):
 
 def _suffix(a):
     return [start(a, id="build") for _ in range(3)]
+
+
+def _generated_after_preferred(a):
+    start(a, id="bg_1")
+    return start(a)
+
+
+def _preferred_of_finished(a):
+    j = start(a, id="build")
+    ok(a, "finish_job", job_id=j, outcome="completed", text="")
+    return start(a, id="build")
+
+
+def _suffix_after_preferred(a):
+    return [start(a, id=i) for i in ("build", "build-2", "build")]
 
 
 def _sticky(a):
@@ -637,6 +658,12 @@ def _retry_target(a):
     return a.set_clock(2000)
 
 
+def _first_retry(a):
+    ok(a, "set_delivery", accept=False)
+    start(a, duration_ms=100)
+    return a.set_clock(600)
+
+
 def _backoff(a):
     ok(a, "set_delivery", accept=False)
     start(a)
@@ -677,26 +704,36 @@ SCENARIOS = {
     "late_body_reschedules_eviction": _late_body,
     "cap_off_by_one": _cap,
     "over_cap_accepted": _cap,
+    "cap_counts_new_job": _cap_one_below,
     "cancelled_count_as_running": _cap_with_cancelled,
     "ids_from_counter": _id_reuse,
     "suffix_starts_at_one": _suffix,
+    "generated_id_skips_own_only": _generated_after_preferred,
+    "preferred_id_checks_running_only": _preferred_of_finished,
+    "suffix_per_name_counter": _suffix_after_preferred,
     "cancel_not_sticky": _sticky,
     "cancelled_delivered": _cancel_delivered,
     "watch_not_suppressing": _watched,
     "retry_from_clock_target": _retry_target,
+    "first_retry_doubled": _first_retry,
     "backoff_not_doubling": _backoff,
     "list_not_acknowledging": _list_ack,
     "poll_not_acknowledging": _poll_ack,
     "eviction_one_ms_late": _eviction,
+    "eviction_one_ms_early": _eviction,
     "eviction_from_start": _eviction,
 }
 
 # What the reference observes on each scenario (the contract's answer).
 EXPECTED = {
     _cap: {"error": {"kind": "limit_reached", "message": LIMIT}, "effects": []},
+    _cap_one_below: {"result": {"job_id": "bg_15", "status": "running"}, "effects": []},
     _cap_with_cancelled: {"result": {"job_id": "bg_16", "status": "running"}, "effects": []},
     _id_reuse: "bg_1",
     _suffix: ["build", "build-2", "build-3"],
+    _generated_after_preferred: "bg_2",
+    _preferred_of_finished: "build-2",
+    _suffix_after_preferred: ["build", "build-2", "build-3"],
     _sticky: (({"job_id": "bg_1", "status": "cancelled", "returned": True}, []),
               {"job_id": "bg_1", "type": "bash", "label": "job", "status": "cancelled",
                "result_text": "r", "error_text": None}),
@@ -706,6 +743,7 @@ EXPECTED = {
     _poll_ack: [],
     _eviction: ("completed", None),
     _retry_target: [refused("bg_1", 1), refused("bg_1", 2), refused("bg_1", 3)],
+    _first_retry: [refused("bg_1", 1), refused("bg_1", 2)],
     _backoff: [refused("bg_1", 2), refused("bg_1", 3)],
     _ack_wakes: [{"effect": "delivered", "job_id": "bg_2", "status": "completed", "text": "two"}],
     _evicted_delivery: [],

@@ -553,6 +553,26 @@ def _drain_twice(a):
     return drain(a)
 
 
+def _cancels_racing_finishes(a):
+    """Whether every cancel racing a finish agreed with the status the task ended with."""
+    agreed = []
+    for _ in range(20):
+        t = start(a)
+        cancelled, finished = _together(lambda: cancel(a, t), lambda: finish(a, t))
+        agreed.append(cancelled == (finished["status"] == "canceled"))
+    return all(agreed)
+
+
+def _drains_racing(a):
+    """How many outcomes two racing drains hand out together, one task finished before each race."""
+    handed_out = []
+    for _ in range(10):
+        finish(a, start(a))
+        first, second = _together(lambda: drain(a), lambda: drain(a))
+        handed_out.append(len(first) + len(second))
+    return handed_out
+
+
 def _drain_after_eviction(a):
     finished_tasks(a, 65)
     return len(drain(a))
@@ -596,9 +616,11 @@ SCENARIOS = {
     "cancel_flips_status_early": _cancel_then_look,
     "status_from_body_result": _cancel_ignored_then_finish,
     "cancel_finished_true": _cancel_finished,
+    "cancel_check_then_act": _cancels_racing_finishes,
     "cancel_all_misses_later_tasks": _spawn_after_cancel_all,
     "canceled_not_queued": _drain_canceled,
     "drain_keeps_queue": _drain_twice,
+    "drain_copy_then_clear": _drains_racing,
     "eviction_drops_outcome": _drain_after_eviction,
     "lost_wakeup": _wait_after_signal,
     "keeps_65_finished": _count_finished_kept,

@@ -11,7 +11,7 @@ from collections import deque
 from ..mutant import Mutant
 from .adapter import JobManagerAdapter
 from .loop import AbortController
-from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job
+from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
 from .tool import JobTool
 
 __all__ = ["MUTANTS", "Mutant"]
@@ -29,6 +29,13 @@ class _CapOffByOne(AsyncJobManager):
 class _OverCapAccepted(AsyncJobManager):
     def _check_capacity(self) -> None:
         pass  # "the body will just wait its turn": nothing is rejected
+
+
+class _CapCountsNewJob(AsyncJobManager):
+    def _check_capacity(self) -> None:
+        if len(self.running_jobs()) + 1 >= self.config.max_running:  # the new job counted as if already running
+            message = self.config.msg_limit_reached.replace("{max}", str(self.config.max_running))
+            raise JobError("limit_reached", message)
 
 
 class _CancelledCountAsRunning(AsyncJobManager):
@@ -56,6 +63,33 @@ class _SuffixStartsAtOne(AsyncJobManager):
         while f"{base}-{suffix}" in self._registry.jobs:
             suffix += 1
         return f"{base}-{suffix}"
+
+
+class _GeneratedIdSkipsOwnOnly(AsyncJobManager):
+    def _free_generated_id(self) -> str:
+        # Skips only the bg_N ids it handed out itself: a job that asked for "bg_1" is not seen.
+        handed_out = self.__dict__.setdefault("_handed_out", set())
+        n = 1
+        while f"bg_{n}" in handed_out and f"bg_{n}" in self._registry.jobs:
+            n += 1
+        handed_out.add(f"bg_{n}")
+        return f"bg_{n}"
+
+
+class _PreferredIdChecksRunningOnly(AsyncJobManager):
+    def _resolve_id(self, preferred_id: str | None) -> str:
+        base = (preferred_id or "").strip()
+        if base and base not in {job.id for job in self.running_jobs()}:
+            return base  # a finished job still held under that id is not seen, and is replaced
+        return super()._resolve_id(preferred_id)
+
+
+class _SuffixPerNameCounter(AsyncJobManager):
+    def _free_suffixed_id(self, base: str) -> str:
+        # The next copy of a name comes from a counter per name, never checked against the held ids.
+        counters = self.__dict__.setdefault("_suffix_counters", {})
+        counters[base] = counters.get(base, 1) + 1
+        return f"{base}-{counters[base]}"
 
 
 # -------------------------------------------------------------------- cancel
@@ -90,6 +124,13 @@ class _RetryFromClockTarget(AsyncJobManager):
         return self._loop.horizon + self._retry_delay(attempt)
 
 
+class _FirstRetryDoubled(AsyncJobManager):
+    def _retry_delay(self, attempt: int) -> int:
+        c = self.config
+        exponent = min(attempt, c.retry_max_doublings)  # doubles before the first retry too
+        return min(c.retry_max_ms, c.retry_base_ms * 2 ** exponent + c.retry_jitter_ms)
+
+
 class _BackoffNotDoubling(AsyncJobManager):
     def _retry_delay(self, attempt: int) -> int:
         c = self.config
@@ -115,6 +156,11 @@ class _PollNotAcknowledging(JobTool):
 class _EvictionOneMsLate(AsyncJobManager):
     def _eviction_at(self, job_id: str) -> int:
         return self._loop.now() + self.config.retention_ms + 1
+
+
+class _EvictionOneMsEarly(AsyncJobManager):
+    def _eviction_at(self, job_id: str) -> int:
+        return self._loop.now() + self.config.retention_ms - 1  # "kept for less than retention_ms"
 
 
 class _EvictionFromStart(AsyncJobManager):
@@ -185,12 +231,20 @@ _TABLE = [
      "The running-job limit check uses > instead of >=, so max_running + 1 jobs can run."),
     ("over_cap_accepted", _OverCapAccepted,
      "A start over the running-job limit is accepted instead of rejected with limit_reached."),
+    ("cap_counts_new_job", _CapCountsNewJob,
+     "The running-job limit check counts the job being started as already running, so only max_running - 1 jobs can run."),
     ("cancelled_count_as_running", _CancelledCountAsRunning,
      "Cancelled jobs whose body is still running count against the running-job limit."),
     ("ids_from_counter", _IdsFromCounter,
      "Generated bg_N ids come from a counter, so numbers freed by eviction are never reused."),
     ("suffix_starts_at_one", _SuffixStartsAtOne,
      "A taken preferred id gets the suffix -1 first instead of -2."),
+    ("generated_id_skips_own_only", _GeneratedIdSkipsOwnOnly,
+     "A generated bg_N id skips only the ids the manager generated itself, so it replaces a job that asked for that id."),
+    ("preferred_id_checks_running_only", _PreferredIdChecksRunningOnly,
+     "A preferred id is checked against the running jobs only, so a start replaces a finished job still held under that id."),
+    ("suffix_per_name_counter", _SuffixPerNameCounter,
+     "A taken preferred id gets its suffix from a counter per name, so it replaces a job that asked for that suffixed id."),
     ("cancel_not_sticky", _CancelNotSticky,
      "A cancelled job whose body later returns becomes completed or failed (and is delivered)."),
     ("cancelled_delivered", _CancelledDelivered,
@@ -199,6 +253,8 @@ _TABLE = [
      "Watching a job during a poll does not suppress its delivery, so it is delivered while watched."),
     ("retry_from_clock_target", _RetryFromClockTarget,
      "The next delivery retry is computed from the clock's target time instead of the instant the retry ran."),
+    ("first_retry_doubled", _FirstRetryDoubled,
+     "The first delivery retry already waits twice retry_base_ms: the backoff doubles before the first retry."),
     ("backoff_not_doubling", _BackoffNotDoubling,
      "Delivery retries always wait retry_base_ms instead of doubling after each failure."),
     ("list_not_acknowledging", _ListNotAcknowledging,
@@ -207,6 +263,8 @@ _TABLE = [
      "A poll or cancel result does not acknowledge the finished jobs it reports, so they are still delivered."),
     ("eviction_one_ms_late", _EvictionOneMsLate,
      "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late."),
+    ("eviction_one_ms_early", _EvictionOneMsEarly,
+     "A terminal job is evicted retention_ms - 1 after it became terminal, one millisecond early."),
     ("eviction_from_start", _EvictionFromStart,
      "Retention is measured from the job's start instead of from when it became terminal."),
     # Bugs the real job manager behind seed 000 shipped (docs/real-systems.md).
@@ -230,16 +288,22 @@ SHORTEST: dict[str, int] = {
     'cancel_not_sticky': 3,
     'cancelled_count_as_running': 3,
     'cancelled_delivered': 3,
+    'cap_counts_new_job': 15,
     'cap_off_by_one': 16,
     'evicted_still_delivered': 6,
     'eviction_from_start': 2,
+    'eviction_one_ms_early': 3,
     'eviction_one_ms_late': 4,
+    'first_retry_doubled': 3,
+    'generated_id_skips_own_only': 2,
     'ids_from_counter': 4,
     'late_body_reschedules_eviction': 7,
     'list_not_acknowledging': 6,
     'over_cap_accepted': 16,
     'poll_not_acknowledging': 6,
+    'preferred_id_checks_running_only': 3,
     'retry_from_clock_target': 5,
+    'suffix_per_name_counter': 3,
     'suffix_starts_at_one': 1,
     'watch_not_suppressing': 2,
 }

@@ -7,6 +7,7 @@ component it builds.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from ..mutant import Mutant
@@ -52,6 +53,19 @@ class _CancelFinishedTrue(BackgroundTasks):
             return True  # ...but it is reported as a cancellation
 
 
+class _CancelCheckThenAct(BackgroundTasks):
+    def cancel_task(self, job_id: str) -> bool | None:
+        with self._lock:
+            entry = self._tasks.get(job_id)
+            if entry is None:
+                return None
+            running = entry.status == RUNNING  # look under the lock...
+        time.sleep(0.002)  # ...a realistic pause with the lock released...
+        if running:
+            entry.token.cancel()  # ...then act on what was seen: a task that finished meanwhile is "cancelled"
+        return running
+
+
 class _CancelAllMissesLaterTasks(BackgroundTasks):
     def cancel_all(self) -> None:
         # Cancels the tasks it sees, not the session: later spawns run normally.
@@ -75,6 +89,16 @@ class _DrainKeepsQueue(BackgroundTasks):
     def drain_completed(self) -> list[dict]:
         with self._lock:
             return list(self._completed)  # copied, never cleared
+
+
+class _DrainCopyThenClear(BackgroundTasks):
+    def drain_completed(self) -> list[dict]:
+        with self._lock:
+            drained = list(self._completed)  # copied under the lock...
+        time.sleep(0.002)  # ...a pause with the lock released...
+        with self._lock:
+            self._completed = []  # ...then cleared: a racing drain returns the same outcomes again
+        return drained
 
 
 class _EvictionDropsOutcome(BackgroundTasks):
@@ -155,6 +179,9 @@ _TABLE = [
      "A task is canceled only if its body says it stopped for cancellation, not whenever its token was cancelled."),
     ("cancel_finished_true", _CancelFinishedTrue,
      "cancel_task answers true for a task that has already finished."),
+    ("cancel_check_then_act", _CancelCheckThenAct,
+     "cancel_task checks that the task runs, releases the lock, then cancels its token: "
+     "a task finishing meanwhile is reported cancelled but ends completed."),
     ("cancel_all_misses_later_tasks", _CancelAllMissesLaterTasks,
      "cancel_all cancels the running tasks one by one but not the session, "
      "so tasks spawned later are not born cancelled."),
@@ -162,6 +189,8 @@ _TABLE = [
      "A canceled task's outcome is not queued (and does not fire the wake-up signal)."),
     ("drain_keeps_queue", _DrainKeepsQueue,
      "drain_completed returns the queued outcomes but does not clear the queue."),
+    ("drain_copy_then_clear", _DrainCopyThenClear,
+     "drain_completed copies the queue, releases the lock, then clears it: two racing drains return the same outcomes."),
     ("eviction_drops_outcome", _EvictionDropsOutcome,
      "Evicting a finished task also removes its outcome from the queue before it was drained."),
     ("lost_wakeup", _LostWakeup,
@@ -183,9 +212,11 @@ _TABLE = [
 # reduced counterexamples to 1.5 times these.
 SHORTEST: dict[str, int] = {
     'cancel_all_misses_later_tasks': 3,
+    'cancel_check_then_act': 3,
     'cancel_finished_true': 3,
     'cancel_flips_status_early': 5,
     'canceled_not_queued': 3,
+    'drain_copy_then_clear': 4,
     'drain_keeps_queue': 7,
     'eviction_drops_outcome': 67,
     'evicts_newest': 67,
