@@ -42,6 +42,14 @@ SHORTEST: dict[str, int] = {
     'not_found_exits_one': 1,
     'unlocked_state': 1,
     'status_trusts_worker': 3,
+    'work_at_timeout_times_out': 3,
+    'timeout_one_ms_late': 3,
+    'late_look_times_out': 3,
+    'poll_interval_backs_off': 3,
+    'terminal_poll_interval_zero': 2,
+    'recancel_no_warning': 3,
+    'cancel_check_then_act': 2,
+    'next_id_crashes': 1,
 }
 
 MUTANTS: dict[str, Mutant] = {
