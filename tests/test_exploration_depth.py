@@ -142,4 +142,6 @@ def test_a_derived_race_finds_a_lost_update_the_declared_groups_miss():
     mutant = load_mutants(load_spec(spec).implementations["mutants"])["queue_lost_update"]
     result = run_mutant(spec, "queue_lost_update", mutant, profile="ci", seed=1, timeout_s=10)
     assert result.found_by_exploration, result
-    assert result.exploration_message.startswith("queue_message ×2 at once"), result.exploration_message
+    # Two racing queue_message calls lose one message; a drain racing it gets the lost one back. Either race says so.
+    assert result.exploration_message.startswith(("queue_message ×2 at once", "queue_message and drain_messages at once")), \
+        result.exploration_message

@@ -29,6 +29,8 @@ import re
 import time
 from typing import Any
 
+import jsonschema
+
 from ..errors import AdapterLoadError
 from .failures import Failure
 from .interrupts import checkpoint
@@ -105,6 +107,7 @@ class _Reducer:
         self.deadline = time.perf_counter() + budget_s
         self.tries = 0
         self.best_failure: Failure | None = None
+        self.validators: dict[str, Any] = {}
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
@@ -172,7 +175,26 @@ class _Reducer:
         return steps
 
     # -- 2. simpler arguments -----------------------------------------------------
+    def within_schema(self, step: dict) -> bool:
+        """Whether every call of ``step`` passes arguments its operation's schema
+        accepts: a simpler value outside it (an empty id, type "") is a
+        different input, which the implementation may rightly refuse."""
+        for call in _calls_of(step):
+            operation = self.session.spec.operations.get(call.get("call"))
+            if operation is None:
+                continue
+            validator = self.validators.get(operation.name)
+            if validator is None:
+                validator = self.validators[operation.name] = jsonschema.Draft202012Validator(operation.args_schema)
+            if not validator.is_valid(call.get("args") or {}):
+                return False
+        return True
+
     def simplify_arguments(self, steps: list[dict]) -> list[dict]:
+        # A record's name ties steps together (the start that made it, the
+        # status command that names it): changed in one place it names another
+        # record, or none, and the failure left would be another bug.
+        names = set(_record_names(steps, self.session.spec.entity.key))
         for index in range(len(steps)):
             done: set = set()
             while True:  # slots change when a list gets shorter: look again after each success
@@ -180,11 +202,16 @@ class _Reducer:
                 if slot is None:
                     break
                 done.add(slot)
-                for simpler in _simpler_values(_get(steps[index], slot)):
+                value = _get(steps[index], slot)
+                if isinstance(value, str) and value in names:
+                    continue
+                for simpler in _simpler_values(value):
                     if self.out_of_time():
                         return steps
                     candidate = list(steps)
                     candidate[index] = _set(steps[index], slot, simpler)
+                    if not self.within_schema(candidate[index]):
+                        continue
                     if self.fails(candidate):
                         steps = candidate
                         break  # the simplest value that keeps the failure (candidates come simplest first)

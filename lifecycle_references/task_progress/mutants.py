@@ -198,15 +198,6 @@ class _ProgressWritesBackStaleTask(TaskRuntime):
         return updated.progress
 
 
-class _DrainClearsLater(TaskRuntime):
-    def drain_messages(self, task_id: str) -> list[str]:
-        with self._lock:
-            drained = self._known(task_id).pending_messages  # take the queue under the lock...
-        time.sleep(0.002)  # ...hand it over with the lock released...
-        self._update(task_id, self._cleared_queue)  # ...then clear it: a message queued meanwhile is lost
-        return list(drained)
-
-
 class _KillCheckThenAct(TaskRuntime):
     def kill_task(self, task_id: str) -> TaskState:
         with self._lock:
@@ -214,7 +205,7 @@ class _KillCheckThenAct(TaskRuntime):
             if not self._killable(task):  # check under the lock...
                 message = self.config.msg_not_running.replace("{task_id}", task_id)
                 raise TaskError("not_running", message.replace("{status}", task.status))
-        time.sleep(0.002)  # ...a pause with the lock released...
+        time.sleep(0.005)  # ...a pause with the lock released...
         self._kill(task_id, lambda t: True)  # ...then kill whatever it is now: a task finished meanwhile too
         return self._tasks[task_id]
 
@@ -271,9 +262,6 @@ _TABLE = [
     ("progress_writes_back_stale_task", _ProgressWritesBackStaleTask,
      "update_progress copies the task, counts the tokens with the lock released, then writes the whole copy back: "
      "a task that finished meanwhile is running again."),
-    ("drain_clears_later", _DrainClearsLater,
-     "drain_messages takes the queue, releases the lock, then clears it: a message queued meanwhile is neither "
-     "returned nor kept."),
     ("kill_check_then_act", _KillCheckThenAct,
      "kill_task checks that the task runs, releases the lock, then kills it whatever its status: a task that "
      "completed or failed meanwhile is killed too."),
@@ -306,7 +294,6 @@ SHORTEST: dict[str, int] = {
     'queue_lost_update': 3,
     'drain_keeps_queue': 4,
     'progress_writes_back_stale_task': 4,
-    'drain_clears_later': 4,
     'kill_check_then_act': 4,
     'main_session_foreground_notifies': 3,
 }
