@@ -130,21 +130,10 @@ class _TerminalPollIntervalZero(AsyncCli):
 
 
 class _RecancelNoWarning(AsyncCli):
-    def cancel(self, job_id: str) -> tuple[int, dict]:
-        now = self.clock.now()
-        warnings = []
-        with self.store.transaction() as state:
-            job = state["jobs"].get(job_id)
-            if job is None:
-                return self.not_found(job_id)
-            self.settle(job, now)
-            if job["status"] == "running":
-                self.mark_cancelled(job, now)
-            elif job["status"] != "cancelled":  # already cancelled: "it is cancelled, as asked"
-                warnings.append(f"job {job_id} already ended ({job['status']}); nothing to cancel")
-        if not warnings:
-            self.stop_worker(job)
-        return EXIT_OK, self.envelope(True, self.descriptor(job), None, warnings)
+    def cancel_warnings(self, job_id: str, job: dict) -> list[str]:
+        if job["status"] == "cancelled":
+            return []  # already cancelled: "it is cancelled, as asked"
+        return super().cancel_warnings(job_id, job)
 
 
 class _CancelCheckThenAct(AsyncCli):

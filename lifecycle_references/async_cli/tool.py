@@ -216,10 +216,14 @@ class AsyncCli:
             if job["status"] == "running":
                 self.mark_cancelled(job, now)
             else:
-                warnings.append(f"job {job_id} already ended ({job['status']}); nothing to cancel")
+                warnings += self.cancel_warnings(job_id, job)
         if not warnings:
             self.stop_worker(job)
         return EXIT_OK, self.envelope(True, self.descriptor(job), None, warnings)
+
+    def cancel_warnings(self, job_id: str, job: dict) -> list[str]:
+        """What a cancel of a job that is no longer running says: it did nothing."""
+        return [f"job {job_id} already ended ({job['status']}); nothing to cancel"]
 
     def not_found(self, job_id: str) -> tuple[int, dict]:
         return EXIT_NOT_FOUND, self.envelope(False, None, self.error("JOB_NOT_FOUND", f"no job with id {job_id!r}"))

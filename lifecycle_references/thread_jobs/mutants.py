@@ -149,17 +149,7 @@ class _OutcomeCheckThenAct(ThreadJobRuntime):
                 return replace(self._known_job(job_id))
         time.sleep(0.002)  # ...a realistic pause with the lock released (the payload is read)...
         with self._lock:  # ...then record it without looking again: racing reports both take effect
-            job = self._known_job(job_id)
-            job.status = outcome
-            job.completed_at = self._clock()
-            job.completed_seq = next(self._terminal_marks)
-            job.terminal_payload = payload
-            if self.config.spill_at == "outcome":
-                self._spill_if_oversized(job)
-            self._enqueue_injection(job)
-            self._wake_if_idle(job.thread_id)
-            self._enforce_retention(job.thread_id)
-            return replace(job)
+            return self._record_outcome(self._known_job(job_id), outcome, payload)
 
 
 class _CancelCheckThenAct(ThreadJobRuntime):

@@ -229,17 +229,21 @@ class ThreadJobRuntime:
             job = self._known_job(job_id)
             if job.is_terminal:  # late duplicate report: first outcome wins
                 return replace(job)
-            # A pending_cancel job may still complete: cancel is best effort.
-            job.status = outcome
-            job.completed_at = self._clock()
-            job.completed_seq = next(self._terminal_marks)
-            job.terminal_payload = payload
-            if self.config.spill_at == "outcome":
-                self._spill_if_oversized(job)
-            self._enqueue_injection(job)
-            self._wake_if_idle(job.thread_id)
-            self._enforce_retention(job.thread_id)
-            return replace(job)
+            return self._record_outcome(job, outcome, payload)
+
+    def _record_outcome(self, job: Job, outcome: str, payload: str) -> Job:
+        """Settle ``job`` (held under the lock) with its terminal outcome."""
+        # A pending_cancel job may still complete: cancel is best effort.
+        job.status = outcome
+        job.completed_at = self._clock()
+        job.completed_seq = next(self._terminal_marks)
+        job.terminal_payload = payload
+        if self.config.spill_at == "outcome":
+            self._spill_if_oversized(job)
+        self._enqueue_injection(job)
+        self._wake_if_idle(job.thread_id)
+        self._enforce_retention(job.thread_id)
+        return replace(job)
 
     def observe_progress(self, job_id: str, note: str) -> Job:
         # Progress is informational: it neither changes the job nor queues
