@@ -152,6 +152,17 @@ class _ChildNotKilled(TaskRuntime):
         return controller
 
 
+class _ChildSharesParentController(TaskRuntime):
+    def _controller_for(self, task_id: str, parent: AbortController | None) -> AbortController:
+        if parent is None:
+            return super()._controller_for(task_id, None)
+        # The parent's controller handed down as the child's own (`signal: parent.signal`)
+        # instead of a linked child controller: killing the parent still reaches the
+        # child, but killing one child aborts the parent's controller, and so every sibling.
+        parent.on_abort(lambda: self._kill(task_id, lambda t: t.status == RUNNING))
+        return parent
+
+
 class _CascadeStopsAtFinishedChild(TaskRuntime):
     def _on_parent_aborted(self, task_id: str, controller: AbortController) -> None:
         # "nothing to abort here": a child that is not running (finished, or
@@ -251,6 +262,9 @@ _TABLE = [
      "kill_task kills a completed or failed task instead of refusing it as not running."),
     ("child_not_killed", _ChildNotKilled,
      "A child task's abort controller is not linked to its parent's, so killing the parent leaves it running."),
+    ("child_shares_parent_controller", _ChildSharesParentController,
+     "A child task gets its parent's abort controller instead of a linked one of its own: killing one child also "
+     "kills its running siblings and aborts the parent's work."),
     ("cascade_stops_at_finished_child", _CascadeStopsAtFinishedChild,
      "Killing a task does not reach running tasks below a child that is not running (finished, or still pending)."),
     ("cascade_breadth_first", _CascadeBreadthFirst,
@@ -290,6 +304,7 @@ SHORTEST: dict[str, int] = {
     'child_not_killed': 5,
     'cascade_stops_at_finished_child': 6,
     'cascade_breadth_first': 8,
+    'child_shares_parent_controller': 5,
     'complete_check_then_act': 4,
     'queue_lost_update': 3,
     'drain_keeps_queue': 4,

@@ -140,6 +140,14 @@ class _LinesLimitExclusive(ThreadJobRuntime):
         return lines < self.config.max_lines and size <= self.config.max_bytes  # a payload of exactly max_lines spills
 
 
+class _SizeIgnoresTrailingNewline(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        text = self._measured(payload)
+        lines = text.count("\n") + 1
+        size = len(text.rstrip("\n").encode("utf-8"))  # "the final newline is not content": one byte over fits
+        return lines <= self.config.max_lines and size <= self.config.max_bytes
+
+
 class _OutcomeCheckThenAct(ThreadJobRuntime):
     def observe_outcome(self, job_id: str, outcome: str, payload: str) -> Job:
         with self._lock:
@@ -302,6 +310,8 @@ _TABLE = [
      "start_job with an existing job_id replaces the old job instead of rejecting."),
     ("lines_limit_exclusive", _LinesLimitExclusive,
      "A payload of exactly max_lines lines is spilled to a file: the line limit is treated as exclusive."),
+    ("size_ignores_trailing_newline", _SizeIgnoresTrailingNewline,
+     "The byte limit leaves out a final newline, so a payload one byte over the limit that ends in one stays inline."),
     ("outcome_check_then_act", _OutcomeCheckThenAct,
      "observe_outcome checks that the job is not finished, releases the lock, then records the outcome: two racing "
      "reports both take effect, and the second overwrites the first one's payload."),
@@ -341,6 +351,7 @@ SHORTEST: dict[str, int] = {
     'lines_by_splitlines': 2,
     'lines_limit_exclusive': 2,
     'outcome_check_then_act': 3,
+    'size_ignores_trailing_newline': 2,
     'cancel_check_then_act': 4,
     'size_in_characters': 2,
     'second_start_allowed': 2,
