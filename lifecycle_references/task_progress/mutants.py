@@ -78,6 +78,11 @@ class _TokenCountSumsInputs(TaskRuntime):
                        cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens)
 
 
+class _ActivitiesKeepOldest(TaskRuntime):
+    def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
+        return activities[:self.config.max_recent_activities]  # the first N kept: the newest are dropped
+
+
 class _KeepsSixActivities(TaskRuntime):
     def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
         limit = self.config.max_recent_activities + 1  # off by one
@@ -240,6 +245,8 @@ _TABLE = [
      "so racing calls send the same notification twice."),
     ("token_count_sums_inputs", _TokenCountSumsInputs,
      "token_count sums the input tokens of every turn instead of keeping the latest (inputs are cumulative)."),
+    ("activities_keep_oldest", _ActivitiesKeepOldest,
+     "Past max_recent_activities, recent_activities keeps the oldest entries and drops the newest."),
     ("keeps_six_activities", _KeepsSixActivities,
      "recent_activities keeps max_recent_activities + 1 entries."),
     ("structured_output_listed", _StructuredOutputListed,
@@ -292,6 +299,7 @@ SHORTEST: dict[str, int] = {
     'double_notify_race': 8,
     'token_count_sums_inputs': 4,
     'keeps_six_activities': 4,
+    'activities_keep_oldest': 4,
     'structured_output_listed': 3,
     'summary_lost_on_update': 4,
     'progress_after_terminal_applies': 2,

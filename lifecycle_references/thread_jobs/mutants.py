@@ -206,6 +206,19 @@ class _GeneratedIdCollides(ThreadJobRuntime):
         return candidate
 
 
+class _IdUniquePerThread(ThreadJobRuntime):
+    """Explicit ids are checked against the caller's thread only; the job table
+    is global, so an id another thread holds is taken over."""
+
+    def start_job(self, thread_id, tool_call_id, tool_name, job_id=None) -> Job:
+        with self._lock:
+            if job_id is not None and job_id not in self._by_thread.get(thread_id, {}):
+                held = self._jobs.pop(job_id, None)  # "not one of this thread's jobs": free to use
+                if held is not None:
+                    self._by_thread.get(held.thread_id, {}).pop(job_id, None)
+            return super().start_job(thread_id, tool_call_id, tool_name, job_id)
+
+
 class _SecondStartAllowed(ThreadJobRuntime):
     def _check_can_start(self, tool_call_id: str, job_id: str | None) -> None:
         if self._tool_calls.get(tool_call_id) is _SYNC:  # only the sync case checked
@@ -318,6 +331,9 @@ _TABLE = [
     ("generated_id_collides", _GeneratedIdCollides,
      "A generated job id does not skip ids callers chose explicitly, so it replaces the job that holds it."),
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
+    ("id_unique_per_thread", _IdUniquePerThread,
+     "An explicit job id is checked against the caller's thread only, so a start in another thread takes over "
+     "the job that holds it."),
     ("second_start_allowed", _SecondStartAllowed,
      "A second start_job for the same tool_call_id creates another job."),
     # Bugs the real runtime behind seed 003 shipped (docs/real-systems.md).
@@ -355,6 +371,7 @@ SHORTEST: dict[str, int] = {
     'cancel_check_then_act': 4,
     'size_in_characters': 2,
     'second_start_allowed': 2,
+    'id_unique_per_thread': 2,
     'spill_off_by_one': 2,
     'unstable_tie_order': 5,
 }
