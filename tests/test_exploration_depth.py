@@ -134,14 +134,20 @@ def test_races_are_derived_for_every_operation_that_writes_a_record():
 
 
 def test_a_derived_race_finds_a_lost_update_the_declared_groups_miss():
-    # queue_message twice at once: no declared group races it; the mutant loses one of the two messages
+    # No declared group races queue_message; the mutant reads the queue, lets go of the lock and writes
+    # it back, so a message queued (or drained) meanwhile is lost (or comes back).
     from conformance.mutants import load_mutants, run_mutant
     from statemachines import load_spec
 
     spec = str(ROOT / "spec" / "task-progress.yaml")
     mutant = load_mutants(load_spec(spec).implementations["mutants"])["queue_lost_update"]
-    result = run_mutant(spec, "queue_lost_update", mutant, profile="ci", seed=1, timeout_s=10)
-    assert result.found_by_exploration, result
-    # Two racing queue_message calls lose one message; a drain racing it gets the lost one back. Either race says so.
-    assert result.exploration_message.startswith(("queue_message ×2 at once", "queue_message and drain_messages at once")), \
-        result.exploration_message
+    tried = []
+    for seed in (1, 2, 3):  # a race: the seed's path varies with thread scheduling (as in test_mutants)
+        result = run_mutant(spec, "queue_lost_update", mutant, profile="ci", seed=seed, timeout_s=10)
+        tried.append((seed, result.exploration_message))
+        if result.found_by_exploration:
+            break
+    assert result.found_by_exploration, tried
+    # Found by a derived race (queue_message twice, or queue_message racing drain_messages), which says so.
+    head = result.exploration_message.splitlines()[0]
+    assert head.startswith(("queue_message ×2 at once", "queue_message and drain_messages at once")), tried
