@@ -589,6 +589,51 @@ def _racing(a, op, **args):
     return answers
 
 
+def _against(a, first, second, rounds=10):
+    """Two different calls on one running task at once, ``rounds`` times (each
+    started first in turn): each call's answer (result or error kind) and the
+    task's status afterwards."""
+    seen = []
+    for round_ in range(rounds):
+        t = running(a)
+        barrier, out = threading.Barrier(2), {}
+
+        def one(op, args):
+            barrier.wait()
+            response = a.call(op, {"task_id": t, **args})
+            out[op] = response.get("result") if "result" in response else response["error"]["kind"]
+        calls = (first, second) if round_ % 2 == 0 else (second, first)  # which thread starts first varies too
+        threads = [threading.Thread(target=one, args=call) for call in calls]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        seen.append((out, task(a, t)["status"]))
+    return seen
+
+
+def _progress_racing_completion(a):
+    """Every race of complete_task and update_progress ends completed (progress after the end is ignored)."""
+    return all(status == "completed" for _, status in _against(
+        a, ("complete_task", {"result": "r"}), ("update_progress", {"input_tokens": 1, "output_tokens": 1,
+                                                                     "tool_uses": ["Read"]})))
+
+
+def _kill_racing_completion(a):
+    """No race of kill_task and complete_task both take effect: a completion that changed the task is final."""
+    return all(not (out["complete_task"]["changed"] and status != "completed") for out, status in _against(
+        a, ("kill_task", {}), ("complete_task", {"result": "r"})))
+
+
+def _kill_one_child(a):
+    """Killing one child of a task: its running sibling and the parent go on."""
+    parent = running(a)
+    child = running(a, parent_id=parent)
+    sibling = running(a, parent_id=parent)
+    effects = ok(a, "kill_task", task_id=child)[1]
+    return effects, task(a, sibling)["status"], task(a, parent)["status"]
+
+
 def _drain(a):
     t = running(a)
     ok(a, "queue_message", task_id=t, message="m")
@@ -620,6 +665,10 @@ SCENARIOS = {
     "queue_lost_update": lambda a: _racing(a, "queue_message", message="m"),
     "cascade_stops_at_finished_child": _finished_middle,
     "drain_keeps_queue": _drain,
+    "progress_writes_back_stale_task": _progress_racing_completion,
+    "kill_check_then_act": _kill_racing_completion,
+    "child_shares_parent_controller": _kill_one_child,
+    "activities_keep_oldest": _activities,
     "main_session_foreground_notifies": _foreground_session,
 }
 

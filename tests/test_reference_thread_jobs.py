@@ -484,6 +484,26 @@ def _racing_cancels(a):
     return requested
 
 
+def _racing_outcomes(a):
+    """Two outcomes of one running job at once, on an idle thread (six jobs): the most turns one race requested."""
+    requested = []
+    for i in range(6):
+        start(a, f"ro{i}", tool_call=f"ro-{i}")
+        barrier, effects = threading.Barrier(2), []
+
+        def one(payload, i=i):
+            barrier.wait()
+            response = a.call("observe_outcome", {"job_id": f"ro{i}", "outcome": "completed", "payload": payload})
+            effects.extend(e["effect"] for e in response["effects"])
+        threads = [threading.Thread(target=one, args=(p,)) for p in ("first", "second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        requested.append(effects.count("turn_requested"))
+    return max(requested)
+
+
 def _explicit_then_generated(a):
     """A caller chooses "job-1", then a start lets the runtime choose: which jobs are there?"""
     start(a, "job-1", tool_call="c1")
@@ -523,6 +543,12 @@ SCENARIOS = {
     "lines_by_splitlines": lambda a: _spilled(a, "x\n" * 1000),
     # 12801 characters, 25602 UTF-8 bytes: over max_bytes, so spilled
     "size_in_characters": lambda a: _spilled(a, "é" * 12801),
+    # exactly 1000 lines (no final newline): within max_lines, so inline
+    "lines_limit_exclusive": lambda a: _spilled(a, "\n".join(["x"] * 1000)),
+    # 25601 bytes, the last a newline: over max_bytes, so spilled
+    "size_ignores_trailing_newline": lambda a: _spilled(a, "a" * 25600 + "\n"),
+    "outcome_check_then_act": _racing_outcomes,
+    "id_unique_per_thread": _duplicate_id,
     "cancel_finished_job": _cancel_finished,
     "cancel_check_then_act": _racing_cancels,
     "progress_injects": _progress,
