@@ -799,7 +799,10 @@ class _Builder:
                 for a in list(ph.get("args") or {}) + list(ph.get("omit") or []):
                     if a not in props:
                         self.problem(ppath, f"operation {ph['call']} has no argument {a!r}")
-                phases.append({"call": ph["call"], "order": ph.get("order", "given"),
+                if ph.get("once") and j == 0:
+                    self.problem(ppath + ("once",), "the first phase cannot run once: there is no item yet",
+                                 hint="start the items in an earlier phase, then add the phase that runs once")
+                phases.append({"call": ph["call"], "order": ph.get("order", "given"), "once": bool(ph.get("once")),
                                "advance_ms": list(ph.get("advance_ms") or [0]), "omit": list(ph.get("omit") or []),
                                "args": {k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()}})
             assumes = self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None

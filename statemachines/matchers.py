@@ -128,16 +128,16 @@ class Matcher:
                 continue
             if kind == "equals":
                 if value != operand:
-                    return f"expected {operand!r}"
+                    return f"expected {_brief(operand)}, got {_brief(value)}"
                 continue
             if not isinstance(value, str):
-                return f"expected a string, got {type(value).__name__}"
+                return f"expected a string, got {_kind(value)}"
             if kind == "contains" and str(operand) not in value:
-                return f"expected text containing {_short(operand)!r}"
+                return f"expected text containing {_brief(_short(operand))}"
             if kind == "endswith" and not value.endswith(str(operand)):
-                return f"expected a value ending with {operand!r}"
+                return f"expected a value ending with {_brief(operand)}"
             if kind == "matches" and not re.search(str(operand), value):
-                return f"expected a value matching /{operand}/"
+                return f"expected a value matching /{operand}/, got {_brief(value, 120)}"
             if kind in ("file_contains", "file_equals", "file_json"):
                 content, why = _read_file(kind, operand, value)
                 if why:
@@ -177,6 +177,23 @@ def _short(value: Any, limit: int = 120) -> Any:
     if isinstance(value, str) and len(value) > limit:
         return value[:limit] + f"... ({len(value)} chars)"
     return value
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, in JSON's words: ``null``, a string "x", a number 3, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"the boolean {_brief(value)}"
+    if isinstance(value, (int, float)):
+        return f"the number {_brief(value)}"
+    if isinstance(value, str):
+        return f"the string {_brief(value, 80)}"
+    return type(value).__name__
 
 
 def _brief(value: Any, limit: int = 300) -> str:
@@ -229,7 +246,7 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
     if isinstance(expected, dict):
         if not isinstance(observed, dict):
             return Difference(path or "(value)", to_jsonable(expected), observed,
-                              f"expected an object, got {type(observed).__name__}")
+                              f"expected an object, got {_kind(observed)}")
         for key, value in expected.items():
             got = observed.get(key, _MISSING)
             if got is _MISSING or first_difference(value, got) is not None:
@@ -243,7 +260,7 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
     if isinstance(expected, list):
         if not isinstance(observed, list):
             return Difference(path or "(value)", to_jsonable(expected), observed,
-                              f"expected a list, got {type(observed).__name__}")
+                              f"expected a list, got {_kind(observed)}")
         for i, (e, o) in enumerate(zip(expected, observed)):
             diff = first_difference(e, o, f"{path}[{i}]")
             if diff:

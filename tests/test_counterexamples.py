@@ -110,6 +110,30 @@ def test_simpler_values_come_simplest_first_and_never_repeat_the_value():
     assert _simpler_values("") == [] and _simpler_values(0) == [] and _simpler_values(None) == []
 
 
+def test_one_argument_of_every_call_is_simplified_at_once():
+    from conformance.engine.reduce import _LEAVE_OUT, _common_simpler, _kind, _with_argument
+
+    assert _common_simpler(["ééé", "x", ""]) == ["", "a"] and _common_simpler([5, 0]) == [0, 1]
+    assert _common_simpler(["x", 3]) == []  # values of different kinds take no common value
+    step = {"concurrently": [{"call": "start_job", "args": {"label": "b", "text": "ü"}},
+                             {"call": "get_job", "args": {"job_id": "k1"}}]}
+    left_out = _with_argument(step, "start_job", "text", _LEAVE_OUT)
+    assert left_out["concurrently"][0]["args"] == {"label": "b"} and left_out["concurrently"][1] is step["concurrently"][1]
+    assert _with_argument({"advance_ms": 5}, "start_job", "text", "") == {"advance_ms": 5}
+    assert [_kind(s) for s in ({"advance_ms": 1}, {"call": "get_job", "args": {}}, step)] == [
+        "clock move", "call get_job", "concurrent start_job get_job"]
+
+
+def test_each_retry_of_a_race_starts_another_call_last():
+    from conformance.engine.reduce import RACE_TRIES
+    from conformance.engine.session import launch_order
+
+    assert launch_order(2, -1) == [0, 1]  # what the exploration does: calls started in their order
+    assert [launch_order(2, -1 - t)[-1] for t in range(RACE_TRIES)] == [1, 0, 1]
+    assert [launch_order(3, -1 - t)[-1] for t in range(3)] == [2, 1, 0]
+    assert sorted(launch_order(3, -2)) == [0, 1, 2]
+
+
 def test_the_same_bug_is_recognised_whatever_the_list_index():
     a = Failure(kind="divergence", message="x", operation="list_jobs", path="result.jobs[4].status")
     b = Failure(kind="divergence", message="y", operation="list_jobs", path="result.jobs[0].status")

@@ -30,20 +30,7 @@ def test_there_are_enough_mutants(spec):
     assert len(SPECS_WITH_MUTANTS[spec]) >= MINIMUM_MUTANTS.get(Path(spec).stem, 10)
 
 
-# Known gap (issue 10): the task table's retention bugs need 65 finished tasks,
-# each replay of their ~200-step traces takes about half a second against the
-# threaded reference, and the 30 s reduction budget ends long before the ~67
-# steps they need. They must still be found; their length is reported as xfail.
 SEEDS = (1, 2, 3)  # the exploration's seeds a mutant gets, in this order, until one finds it short enough
-KNOWN_LONG = {name: "retention bug of the task table: reduction budget too small for ~200-step replays"
-              for name in ("task-table.keeps_65_finished", "task-table.evicts_newest", "task-table.evicts_running",
-                           "task-table.eviction_drops_outcome")}
-# Known gap (issue 10): a race whose replays do not repeat its interleaving every time. The
-# reduction keeps only the steps whose removal still fails, and a replay that happens not to
-# interleave reads as "needed" (CI of 2026-11-23: 90, 23 and 29 steps with seeds 1-3; 4 on a quiet
-# machine). It must still be found; its length is reported as xfail.
-UNSTEADY_RACES = {"cancel_check_then_act": "race whose replays do not always repeat its interleaving"}
-
 
 def longest_acceptable(shortest: int) -> int:
     """The longest counterexample accepted for a bug whose shortest one has
@@ -78,9 +65,11 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     if result.counterexample_steps > longest_acceptable(mutant.shortest):
         # What `conformance run` does by default: Hypothesis shrinks first (30 s at the ci profile),
         # then the replay reduction; with a slow transport (a process per step) a long failing
-        # example needs both. A known-long bug gets one try (its replays are slow: minutes each seed).
+        # example needs both, and so does a retention bug first met through a batch that settles
+        # each job with a call of its own (Hypothesis's shrinking finds the batch that lets them
+        # all end with one clock move; the replay reduction cannot turn one into the other).
         best = None
-        for seed in SEEDS[:1] if name in KNOWN_LONG else SEEDS:
+        for seed in SEEDS:
             again = run_mutant(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, shrink_s=30, reduce_s=60)
             tried.append((seed, again.counterexample_steps if again.found_by_exploration else None))
             if again.found_by_exploration and (best is None or again.counterexample_steps < best.counterexample_steps):
@@ -89,12 +78,6 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
                 break
         assert best is not None, f"{name} was not found by the stateful exploration alone (tried: {tried})"
         result = best
-    if name in KNOWN_LONG and result.counterexample_steps > longest_acceptable(mutant.shortest):
-        pytest.xfail(f"{KNOWN_LONG[name]} ({result.counterexample_steps} steps where {mutant.shortest} suffice)")
-    if (Path(spec).stem == "thread-jobs" and name in UNSTEADY_RACES
-            and result.counterexample_steps > longest_acceptable(mutant.shortest)):
-        pytest.xfail(f"{UNSTEADY_RACES[name]} ({result.counterexample_steps} steps where {mutant.shortest} suffice; "
-                     f"tried: {tried})")
     assert result.counterexample_steps <= longest_acceptable(mutant.shortest), (
         f"{name}: a counterexample of {result.counterexample_steps} steps where {mutant.shortest} suffice "
         f"(at most {longest_acceptable(mutant.shortest)} accepted; (seed, steps) tried: {tried}): "

@@ -44,8 +44,10 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _membership(expected_root: Any, observed_root: Any, path: str, key: str | None) -> str | None:
-    """For lists of entity records: which records are missing or unexpected."""
+def _membership(expected_root: Any, observed_root: Any, path: str, key: str | None) -> tuple[str, Any, Any, str] | None:
+    """For lists of entity records: which records are missing or unexpected,
+    or that the right ones come in the wrong order, as (the list's path, the
+    expected list, the observed list, what is wrong)."""
     if not key:
         return None
     exp, obs = _list_at(expected_root, path), _list_at(observed_root, path)
@@ -66,15 +68,16 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     extra = [k for k in obs_keys if k not in exp_keys]
     if not missing and not extra:
         if exp_keys != obs_keys:
-            return (f"{exp[0]} has the right {label}s in the wrong order: expected {_json(exp_keys)}, "
-                    f"got {_json(obs_keys)}")
+            return (exp[0], exp[1], obs[1],
+                    f"the right {label}s in the wrong order: expected {_json(exp_keys)}, got {_json(obs_keys)}")
         return None
-    parts = [f"{exp[0]} should hold {len(exp_keys)} item(s), holds {len(obs_keys)}"]
+    parts = [f"expected {len(exp_keys)} item(s), got {len(obs_keys)}" if len(exp_keys) != len(obs_keys)
+             else f"{len(exp_keys)} item(s) as expected, but not the same ones"]
     if missing:
         parts.append(f"missing {label} {', '.join(map(_json, missing))}")
     if extra:
         parts.append(f"unexpected {label} {', '.join(map(_json, extra))}")
-    return "; ".join(parts)
+    return exp[0], exp[1], obs[1], "; ".join(parts)
 
 
 def compare(prediction, observation: dict, key: str | None = None, accept=None):
@@ -148,8 +151,10 @@ def _first(prediction, observation: dict, key: str | None):
         if diff:
             wrapped_exp, wrapped_obs = {"result": to_jsonable(prediction.result)}, {"result": observation["result"]}
             membership = _membership(wrapped_exp, wrapped_obs, diff.path, key)
-            if membership:
-                return (diff.path, diff.expected, diff.observed, f"{diff.reason} — {membership}")
+            if membership:  # the records themselves differ: that is the news, not the first field to differ
+                where, expected, observed, what = membership
+                first = "" if diff.path == where else f" (first difference at {diff.path}: {diff.reason})"
+                return (where, expected, observed, what + first)
     if diff:
         return (diff.path, diff.expected, diff.observed, diff.reason)
     expected_effects, observed_effects = prediction.effects, observation.get("effects", [])
@@ -157,6 +162,6 @@ def _first(prediction, observation: dict, key: str | None):
     if diff:
         names = [e.get("effect") for e in expected_effects]
         got = [e.get("effect") for e in observed_effects]
-        reason = diff.reason if names == got else f"expected effects {names}, got {got}"
+        reason = diff.reason if names == got else f"expected effects {_json(names)}, got {_json(got)}"
         return (diff.path, diff.expected, diff.observed, reason)
     return None

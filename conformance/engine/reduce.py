@@ -10,11 +10,14 @@ path, indexes aside) still happens:
 
 1. run each concurrent group one call at a time when the bug does not
    need the race (its calls can then go one by one, and every later replay
-   is deterministic); drop whole records (every step that created or names
-   one id); then steps: chunks of halving size, then single steps (delta
-   debugging);
-2. simplify each argument that is left: the shortest strings, then ASCII
-   ones; the smallest numbers; fewer list items;
+   is deterministic); drop every step of one kind (all clock moves, all
+   calls of one operation); drop whole records (every step that created or
+   names one id; half of them, then quarters, ..., then one by one); then
+   steps: chunks of halving size, then single steps (delta debugging);
+2. simplify the arguments that are left: first one argument of one
+   operation in every call at once (left out, or the same simplest value),
+   then each one: the shortest strings, then ASCII ones; the smallest
+   numbers; fewer list items;
 3. repeat while anything got smaller, within a time budget.
 
 The result is deterministic for a deterministic implementation (every try
@@ -39,6 +42,8 @@ __all__ = ["explain_race", "reduce_failure", "replay_steps", "signature", "steps
 
 # How many orders of one concurrent group are re-run one call at a time.
 MAX_ORDERS = 24
+# How many replays steps with a concurrent group get before they count as not failing.
+RACE_TRIES = 3
 
 
 def signature(failure: Failure) -> tuple:
@@ -113,34 +118,62 @@ class _Reducer:
         return time.perf_counter() >= self.deadline
 
     def fails(self, steps: list[dict]) -> bool:
-        """Whether ``steps`` still end in the target failure (kept when they do)."""
-        self.tries += 1
-        try:
-            failure = replay_steps(self.session, steps)
-        except AdapterLoadError:
-            return False
-        if failure is not None and signature(failure) == self.target:
-            self.best_failure = failure
-            return True
+        """Whether ``steps`` still end in the target failure (kept when they do).
+        Steps that race calls get up to RACE_TRIES replays, each giving
+        another call of a group the head start: one replay in which the
+        threads happened not to interleave must not make a step that the
+        failure does not need look needed."""
+        for attempt in range(RACE_TRIES if any("concurrently" in step for step in steps) else 1):
+            self.tries += 1
+            self.session.head_start = -1 - attempt  # each try another call of a group leads
+            try:
+                failure = replay_steps(self.session, steps)
+            except AdapterLoadError:
+                return False
+            finally:
+                self.session.head_start = -1
+            if failure is not None and signature(failure) == self.target:
+                self.best_failure = failure
+                return True
+            if self.out_of_time():
+                break
         return False
 
     # -- 1. fewer steps ---------------------------------------------------------
+    def drop_kinds(self, steps: list[dict]) -> list[dict]:
+        """Drop every step of one kind at once (every clock move, every call
+        of one operation, every concurrent group), the failing last step
+        aside: a long trace often carries dozens of steps of a kind the
+        failure does not need, which one replay can then rule out."""
+        for kind in sorted({_kind(step) for step in steps[:-1]}):
+            if self.out_of_time():
+                break
+            candidate = [step for step in steps[:-1] if _kind(step) != kind] + steps[-1:]
+            if len(candidate) < len(steps) and self.fails(candidate):
+                steps = candidate
+        return steps
+
     def drop_records(self, steps: list[dict]) -> list[dict]:
-        """Drop every step about one record at once: the call that created it
+        """Drop every step about a record at once: the call that created it
         (its id among the step's ``chosen`` values, or given as the entity's
         key argument) and every later step naming it. A retention bug needs
         N records; its trace holds many more, each made of several steps that
-        only go away together."""
+        only go away together. Records go in halving chunks (half of them at
+        once, then quarters, ...), then one by one."""
         key_field = self.session.spec.entity.key
-        for name in _record_names(steps, key_field):
-            if self.out_of_time():
-                break
-            group = {i for i, step in enumerate(steps) if _names(step, name)}
-            if not group or len(group) == len(steps):
-                continue
-            candidate = [step for i, step in enumerate(steps) if i not in group]
-            if self.fails(candidate):
-                steps = candidate
+        names = _record_names(steps, key_field)
+        size = max(1, len(names) // 2)
+        while size >= 1 and not self.out_of_time():
+            start = 0
+            while start < len(names) and not self.out_of_time():
+                chunk = names[start:start + size]
+                group = {i for i, step in enumerate(steps) if any(_names(step, name) for name in chunk)}
+                candidate = [step for i, step in enumerate(steps) if i not in group]
+                if group and candidate and self.fails(candidate):
+                    steps, names = candidate, names[:start] + names[start + size:]
+                else:
+                    start += size
+            size //= 2
         return steps
 
     def split_groups(self, steps: list[dict]) -> list[dict]:
@@ -189,6 +222,30 @@ class _Reducer:
             if not validator.is_valid(call.get("args") or {}):
                 return False
         return True
+
+    def simplify_together(self, steps: list[dict]) -> list[dict]:
+        """Simplify one argument of one operation in every call at once: leave
+        an optional one out, else give every call the same simplest value that
+        keeps the failure (e.g. every start's random text becomes ""). One
+        replay can then stand for dozens of the one-at-a-time tries below."""
+        names = set(_record_names(steps, self.session.spec.entity.key))
+        slots = sorted({(call.get("call"), arg) for step in steps for call in _calls_of(step)
+                        for arg in (call.get("args") or {}) if isinstance(call.get("args"), dict)}, key=str)
+        for operation, arg in slots:
+            values = [(call.get("args") or {}).get(arg) for step in steps for call in _calls_of(step)
+                      if call.get("call") == operation and arg in (call.get("args") or {})]
+            if any(isinstance(v, str) and v in names for v in values):
+                continue  # record names tie steps together: never rewritten
+            for simpler in [_LEAVE_OUT, *_common_simpler(values)]:
+                if self.out_of_time():
+                    return steps
+                candidate = [_with_argument(step, operation, arg, simpler) for step in steps]
+                if candidate == steps or not all(self.within_schema(step) for step in candidate):
+                    continue
+                if self.fails(candidate):
+                    steps = candidate
+                    break
+        return steps
 
     def simplify_arguments(self, steps: list[dict]) -> list[dict]:
         # A record's name ties steps together (the start that made it, the
@@ -274,19 +331,22 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:
-        # A race may need a few tries to show again; without one it replays the same way every time.
-        tries = 3 if any("concurrently" in step for step in steps) else 1
-        if not any(reducer.fails(steps) for _ in range(tries)):
+        # A race may need a few tries to show again (fails() gives it RACE_TRIES; the
+        # whole list, which everything after is measured against, gets four times that).
+        if not any(reducer.fails(steps) for _ in range(4 if any("concurrently" in step for step in steps) else 1)):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
         if len(steps) > _LONG:
-            # A long trace first loses big chunks (each replay of it is slow; one that
-            # drops half of it halves every later replay), then goes through the rest.
+            # A long trace first loses whole kinds of steps and big chunks (each replay
+            # of it is slow; one that drops half of it halves every later replay).
+            steps = reducer.drop_kinds(steps)
             steps = reducer.drop_steps(steps, smallest=max(2, len(steps) // 16))
         while not reducer.out_of_time():
             before = (len(steps), _size(steps))
             steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
+            steps = reducer.drop_kinds(steps)
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
+            steps = reducer.simplify_together(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) == before:
                 break
@@ -308,6 +368,54 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
 
 
 # ------------------------------------------------------------------- records
+
+def _kind(step: dict) -> str:
+    """What a step is, for dropping all of a kind at once."""
+    if "advance_ms" in step:
+        return "clock move"
+    if "concurrently" in step:
+        return "concurrent " + " ".join(c.get("call", "") for c in step["concurrently"])
+    return "call " + str(step.get("call"))
+
+
+_LEAVE_OUT = object()  # simplify_together: the argument not passed at all
+
+
+def _common_simpler(values: list) -> list:
+    """Values simpler than every one of ``values``, simplest first: the
+    candidates all of them could take at once."""
+    kinds = {type(v) for v in values}
+    if len(kinds) != 1:
+        return []
+    kind = kinds.pop()
+    if kind is str:
+        longest = max(values, key=len)
+        out = [""] + (["a" * min(len(longest), 1)] if longest else [])
+        return [v for v in _unique(out, None) if any(v != value for value in values)]
+    if kind is int:
+        return [v for v in (0, 1) if any(v != value for value in values)]
+    if kind is list:
+        return [[]] if any(values) else []
+    return []
+
+
+def _with_argument(step: dict, operation: str, arg: str, value: Any) -> dict:
+    """``step`` with argument ``arg`` of every call of ``operation`` set to
+    ``value`` (left out for ``_LEAVE_OUT``)."""
+    def changed(call: dict) -> dict:
+        args = call.get("args")
+        if call.get("call") != operation or not isinstance(args, dict) or arg not in args:
+            return call
+        args = {k: v for k, v in args.items() if k != arg}
+        if value is not _LEAVE_OUT:
+            args[arg] = value
+        return {**call, "args": args}
+
+    if "concurrently" in step:
+        calls = [changed(c) for c in step["concurrently"]]
+        return step if all(a is b for a, b in zip(calls, step["concurrently"])) else {**step, "concurrently": calls}
+    return changed(step) if "call" in step else step
+
 
 def _calls_of(step: dict) -> list[dict]:
     return list(step["concurrently"]) if "concurrently" in step else [step] if "call" in step else []

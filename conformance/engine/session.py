@@ -28,7 +28,7 @@ from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import MAX_LATER_STEPS, linearize, other_end_states
 
-__all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S"]
+__all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S", "launch_order"]
 
 DEFAULT_TIMEOUT_S = 10.0
 # close() may take longer than an operation (a program saying bye and exiting,
@@ -202,6 +202,14 @@ def _structure(response: Any) -> str | None:
     return None
 
 
+def launch_order(n: int, head_start: int) -> list[int]:
+    """The order in which the threads of ``n`` racing calls are started, so
+    that call ``head_start`` (counted from the end when negative) is started
+    last: -1 gives 0, 1, ..., n-1."""
+    lead = head_start % n
+    return [*range(lead + 1, n), *range(lead + 1)]
+
+
 class Session:
     """One implementation instance and one model, stepped together."""
 
@@ -211,6 +219,9 @@ class Session:
         self.model = Model(spec, params)
         self.worker = _Worker()
         self.crew = _Crew()  # the threads of concurrent groups
+        # Which call of a concurrent group is started last, and so usually runs first (-1: the
+        # last call): a replay that retries a race (engine/reduce.py) gives each call the lead in turn.
+        self.head_start = -1
         self._probed_revision: int | None = None  # the model's revision the last passing probe saw
         self._probe_calls: tuple | None = None  # (the parameters, the probe calls they give)
         self.faults: list[tuple[str, str]] = []  # close() failures: (failure kind, message)
@@ -592,7 +603,10 @@ class Session:
             done[i].set()
 
         # Daemon threads: a call that never returns must not keep the kit alive.
-        for i, (op, args) in enumerate(calls):
+        # The thread released last by the barrier tends to run first (it holds the
+        # interpreter when the others wake): that one is call ``head_start``.
+        for i in launch_order(len(calls), self.head_start):
+            op, args = calls[i]
             self.crew.submit(lambda i=i, op=op, args=args: run(i, op, args))
         deadline = time.monotonic() + self.timeout_s
         responses: list = []

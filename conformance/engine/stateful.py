@@ -287,7 +287,10 @@ class Explorer:
             shared = {name: draw(strategy) for name, strategy in plan["shared"].items()}
             phases = []
             for phase, advance in zip(what["phases"], plan["advance"]):
-                order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
+                if phase.get("once"):
+                    order = [n - 1]
+                else:
+                    order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
                 args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
                 phases.append((order, [(draw(advance), draw(args)) for _ in order]))
             return kind, what, n, shared, phases
@@ -423,6 +426,9 @@ def _carry_out_batch(explorer: "Explorer", step: tuple, machine, driver: Driver)
     items: list[dict] = [{} for _ in range(n)]
     for phase, (order, draws) in zip(batch["phases"], phases):
         omit = phase["omit"] + list(phase["args"])
+        if phase.get("once"):  # once, for the last item that went through every earlier phase
+            whole = [i for i, item in enumerate(items) if not any(value is None for value in item.values())]
+            order = whole[-1:]
         for index, (ms, raw) in zip(order, draws):
             item = items[index]
             if any(value is None for value in item.values()):

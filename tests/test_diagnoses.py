@@ -1,0 +1,52 @@
+"""Divergence messages that point at the bug (issue 10, item 3): a list of
+records that differs in which records it holds says so first, with counts and
+keys, not the first field that happens to differ once the items shifted; every
+value in a message is JSON."""
+from __future__ import annotations
+
+from conformance.engine.compare import compare
+from statemachines import Prediction, first_difference
+
+
+def _jobs(*ids, text=None):
+    return [{"job_id": i, "status": "completed", "error_text": text} for i in ids]
+
+
+def test_a_list_one_record_short_says_how_many_and_which_one_is_missing():
+    expected = Prediction(result={"jobs": _jobs("bg-1", "bg-2", "bg-3")})
+    observed = {"result": {"jobs": _jobs("bg-1", "bg-3")}}
+    path, exp, obs, reason = compare(expected, observed, key="job_id")
+    assert path == "result.jobs"  # the list, whatever index the first shifted field had
+    assert reason.startswith('expected 3 item(s), got 2; missing job_id "bg-2"'), reason
+    assert "first difference at result.jobs[1].job_id" in reason
+    assert [j["job_id"] for j in exp] == ["bg-1", "bg-2", "bg-3"] and [j["job_id"] for j in obs] == ["bg-1", "bg-3"]
+
+
+def test_a_list_keeping_the_wrong_record_names_both():
+    expected = Prediction(result={"jobs": _jobs("bg-2", "bg-3")})
+    observed = {"result": {"jobs": _jobs("bg-1", "bg-2")}}
+    path, _, _, reason = compare(expected, observed, key="job_id")
+    assert path == "result.jobs"
+    assert reason.startswith('2 item(s) as expected, but not the same ones; missing job_id "bg-3"; '
+                             'unexpected job_id "bg-1"'), reason
+
+
+def test_the_right_records_in_the_wrong_order_say_both_orders():
+    expected = Prediction(result={"jobs": _jobs("a", "b")})
+    observed = {"result": {"jobs": _jobs("b", "a")}}
+    path, _, _, reason = compare(expected, observed, key="job_id")
+    assert path == "result.jobs"
+    assert reason.startswith('the right job_ids in the wrong order: expected ["a", "b"], got ["b", "a"]'), reason
+
+
+def test_a_field_of_the_same_records_is_still_reported_at_its_own_path():
+    expected = Prediction(result={"jobs": _jobs("a", "b")})
+    observed = {"result": {"jobs": _jobs("a") + _jobs("b", text="boom")}}
+    path, _, _, reason = compare(expected, observed, key="job_id")
+    assert path == "result.jobs[1].error_text" and reason == 'expected null, got "boom"'
+
+
+def test_values_of_the_wrong_kind_are_named_in_json_terms():
+    assert first_difference({"job": {}}, {"job": None}, "result").reason == "expected an object, got null"
+    assert first_difference([1], True, "result").reason == "expected a list, got the boolean true"
+    assert first_difference({"a": 1}, "x", "result").reason == 'expected an object, got the string "x"'
