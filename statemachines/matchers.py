@@ -12,6 +12,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from .expressions import type_name
+
 __all__ = ["Matcher", "Difference", "NotARegularFile", "first_difference", "read_regular_file", "to_jsonable", "use_file_reader"]
 
 
@@ -180,20 +182,14 @@ def _short(value: Any, limit: int = 120) -> Any:
 
 
 def _kind(value: Any) -> str:
-    """What ``value`` is, in JSON's words: ``null``, a string "x", a number 3, ..."""
+    """What ``value`` is, with the value as JSON: null, an object, a string "x", ..."""
     if value is None:
         return "null"
     if isinstance(value, dict):
         return "an object"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "a list"
-    if isinstance(value, bool):
-        return f"the boolean {_brief(value)}"
-    if isinstance(value, (int, float)):
-        return f"the number {_brief(value)}"
-    if isinstance(value, str):
-        return f"the string {_brief(value, 80)}"
-    return type(value).__name__
+    return f"{type_name(value)} {_brief(value, 80)}"
 
 
 def _brief(value: Any, limit: int = 300) -> str:

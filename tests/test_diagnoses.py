@@ -48,5 +48,5 @@ def test_a_field_of_the_same_records_is_still_reported_at_its_own_path():
 
 def test_values_of_the_wrong_kind_are_named_in_json_terms():
     assert first_difference({"job": {}}, {"job": None}, "result").reason == "expected an object, got null"
-    assert first_difference([1], True, "result").reason == "expected a list, got the boolean true"
-    assert first_difference({"a": 1}, "x", "result").reason == 'expected an object, got the string "x"'
+    assert first_difference([1], True, "result").reason == "expected a list, got a boolean true"
+    assert first_difference({"a": 1}, "x", "result").reason == 'expected an object, got a string "x"'
