@@ -106,7 +106,7 @@ def test_simpler_values_come_simplest_first_and_never_repeat_the_value():
     assert _simpler_values("ééé") == ["", "é", "aaa"]
     assert _simpler_values(40) == [0, 1, 20]
     assert _simpler_values(-3) == [0, 1, -1, 3]
-    assert _simpler_values([1, 2, 3]) == [[], [1]]
+    assert _simpler_values([1, 2, 3]) == [[], [1], [2, 3], [1, 3], [1, 2]]
     assert _simpler_values("") == [] and _simpler_values(0) == [] and _simpler_values(None) == []
 
 

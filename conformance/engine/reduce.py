@@ -14,6 +14,7 @@ path, indexes aside) still happens:
    calls of one operation); drop whole records (every step that created or
    names one id; half of them, then quarters, ..., then one by one); then
    steps: chunks of halving size, then single steps (delta debugging);
+   two clock moves in a row become one;
 2. simplify the arguments that are left: first one argument of one
    operation in every call at once (left out, or the same simplest value),
    then each one: the shortest strings, then ASCII ones; the smallest
@@ -78,16 +79,17 @@ def _renamed(value: Any, names: dict) -> Any:
     return value
 
 
-def replay_steps(session: "Session", steps: list[dict]) -> Failure | None:
+def replay_steps(session: "Session", steps: list[dict], names: dict | None = None) -> Failure | None:
     """Run ``steps`` from a fresh implementation; the first failure, or None.
 
     Values the implementation chose when the steps were recorded (a step's
     ``chosen``: generated ids, paths) are mapped to what it chooses in this
     replay, in later steps' arguments: with an earlier start dropped, the
     job once called ``job-5`` may now be ``job-4``, and the steps that named
-    it must name ``job-4``."""
+    it must name ``job-4``. ``names`` (when given) receives that mapping:
+    recorded value -> this replay's value."""
     session.reset()
-    names: dict = {}
+    names = {} if names is None else names
     for step in steps:
         checkpoint()
         if "advance_ms" in step:
@@ -113,6 +115,7 @@ class _Reducer:
         self.tries = 0
         self.best_failure: Failure | None = None
         self.validators: dict[str, Any] = {}
+        self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
@@ -126,8 +129,9 @@ class _Reducer:
         for attempt in range(RACE_TRIES if any("concurrently" in step for step in steps) else 1):
             self.tries += 1
             self.session.head_start = -1 - attempt  # each try another call of a group leads
+            self.renamed = {}
             try:
-                failure = replay_steps(self.session, steps)
+                failure = replay_steps(self.session, steps, self.renamed)
             except AdapterLoadError:
                 return False
             finally:
@@ -176,6 +180,20 @@ class _Reducer:
             size //= 2
         return steps
 
+    def merge_clock_moves(self, steps: list[dict]) -> list[dict]:
+        """Two clock moves in a row become one move by their sum (timers
+        still fire at their own instants, in time order)."""
+        index = 0
+        while index < len(steps) - 1 and not self.out_of_time():
+            a, b = steps[index], steps[index + 1]
+            if "advance_ms" in a and "advance_ms" in b:
+                candidate = steps[:index] + [{"advance_ms": a["advance_ms"] + b["advance_ms"]}] + steps[index + 2:]
+                if self.fails(candidate):
+                    steps = candidate
+                    continue
+            index += 1
+        return steps
+
     def split_groups(self, steps: list[dict]) -> list[dict]:
         """Run each group of concurrent calls one call after another instead,
         when the failure does not need the race: the calls then count as
@@ -187,11 +205,24 @@ class _Reducer:
                 calls = [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
                 candidate = steps[:index] + calls + steps[index + 1:]
                 if self.fails(candidate):
-                    steps = candidate
+                    steps = self.as_replayed(candidate)
                     index += len(calls)
                     continue
             index += 1
         return steps
+
+    def as_replayed(self, steps: list[dict]) -> list[dict]:
+        """``steps`` as the replay that just failed recorded them: calls that
+        were concurrent now say which records they created (``chosen``), so
+        that dropping an earlier one renames them in later steps. ``steps``
+        themselves when the recording does not match them step for step."""
+        replayed = steps_of_trace(self.session.trace)
+        if len(replayed) != len(steps) or any(_kind(a) != _kind(b) for a, b in zip(replayed, steps)):
+            return steps
+        recorded = {now: before for before, now in self.renamed.items()}  # in the names later steps use
+        return [{**step, "chosen": [recorded.get(v, v) for v in again["chosen"]]}
+                if "call" in step and "chosen" not in step and again.get("chosen") else step
+                for step, again in zip(steps, replayed)]
 
     def drop_steps(self, steps: list[dict], smallest: int = 1) -> list[dict]:
         """Drop chunks of steps, halving the chunk down to ``smallest`` steps."""
@@ -346,6 +377,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
+            steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) == before:
@@ -525,6 +557,8 @@ def _simpler_values(value: Any) -> list:
         out = [[]] if value else []
         if len(value) > 1:
             out += [value[:1], value[: len(value) // 2]]
+            if len(value) <= 16:  # then each item left out in turn
+                out += [value[:i] + value[i + 1:] for i in range(len(value))]
         return _unique(out, value)
     return []
 
