@@ -304,7 +304,7 @@ SHORTEST: dict[str, int] = {
     'preferred_id_checks_running_only': 3,
     'retry_from_clock_target': 5,
     'suffix_per_name_counter': 3,
-    'suffix_starts_at_one': 1,
+    'suffix_starts_at_one': 2,
     'watch_not_suppressing': 2,
 }
 
