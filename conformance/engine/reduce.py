@@ -126,7 +126,7 @@ class _Reducer:
         another call of a group the head start: one replay in which the
         threads happened not to interleave must not make a step that the
         failure does not need look needed."""
-        for attempt in range(RACE_TRIES if any("concurrently" in step for step in steps) else 1):
+        for attempt in range(RACE_TRIES if _races(steps) else 1):
             self.tries += 1
             self.session.head_start = -1 - attempt  # each try another call of a group leads
             self.renamed = {}
@@ -153,7 +153,7 @@ class _Reducer:
             if self.out_of_time():
                 break
             candidate = [step for step in steps[:-1] if _kind(step) != kind] + steps[-1:]
-            if len(candidate) < len(steps) and self.fails(candidate):
+            if self.fails(candidate):
                 steps = candidate
         return steps
 
@@ -364,7 +364,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     try:
         # A race may need a few tries to show again (fails() gives it RACE_TRIES; the
         # whole list, which everything after is measured against, gets four times that).
-        if not any(reducer.fails(steps) for _ in range(4 if any("concurrently" in step for step in steps) else 1)):
+        if not any(reducer.fails(steps) for _ in range(4 if _races(steps) else 1)):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
         if len(steps) > _LONG:
             # A long trace first loses whole kinds of steps and big chunks (each replay
@@ -401,6 +401,11 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
 
 # ------------------------------------------------------------------- records
 
+def _races(steps: list[dict]) -> bool:
+    """Whether any of ``steps`` races calls (a replay may then go another way)."""
+    return any("concurrently" in step for step in steps)
+
+
 def _kind(step: dict) -> str:
     """What a step is, for dropping all of a kind at once."""
     if "advance_ms" in step:
@@ -421,9 +426,8 @@ def _common_simpler(values: list) -> list:
         return []
     kind = kinds.pop()
     if kind is str:
-        longest = max(values, key=len)
-        out = [""] + (["a" * min(len(longest), 1)] if longest else [])
-        return [v for v in _unique(out, None) if any(v != value for value in values)]
+        out = ["", "a"] if any(values) else [""]
+        return [v for v in out if any(v != value for value in values)]
     if kind is int:
         return [v for v in (0, 1) if any(v != value for value in values)]
     if kind is list:

@@ -287,7 +287,7 @@ class Explorer:
             shared = {name: draw(strategy) for name, strategy in plan["shared"].items()}
             phases = []
             for phase, advance in zip(what["phases"], plan["advance"]):
-                if phase.get("once"):
+                if phase.get("once"):  # one draw; which item it serves is decided when carried out
                     order = [n - 1]
                 else:
                     order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
