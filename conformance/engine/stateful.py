@@ -19,7 +19,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis import strategies as st
 from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 from hypothesis_jsonschema import from_schema
@@ -28,6 +27,7 @@ from statemachines import ExpressionError, Spec, derived_races, exploration_appl
 from statemachines.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
+from . import choices
 from .failures import DATA_ERRORS, Failure
 from .session import Session
 
@@ -68,7 +68,7 @@ class StatefulOutcome:
                 "failure": self.failure.to_dict() if self.failure else None}
 
 
-_ABSENT = object()  # an optional argument not sent
+_ABSENT = choices.ABSENT
 
 
 class Explorer:
@@ -115,19 +115,19 @@ class Explorer:
         if ex.advance_ms or self.clock_edges:
             self.actions += [("advance", None)] * 2
         self._plans: dict = {}
-        self.action = st.sampled_from(tuple(self.actions))
-        moves = st.sampled_from(tuple(ex.advance_ms)) if ex.advance_ms else None
+        self.action = choices.sampled(self.actions)
+        moves = choices.sampled(ex.advance_ms) if ex.advance_ms else None
         if self.clock_edges:  # half of the clock moves sit at a limit's edge
-            edges = st.sampled_from(tuple(sorted(self.clock_edges)))
-            moves = st.one_of(moves, edges) if moves is not None else edges
+            edges = choices.sampled(sorted(self.clock_edges))
+            moves = choices.either(moves, edges) if moves is not None else edges
         self.advance_ms = moves
-        self._batch_strategies: dict = {}
-        self.step = self._build_step()
+        self._batch_plans: dict = {}
         self.model = None  # set by the state machine, for drawing live keys
-        self._payloads = {name: self._payload_strategy(policy) for name, policy in spec.policies.items()
+        self._payloads = {name: self._payload_drawer(policy) for name, policy in spec.policies.items()
                           if policy.kind == "inline_or_spill"}
+        self.step = choices.Drawn(self._draw_step, "steps")
 
-    def _payload_strategy(self, policy):
+    def _payload_drawer(self, policy):
         env = {"params": self.params}
         max_lines = int(policy.exprs["max_lines"].evaluate(env))
         max_bytes = int(policy.exprs["max_bytes"].evaluate(env))
@@ -136,39 +136,40 @@ class Explorer:
             edges.append(text_of_size(2 * max_lines - 1, max_lines))
         edges.append(text_of_size(2 * max_lines + 1, max_lines + 1))
         edges.append("é" * (max_bytes // 2 + 1))  # few characters, more bytes than allowed
-        small = st.text(alphabet="ab \n", max_size=12)
-        return st.one_of(small, st.sampled_from(edges))
+        return choices.either(choices.text("ab \n", 12), choices.sampled(edges))
 
     # -- argument draws ----------------------------------------------------------
-    # Every strategy is built once per spec and parameter set (building one per
-    # draw cost more than the implementation's own work). A draw is "raw": its
-    # shape never depends on the state (an index, not a key), so replaying a
-    # sequence after a race changed the state never confuses Hypothesis; the
-    # raw value becomes an argument only against the current state (``_resolve``).
-    def _raw_strategy(self, op: str, prop: str, schema: dict):
-        """How one argument is drawn, and how the draw becomes a value: (strategy, kind)."""
+    # Every drawer is built once per spec and parameter set, from Hypothesis's
+    # primitive choices (engine/choices.py: a third of the cost of nested
+    # strategies). A draw is "raw": its shape never depends on the state (an
+    # index, not a key), so replaying a sequence after a race changed the state
+    # never confuses Hypothesis; the raw value becomes an argument only against
+    # the current state (``_resolve``).
+    def _raw_drawer(self, op: str, prop: str, schema: dict):
+        """How one argument is drawn, and how the draw becomes a value: (drawer, kind)."""
         draw = schema.get("x-draw") if isinstance(schema, dict) else None
         items = schema.get("items") if isinstance(schema, dict) else None
         if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
-            item, kind = self._raw_strategy(op, prop, items)
-            size = (int(schema.get("minItems", 0)), int(schema.get("maxItems", 3)))
-            return st.lists(item, min_size=size[0], max_size=size[1]), ("list", kind)
+            item, kind = self._raw_drawer(op, prop, items)
+            return (choices.list_of(item, int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
+                    ("list", kind))
         if draw and "keys" in draw:
-            return st.tuples(st.integers(0, 99), st.integers(0, 255)), ("key", float(draw.get("fresh", 0.1)))
+            return (lambda data: (data.draw_integer(0, 99), data.draw_integer(0, 255))), \
+                ("key", float(draw.get("fresh", 0.1)))
         if draw and "policy" in draw:
-            strategy = self._payloads[draw["policy"]]
+            drawer = self._payloads[draw["policy"]]
         elif draw and "pool" in draw:
-            strategy = st.sampled_from(tuple(self.spec.exploration.pools[draw["pool"]]))
+            drawer = choices.sampled(self.spec.exploration.pools[draw["pool"]])
         else:
-            strategy = from_schema(strip_hints(schema))
+            drawer = choices.nested(from_schema(strip_hints(schema)))
         edges = self.arg_edges.get((op, prop))
         if edges:  # a third of the draws sit at a declared limit's edge
-            return st.one_of(strategy, strategy, st.sampled_from(tuple(edges))), ("edge", edges)
-        return strategy, ("value",)
+            return choices.either(drawer, drawer, choices.sampled(edges)), ("edge", edges)
+        return drawer, ("value",)
 
     def args_plan(self, op: str, omit=()):
-        """One strategy drawing every argument of ``op`` (but ``omit``), and the
-        kinds that turn its draw into arguments; built once per (op, omit)."""
+        """One drawer of every argument of ``op`` (but ``omit``), and the kinds
+        that turn its draw into arguments; built once per (op, omit)."""
         key = (op, tuple(omit))
         plan = self._plans.get(key)
         if plan is None:
@@ -178,12 +179,12 @@ class Explorer:
             for prop, sub in (schema.get("properties") or {}).items():
                 if prop in omit:
                     continue
-                strategy, kind = self._raw_strategy(op, prop, sub)
+                drawer, kind = self._raw_drawer(op, prop, sub)
                 names.append(prop)
                 kinds.append(kind)
                 # an optional argument is sent half of the time
-                parts.append(strategy if prop in required else st.one_of(st.just(_ABSENT), strategy))
-            plan = self._plans[key] = (st.tuples(*parts), tuple(names), tuple(kinds))
+                parts.append(drawer if prop in required else choices.optional(drawer))
+            plan = self._plans[key] = (choices.tuple_of(parts), tuple(names), tuple(kinds))
         return plan
 
     def _resolve(self, raw: Any, kind: tuple, keys: list) -> Any:
@@ -221,22 +222,22 @@ class Explorer:
                 coverage.hit("limits", name)
 
     def batch_plan(self, batch: dict) -> dict:
-        """A batch's strategies: its count (within bounds fixed by the
+        """A batch's drawers: its count (within bounds fixed by the
         parameters), its shared values and each phase's clock moves."""
-        plan = self._batch_strategies.get(batch["name"])
+        plan = self._batch_plans.get(batch["name"])
         if plan is None:
             env = {"params": self.params}
             low = int(batch["count"]["min"].evaluate(env))
             high = max(low, int(batch["count"]["max"].evaluate(env)))
             pools = self.spec.exploration.pools
-            count = st.integers(low, high)
+            count = lambda data: data.draw_integer(low, high)  # noqa: E731
             edges = self.batch_edges.get(batch["name"])
             if edges:  # half of the counts sit at a declared limit's edge
-                count = st.one_of(count, st.sampled_from(tuple(sorted(edges))))
-            plan = self._batch_strategies[batch["name"]] = {
+                count = choices.either(count, choices.sampled(sorted(edges)))
+            plan = self._batch_plans[batch["name"]] = {
                 "count": count,
-                "shared": {name: st.sampled_from(tuple(pools[how["pool"]])) for name, how in batch["shared"].items()},
-                "advance": [st.sampled_from(tuple(phase["advance_ms"])) for phase in batch["phases"]]}
+                "shared": {name: choices.sampled(pools[how["pool"]]) for name, how in batch["shared"].items()},
+                "advance": [choices.sampled(phase["advance_ms"]) for phase in batch["phases"]]}
         return plan
 
     def intermediate_keys(self) -> list:
@@ -264,37 +265,32 @@ class Explorer:
         return {name: self._resolve(value, kind, keys)
                 for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
 
-    def _build_step(self):
-        """One strategy for a whole step: the action and every raw value it
-        needs, drawn at once (one draw per step is far cheaper for Hypothesis
-        than one per value, and its shape never depends on the state)."""
-        action, advance_ms = self.action, self.advance_ms
-        derived = st.sampled_from(self.derived) if self.derived else None
-
-        @st.composite
-        def step(draw):
-            kind, what = draw(action)
-            if kind == "call":
-                return kind, what, draw(self.args_plan(what)[0])
-            if kind == "advance":
-                return kind, draw(advance_ms)
-            if kind == "derived":
-                kind, what = "concurrent", draw(derived)
-            if kind == "concurrent":
-                return kind, what, [draw(self.args_plan(op)[0]) for op in what["calls"]]
-            plan = self.batch_plan(what)
-            n = draw(plan["count"])
-            shared = {name: draw(strategy) for name, strategy in plan["shared"].items()}
-            phases = []
-            for phase, advance in zip(what["phases"], plan["advance"]):
-                if phase.get("once"):  # one draw; which item it serves is decided when carried out
-                    order = [n - 1]
-                else:
-                    order = list(range(n)) if phase["order"] == "given" else draw(st.permutations(range(n)))
-                args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
-                phases.append((order, [(draw(advance), draw(args)) for _ in order]))
-            return kind, what, n, shared, phases
-        return step()
+    def _draw_step(self, data):
+        """A whole step: the action and every raw value it needs, drawn as
+        primitive choices in one strategy (one draw per step is far cheaper
+        for Hypothesis than one per value, and its shape never depends on
+        the state)."""
+        kind, what = self.action(data)
+        if kind == "call":
+            return kind, what, self.args_plan(what)[0](data)
+        if kind == "advance":
+            return kind, self.advance_ms(data)
+        if kind == "derived":
+            kind, what = "concurrent", self.derived[data.draw_integer(0, len(self.derived) - 1)]
+        if kind == "concurrent":
+            return kind, what, [self.args_plan(op)[0](data) for op in what["calls"]]
+        plan = self.batch_plan(what)
+        n = plan["count"](data)
+        shared = {name: drawer(data) for name, drawer in plan["shared"].items()}
+        phases = []
+        for phase, advance in zip(what["phases"], plan["advance"]):
+            if phase.get("once"):  # one draw; which item it serves is decided when carried out
+                order = [n - 1]
+            else:
+                order = list(range(n)) if phase["order"] == "given" else choices.permutation(data, n)
+            args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
+            phases.append((order, [(advance(data), args(data)) for _ in order]))
+        return kind, what, n, shared, phases
 
 
 class Driver:
