@@ -232,7 +232,7 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
     with the verdict `interrupted` and what finished."""
     from .adapters.python import parse_options
     from .engine.shards import parse_shard
-    from .workers import parse_workers
+    from .workers import fork_workers, parse_workers
 
     level = _verbosity(quiet, verbose)
     _spec_file(spec)
@@ -247,6 +247,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
         minimums = parse_min_coverage(min_coverage)
         parts = parse_shard(shard) if shard is not None else None
         worker_count = parse_workers(workers)
+        if worker_count > 1:
+            fork_workers()  # CONFORMANCE_WORKER_START is checked before anything starts
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if parts is not None and worker_count > 1:
@@ -300,7 +302,7 @@ def _worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_
 def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, only, no_scenarios, no_stateful,
                     example_db, args) -> None:
     """``run --workers N``: N shards of this run in worker processes, merged (conformance/workers.py)."""
-    from .workers import run_in_workers
+    from .workers import run_in_workers, start_workers
 
     try:
         loaded = load_spec(_spec_file(spec))
@@ -310,9 +312,16 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
     examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
     if example_db is None:  # the workers keep their failing examples where a run in one process would
         args = args + ["--example-db-base", os.path.join(report_dir, "example-db")]
-    with progress_for(console, errors, level) as progress:
-        report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),
-                                examples_total=examples, spec=loaded)
+    begun = start_workers(args, count, report_dir)  # before the progress display's thread starts
+    try:
+        with progress_for(console, errors, level) as progress:
+            report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),
+                                    examples_total=examples, spec=loaded, begun=begun)
+    except BaseException:
+        for worker in begun.workers:
+            if worker.running():
+                worker.kill()
+        raise
     _finish(report, level)
 
 

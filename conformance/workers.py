@@ -15,6 +15,7 @@ what finished, and the merged report says ``interrupted``.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -24,11 +25,12 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 
-__all__ = ["available_cores", "parse_workers", "worker_command", "run_in_workers"]
+__all__ = ["available_cores", "parse_workers", "fork_workers", "worker_command", "start_workers", "run_in_workers"]
 
 STOP_GRACE_S = 60.0  # seconds a signalled worker gets to close its implementation and write its report
 
@@ -62,6 +64,100 @@ def parse_workers(value: str | None) -> int:
     return number
 
 
+def fork_workers() -> bool:
+    """Whether workers are forked from this process (Linux, unless
+    ``CONFORMANCE_WORKER_START=spawn``) rather than started as new
+    interpreters. A forked worker has the kit already imported: it starts in
+    milliseconds where a new interpreter takes half a second. Elsewhere
+    (macOS, where forking a process that has loaded system frameworks is
+    unsafe, and Windows, which cannot fork) workers are new interpreters."""
+    how = os.environ.get("CONFORMANCE_WORKER_START", "").strip().lower()
+    if how not in ("", "fork", "spawn"):
+        raise ValueError(f"CONFORMANCE_WORKER_START {how!r}: say 'fork' or 'spawn' (or leave it unset)")
+    return how != "spawn" and sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+class _Forked:
+    """A worker forked from this process, with the part of ``subprocess.Popen``
+    that ``_Worker`` uses (``pid``, ``stderr``, ``returncode``, ``poll``,
+    ``wait``, ``send_signal``)."""
+
+    def __init__(self, pid: int, stderr):
+        self.pid, self.stderr, self.returncode = pid, stderr, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its report says how it ended
+                self.returncode = -1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+
+def _fork(args: list[str], console: Path, env: dict) -> _Forked:
+    """Fork a worker running ``conformance ARGS``: its own session, stdin
+    from /dev/null, stdout to ``console``, stderr to a pipe read here."""
+    read_fd, write_fd = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # nothing buffered here may be written twice
+        except (OSError, ValueError):
+            pass
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        return _Forked(pid, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
+    code = 2
+    try:  # the worker: it never returns from here
+        os.close(read_fd)
+        atexit._clear()  # this process's exit handlers (temporary directories...) are the parent's, not the worker's
+        os.setsid()  # a terminal's Ctrl-C reaches it once, through the parent
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        stdout = os.open(console, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for fd, target in ((stdin, 0), (stdout, 1), (write_fd, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        # fresh stream objects: a thread of the parent may have held the old ones' locks when it forked
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+        os.environ.update(env)
+        from .cli import main
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the worker's own failure: said on its stderr, which the parent logs
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            atexit._run_exitfuncs()  # the worker's own: adapter programs stopped, its temporary files removed
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def worker_command() -> list[str]:
     """How a worker starts: this interpreter running the kit's command line
     (``-P``: the working directory does not shadow installed packages; the
@@ -74,8 +170,9 @@ class _Worker:
         name = f"shard-{index}-of-{count}"
         self.index, self.count = index, count
         self.dir, self.log, self.console = tmp / name, tmp / f"{name}.log", tmp / f"{name}.stdout.log"
-        self.command = worker_command() + ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1",
-                                           "--report-dir", str(self.dir), "--verbose"]
+        self.args = ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1", "--report-dir", str(self.dir),
+                     "--verbose"]
+        self.command = worker_command() + self.args
         self.examples = 0
         self.scenarios: deque = deque()  # (id, verdict, note) not yet shown
         self.tail: deque = deque(maxlen=20)  # its last other lines, for a worker that failed to report
@@ -83,10 +180,18 @@ class _Worker:
         self.reader: threading.Thread | None = None
 
     def start(self) -> None:
-        env = {**os.environ, "CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
-        with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                         text=True, errors="replace", env=env, start_new_session=True)
+        env = {"CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
+        if fork_workers():
+            self.proc = _fork(self.args, self.console, env)
+        else:
+            with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
+                self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE,
+                                             stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                             env={**os.environ, **env}, start_new_session=True)
+
+    def read(self) -> None:
+        """Start reading its stderr (after every worker has started: a
+        forked worker must not inherit this thread)."""
         self.reader = threading.Thread(target=self._read, name=f"conformance-worker-{self.index}", daemon=True)
         self.reader.start()
 
@@ -143,29 +248,52 @@ def _show(workers: list[_Worker], progress, shown: dict) -> None:
         progress.stateful_example(examples)
 
 
-def run_in_workers(run_args: list[str], count: int, report_dir: str, progress, *, scenarios_total: int,
-                   examples_total: int, spec=None) -> dict:
-    """Run ``conformance run RUN_ARGS`` as ``count`` shards in parallel and
-    return the merged report, written to ``report_dir``."""
-    from .engine.interrupts import Interrupted, acknowledge, checkpoint
-    from .engine.runner import clear_report_files, mark_interrupted, new_report, write_report_files, RunConfig
-    from .engine.shards import ShardError, load_shard_report, merge_reports
+def start_workers(run_args: list[str], count: int, report_dir: str) -> SimpleNamespace:
+    """Start ``count`` workers, each running its shard of ``conformance run
+    RUN_ARGS``; call before any thread of this process starts (a forked
+    worker must not inherit one): before the progress display."""
+    from .engine.runner import clear_report_files
 
-    started = time.perf_counter()
     cleared: dict = {"problems": []}
     clear_report_files(cleared, report_dir)  # never an earlier verdict, whatever happens next
     tmp = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
-    workers = [_Worker(index, count, tmp, run_args) for index in range(1, count + 1)]
+    begun = SimpleNamespace(started=time.perf_counter(), cleared=cleared, tmp=tmp, run_args=run_args, count=count,
+                            workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)])
+    try:
+        for worker in begun.workers:
+            worker.start()
+        for worker in begun.workers:
+            worker.read()
+    except BaseException:
+        for worker in begun.workers:
+            worker.kill()
+        raise
+    return begun
+
+
+def run_in_workers(run_args: list[str], count: int, report_dir: str, progress, *, scenarios_total: int,
+                   examples_total: int, spec=None, begun: SimpleNamespace | None = None) -> dict:
+    """Run ``conformance run RUN_ARGS`` as ``count`` shards in parallel and
+    return the merged report, written to ``report_dir``. ``begun``: the
+    workers ``start_workers`` started (else they are started here)."""
+    from .engine.interrupts import Interrupted, acknowledge, checkpoint
+    from .engine.runner import mark_interrupted, new_report, write_report_files, RunConfig
+    from .engine.shards import ShardError, load_shard_report, merge_reports
+
+    if begun is None:
+        begun = start_workers(run_args, count, report_dir)
+    started, cleared, tmp, workers = begun.started, begun.cleared, begun.tmp, begun.workers
     shown = {"stateful": False, "examples_total": examples_total}
     progress.start(scenarios_total, examples_total > 0)
     interrupt: KeyboardInterrupt | None = None
     try:
         try:
-            for worker in workers:
-                worker.start()
+            shown_at = 0.0
             while any(w.running() for w in workers):
-                _show(workers, progress, shown)
-                time.sleep(0.2)
+                if time.monotonic() - shown_at >= 0.2:
+                    _show(workers, progress, shown)
+                    shown_at = time.monotonic()
+                time.sleep(0.02)  # the merge starts as soon as the last worker ends
                 checkpoint()
         except KeyboardInterrupt as exc:
             acknowledge()

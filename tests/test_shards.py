@@ -260,6 +260,29 @@ def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path
     assert _report(tmp_path / "replayed")["scenarios"][0]["failure"]["kind"] == failure["kind"]
 
 
+def test_forked_and_spawned_workers_give_the_same_run(adapters, tmp_path):
+    # On Linux workers are forked from the kit's process; CONFORMANCE_WORKER_START=spawn
+    # starts each as a new interpreter (what macOS and Windows get). The same parts either way.
+    common = ["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "quick", "--seed", "3",
+              "--example-db", "none", "--workers", "2"]
+    reports = {}
+    for how in ("fork", "spawn"):
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir",
+                                 str(tmp_path / how)], cwd=adapters, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={**os.environ, "CONFORMANCE_WORKER_START": how})
+        code, text = _done(proc)
+        assert code == 0, text
+        reports[how] = _report(tmp_path / how)
+    assert [p["seed"] for p in reports["fork"]["stateful"]["parts"]] == \
+        [p["seed"] for p in reports["spawn"]["stateful"]["parts"]]
+    assert _comparable(reports["fork"], counts=True) == _comparable(reports["spawn"], counts=True)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir",
+                             str(tmp_path / "bad")], cwd=adapters, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "CONFORMANCE_WORKER_START": "thread"})
+    code, text = _done(proc)
+    assert code == 2 and "CONFORMANCE_WORKER_START 'thread'" in text and "Traceback" not in text, text
+
+
 def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
     code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "quick",
                              "--workers", "1", "--no-scenarios", "--report-dir", str(tmp_path / "r")], cwd=adapters))
