@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from conformance.engine.runner import RunConfig, prepare
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
 from statemachines import derived_races, load_spec
@@ -54,7 +56,11 @@ def _session(adapter_class):
                              report_dir=None)).session
 
 
-def _run(adapter_class):
+OTHER_GROUP = [("start_job", {"thread_id": "t2", "tool_call_id": "c2", "tool_name": "build", "job_id": "k2"}),
+               ("start_job", {"thread_id": "t2", "tool_call_id": "c3", "tool_name": "search", "job_id": "k3"})]
+
+
+def _run(adapter_class, groups_between: int = 0):
     session = _session(adapter_class)
     try:
         session.reset()
@@ -65,6 +71,11 @@ def _run(adapter_class):
         answers, failure = session.call_concurrently([_outcome("first"), _outcome("second")])
         assert failure is None, failure.message
         assert answers[0] == answers[1]
+        for n in range(groups_between):  # other races, settled at once, before the first one's is decided
+            group = [(op, {**args, "tool_call_id": f"{args['tool_call_id']}-{n}", "job_id": f"{args['job_id']}-{n}"})
+                     for op, args in OTHER_GROUP]
+            _, failure = session.call_concurrently(group)
+            assert failure is None, failure.message
         # Both answers are the same finished job: which payload won shows only at injection.
         response, failure = session.call("turn_boundary", {"thread_id": "t1"})
         return response, failure
@@ -72,14 +83,23 @@ def _run(adapter_class):
         session.close()
 
 
-def test_a_later_answer_picks_the_order_the_implementation_took():
-    response, failure = _run(SecondCallFirst)
+@pytest.mark.parametrize("groups_between", [0, 1, 2])
+def test_a_later_answer_picks_the_order_the_implementation_took(groups_between):
+    # With other concurrent groups in between, the first race's orders stay open behind them.
+    response, failure = _run(SecondCallFirst, groups_between)
     assert failure is None, failure.message
     assert "second" in str(response["effects"]) and "first" not in str(response["effects"])
 
 
-def test_an_answer_no_order_explains_is_still_a_divergence():
-    response, failure = _run(InjectsSomethingElse)
+def test_orders_stay_open_only_for_the_newest_few_groups():
+    from conformance.engine.linearize import MAX_OPEN_RACES
+    response, failure = _run(SecondCallFirst, MAX_OPEN_RACES)
+    assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
+
+
+@pytest.mark.parametrize("groups_between", [0, 2])
+def test_an_answer_no_order_explains_is_still_a_divergence(groups_between):
+    response, failure = _run(InjectsSomethingElse, groups_between)
     assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
     assert "third" in str(failure.observed)
 

@@ -19,11 +19,12 @@ from statemachines import ExpressionError, ObservationError
 from .compare import compare
 from .failures import Failure
 
-__all__ = ["linearize", "other_end_states", "RaceOutcome", "SEARCH_BUDGET", "MAX_LATER_STEPS"]
+__all__ = ["linearize", "other_end_states", "RaceOutcome", "SEARCH_BUDGET", "MAX_LATER_STEPS", "MAX_OPEN_RACES"]
 
 SEARCH_BUDGET = 20_000  # model predictions tried before the search gives up
 MAX_ORDERS = 24  # orders of one group tried again when a later step contradicts the chosen one
 MAX_LATER_STEPS = 400  # steps after a race kept to re-check another order against; past it, the choice stands
+MAX_OPEN_RACES = 3  # concurrent groups whose orders stay open at once (the newest ones)
 
 
 @dataclass
@@ -31,7 +32,9 @@ class RaceOutcome:
     """What a concurrent group left to decide later: the model's state before
     it, the calls and answers, the probe answers after it, and the end states
     already tried (the chosen order's first). ``later`` collects the steps
-    checked since, each ``(kind, operation or None, args or now_ms, answer)``."""
+    checked since, each ``(operation, args or now_ms, answer)``, or
+    ``(None, (calls, answers, probe answers), None)`` for a later concurrent
+    group (replayed by finding an order for it again)."""
 
     start: tuple
     calls: list
@@ -41,6 +44,14 @@ class RaceOutcome:
     order: list  # the order chosen first
     tried: list | None = None  # fingerprints of the end states adopted so far (worked out when first needed)
     later: list = field(default_factory=list)
+    previous: "RaceOutcome | None" = None  # the group before, whose orders are still open too
+
+    def chain(self):
+        """This outcome and the earlier ones still open, newest first."""
+        outcome: RaceOutcome | None = self
+        while outcome is not None:
+            yield outcome
+            outcome = outcome.previous
 
 
 def fingerprint(model) -> str:

@@ -26,7 +26,7 @@ from ..errors import AdapterLoadError, InputRefused
 from .compare import compare
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
-from .linearize import MAX_LATER_STEPS, linearize, other_end_states
+from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, linearize, other_end_states
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S", "launch_order"]
 
@@ -425,16 +425,32 @@ class Session:
         return self.check_invariants([(index, operation, response)])
 
     # -- races decided later --------------------------------------------------------
-    def _remember(self, operation: str, args: Any, response: Any) -> None:
-        """A step that matched, kept while the last race's order may still change."""
-        outcome = self.race_outcome
-        if outcome is not None:
+    def _remember(self, operation: str | None, args: Any, response: Any) -> None:
+        """A step that matched, kept while the orders of the last races may
+        still change (``operation`` None: a concurrent group, ``args`` its
+        calls, answers and probe answers)."""
+        newer = None
+        for outcome in list(self.race_outcome.chain()) if self.race_outcome is not None else ():
             outcome.later.append((operation, args, response))
-            if len(outcome.later) > MAX_LATER_STEPS:
-                self.race_outcome = None  # the order chosen long ago stands
+            if len(outcome.later) > MAX_LATER_STEPS:  # the order chosen long ago stands
+                if newer is None:
+                    self.race_outcome = None
+                else:
+                    newer.previous = None
+                return
+            newer = outcome
 
-    def _agrees(self, operation: str, args: Any, response: Any, index: int | None = None) -> bool:
-        """Whether the model, from where it is now, predicts this answer (and takes the step)."""
+    def _agrees(self, operation: str | None, args: Any, response: Any, index: int | None = None) -> bool:
+        """Whether the model, from where it is now, predicts this answer (and
+        takes the step); for a concurrent group (``operation`` None), whether
+        some order of its calls does."""
+        if operation is None:
+            calls, responses, followups = args
+            kept = self.race_outcome
+            try:
+                return linearize(self, calls, responses, None, followups) is None
+            finally:
+                self.race_outcome = kept
         try:
             if operation == "set_clock":
                 prediction = self.model.advance(args)
@@ -449,20 +465,23 @@ class Session:
         return compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args)) is None
 
     def _reconsider(self, check: Callable[[], bool]) -> bool:
-        """A step the model disagrees with: try the last concurrent group's
-        other end states (orders that matched its answers too, but ended
-        elsewhere): replay every step since it from each, then ``check`` this
-        one. The first that explains them all is adopted (True); else the
-        model is left as it was (False)."""
-        outcome = self.race_outcome
-        if outcome is None:
+        """A step the model disagrees with: try the other end states of the
+        last concurrent groups still open (orders that matched their answers
+        too, but ended elsewhere), the newest group first: replay every step
+        since it from each (later groups by finding an order for them again),
+        then ``check`` this one. The first that explains them all is adopted
+        (True); else the model is left as it was (False)."""
+        if self.race_outcome is None:
             return False
-        failing = self.model.snapshot()
-        for end in other_end_states(self, outcome):
-            self.model.restore(end)
-            if all(self._agrees(op, args, response) for op, args, response in outcome.later) and check():
-                return True
+        failing, kept = self.model.snapshot(), self.race_outcome
+        for outcome in list(kept.chain()):
+            for end in other_end_states(self, outcome):
+                self.model.restore(end)
+                self.race_outcome = outcome  # the groups after it are replayed with their first matching order
+                if all(self._agrees(op, args, response) for op, args, response in outcome.later) and check():
+                    return True
         self.model.restore(failing)
+        self.race_outcome = kept
         return False
 
     def acceptor(self, operation: str, args: Any, index: int | None = None):
@@ -651,20 +670,40 @@ class Session:
             return responses, failure
         self._seen = saved  # check_invariants below records them again
         earlier, self.race_outcome = self.race_outcome, None
-        failure = linearize(self, calls, responses, index, followups)
+        failure = linearize(self, calls, responses, index, followups)  # sets the group's own outcome
         if failure and earlier is not None:
-            self.race_outcome = earlier  # another order of the group before may explain this one
+            self.race_outcome = earlier  # another order of a group before may explain this one
+            open_before: list = []
 
             def explained() -> bool:
-                self.race_outcome = earlier
-                return linearize(self, calls, responses, index, followups) is None  # sets its own outcome
+                open_before[:] = [self.race_outcome]  # the outcome _reconsider adopted
+                return linearize(self, calls, responses, index, followups) is None
             if self._reconsider(explained):
                 failure = None
-            elif self.race_outcome is earlier:
-                self.race_outcome = None
+                earlier = open_before[0]
+            else:
+                earlier = self.race_outcome
         if failure:
             return responses, failure
-        return responses, self.check_invariants(judged)
+        # The groups before stay open behind this one (the newest few): a later
+        # step may still show that one of them went another way.
+        if earlier is not None:
+            group = (list(calls), list(responses), list(followups))
+            self.race_outcome, newest = earlier, self.race_outcome
+            self._remember(None, group, None)
+            earlier = self.race_outcome
+            if newest is not None:
+                newest.previous = earlier
+                for depth, outcome in enumerate(newest.chain()):
+                    if depth == MAX_OPEN_RACES - 1:
+                        outcome.previous = None
+                self.race_outcome = newest
+        failure = self.check_invariants(judged)
+        if failure is None and followups and len(followups) == len(self.probe_calls()):
+            # The follow-up calls were the probe, and the order adopted matches
+            # them: the state is probed already (probe(when_changed=True) skips it).
+            self._probed_revision = self.model.revision
+        return responses, failure
 
     # -- probes -------------------------------------------------------------------
     def probe_calls(self) -> list[tuple[str, dict]]:
