@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import cel
 
+from .cel_subset import NotSubset, compile_subset
+
 from .errors import ExpressionError
 
 __all__ = ["Expression", "compile_expression", "fields_used", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill",
@@ -193,6 +195,11 @@ class Expression:
                 return self.fast(env)
             except _NotFast:
                 pass  # unexpected value shapes: let CEL decide (and report)
+        elif self.subset is not None:
+            try:
+                return self.subset(env, functions)
+            except NotSubset:
+                pass  # values the subset does not judge exactly: CEL decides (and reports)
         # The binding converts every variable it is given into CEL values, so
         # hand it only the ones this expression uses (payloads can be large).
         # A map is handed over with only the fields the expression reads (a
@@ -256,6 +263,7 @@ class Expression:
     reads: tuple = ()  # (variable, the fields it reads, or None for all of it), for every variable
     path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
     fast: Callable[[dict], Any] | None = None  # exact Python evaluation of a few trivial shapes
+    subset: Callable[[dict, dict | None], Any] | None = None  # exact Python evaluation of common CEL (cel_subset)
 
     def _lookup(self, env: dict) -> Any:
         head, *rest = self.path
@@ -436,12 +444,13 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
     path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
+    fast = None if path else (_constant(program) if not variables and not functions and executable is program
+                              else _fast_path(source))
+    subset = None if path or fast else compile_subset(source, {
+        name: PURE_FUNCTIONS.get(name) for name in functions if name in PURE_FUNCTIONS or name in MODEL_FUNCTIONS})
     return Expression(source=source, where=where, program=executable, variables=variables, functions=functions,
                       reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
-                      ticked=executable is not program, path=path,
-                      fast=None if path else (_constant(program) if not variables and not functions
-                                              and executable is program
-                                              else _fast_path(source)))
+                      ticked=executable is not program, path=path, fast=fast, subset=subset)
 
 
 # -------------------------------------------------- the cost budget's ticks

@@ -113,6 +113,18 @@ def _handle_class(field_name: str):
 _WRITES = frozenset({S.Create, S.Fire, S.SetFields, S.Apply, S.Put, S.Drop, S.Counter, S.Reset, S.Remove, S.Advance})
 
 
+def _writes(steps: list) -> bool:
+    """Whether any of these steps (or the steps nested in them) changes the model's state."""
+    for step in steps:
+        if type(step) in _WRITES:
+            return True
+        if isinstance(step, S.When) and (_writes(step.then) or _writes(step.otherwise)):
+            return True
+        if isinstance(step, S.ForEach) and _writes(step.body):
+            return True
+    return False
+
+
 class Model:
     def __init__(self, spec: Spec, params: dict):
         self.spec = spec
@@ -121,6 +133,8 @@ class Model:
         self.field = spec.lifecycle.field
         self.terminal_states = sorted(spec.lifecycle.terminal)
         self.coverage = Coverage()
+        # operations whose steps change nothing (probes, lists): Model.peek predicts them in place
+        self._read_only = frozenset(name for name, op in spec.operations.items() if not _writes(op.steps))
         self._handle = _handle_class(self.field)
         self.machine = self._build_machine()
         self._public = tuple(self.entity.fields)
@@ -243,6 +257,23 @@ class Model:
         return None if rec is None else {f: rec.get(f) for f in self._public}
 
     # -- predicting one operation ---------------------------------------------
+    def peek(self, operation: str, args: dict, observation: dict | None = None) -> Prediction:
+        """What ``operation`` must produce now, leaving the model as it is and
+        counting nothing in its coverage (an order being tried, not a step
+        taken). Cheap for an operation that changes nothing (a probe); any
+        other runs on a snapshot that is then restored."""
+        if operation in self._read_only:
+            coverage, self.coverage = self.coverage, Coverage()
+            try:
+                return self.predict(operation, args, observation)
+            finally:
+                self.coverage = coverage
+        snap = self.snapshot()
+        try:
+            return self.predict(operation, args, observation)
+        finally:
+            self.restore(snap)
+
     def predict(self, operation: str, args: dict, observation: dict | None = None) -> Prediction:
         """Apply ``operation`` to the model and return what it must produce.
 

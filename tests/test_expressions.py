@@ -1,9 +1,12 @@
 """Spec expressions: CEL compiled safely; the Python fast paths agree with CEL exactly."""
+import dataclasses
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from statemachines import ExpressionError, compile_expression
-from statemachines.expressions import fields_used, text_of_size
+from statemachines.cel_subset import NotSubset, compile_subset
+from statemachines.expressions import Expression, fields_used, text_of_size
 
 values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "running"]),
                    st.lists(st.sampled_from(["a", "b", "running"]), max_size=3))
@@ -46,3 +49,98 @@ def test_fields_used_and_text_of_size():
     assert fields_used("record(job)", "job") is None
     text = text_of_size(25, 4)
     assert len(text.encode()) == 25 and text.count("\n") + 1 == 4
+
+
+# ------------------------------------------------ the CEL subset (statemachines/cel_subset.py)
+def _tagged(value):
+    """A value with every item's kind spelled out: True and 1, 1 and 1.0 differ."""
+    if isinstance(value, list):
+        return ["list", [_tagged(v) for v in value]]
+    if isinstance(value, dict):
+        return ["map", sorted((str(k), _tagged(v)) for k, v in value.items())]
+    return [type(value).__name__, repr(value) if isinstance(value, float) else value]  # nan equals nan
+
+
+def _cel_and_subset(source, env, functions=None):
+    """(CEL's result, the subset's), or None when the subset leaves these values to CEL."""
+    expr = compile_expression(source, "test")
+    subset = compile_subset(source, {})
+    assert subset is not None, f"{source} is not in the subset"
+    try:
+        got = ("ok", _tagged(subset(env, functions)))
+    except NotSubset:
+        return None
+    cel_only = dataclasses.replace(expr, subset=None, fast=None, path=None)
+    try:
+        expected = ("ok", _tagged(cel_only.evaluate(env, functions)))
+    except ExpressionError:
+        expected = ("error",)
+    return expected, got
+
+
+SUBSET_SOURCES = (
+    "a == b", "a != b", "a < b", "a >= b", "a in c", "!(a in c)", "a + b", "a - b", "a * b", "a / b", "a % b",
+    "-a", "!a", "a && b", "a || b", "a ? b : c", "size(a)", "a.size()", "string(a)", "has(m.a)", "has(m.z)",
+    "m.a", "m['a']", "c[0]", "c[a]", "[a, b] == c", "{'x': a, 'y': [b]}", "c.filter(v, v == a)",
+    "c.map(v, [v, a])", "c.all(v, v != b)", "c.exists(v, v == a)", "c.filter(v, v in c).size() <= a",
+    "has(m.a) && m.a != null ? m.a : c", "m.a == null || b == 'x'", "(a + 1) * 2 - b / 3 % 4",
+    "'pre-' + string(a) + '-' + string(b)", "a in m", "9223372036854775807 + a", "c + [a]",
+)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(-(1 << 64), 1 << 64),
+                    st.sampled_from(["", "a", "x", "é", "running"]), st.floats(-2, 2, allow_nan=False))
+cel_values = st.one_of(scalars, st.lists(scalars, max_size=3),
+                       st.dictionaries(st.sampled_from(["a", "b", "z"]), scalars, max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=cel_values, b=cel_values, c=cel_values, m=cel_values)
+def test_the_cel_subset_agrees_with_cel_on_every_value(a, b, c, m):
+    env = {"a": a, "b": b, "c": c, "m": m}
+    for source in SUBSET_SOURCES:
+        both = _cel_and_subset(source, env)
+        if both is not None:
+            assert both[1] == both[0], (source, env)
+
+
+def test_the_cel_subset_leaves_what_it_does_not_know_to_cel():
+    for source in ("int(a) == 1", "a.startsWith('x')", "a == 1.5", "a == 2u", "a == r'x'", "a == 'it\\'s'",
+                   "dyn(a)", "a.b.c()", "[1, 2].exists_one(v, v == 1)"):
+        assert compile_expression(source, "test").subset is None, source
+    expr = compile_expression("fill(t, {'n': a}) + known(a)", "test")  # a model function, handed over at evaluation
+    assert expr.subset is not None
+    with pytest.raises(ExpressionError):
+        expr.evaluate({"t": "{n}", "a": "x"}, {"known": lambda key: 1})  # string + int: CEL's error, not Python's
+    assert expr.evaluate({"t": "{n}-", "a": "x"}, {"known": lambda key: "k"}) == "x-k"
+
+
+@pytest.mark.parametrize("spec", ["thread-jobs", "task-progress", "async-jobs@task-table", "async-command"])
+def test_every_expression_of_a_bundled_spec_gives_what_cel_gives(spec, monkeypatch):
+    # Every evaluation of a quick run (scenarios and exploration) is done both ways.
+    from conformance.engine.runner import RunConfig, run_conformance
+
+    original = Expression.evaluate
+    checked, wrong = [0], []
+
+    def both_ways(self, env, functions=None):
+        reference = dataclasses.replace(self, subset=None, fast=None, path=None)
+        try:
+            expected = ("ok", original(reference, env, functions))
+        except ExpressionError as exc:
+            expected = ("error", exc)
+        if self.subset is not None:
+            checked[0] += 1
+            try:
+                got = ("ok", original(self, env, functions))
+            except ExpressionError:
+                got = ("error", None)
+            if got[0] != expected[0] or (got[0] == "ok" and _tagged(got[1]) != _tagged(expected[1])):
+                wrong.append((self.source, self.where, got, expected))
+        if expected[0] == "error":
+            raise expected[1]
+        return expected[1]
+    monkeypatch.setattr(Expression, "evaluate", both_ways)
+    name, _, profile = spec.partition("@")
+    report = run_conformance(RunConfig(spec_path=name, profile="quick", seed=1, report_dir=None,
+                                       adapter_options={"profile": profile} if profile else {}))
+    assert report["verdict"] == "pass", report["verdict"]
+    assert checked[0] > 1000 and not wrong, wrong[:5]

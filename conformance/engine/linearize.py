@@ -89,15 +89,11 @@ def other_end_states(session, outcome: RaceOutcome):
 
 
 def _matches(model, op, args, response, acceptor, *, keep: bool = True) -> bool:
-    snap = None if keep else model.snapshot()
     try:
-        prediction = model.predict(op, args, response)
+        prediction = model.predict(op, args, response) if keep else model.peek(op, args, response)
         return compare(prediction, response, accept=acceptor(op, args)) is None
     except (ObservationError, ExpressionError):
         return False
-    finally:
-        if snap is not None:
-            model.restore(snap)
 
 
 def _short(value, limit: int = 160) -> str:
@@ -178,9 +174,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
 
     def settled(order: list[int]) -> bool:
         for op, args, response in followups:
-            snap = model.snapshot()
-            prediction = model.predict(op, args, response)
-            model.restore(snap)
+            prediction = model.peek(op, args, response)
             diff = compare(prediction, response, accept=acceptor(op, args))
             if diff:
                 if len(order) >= best["depth"]:
