@@ -312,7 +312,7 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
     examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
     if example_db is None:  # the workers keep their failing examples where a run in one process would
         args = args + ["--example-db-base", os.path.join(report_dir, "example-db")]
-    begun = start_workers(args, count, report_dir)  # before the progress display's thread starts
+    begun = start_workers(args, count, report_dir, entry=main)  # before the progress display's thread starts
     try:
         with progress_for(console, errors, level) as progress:
             report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),

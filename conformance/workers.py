@@ -108,9 +108,10 @@ class _Forked:
         os.kill(self.pid, signum)
 
 
-def _fork(args: list[str], console: Path, env: dict) -> _Forked:
-    """Fork a worker running ``conformance ARGS``: its own session, stdin
-    from /dev/null, stdout to ``console``, stderr to a pipe read here."""
+def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
+    """Fork a worker running ``entry(ARGS)`` (the kit's command line, which
+    ends with SystemExit): its own session, stdin from /dev/null, stdout to
+    ``console``, stderr to a pipe read here."""
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -138,9 +139,8 @@ def _fork(args: list[str], console: Path, env: dict) -> _Forked:
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
         os.environ.update(env)
-        from .cli import main
         try:
-            main(args)
+            entry(args)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -179,10 +179,10 @@ class _Worker:
         self.proc: subprocess.Popen | None = None
         self.reader: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, entry=None) -> None:
         env = {"CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
-        if fork_workers():
-            self.proc = _fork(self.args, self.console, env)
+        if entry is not None and fork_workers():
+            self.proc = _fork(entry, self.args, self.console, env)
         else:
             with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
                 self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE,
@@ -248,10 +248,12 @@ def _show(workers: list[_Worker], progress, shown: dict) -> None:
         progress.stateful_example(examples)
 
 
-def start_workers(run_args: list[str], count: int, report_dir: str) -> SimpleNamespace:
+def start_workers(run_args: list[str], count: int, report_dir: str, entry=None) -> SimpleNamespace:
     """Start ``count`` workers, each running its shard of ``conformance run
     RUN_ARGS``; call before any thread of this process starts (a forked
-    worker must not inherit one): before the progress display."""
+    worker must not inherit one): before the progress display. ``entry``:
+    the kit's command line (``conformance.cli.main``), which a forked worker
+    runs; without it every worker is a new interpreter."""
     from .engine.runner import clear_report_files
 
     cleared: dict = {"problems": []}
@@ -261,7 +263,7 @@ def start_workers(run_args: list[str], count: int, report_dir: str) -> SimpleNam
                             workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)])
     try:
         for worker in begun.workers:
-            worker.start()
+            worker.start(entry)
         for worker in begun.workers:
             worker.read()
     except BaseException:
