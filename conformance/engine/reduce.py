@@ -8,7 +8,9 @@ implementation, the same way ``conformance replay`` runs a counterexample
 file, and made smaller while the *same* failure (its kind, operation and
 path, indexes aside) still happens:
 
-1. run each concurrent group one call at a time when the bug does not
+1. keep only the last steps (1, 2, 4, ... before the failing one) with the
+   steps that first named the records they name, when that still fails;
+   run each concurrent group one call at a time when the bug does not
    need the race (its calls can then go one by one, and every later replay
    is deterministic); drop every step of one kind (all clock moves, all
    calls of one operation); drop whole records (every step that created or
@@ -144,6 +146,34 @@ class _Reducer:
         return False
 
     # -- 1. fewer steps ---------------------------------------------------------
+    def keep_tail(self, steps: list[dict]) -> list[dict]:
+        """The last step with the 1, 2, 4, ... steps before it, and the steps
+        that first named a record these name (the start that created the job
+        a cancel names): a bug most often needs a few steps just before it
+        shows, and these candidates are short, so each replay is cheap. The
+        first that fails is kept; past half of the steps, none is tried."""
+        first: dict[str, int] = {}
+        for index, step in enumerate(steps):
+            for name in _step_names(step):
+                first.setdefault(name, index)
+        size = 1
+        while size < len(steps) - 1 and not self.out_of_time():
+            keep = set(range(len(steps) - 1 - size, len(steps)))
+            todo = list(keep)
+            while todo:  # the steps that first named what the kept ones name, and what those name
+                for name in _step_names(steps[todo.pop()]):
+                    index = first[name]
+                    if index not in keep:
+                        keep.add(index)
+                        todo.append(index)
+            if len(keep) * 2 > len(steps):
+                break
+            candidate = [step for index, step in enumerate(steps) if index in keep]
+            if self.fails(candidate):
+                return self.as_replayed(candidate)
+            size *= 2
+        return steps
+
     def drop_kinds(self, steps: list[dict]) -> list[dict]:
         """Drop every step of one kind at once (every clock move, every call
         of one operation, every concurrent group), the failing last step
@@ -366,6 +396,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
         # whole list, which everything after is measured against, gets four times that).
         if not any(reducer.fails(steps) for _ in range(4 if _races(steps) else 1)):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
+        steps = reducer.keep_tail(steps)
         if len(steps) > _LONG:
             # A long trace first loses whole kinds of steps and big chunks (each replay
             # of it is slow; one that drops half of it halves every later replay).
@@ -468,6 +499,27 @@ def _record_names(steps: list[dict], key_field: str) -> list[str]:
             if isinstance(value, str) and value:
                 names.setdefault(value, None)
     return list(names)
+
+
+def _step_names(step: dict) -> set[str]:
+    """The strings a step's calls created (``chosen``) or pass as arguments
+    (which may name records)."""
+    out: set[str] = set()
+    for call in _calls_of(step):
+        out.update(v for v in call.get("chosen") or () if isinstance(v, str))
+        _strings(call.get("args"), out)
+    return out
+
+
+def _strings(value: Any, out: set) -> None:
+    if isinstance(value, str):
+        out.add(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
 
 
 def _names(step: dict, name: str) -> bool:
