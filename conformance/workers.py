@@ -118,7 +118,12 @@ def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
             stream.flush()  # nothing buffered here may be written twice
         except (OSError, ValueError):
             pass
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid:
         os.close(write_fd)
         return _Forked(pid, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
@@ -181,8 +186,14 @@ class _Worker:
 
     def start(self, entry=None) -> None:
         env = {"CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
+        forked = None
         if entry is not None and fork_workers():
-            self.proc = _fork(entry, self.args, self.console, env)
+            try:
+                forked = _fork(entry, self.args, self.console, env)
+            except OSError:  # no fork now (out of processes or memory): a new interpreter may still start
+                forked = None
+        if forked is not None:
+            self.proc = forked
         else:
             with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
                 self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE,
