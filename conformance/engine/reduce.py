@@ -19,8 +19,8 @@ path, indexes aside) still happens:
    two clock moves in a row become one;
 2. simplify the arguments that are left: first one argument of one
    operation in every call at once (left out, or the same simplest value),
-   then each one: the shortest strings, then ASCII ones; the smallest
-   numbers; fewer list items;
+   then each one: a value its schema's enum or pool lists earlier; the
+   shortest strings, then ASCII ones; the smallest numbers; fewer list items;
 3. repeat while anything got smaller, within a time budget.
 
 The result is deterministic for a deterministic implementation (every try
@@ -308,6 +308,26 @@ class _Reducer:
                     break
         return steps
 
+    def listed_before(self, step: dict, slot: tuple, value: Any) -> list:
+        """The values an argument's schema lists before ``value`` (its
+        ``enum``, or the exploration pool it is drawn from), first first: the
+        first of a list is its simplest, and the one the result settles on
+        whichever value the exploration happened to draw."""
+        if len(slot) < 2 or slot[-2] != "args":
+            return []
+        call = step if slot[0] == "args" else step["concurrently"][slot[1]]
+        operation = self.session.spec.operations.get(call.get("call"))
+        schema = (operation.args_schema.get("properties") or {}).get(slot[-1]) if operation else None
+        if not isinstance(schema, dict):
+            return []
+        listed = schema.get("enum")
+        pool = (schema.get("x-draw") or {}).get("pool") if isinstance(schema.get("x-draw"), dict) else None
+        if not isinstance(listed, list) and pool is not None:
+            listed = self.session.spec.exploration.pools.get(pool)
+        if not isinstance(listed, list) or value not in listed:
+            return []
+        return list(listed[:listed.index(value)])
+
     def simplify_arguments(self, steps: list[dict]) -> list[dict]:
         # A record's name ties steps together (the start that made it, the
         # status command that names it): changed in one place it names another
@@ -323,7 +343,7 @@ class _Reducer:
                 value = _get(steps[index], slot)
                 if isinstance(value, str) and value in names:
                     continue
-                for simpler in _simpler_values(value):
+                for simpler in self.listed_before(steps[index], slot, value) + _simpler_values(value):
                     if self.out_of_time():
                         return steps
                     candidate = list(steps)
