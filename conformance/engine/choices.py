@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import strategies as st
 from hypothesis.internal.intervalsets import IntervalSet
 
-__all__ = ["Drawer", "Drawn", "integer", "sampled", "either", "nested", "text", "permutation", "optional",
+__all__ = ["Drawer", "Drawn", "integers", "sampled", "either", "nested", "text", "permutation", "optional",
            "list_of", "tuple_of", "ABSENT"]
 
 Drawer = Callable[[Any], Any]
@@ -31,9 +31,9 @@ Drawer = Callable[[Any], Any]
 ABSENT = object()  # an optional argument not sent
 
 
-def integer(data, low: int, high: int) -> int:
+def integers(low: int, high: int) -> Drawer:
     """An integer in [low, high]; it shrinks towards ``low``."""
-    return data.draw_integer(low, high)
+    return lambda data: data.draw_integer(low, high)
 
 
 def sampled(values: Sequence) -> Drawer:

@@ -654,7 +654,8 @@ class Session:
         # later (e.g. in list order); observe the state now so the chosen
         # sequential order must explain it too.
         followups = []
-        for op, args in (self.probe_calls() if self.observe_after_concurrent else []):
+        probes = self.probe_calls() if self.observe_after_concurrent else []
+        for op, args in probes:
             response, problem = self._invoke(op, args)
             self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)})
             if problem:
@@ -699,7 +700,7 @@ class Session:
                         outcome.previous = None
                 self.race_outcome = newest
         failure = self.check_invariants(judged)
-        if failure is None and followups and len(followups) == len(self.probe_calls()):
+        if failure is None and followups and len(followups) == len(probes):
             # The follow-up calls were the probe, and the order adopted matches
             # them: the state is probed already (probe(when_changed=True) skips it).
             self._probed_revision = self.model.revision

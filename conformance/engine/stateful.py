@@ -125,6 +125,8 @@ class Explorer:
         self.model = None  # set by the state machine, for drawing live keys
         self._payloads = {name: self._payload_drawer(policy) for name, policy in spec.policies.items()
                           if policy.kind == "inline_or_spill"}
+        # which derived race: always one choice, even when there is one race (the choices Hypothesis recorded stay valid)
+        self.derived_index = choices.integers(0, len(self.derived) - 1) if self.derived else None
         self.step = choices.Drawn(self._draw_step, "steps")
 
     def _payload_drawer(self, policy):
@@ -154,8 +156,8 @@ class Explorer:
             return (choices.list_of(item, int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
                     ("list", kind))
         if draw and "keys" in draw:
-            return (lambda data: (data.draw_integer(0, 99), data.draw_integer(0, 255))), \
-                ("key", float(draw.get("fresh", 0.1)))
+            return (choices.tuple_of([choices.integers(0, 99), choices.integers(0, 255)]),
+                    ("key", float(draw.get("fresh", 0.1))))
         if draw and "policy" in draw:
             drawer = self._payloads[draw["policy"]]
         elif draw and "pool" in draw:
@@ -230,7 +232,7 @@ class Explorer:
             low = int(batch["count"]["min"].evaluate(env))
             high = max(low, int(batch["count"]["max"].evaluate(env)))
             pools = self.spec.exploration.pools
-            count = lambda data: data.draw_integer(low, high)  # noqa: E731
+            count = choices.integers(low, high)
             edges = self.batch_edges.get(batch["name"])
             if edges:  # half of the counts sit at a declared limit's edge
                 count = choices.either(count, choices.sampled(sorted(edges)))
@@ -276,7 +278,7 @@ class Explorer:
         if kind == "advance":
             return kind, self.advance_ms(data)
         if kind == "derived":
-            kind, what = "concurrent", self.derived[data.draw_integer(0, len(self.derived) - 1)]
+            kind, what = "concurrent", self.derived[self.derived_index(data)]
         if kind == "concurrent":
             return kind, what, [self.args_plan(op)[0](data) for op in what["calls"]]
         plan = self.batch_plan(what)
