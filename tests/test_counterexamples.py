@@ -204,3 +204,71 @@ def test_a_real_race_stays_a_linearizability_failure_and_says_what_each_order_di
         session.close()
     assert explained is failure and explained.kind == "linearizability"
     assert "call 0 then call 1, one at a time: no difference" in explained.message
+
+
+def test_a_race_that_shows_in_few_replays_gets_more_tries_per_candidate():
+    from conformance.engine.reduce import MAX_RACE_TRIES, RACE_TRIES, race_tries
+
+    assert race_tries(1.0) == RACE_TRIES and race_tries(0.9) == RACE_TRIES
+    assert race_tries(0.5) == 7 and race_tries(0.25) == 17  # a miss stays under 1 %: 0.75 ** 17 < 0.01
+    assert race_tries(0.05) == MAX_RACE_TRIES
+
+
+def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
+    """A cancel that checks, releases its lock and acts only now and then (a
+    quarter of the calls here, as a race that a loaded machine rarely
+    schedules): three replays per candidate would keep a step the failure
+    does not need whenever all three missed."""
+    import random
+    import threading
+    import time
+    from dataclasses import replace
+
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+    from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+    from lifecycle_references.thread_jobs.runtime import PENDING_CANCEL, ThreadJobRuntime
+
+    class RarelyRacingCancel(ThreadJobRuntime):
+        luck = random.Random(2)  # the same calls pause in every run (three tries per candidate kept a start here)
+        luck_lock = threading.Lock()
+
+        def cancel_job(self, thread_id, job_id, requested_by):
+            with self.luck_lock:
+                pause = self.luck.random() < 0.2
+            if not pause:
+                return super().cancel_job(thread_id, job_id, requested_by)
+            with self._lock:
+                job = self._job_in_thread(thread_id, job_id)
+                cancellable = self._cancellable(job)
+            time.sleep(0.02)
+            with self._lock:
+                if cancellable:
+                    job.status = PENDING_CANCEL
+                    job.cancel_requested_at = self._clock()
+                    self._tool_runtime.request_cancel(job.job_id, requested_by)
+                return replace(job)
+
+    class Adapter(ReferenceAdapter):
+        runtime_class = RarelyRacingCancel
+
+    cancel = {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}
+    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "build",
+                                            "job_id": f"k{i}"}} for i in (2, 3, 1, 4)]
+    steps += [{"advance_ms": 5}, {"call": "list_jobs", "args": {"thread_id": "t1"}}, {"advance_ms": 7},
+              {"concurrently": [{"call": "cancel_job", "args": cancel}, {"call": "cancel_job", "args": cancel}]}]
+    session = _session_for(Adapter)
+    try:
+        failure = None
+        for _ in range(60):
+            failure = replay_steps(session, steps)
+            if failure is not None:
+                break
+        assert failure is not None and failure.kind == "linearizability", failure and failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert reduced.kind == "linearizability", reduced.message
+    calls = [s.get("call") or "concurrently" for s in kept if "advance_ms" not in s]
+    assert calls[:2] == ["start_job", "concurrently"] and len(kept) <= 4, kept  # then at most the probe's calls
+    assert kept[0]["args"]["job_id"] == "k1", kept

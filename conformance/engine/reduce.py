@@ -31,6 +31,7 @@ says).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import time
 from typing import Any
@@ -41,12 +42,29 @@ from ..errors import AdapterLoadError
 from .failures import Failure
 from .interrupts import checkpoint
 
-__all__ = ["explain_race", "reduce_failure", "replay_steps", "signature", "steps_of_trace"]
+__all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "signature", "steps_of_trace"]
 
 # How many orders of one concurrent group are re-run one call at a time.
 MAX_ORDERS = 24
-# How many replays steps with a concurrent group get before they count as not failing.
+# How many replays steps with a concurrent group get before they count as not failing:
+# at least RACE_TRIES, more when the race shows in fewer of the first replays of the
+# whole list (RACE_SAMPLE of them), so that a step the failure does not need is
+# wrongly kept with a chance under RACE_MISS, up to MAX_RACE_TRIES.
 RACE_TRIES = 3
+RACE_SAMPLE = 12
+RACE_MISS = 0.01
+MAX_RACE_TRIES = 24
+
+
+def race_tries(rate: float) -> int:
+    """How many replays a candidate with races gets when the race showed in
+    ``rate`` of the replays of the whole list: enough that a candidate that
+    still fails is missed with a chance under RACE_MISS, within
+    RACE_TRIES..MAX_RACE_TRIES."""
+    if rate >= 1:
+        return RACE_TRIES
+    needed = math.ceil(math.log(RACE_MISS) / math.log(1 - rate))
+    return max(RACE_TRIES, min(MAX_RACE_TRIES, needed))
 
 
 def signature(failure: Failure) -> tuple:
@@ -118,32 +136,59 @@ class _Reducer:
         self.best_failure: Failure | None = None
         self.validators: dict[str, Any] = {}
         self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
+        self.race_tries = RACE_TRIES
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
 
     def fails(self, steps: list[dict]) -> bool:
         """Whether ``steps`` still end in the target failure (kept when they do).
-        Steps that race calls get up to RACE_TRIES replays, each giving
+        Steps that race calls get up to ``race_tries`` replays, each giving
         another call of a group the head start: one replay in which the
         threads happened not to interleave must not make a step that the
         failure does not need look needed."""
-        for attempt in range(RACE_TRIES if _races(steps) else 1):
-            self.tries += 1
-            self.session.head_start = -1 - attempt  # each try another call of a group leads
-            self.renamed = {}
-            try:
-                failure = replay_steps(self.session, steps, self.renamed)
-            except AdapterLoadError:
-                return False
-            finally:
-                self.session.head_start = -1
-            if failure is not None and signature(failure) == self.target:
-                self.best_failure = failure
+        for attempt in range(self.race_tries if _races(steps) else 1):
+            if self.replay_fails(steps, attempt):
                 return True
             if self.out_of_time():
                 break
         return False
+
+    def replay_fails(self, steps: list[dict], attempt: int = 0) -> bool:
+        """One replay of ``steps`` (call ``-1 - attempt`` of each group leads)."""
+        self.tries += 1
+        self.session.head_start = -1 - attempt
+        self.renamed = {}
+        try:
+            failure = replay_steps(self.session, steps, self.renamed)
+        except AdapterLoadError:
+            return False
+        finally:
+            self.session.head_start = -1
+        if failure is not None and signature(failure) == self.target:
+            self.best_failure = failure
+            return True
+        return False
+
+    def replays(self, steps: list[dict]) -> bool:
+        """Whether the whole list fails again. A list without races replays
+        once. One with races is replayed RACE_SAMPLE times or more (one try
+        is a replay, ``fails`` gives it ``race_tries``), and how often the race
+        showed sets how many tries every later candidate gets: on a loaded
+        machine a race that shows in one replay of four needs far more than
+        three to tell a needed step from an unlucky schedule."""
+        if not _races(steps):
+            return self.fails(steps)
+        hits = tried = 0
+        # Past RACE_SAMPLE replays only while fewer than two showed the race (a rate
+        # from one hit is a guess), up to four times as many.
+        while (tried < RACE_SAMPLE or (hits < 2 and tried < 4 * RACE_SAMPLE)) and not self.out_of_time():
+            hits += self.replay_fails(steps, tried)
+            tried += 1
+        if not hits:
+            return False
+        self.race_tries = race_tries(hits / tried)
+        return True
 
     # -- 1. fewer steps ---------------------------------------------------------
     def keep_tail(self, steps: list[dict]) -> list[dict]:
@@ -412,9 +457,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:
-        # A race may need a few tries to show again (fails() gives it RACE_TRIES; the
-        # whole list, which everything after is measured against, gets four times that).
-        if not any(reducer.fails(steps) for _ in range(4 if _races(steps) else 1)):
+        if not reducer.replays(steps):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
         steps = reducer.keep_tail(steps)
         if len(steps) > _LONG:
