@@ -16,11 +16,15 @@ path, indexes aside) still happens:
    calls of one operation); drop whole records (every step that created or
    names one id; half of them, then quarters, ..., then one by one); then
    steps: chunks of halving size, then single steps (delta debugging);
-   two clock moves in a row become one;
+   a call that only moved the clock (one that waits) becomes that clock
+   move; two clock moves in a row become one;
 2. simplify the arguments that are left: first one argument of one
    operation in every call at once (left out, or the same simplest value),
-   then each one: a value its schema's enum or pool lists earlier; the
-   shortest strings, then ASCII ones; the smallest numbers; fewer list items;
+   then an optional argument naming a record (an explicit id: the
+   implementation then chooses one, and later steps follow it), then each
+   one: a value its schema's enum or pool lists earlier; the shortest
+   strings, then ASCII ones; the smallest numbers (clock moves too); fewer
+   list items;
 3. repeat while anything got smaller, within a time budget.
 
 The result is deterministic for a deterministic implementation (every try
@@ -99,7 +103,8 @@ def _renamed(value: Any, names: dict) -> Any:
     return value
 
 
-def replay_steps(session: "Session", steps: list[dict], names: dict | None = None) -> Failure | None:
+def replay_steps(session: "Session", steps: list[dict], names: dict | None = None,
+                 clocks: list | None = None) -> Failure | None:
     """Run ``steps`` from a fresh implementation; the first failure, or None.
 
     Values the implementation chose when the steps were recorded (a step's
@@ -107,7 +112,8 @@ def replay_steps(session: "Session", steps: list[dict], names: dict | None = Non
     replay, in later steps' arguments: with an earlier start dropped, the
     job once called ``job-5`` may now be ``job-4``, and the steps that named
     it must name ``job-4``. ``names`` (when given) receives that mapping:
-    recorded value -> this replay's value."""
+    recorded value -> this replay's value; ``clocks`` (when given), the
+    virtual clock after each step that passed."""
     session.reset()
     names = {} if names is None else names
     for step in steps:
@@ -125,6 +131,8 @@ def replay_steps(session: "Session", steps: list[dict], names: dict | None = Non
                         names[before] = now
         if failure is not None:
             return failure
+        if clocks is not None:
+            clocks.append(max(session.now, session.model.now))  # a waiting call moves the model's
     return None
 
 
@@ -373,6 +381,52 @@ class _Reducer:
             return []
         return list(listed[:listed.index(value)])
 
+    def leave_out_names(self, steps: list[dict]) -> list[dict]:
+        """Leave out an optional argument that names a record (an explicit
+        job id): the implementation then chooses the name, and the steps
+        after it that named the record are renamed to what it chose (the
+        replay maps a step's ``chosen`` values). A start that reused an
+        existing id to collide with it may not be needed at all once its
+        id is its own; a bug that needs an explicit id keeps it."""
+        names = set(_record_names(steps, self.session.spec.entity.key))
+        index = 0
+        while index < len(steps) and not self.out_of_time():
+            step = steps[index]
+            operation = self.session.spec.operations.get(step.get("call")) if "call" in step else None
+            args = step.get("args") if operation is not None else None
+            required = set(operation.args_schema.get("required") or ()) if operation is not None else set()
+            for arg, value in (args.items() if isinstance(args, dict) else ()):
+                if arg in required or not isinstance(value, str) or value not in names:
+                    continue
+                candidate = list(steps)
+                candidate[index] = {**step, "args": {k: v for k, v in args.items() if k != arg}}
+                if self.within_schema(candidate[index]) and self.fails(candidate):
+                    steps = self.as_replayed(candidate)
+                    names = set(_record_names(steps, self.session.spec.entity.key))
+                    break
+            index += 1
+        return steps
+
+    def calls_to_clock_moves(self, steps: list[dict]) -> list[dict]:
+        """A call that moved the virtual clock (an operation that waits for a
+        job) becomes that clock move alone, when the failure needs only the
+        time that passed: the steps that kept a job running only so that the
+        wait had something to wait for can then go too."""
+        clocks: list = []
+        self.session.head_start = -1
+        if _races(steps) or replay_steps(self.session, steps, {}, clocks) is None or len(clocks) < len(steps) - 1:
+            return steps  # a race replays differently; a list that did not fail again is left as it is
+        for index in range(len(steps) - 1):
+            if self.out_of_time():
+                break
+            moved = clocks[index] - (clocks[index - 1] if index else 0)
+            if "call" not in steps[index] or steps[index].get("chosen") or moved <= 0:
+                continue  # a call that created a record stays: later steps name it
+            candidate = steps[:index] + [{"advance_ms": moved}] + steps[index + 1:]
+            if self.fails(candidate):
+                steps = candidate
+        return steps
+
     def simplify_arguments(self, steps: list[dict]) -> list[dict]:
         # A record's name ties steps together (the start that made it, the
         # status command that names it): changed in one place it names another
@@ -471,8 +525,10 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
+            steps = reducer.calls_to_clock_moves(steps)
             steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
+            steps = reducer.leave_out_names(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) == before:
                 break
@@ -608,7 +664,10 @@ def _mentions(value: Any, name: str) -> bool:
 # -------------------------------------------------------------- argument slots
 
 def _argument_slots(step: dict) -> list[tuple]:
-    """Paths to every leaf argument of a step, e.g. ("args", "payload")."""
+    """Paths to every leaf argument of a step, e.g. ("args", "payload"), and
+    a clock move's milliseconds."""
+    if "advance_ms" in step:
+        return [("advance_ms",)]
     if "concurrently" in step:
         roots = [("concurrently", i, "args") for i in range(len(step["concurrently"]))]
     elif "args" in step:
