@@ -284,7 +284,7 @@ _TABLE = [
 # reduced counterexamples to 1.5 times these.
 SHORTEST: dict[str, int] = {
     'ack_does_not_wake': 6,
-    'backoff_not_doubling': 5,
+    'backoff_not_doubling': 4,
     'cancel_not_sticky': 3,
     'cancelled_count_as_running': 3,
     'cancelled_delivered': 2,
@@ -297,12 +297,12 @@ SHORTEST: dict[str, int] = {
     'first_retry_doubled': 3,
     'generated_id_skips_own_only': 2,
     'ids_from_counter': 3,
-    'late_body_reschedules_eviction': 7,
+    'late_body_reschedules_eviction': 6,
     'list_not_acknowledging': 6,
     'over_cap_accepted': 16,
     'poll_not_acknowledging': 6,
     'preferred_id_checks_running_only': 3,
-    'retry_from_clock_target': 5,
+    'retry_from_clock_target': 4,
     'suffix_per_name_counter': 3,
     'suffix_starts_at_one': 2,
     'watch_not_suppressing': 2,

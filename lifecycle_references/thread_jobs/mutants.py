@@ -362,7 +362,7 @@ SHORTEST: dict[str, int] = {
     'list_cross_thread': 2,
     'lost_update_starts': 3,
     'no_idle_wakeup': 2,
-    'progress_injects': 5,
+    'progress_injects': 3,
     'restart_keeps_jobs': 3,
     'lines_by_splitlines': 2,
     'lines_limit_exclusive': 2,
