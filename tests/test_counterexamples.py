@@ -272,3 +272,33 @@ def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
     calls = [s.get("call") or "concurrently" for s in kept if "advance_ms" not in s]
     assert calls[:2] == ["start_job", "concurrently"] and len(kept) <= 4, kept  # then at most the probe's calls
     assert kept[1]["concurrently"][0]["args"]["job_id"] in kept[0]["chosen"], kept  # the job the cancels race on
+
+
+def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_implementation():
+    """job-manager's cancel_not_sticky once reduced to five steps that no
+    single drop could shorten: a start kept only so that job_tool's wait had
+    a running job to wait for, and a start whose explicit id collided with
+    it. The wait becomes the 1 ms it moved the clock, the explicit id is left
+    out, and the first start then goes."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+    from conformance.engine.runner import prepare
+
+    factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
+        "job-manager.cancel_not_sticky"].factory
+    session = prepare(RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture",
+                                report_dir=None)).session
+    steps = [{"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
+             {"call": "start_job", "args": {"id": "bg_1", "label": "", "stop_ms": 1}, "chosen": ["bg_1-2"]},
+             {"call": "job_tool", "args": {"cancel": ["bg_1-2"]}},
+             {"call": "job_tool", "args": {}},
+             {"call": "list_jobs", "args": {}}]
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "list_jobs", failure and failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert len(kept) == 4, kept
+    assert [s.get("call", "advance") for s in kept] == ["start_job", "job_tool", "advance", "list_jobs"], kept
+    assert "id" not in kept[0]["args"] and kept[2]["advance_ms"] == 1, kept
