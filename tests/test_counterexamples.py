@@ -302,3 +302,36 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
     assert len(kept) == 4, kept
     assert [s.get("call", "advance") for s in kept] == ["start_job", "job_tool", "advance", "list_jobs"], kept
     assert "id" not in kept[0]["args"] and kept[2]["advance_ms"] == 1, kept
+
+
+def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_records():
+    """thread-jobs generated_id_collides: the id counter does not skip an id a
+    caller chose. The exploration chose job-10 after nine generated starts;
+    dropping any of them alone loses the collision, so the reduction once
+    stopped there. With the dropped ids, job-10 moves down too."""
+    from conformance.engine.reduce import _shifted, reduce_failure, replay_steps, steps_of_trace
+
+    dropped_steps = [{"call": "start_job", "args": {"job_id": "job-33", "n": "build-0007"}, "chosen": ["job-33"]},
+                     {"call": "get_job", "args": {"job_id": "job-4"}}]
+    assert _shifted(dropped_steps, ["job-2", "job-3", "job-40", "build-0003"], "job_id") == [
+        {"call": "start_job", "args": {"job_id": "job-31", "n": "build-0006"}, "chosen": ["job-31"]},
+        {"call": "get_job", "args": {"job_id": "job-2"}}]
+    assert _shifted(dropped_steps, ["job-40"], "job_id") is None  # nothing below job-33 went: nothing to try
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "generated_id_collides"].factory
+    starts = [{"call": "start_job", "args": {"thread_id": "a", "tool_call_id": f"c{i}", "tool_name": "a"}}
+              for i in range(9)]
+    steps = starts + [{"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "x", "tool_name": "a",
+                                                     "job_id": "job-10"}},
+                      {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "y", "tool_name": "a"}}]
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and "job-10" in failure.message, failure and failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert [s["args"].get("job_id") for s in kept] == ["job-1", None], kept
+    assert "generated job id job-1," in reduced.message, reduced.message

@@ -14,7 +14,9 @@ path, indexes aside) still happens:
    need the race (its calls can then go one by one, and every later replay
    is deterministic); drop every step of one kind (all clock moves, all
    calls of one operation); drop whole records (every step that created or
-   names one id; half of them, then quarters, ..., then one by one); then
+   names one id; half of them, then quarters, ..., then one by one; an
+   explicit id shaped like the dropped ones, job-33, moves down with them);
+   then
    steps: chunks of halving size, then single steps (delta debugging);
    a call that only moved the clock (one that waits) becomes that clock
    move; two clock moves in a row become one;
@@ -246,7 +248,11 @@ class _Reducer:
         key argument) and every later step naming it. A retention bug needs
         N records; its trace holds many more, each made of several steps that
         only go away together. Records go in halving chunks (half of them at
-        once, then quarters, ...), then one by one."""
+        once, then quarters, ...), then one by one. When the steps left give
+        an explicit id shaped like the dropped ones (``job-33`` after
+        ``job-1`` .. ``job-32`` went), they are also tried with every such
+        name moved down past the dropped numbers (``job-1``): an id chosen to
+        collide with the implementation's counter needs the same shift."""
         key_field = self.session.spec.entity.key
         names = _record_names(steps, key_field)
         size = max(1, len(names) // 2)
@@ -256,10 +262,19 @@ class _Reducer:
                 chunk = names[start:start + size]
                 group = {i for i, step in enumerate(steps) if any(_names(step, name) for name in chunk)}
                 candidate = [step for i, step in enumerate(steps) if i not in group]
-                if group and candidate and self.fails(candidate):
-                    steps, names = candidate, names[:start] + names[start + size:]
-                else:
+                kept = None
+                if group and candidate:
+                    if self.fails(candidate):
+                        kept = candidate
+                    else:
+                        shifted = _shifted(candidate, chunk, key_field)
+                        kept = shifted if shifted is not None and self.fails(shifted) else None
+                if kept is None:
                     start += size
+                else:
+                    names = (names[:start] + names[start + size:] if kept is candidate
+                             else _record_names(kept, key_field))
+                    steps = kept
             size //= 2
         return steps
 
@@ -618,6 +633,54 @@ def _record_names(steps: list[dict], key_field: str) -> list[str]:
             if isinstance(value, str) and value:
                 names.setdefault(value, None)
     return list(names)
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict] | None:
+    """``steps`` with every name shaped like a dropped record's (the same
+    prefix, then a number: ``job-`` and ``33``) moved down by as many dropped
+    numbers as lie below it (a zero-padded number keeps its width); None when no explicit key
+    argument would move (generated names follow a replay by themselves)."""
+    below: dict[str, list[int]] = {}
+    for name in dropped:
+        match = _NUMBERED.match(name) if isinstance(name, str) else None
+        if match:
+            below.setdefault(match.group(1), []).append(int(match.group(2)))
+    if not below:
+        return None
+
+    def shift(value: Any) -> Any:
+        if isinstance(value, str):
+            match = _NUMBERED.match(value)
+            if match and match.group(1) in below:
+                number = int(match.group(2))
+                fewer = sum(1 for n in below[match.group(1)] if n < number)
+                if fewer:
+                    digits = match.group(2)  # "0033" keeps its width; "33" does not become "09"
+                    return match.group(1) + str(number - fewer).zfill(len(digits) if digits[0] == "0" else 0)
+            return value
+        if isinstance(value, dict):
+            return {k: shift(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shift(v) for v in value]
+        return value
+
+    explicit = [(call.get("args") or {}).get(key_field) for step in steps for call in _calls_of(step)
+                if isinstance(call.get("args"), dict)]
+    if not any(isinstance(v, str) and shift(v) != v for v in explicit):
+        return None
+    out = []
+    for step in steps:
+        if "concurrently" in step:
+            out.append({**step, "concurrently": [{**c, "args": shift(c.get("args"))} for c in step["concurrently"]]})
+        elif "call" in step:
+            out.append({**step, "args": shift(step.get("args")),
+                        **({"chosen": shift(step["chosen"])} if step.get("chosen") else {})})
+        else:
+            out.append(step)
+    return out
 
 
 def _step_names(step: dict) -> set[str]:
