@@ -164,13 +164,14 @@ class _Reducer:
                 break
         return False
 
-    def replay_fails(self, steps: list[dict], attempt: int = 0) -> bool:
-        """One replay of ``steps`` (call ``-1 - attempt`` of each group leads)."""
+    def replay_fails(self, steps: list[dict], attempt: int = 0, clocks: list | None = None) -> bool:
+        """One replay of ``steps`` (call ``-1 - attempt`` of each group leads;
+        ``clocks`` receives the virtual clock after each step)."""
         self.tries += 1
         self.session.head_start = -1 - attempt
         self.renamed = {}
         try:
-            failure = replay_steps(self.session, steps, self.renamed)
+            failure = replay_steps(self.session, steps, self.renamed, clocks)
         except AdapterLoadError:
             return False
         finally:
@@ -409,8 +410,11 @@ class _Reducer:
             step = steps[index]
             operation = self.session.spec.operations.get(step.get("call")) if "call" in step else None
             args = step.get("args") if operation is not None else None
-            required = set(operation.args_schema.get("required") or ()) if operation is not None else set()
-            for arg, value in (args.items() if isinstance(args, dict) else ()):
+            if not isinstance(args, dict):
+                index += 1
+                continue
+            required = set(operation.args_schema.get("required") or ())
+            for arg, value in args.items():
                 if arg in required or not isinstance(value, str) or value not in names:
                     continue
                 candidate = list(steps)
@@ -428,9 +432,8 @@ class _Reducer:
         time that passed: the steps that kept a job running only so that the
         wait had something to wait for can then go too."""
         clocks: list = []
-        self.session.head_start = -1
-        if _races(steps) or replay_steps(self.session, steps, {}, clocks) is None or len(clocks) < len(steps) - 1:
-            return steps  # a race replays differently; a list that did not fail again is left as it is
+        if _races(steps) or not self.replay_fails(steps, clocks=clocks) or len(clocks) < len(steps) - 1:
+            return steps  # a race replays differently; a list that did not fail again, or failed early, stays
         for index in range(len(steps) - 1):
             if self.out_of_time():
                 break
@@ -641,43 +644,33 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict] | None:
     """``steps`` with every name shaped like a dropped record's (the same
     prefix, then a number: ``job-`` and ``33``) moved down by as many dropped
-    numbers as lie below it (a zero-padded number keeps its width); None when no explicit key
-    argument would move (generated names follow a replay by themselves)."""
+    numbers as lie below it (a zero-padded number keeps its width); None when
+    no explicit key argument would move (generated names follow a replay by
+    themselves)."""
     below: dict[str, list[int]] = {}
     for name in dropped:
         match = _NUMBERED.match(name) if isinstance(name, str) else None
         if match:
             below.setdefault(match.group(1), []).append(int(match.group(2)))
-    if not below:
-        return None
-
-    def shift(value: Any) -> Any:
-        if isinstance(value, str):
-            match = _NUMBERED.match(value)
-            if match and match.group(1) in below:
-                number = int(match.group(2))
-                fewer = sum(1 for n in below[match.group(1)] if n < number)
-                if fewer:
-                    digits = match.group(2)  # "0033" keeps its width; "33" does not become "09"
-                    return match.group(1) + str(number - fewer).zfill(len(digits) if digits[0] == "0" else 0)
-            return value
-        if isinstance(value, dict):
-            return {k: shift(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [shift(v) for v in value]
-        return value
-
-    explicit = [(call.get("args") or {}).get(key_field) for step in steps for call in _calls_of(step)
-                if isinstance(call.get("args"), dict)]
-    if not any(isinstance(v, str) and shift(v) != v for v in explicit):
+    moved: dict[str, str] = {}
+    for value in set().union(*map(_step_names, steps)) if below else ():
+        match = _NUMBERED.match(value)
+        if match and match.group(1) in below:
+            digits = match.group(2)  # "0033" keeps its width; "33" does not become "09"
+            fewer = sum(1 for n in below[match.group(1)] if n < int(digits))
+            if fewer:
+                moved[value] = match.group(1) + str(int(digits) - fewer).zfill(len(digits) if digits[0] == "0" else 0)
+    if not any((call.get("args") or {}).get(key_field) in moved for step in steps for call in _calls_of(step)
+               if isinstance(call.get("args"), dict)):
         return None
     out = []
     for step in steps:
         if "concurrently" in step:
-            out.append({**step, "concurrently": [{**c, "args": shift(c.get("args"))} for c in step["concurrently"]]})
+            out.append({**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)}
+                                                 for c in step["concurrently"]]})
         elif "call" in step:
-            out.append({**step, "args": shift(step.get("args")),
-                        **({"chosen": shift(step["chosen"])} if step.get("chosen") else {})})
+            out.append({**step, "args": _renamed(step.get("args"), moved),
+                        **({"chosen": _renamed(step["chosen"], moved)} if step.get("chosen") else {})})
         else:
             out.append(step)
     return out
