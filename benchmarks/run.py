@@ -658,10 +658,10 @@ def measure_ci_run(spec: str = "spec/thread-jobs.yaml", workers: int | None = No
     problem is a stateful run Hypothesis aborted as flaky (see with_retries)."""
     exe = shutil.which("conformance")
     cmd = [exe] if exe else [sys.executable, "-c", "from conformance.cli import main; main()"]
-    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKERS"}  # one process unless asked
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKERS"}
     with tempfile.TemporaryDirectory(prefix="bench-ci-") as report_dir:
         cmd += ["run", spec, "--profile", "ci", "--report-dir", report_dir]
-        cmd += ["--workers", str(workers)] if workers else []
+        cmd += ["--workers", str(workers or 1)]  # one process unless asked (the default is a worker per core)
         started = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         wall = time.perf_counter() - started
@@ -681,7 +681,7 @@ def measure_ci_run(spec: str = "spec/thread-jobs.yaml", workers: int | None = No
                              f"{(proc.stderr.strip() or proc.stdout.strip())[-2000:]}")
     out = {"wall_s": wall, "exit_code": proc.returncode,
            "command": f"conformance run {spec} --profile ci --report-dir <tmp>"
-                      + (f" --workers {workers}" if workers else "")}
+                      + f" --workers {workers or 1}"}
     if report is not None:
         out["report_duration_s"] = report.get("duration_s")
         out["stateful_steps"] = stateful.get("steps")

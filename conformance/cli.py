@@ -205,9 +205,9 @@ def cli() -> None:
                    "lost-update race may pass one run and fail the next.")
 @click.option("--workers", "workers", default=None, metavar="N|auto",
               help="Run in N worker processes, each a part of the scenario matrix and of the exploration's examples "
-                   "(its own seed, derived from --seed), merged into one report. 'auto': the cores available. "
-                   "Default: $CONFORMANCE_WORKERS, else 1 (everything in this process). The implementation is "
-                   "started once per worker (docs/ci.md).")
+                   "(its own seed, derived from --seed), merged into one report; 1 runs everything in this process. "
+                   "Default: $CONFORMANCE_WORKERS, else 'auto': the cores available. The implementation is "
+                   "started once per worker: say --workers 1 when it cannot run twice side by side (docs/ci.md).")
 @click.option("--shard", "shard", default=None, metavar="I/N",
               help="Run only part I of N (for N CI jobs): every N-th scenario and 1/N of the exploration's examples; "
                    "the report is partial: combine the N with `conformance merge-reports` (docs/ci.md).")
@@ -256,6 +256,8 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
             raise click.UsageError("--shard runs one part of a run in this process; --workers splits a run itself: "
                                    "give one of them (or --workers 1 with --shard)")
         worker_count = 1  # CONFORMANCE_WORKERS does not split a shard again
+    if workers is None and only:  # named scenarios only: no worker without a scenario of its own
+        worker_count = min(worker_count, len(set(only)))
     seed_value = _parse_seed(seed)
     if worker_count > 1:
         _run_in_workers(worker_count, level, spec=spec, report_dir=report_dir, profile=profile, seed=seed_value,

@@ -47,10 +47,10 @@ def available_cores() -> int:
 
 
 def parse_workers(value: str | None) -> int:
-    """``--workers`` (or ``CONFORMANCE_WORKERS`` when not given; default 1):
-    a whole number >= 1, or ``auto`` for the cores available. ValueError says
-    what is wrong."""
-    text = value if value is not None else os.environ.get("CONFORMANCE_WORKERS", "1")
+    """``--workers`` (or ``CONFORMANCE_WORKERS`` when not given; default
+    ``auto``): a whole number >= 1, or ``auto`` for the cores available.
+    ValueError says what is wrong."""
+    text = value if value is not None else os.environ.get("CONFORMANCE_WORKERS", "auto")
     where = "--workers" if value is not None else "CONFORMANCE_WORKERS"
     if str(text).strip().lower() == "auto":
         return available_cores()

@@ -8,6 +8,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLED = os.environ.get("CONFORMANCE_TEST_INSTALLED") == "1"
 
+# `conformance run` defaults to one worker process per core. The tests of
+# other features run in one process, so that the files, seeds and replay
+# commands they check are those of a one-process run on any machine; the
+# tests of --workers and of that default (test_shards.py) say what they use.
+os.environ.setdefault("CONFORMANCE_WORKERS", "1")
+
 
 def pytest_sessionstart(session):
     if not INSTALLED:

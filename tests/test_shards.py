@@ -294,6 +294,45 @@ def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
     assert report["stateful"]["seed"] == 1 and 30 <= report["stateful"]["examples"] <= 40
 
 
+def test_workers_default_to_the_cores_and_every_replay_names_its_parts(adapters, tmp_path, monkeypatch):
+    from conformance.workers import available_cores, parse_workers
+
+    monkeypatch.delenv("CONFORMANCE_WORKERS")  # conftest.py runs the other tests in one process
+    assert parse_workers(None) == available_cores()
+    monkeypatch.setenv("CONFORMANCE_WORKERS", "3")
+    assert parse_workers(None) == 3 and parse_workers("1") == 1
+    # Without --workers and CONFORMANCE_WORKERS, a run has a worker per core (the default):
+    # its replay command says how many, so that it re-runs the same parts on any machine.
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKERS"}
+    cores = available_cores()
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", "run", "thread-jobs", "--adapter",
+                             "sequential:cancel_finished_job", "--profile", "quick", "--no-scenarios",
+                             "--report-dir", str(tmp_path / "default")], cwd=adapters, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    code, text = _done(proc)
+    assert code == 1, text
+    report = _report(tmp_path / "default")
+    assert len(report["stateful"].get("parts") or [None]) == cores
+    assert report["replay"].endswith(f"--workers {cores}"), report["replay"]
+    failure = report["stateful"]["failure"]
+    rerun = failure["message"].split("re-runs with: ")[1].split(")")[0]
+    assert ("--shard " in rerun) if cores > 1 else rerun.endswith("--workers 1"), rerun
+    # A run in one process says --workers 1: on a machine with more cores the default would split it.
+    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:cancel_finished_job", "--profile",
+                             "quick", "--no-scenarios", "--report-dir", str(tmp_path / "one")], cwd=adapters))
+    assert code == 1, text
+    one = _report(tmp_path / "one")
+    assert one["replay"].endswith("--seed 1 --workers 1"), one["replay"]
+    assert "--no-scenarios --workers 1)" in one["stateful"]["failure"]["message"]
+    # Named scenarios get no worker without a scenario of its own.
+    code, text = _done(subprocess.Popen(
+        [sys.executable, "-P", "-m", "conformance.cli", "run", "thread-jobs", "--adapter", "sequential:Reference",
+         "--scenario", "N1", "--report-dir", str(tmp_path / "n1")], cwd=adapters, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+    assert code == 0, text
+    assert "shard" not in _report(tmp_path / "n1") and len(_report(tmp_path / "n1")["scenarios"]) == 1
+
+
 def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_path):
     report_dir = tmp_path / "reports"
     proc = _kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "deep", "--workers", "2",

@@ -727,10 +727,12 @@ def _selection_args(config: RunConfig) -> str:
 
 
 def _parts_args(config: RunConfig) -> str:
-    """What a replay command adds to re-run this run's part(s)."""
+    """What a replay command adds to re-run this run's part(s): the number of
+    parts always, since ``--workers`` defaults to the cores of the machine
+    that re-runs it and each part explores with seeds of its own."""
     if config.shard is not None and config.shard[1] > 1:
         return f" --shard {config.shard[0]}/{config.shard[1]}"
-    return f" --workers {config.exploration_parts}" if config.exploration_parts > 1 else ""
+    return f" --workers {config.exploration_parts}" if config.stateful else ""
 
 
 def _mark(config: RunConfig):
@@ -834,7 +836,7 @@ def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, 
     seed = failure.seed if number > 1 and failure.seed is not None else part[2] if part else config.seed
     failure.seed = seed
     rerun = (f"{base_cmd} --profile {config.profile} --seed {config.seed} --shard {part[0]}/{part[1]} --no-scenarios"
-             if part else f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios")
+             if part else f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios --workers 1")
     if failure.steps and config.report_dir:
         name = "counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"
         if part:
