@@ -335,3 +335,37 @@ def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_r
     kept = steps_of_trace(reduced.steps)
     assert [s["args"].get("job_id") for s in kept] == ["job-1", None], kept
     assert "generated job id job-1," in reduced.message, reduced.message
+
+
+def test_calls_that_lost_a_race_are_dropped_from_their_group():
+    """thread-jobs outcome_check_then_act once reduced to a group of four
+    starts for one tool call (only the third, with its explicit id, won) and
+    the racing outcomes: run one after another, the first start wins and the
+    job the outcomes name never exists, so the group could not be split. The
+    three losers go one by one; the winner is left as a plain step."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "outcome_check_then_act"].factory
+    start = {"thread_id": "a", "tool_call_id": "a", "tool_name": "a"}
+    outcome = {"job_id": "k4", "outcome": "failed", "payload": ""}
+    steps = [{"concurrently": [{"call": "start_job", "args": start}, {"call": "start_job", "args": start},
+                               {"call": "start_job", "args": {**start, "job_id": "k4"}},
+                               {"call": "start_job", "args": start}]},
+             {"concurrently": [{"call": "observe_outcome", "args": outcome},
+                               {"call": "observe_outcome", "args": outcome}]}]
+    session = _session_for(factory)
+    try:
+        failure = None
+        for _ in range(200):  # the group's winner is up to the threads: the one with k4 must win once
+            failure = replay_steps(session, steps)
+            if failure is not None and failure.kind == "linearizability" and "observe_outcome" in failure.message:
+                break
+        assert failure is not None and failure.kind == "linearizability", failure and failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    kept = [s for s in steps_of_trace(reduced.steps) if s.get("call") != "list_jobs"]  # the probe after a race
+    assert reduced.kind == "linearizability", reduced.message
+    assert "call" in kept[0] and kept[0]["call"] == "start_job", kept  # one start, no longer a group
+    assert len(kept) == 2 and [c["call"] for c in kept[1]["concurrently"]] == ["observe_outcome"] * 2, kept

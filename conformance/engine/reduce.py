@@ -310,6 +310,29 @@ class _Reducer:
             index += 1
         return steps
 
+    def drop_group_calls(self, steps: list[dict]) -> list[dict]:
+        """Drop single calls from a concurrent group (a group left with one
+        call becomes a plain step): a group often holds calls that lost
+        their race and changed nothing (three starts refused for a tool call
+        the fourth took), which ``split_groups`` cannot drop when only the
+        group's winner, not its first call, sets up the failure."""
+        index = 0
+        while index < len(steps) and not self.out_of_time():
+            calls = steps[index].get("concurrently")
+            dropped = False
+            for position in range(len(calls) if calls else 0):
+                rest = calls[:position] + calls[position + 1:]
+                step = {"concurrently": rest} if len(rest) > 1 else {"call": rest[0]["call"], "args": rest[0]["args"]}
+                candidate = steps[:index] + [step] + steps[index + 1:]
+                if self.out_of_time():
+                    break
+                if self.fails(candidate):
+                    steps, dropped = self.as_replayed(candidate), True
+                    break
+            if not dropped:
+                index += 1
+        return steps
+
     def as_replayed(self, steps: list[dict]) -> list[dict]:
         """``steps`` as the replay that just failed recorded them: calls that
         were concurrent now say which records they created (``chosen``), so
@@ -540,6 +563,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
         while not reducer.out_of_time():
             before = (len(steps), _size(steps))
             steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
+            steps = reducer.drop_group_calls(steps)
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
