@@ -369,3 +369,36 @@ def test_calls_that_lost_a_race_are_dropped_from_their_group():
     assert reduced.kind == "linearizability", reduced.message
     assert "call" in kept[0] and kept[0]["call"] == "start_job", kept  # one start, no longer a group
     assert len(kept) == 2 and [c["call"] for c in kept[1]["concurrently"]] == ["observe_outcome"] * 2, kept
+
+
+def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
+    """thread-jobs unstable_tie_order (ties injected by job id as text): after
+    rounds of renaming replays, the starts' recorded names (job-5 .. job-8)
+    no longer matched the names the outcomes used (job-4, job-2), so dropping
+    a start could not carry the renaming along, and the reduction stopped at
+    7 steps. The same list in the replay's own names drops the two starts the
+    tie does not need: the 5 steps of the shortest counterexample."""
+    from conformance.engine.reduce import _Reducer, replay_steps, signature
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "unstable_tie_order"].factory
+    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"},
+              "chosen": [f"job-{n + 4}"]} for n in (1, 2, 3, 4)]
+    steps += [{"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
+              for job in ("job-4", "job-2")]
+    steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
+        reducer = _Reducer(session, signature(failure), 60)
+        assert reducer.drop_records(steps) == steps  # stale names: no record can go
+        fresh = reducer.in_own_names(steps)
+        assert [s.get("chosen") for s in fresh[:4]] == [["job-1"], ["job-2"], ["job-3"], ["job-4"]], fresh
+        assert fresh[4:] == steps[4:]
+        kept = reducer.drop_records(fresh)
+        assert reducer.in_own_names(steps[:1]) is None  # a list that does not fail gives nothing
+    finally:
+        session.close()
+    assert [s["call"] for s in kept] == ["start_job", "start_job", "observe_outcome", "observe_outcome",
+                                         "turn_boundary"], kept

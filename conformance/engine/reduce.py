@@ -333,6 +333,21 @@ class _Reducer:
                 index += 1
         return steps
 
+    def in_own_names(self, steps: list[dict]) -> list[dict] | None:
+        """``steps`` as a replay of them sent and answered them: every name
+        the implementation chose is the one this replay got, and later steps
+        name it so. Candidates renamed by replays (a record dropped, a group
+        split) can leave a step's ``chosen`` names out of step with the names
+        later steps use, so that dropping that record no longer carries the
+        renaming along; a round from the replay's own names can go on.
+        None when nothing changes or the list no longer fails."""
+        if not self.fails(steps) or self.best_failure is None:
+            return None
+        fresh = steps_of_trace(self.best_failure.steps)
+        if len(fresh) != len(steps) or fresh == steps:
+            return None
+        return fresh
+
     def as_replayed(self, steps: list[dict]) -> list[dict]:
         """``steps`` as the replay that just failed recorded them: calls that
         were concurrent now say which records they created (``chosen``), so
@@ -560,6 +575,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
             # of it is slow; one that drops half of it halves every later replay).
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_steps(steps, smallest=max(2, len(steps) // 16))
+        refreshed = False
         while not reducer.out_of_time():
             before = (len(steps), _size(steps))
             steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
@@ -572,8 +588,12 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
             steps = reducer.simplify_together(steps)
             steps = reducer.leave_out_names(steps)
             steps = reducer.simplify_arguments(steps)
-            if (len(steps), _size(steps)) == before:
+            if (len(steps), _size(steps)) != before:
+                refreshed = False
+            elif refreshed or (fresh := reducer.in_own_names(steps)) is None:
                 break
+            else:
+                steps, refreshed = fresh, True  # one more round, from the replay's own names
         # End on the reduced list itself, so the failure's steps and evidence are this replay's.
         if not reducer.fails(steps):
             return failure
