@@ -7,6 +7,7 @@ try the known failure first."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,70 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
         session.close()
     assert [s["call"] for s in kept] == ["start_job", "start_job", "observe_outcome", "observe_outcome",
                                          "turn_boundary"], kept
+
+
+def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go():
+    """async-command next_id_crashes: `job status` of the id the next build
+    will get crashes. The exploration named build-0010 after fifteen starts
+    (some of which build nothing while others run); with fewer builds that id
+    is simply unknown, so almost every drop lost the crash, and the
+    command-line reduction ran out of its minute at 16 steps. With the builds
+    dropped the id becomes the next one of its shape again: build-0001."""
+    from conformance.engine.reduce import _first_free, reduce_failure, replay_steps, steps_of_trace
+    from conformance.engine.runner import prepare
+
+    created = [{"call": "start_job", "args": {}, "chosen": [f"build-000{n}", f"tool job status build-000{n}"]}
+               for n in (1, 2)]
+    asked = {"call": "job_status", "args": {"job_id": "build-0003"}}
+    assert _first_free([asked], created, "job_id") == [{"call": "job_status", "args": {"job_id": "build-0001"}}]
+    assert _first_free(created[1:] + [asked], created[:1], "job_id")[-1]["args"]["job_id"] == "build-0002"
+    assert _first_free([asked], [], "job_id") is None  # nothing dropped: nothing to renumber
+
+    factory = load_mutants(load_spec(resolve_spec("async-command")).implementations["mutants"])[
+        "next_id_crashes"].factory
+    session = prepare(RunConfig(spec_path="async-command", adapter_factory=factory, adapter_label="fixture",
+                                report_dir=None)).session
+    # The list the exploration found (seed 1), its racing group already run one call at a time:
+    # fifteen builds, then the status of build-0010.
+    plans = [("app", 5000, "failed", None), ("app", 1, "complete", 1000), ("docs; echo pwned", 5000, "complete", None),
+             ("lib core", 1000, "complete", None), ("$(id)", 500, "failed", 1000),
+             ("docs; echo pwned", 5000, "complete", 500), ("app", 500, "failed", 5000),
+             ("docs; echo pwned", 1000, "failed", 5000), ("app", 500, "failed", 5000), ("docs; echo pwned", 1, "failed", None),
+             ("docs; echo pwned", 500, "failed", 500), ("$(id)", 1000, "complete", 1000), ("lib core", 5000, "complete", None),
+             ("lib core", 1, "failed", None), ("lib core", 500, "complete", 1000)]
+    steps = [{"call": "start_job", "args": {"target": target, "work_ms": work, "outcome": outcome,
+                                            **({"timeout_ms": timeout} if timeout else {})}}
+             for target, work, outcome, timeout in plans]
+    steps += [{"call": "job_status", "args": {"job_id": "build-0010"}}]
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "job_status", failure and failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    assert steps_of_trace(reduced.steps) == [{"call": "job_status", "args": {"job_id": "build-0001"}}], reduced.steps
+
+
+def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
+    """A divergence met after a concurrent group that it does not need: the
+    group is first run one call at a time, so every later candidate replays
+    once, the same way, instead of a dozen times to tell a race from luck."""
+    from conformance.engine.reduce import _Reducer, replay_steps, signature
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "progress_injects"].factory
+    starts = [{"call": "start_job", "args": {"thread_id": "t", "tool_call_id": f"c{n}", "tool_name": "a"}}
+              for n in (1, 2)]
+    steps = [{"concurrently": starts}, {"call": "observe_progress", "args": {"job_id": "job-1", "note": ""}},
+             {"call": "turn_boundary", "args": {"thread_id": "t"}}]
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
+        reducer = _Reducer(session, signature(failure), 60)
+        flat = reducer.without_races(steps, failure)
+        assert [s.get("call") for s in flat] == ["start_job", "start_job", "observe_progress", "turn_boundary"]
+        assert flat[0]["chosen"] == ["job-1"], flat  # each start's job, for dropping it later
+        assert reducer.without_races(steps, replace(failure, kind="linearizability")) is steps  # a race stays
+    finally:
+        session.close()

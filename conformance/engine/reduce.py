@@ -147,9 +147,20 @@ class _Reducer:
         self.validators: dict[str, Any] = {}
         self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
         self.race_tries = RACE_TRIES
+        self.kept: list[dict] = []  # the last list ``fails`` saw fail
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
+
+    def fails_renumbered(self, candidate: list[dict], dropped: list[dict]) -> bool:
+        """Whether ``candidate`` fails with each explicit id shaped like the
+        ones the ``dropped`` steps created given the number the next record
+        of that shape would get (``build-0010``, the id after nine builds,
+        becomes ``build-0001`` once no build is left): a bug about the next id
+        or a collision with it keeps its id that way. ``kept`` holds the list
+        that failed."""
+        renumbered = _first_free(candidate, dropped, self.session.spec.entity.key)
+        return renumbered is not None and not self.out_of_time() and self.fails(renumbered)
 
     def fails(self, steps: list[dict]) -> bool:
         """Whether ``steps`` still end in the target failure (kept when they do).
@@ -159,6 +170,7 @@ class _Reducer:
         failure does not need look needed."""
         for attempt in range(self.race_tries if _races(steps) else 1):
             if self.replay_fails(steps, attempt):
+                self.kept = steps
                 return True
             if self.out_of_time():
                 break
@@ -225,8 +237,9 @@ class _Reducer:
             if len(keep) * 2 > len(steps):
                 break
             candidate = [step for index, step in enumerate(steps) if index in keep]
-            if self.fails(candidate):
-                return self.as_replayed(candidate)
+            if self.fails(candidate) or self.fails_renumbered(
+                    candidate, [step for index, step in enumerate(steps) if index not in keep]):
+                return self.as_replayed(self.kept)
             size *= 2
         return steps
 
@@ -239,8 +252,8 @@ class _Reducer:
             if self.out_of_time():
                 break
             candidate = [step for step in steps[:-1] if _kind(step) != kind] + steps[-1:]
-            if self.fails(candidate):
-                steps = candidate
+            if self.fails(candidate) or self.fails_renumbered(candidate, [s for s in steps[:-1] if _kind(s) == kind]):
+                steps = self.kept
         return steps
 
     def drop_records(self, steps: list[dict]) -> list[dict]:
@@ -291,6 +304,22 @@ class _Reducer:
                     steps = candidate
                     continue
             index += 1
+        return steps
+
+    def without_races(self, steps: list[dict], failure: Failure) -> list[dict]:
+        """Every concurrent group run one call after another, when the
+        failure is not itself a race (a plain divergence met after some
+        groups) and still shows so: a list without races replays the same
+        way every time, so each later candidate needs one replay instead of
+        many (a replay through a command-line tool costs a process per step).
+        ``steps`` themselves otherwise, after one replay."""
+        if failure.kind == "linearizability" or not _races(steps):
+            return steps
+        calls = [call for step in steps for call in
+                 ([{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
+                  if "concurrently" in step else [step])]
+        if self.replay_fails(calls):
+            return self.as_replayed(calls)
         return steps
 
     def split_groups(self, steps: list[dict]) -> list[dict]:
@@ -567,6 +596,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:
+        steps = reducer.without_races(steps, failure)
         if not reducer.replays(steps):
             return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
         steps = reducer.keep_tail(steps)
@@ -718,6 +748,40 @@ def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict
         else:
             out.append(step)
     return out
+
+
+def _first_free(steps: list[dict], dropped: list[dict], key_field: str) -> list[dict] | None:
+    """``steps`` with every explicit ``key_field`` argument shaped like a
+    name the ``dropped`` steps created (a prefix, then a number), and not
+    created by ``steps`` themselves, renamed to the next name of that shape
+    after those ``steps`` create (a zero-padded number keeps its width); None
+    when nothing would change."""
+    widths: dict[str, int] = {}
+    for step in dropped:
+        for call in _calls_of(step):
+            for name in call.get("chosen") or ():
+                match = _NUMBERED.match(name) if isinstance(name, str) else None
+                if match:
+                    digits = match.group(2)
+                    widths[match.group(1)] = len(digits) if digits[0] == "0" else 0
+    if not widths:
+        return None
+    created = {name for step in steps for call in _calls_of(step) for name in call.get("chosen") or ()}
+    count = {prefix: sum(1 for name in created if isinstance(name, str) and (m := _NUMBERED.match(name))
+                         and m.group(1) == prefix) for prefix in widths}
+    moved: dict[str, str] = {}
+    for step in steps:
+        for call in _calls_of(step):
+            value = (call.get("args") or {}).get(key_field) if isinstance(call.get("args"), dict) else None
+            match = _NUMBERED.match(value) if isinstance(value, str) and value not in created else None
+            if match and match.group(1) in widths:
+                moved[value] = match.group(1) + str(count[match.group(1)] + 1).zfill(widths[match.group(1)])
+    moved = {k: v for k, v in moved.items() if k != v}
+    if not moved:
+        return None
+    return [{**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
+            if "concurrently" in step else {**step, "args": _renamed(step.get("args"), moved)} if "call" in step
+            else step for step in steps]
 
 
 def _step_names(step: dict) -> set[str]:
