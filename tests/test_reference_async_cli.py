@@ -32,7 +32,8 @@ SPEC = str(ROOT / "spec" / "async-command.yaml")
 def small_exploration(monkeypatch):
     # Every step is a process start: a smaller budget than `quick` keeps this
     # test short; `conformance run` (profile ci) runs the full exploration.
-    monkeypatch.setitem(stateful.PROFILES, "quick", {"max_examples": 12, "stateful_step_count": 20, "shrink_s": 10})
+    monkeypatch.setitem(stateful.PROFILES, "quick", {"max_examples": 12, "stateful_step_count": 20, "shrink_s": 10,
+                                                       "shrink_examples": 50})
 
 
 def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_path):

@@ -34,11 +34,14 @@ from .session import Session
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
            "run_stateful"]
 
-# examples x steps per example, and seconds of shrinking once a failure is found
+# examples x steps per example; once a failure is found, Hypothesis shrinks it for at
+# most shrink_examples examples (so a seed gives the same counterexample whatever the
+# machine's load) and at most shrink_s seconds (a safety limit: a message says when it
+# ended shrinking, since where it stops then depends on the machine's speed).
 PROFILES = {
-    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 15},
-    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 30},
-    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 120},
+    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 50},
+    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 100},
+    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 240, "shrink_examples": 400},
 }
 
 
@@ -445,20 +448,33 @@ class _Stats:
     examples: int = 0
     steps: int = 0
     shrink_s: float = 30.0
+    shrink_examples: int = 100
     first_failure_at: float | None = None
+    first_failure_example: int = 0
+    timed_out: bool = False  # shrinking was ended by shrink_s, not by shrink_examples
     best: Failure | None = None
     failures: int = 0
     failing: bool = False  # the current example has failed
 
     def failed(self, failure: Failure) -> None:
         """Keep the shortest failing step list; stop shrinking when the budget is spent."""
-        now = time.perf_counter()
         self.failures += 1
         if self.first_failure_at is None:
-            self.first_failure_at = now
+            self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
         if self.best is None or len(failure.steps) <= len(self.best.steps):
             self.best = failure
-        if now - self.first_failure_at > self.shrink_s:
+        self.check_budget()
+
+    def check_budget(self) -> None:
+        """End Hypothesis's shrinking once it has tried ``shrink_examples``
+        examples since the first failure, or run ``shrink_s`` seconds (with
+        ``shrink_s`` 0, at the first failure)."""
+        if self.first_failure_at is None:
+            return
+        if not self.shrink_s or self.examples - self.first_failure_example >= self.shrink_examples:
+            raise _ShrinkBudgetSpent()
+        if time.perf_counter() - self.first_failure_at > self.shrink_s:
+            self.timed_out = True
             raise _ShrinkBudgetSpent()
 
 
@@ -470,8 +486,9 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
     class SpecStateMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
-            session.reset()
             stats.examples += 1
+            stats.check_budget()  # shrinking's examples are counted as they start
+            session.reset()
             self.keys: list = []  # every key seen, in order of first sight (evicted ones too)
             self._seen: set = set()
             self.batches = 0
@@ -521,7 +538,8 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     tries the failures found before first (None: none kept)."""
     config = PROFILES[profile]
     started = time.perf_counter()
-    stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s)
+    stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s,
+                   shrink_examples=config.get("shrink_examples", _Stats.shrink_examples))
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
     machine = build_state_machine(spec, session, explorer, stats)
@@ -548,9 +566,13 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         outcome.verdict, outcome.failure = "fail", exc.failure
     except _ShrinkBudgetSpent:
         outcome.verdict, outcome.failure = "fail", stats.best
-        outcome.failure.message += (f"\n(shrinking stopped after its {stats.shrink_s:g} s budget; this is the "
-                                    f"shortest of {stats.failures} failing sequences found)" if stats.shrink_s
-                                    else "\n(not shrunk: shrinking was switched off)")
+        outcome.failure.message += (
+            "\n(not shrunk: shrinking was switched off)" if not stats.shrink_s else
+            f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
+            f"a re-run on a faster or less loaded machine may shrink further; this is the shortest of "
+            f"{stats.failures} failing sequences found)" if stats.timed_out else
+            f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
+            f"{stats.failures} failing sequences found)")
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
