@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_result import kit
 from conformance.engine.failures import Failure
 from conformance.engine.reduce import _simpler_values, signature
 from conformance.engine.runner import RunConfig, run_conformance
@@ -33,14 +34,25 @@ def _load(path: Path, attribute: str):
     return getattr(module, attribute)
 
 
-def _sequential(adapter_class):
+def _sequential(factory):
     """The same implementation declaring no concurrency: the exploration then has no
-    concurrent groups, so what it generates does not depend on thread scheduling."""
-    class Sequential(adapter_class):
-        def describe(self):
-            identity = super().describe()
-            return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
-    return Sequential
+    concurrent groups, so what it generates does not depend on thread scheduling.
+    ``factory`` is an adapter class or a function making one."""
+    def no_concurrency(identity: dict) -> dict:
+        return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
+
+    if isinstance(factory, type):
+        class Sequential(factory):
+            def describe(self):
+                return no_concurrency(super().describe())
+        return Sequential
+
+    def make(*args, **kwargs):
+        adapter = factory(*args, **kwargs)
+        describe = adapter.describe
+        adapter.describe = lambda: no_concurrency(describe())
+        return adapter
+    return make
 
 
 def _demo_factory():
@@ -470,3 +482,71 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
         assert reducer.without_races(steps, replace(failure, kind="linearizability")) is steps  # a race stays
     finally:
         session.close()
+
+
+# Two sequential bugs of every spec that ships mutants (races are left out: which call
+# wins depends on the scheduler, not on the seed), each declaring no concurrency, run
+# twice as a user would: two `conformance run` processes with the same seed and the
+# defaults of the ci profile (Hypothesis's shrinking, then the replay reduction).
+SAME_IN_TWO_RUNS = [
+    ("thread-jobs", "spill_off_by_one"), ("thread-jobs", "cancel_finished_job"),
+    ("async-jobs", "job-manager.cancel_not_sticky"), ("async-jobs", "task-table.lost_wakeup"),
+    ("task-progress", "summary_lost_on_update"), ("task-progress", "kill_finished_changes_it"),
+    ("async-command", "not_found_exits_one"), ("async-command", "timeout_not_failed"),
+]
+
+_MUTANT_MODULE = """\
+from conformance.mutants import load_mutants
+from conformance.specs import resolve_spec
+from statemachines import load_spec
+
+_MUTANT = load_mutants(load_spec(resolve_spec({spec!r})).implementations["mutants"])[{name!r}]
+
+
+def Adapter(**options):
+    adapter = _MUTANT.factory(**options)
+    describe = adapter.describe
+    adapter.describe = lambda: {{**describe(), "capabilities": {{**(describe().get("capabilities") or {{}}),
+                                                               "concurrent": False}}}}
+    return adapter
+"""
+
+
+@pytest.mark.parametrize("spec, name", SAME_IN_TWO_RUNS, ids=[f"{s}:{n}" for s, n in SAME_IN_TWO_RUNS])
+def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same_seed(tmp_path, spec, name):
+    (tmp_path / "mutant_under_test.py").write_text(_MUTANT_MODULE.format(spec=spec, name=name), encoding="utf-8")
+    runs = []
+    for run in ("one", "two"):
+        proc = kit("run", spec, "--adapter", "mutant_under_test:Adapter", "--no-scenarios", "--workers", "1",
+                   "--seed", "1", "--example-db", "none", "--report-dir", str(tmp_path / run),
+                   cwd=tmp_path, pythonpath=tmp_path)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        runs.append(_steps(json.loads((tmp_path / run / "report.json").read_text(encoding="utf-8"))))
+    assert runs[0] == runs[1], runs
+    shortest = load_mutants(load_spec(resolve_spec(spec)).implementations["mutants"])[name].shortest
+    assert len(runs[0]) <= int(shortest * 1.5), runs[0]
+
+
+def test_shrinking_stops_after_its_examples_or_at_its_time_limit_and_says_which():
+    from conformance.engine.stateful import PROFILES, _ShrinkBudgetSpent, _Stats
+
+    assert all(p["shrink_examples"] > 0 and p["shrink_s"] > 0 for p in PROFILES.values())
+    failure = Failure(kind="divergence", message="m", steps=[{"operation": "a", "args": {}}])
+    stats = _Stats(shrink_s=60, shrink_examples=3, examples=5)
+    stats.failed(failure)  # the first failure, in example 5: three more examples may run
+    for example in (6, 7):
+        stats.examples = example
+        stats.check_budget()
+    stats.examples = 8
+    with pytest.raises(_ShrinkBudgetSpent):
+        stats.check_budget()
+    assert not stats.timed_out
+    slow = _Stats(shrink_s=0.001, shrink_examples=100, examples=1)
+    slow.failed(failure)
+    slow.first_failure_at -= 1  # a second later, one example on
+    slow.examples = 2
+    with pytest.raises(_ShrinkBudgetSpent):
+        slow.check_budget()
+    assert slow.timed_out
+    with pytest.raises(_ShrinkBudgetSpent):
+        _Stats(shrink_s=0).failed(failure)  # shrinking switched off: the first failure ends it
