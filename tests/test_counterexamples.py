@@ -550,3 +550,22 @@ def test_shrinking_stops_after_its_examples_or_at_its_time_limit_and_says_which(
     assert slow.timed_out
     with pytest.raises(_ShrinkBudgetSpent):
         _Stats(shrink_s=0).failed(failure)  # shrinking switched off: the first failure ends it
+
+
+def test_shrinking_keeps_to_the_first_failures_signature():
+    """A failure of another operation, kind or path met while shrinking is
+    another bug: it never replaces the one being shrunk, however short, so
+    where shrinking stops cannot change which bug a run reports."""
+    from conformance.engine.stateful import _Stats
+
+    first = Failure(kind="divergence", message="m", operation="cancel_job", path="error.kind",
+                    steps=[{"operation": "start_job", "args": {}}, {"operation": "cancel_job", "args": {}}])
+    other = Failure(kind="divergence", message="m", operation="job_status", path="error.kind",
+                    steps=[{"operation": "job_status", "args": {}}])
+    shorter = replace(first, steps=first.steps[1:])
+    stats = _Stats(shrink_s=60, shrink_examples=100)
+    assert stats.failed(first) is True
+    assert stats.failed(other) is False
+    assert stats.best is first and stats.others == 1 and stats.failures == 1
+    assert stats.failed(shorter) is True
+    assert stats.best is shorter and stats.failures == 2

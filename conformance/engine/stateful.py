@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings
+from hypothesis import HealthCheck, Verbosity, reject, seed as hypothesis_seed, settings as Settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, FlakyStrategyDefinition
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
@@ -29,6 +29,7 @@ from statemachines.limits import strip_hints
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices
 from .failures import DATA_ERRORS, Failure
+from .reduce import signature
 from .session import Session
 
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
@@ -316,7 +317,11 @@ class _Checked(Driver):
     def check(self, failure: Failure | None) -> None:
         if failure is not None:
             self.stats.failing = True
-            self.stats.failed(failure)
+            if not self.stats.failed(failure):
+                # Another bug met while shrinking the first: not the failure being
+                # shrunk, so Hypothesis must not slip to it (which one a run ended
+                # with would then depend on where shrinking stopped).
+                reject()
             raise ConformanceFailure(failure)
 
     def call(self, operation: str, args: dict) -> dict:
@@ -455,15 +460,26 @@ class _Stats:
     best: Failure | None = None
     failures: int = 0
     failing: bool = False  # the current example has failed
+    pinned: tuple | None = None  # the first failure's signature (reduce.signature): the bug being shrunk
+    others: int = 0  # failures of other signatures met while shrinking (left to --max-failures)
 
-    def failed(self, failure: Failure) -> None:
-        """Keep the shortest failing step list; stop shrinking when the budget is spent."""
+    def failed(self, failure: Failure) -> bool:
+        """Keep the shortest failing step list of the first failure's signature
+        (False for a failure of another one); stop shrinking when the budget is
+        spent."""
+        if self.pinned is None:
+            self.pinned = signature(failure)
+        elif signature(failure) != self.pinned:
+            self.others += 1
+            self.check_budget()
+            return False
         self.failures += 1
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
         if self.best is None or len(failure.steps) <= len(self.best.steps):
             self.best = failure
         self.check_budget()
+        return True
 
     def check_budget(self) -> None:
         """End Hypothesis's shrinking once it has tried ``shrink_examples``
@@ -573,6 +589,10 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
             f"{stats.failures} failing sequences found)" if stats.timed_out else
             f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
             f"{stats.failures} failing sequences found)")
+        if stats.others:
+            outcome.failure.message += (
+                f"\n({stats.others} sequence(s) tried while shrinking failed in another way (another operation, "
+                f"kind or path): another bug, left aside here; --max-failures N reports distinct failures)")
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
