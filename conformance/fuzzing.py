@@ -65,7 +65,8 @@ def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_optio
     capabilities = prepared.identity.get("capabilities") or {}
     explorer = Explorer(prepared.spec, prepared.params, bool(capabilities.get("concurrent")))
     prepared.session.defer_model_invariants = True  # checked once per step, as in `conformance run`
-    stats = _Stats(shrink_s=float("inf"))  # Hypothesis and HypoFuzz shrink as long as they like
+    # Hypothesis and HypoFuzz shrink as long as they like, and keep every failure they meet.
+    stats = _Stats(shrink_s=float("inf"), pin=False)
     machine = build_state_machine(prepared.spec, prepared.session, explorer, stats)
     machine.__name__ = machine.__qualname__ = f"Exploration_{prepared.spec.id.replace('-', '_')}"
     testcase = machine.TestCase

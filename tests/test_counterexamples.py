@@ -569,3 +569,18 @@ def test_shrinking_keeps_to_the_first_failures_signature():
     assert stats.best is first and stats.others == 1 and stats.failures == 1
     assert stats.failed(shorter) is True
     assert stats.best is shorter and stats.failures == 2
+
+
+def test_a_long_campaign_keeps_every_failure_and_never_ends_shrinking_itself():
+    """conformance.fuzzing hands shrinking and the choice of bugs to
+    Hypothesis and HypoFuzz: nothing is rejected and no budget ends a run."""
+    from conformance.engine.stateful import _Stats
+
+    stats = _Stats(shrink_s=float("inf"), pin=False)
+    one = Failure(kind="divergence", message="m", operation="cancel_job", path="error.kind", steps=[{}])
+    two = Failure(kind="divergence", message="m", operation="job_status", path="error.kind", steps=[{}])
+    assert stats.failed(one) is True and stats.failed(two) is True
+    stats.examples = 10_000
+    stats.first_failure_at -= 3600
+    stats.check_budget()  # neither the examples nor the hour since the first failure end it
+    assert stats.others == 0 and stats.failures == 2

@@ -460,6 +460,7 @@ class _Stats:
     best: Failure | None = None
     failures: int = 0
     failing: bool = False  # the current example has failed
+    pin: bool = True  # shrink the first failure's bug only (False: a long campaign takes every failure)
     pinned: tuple | None = None  # the first failure's signature (reduce.signature): the bug being shrunk
     others: int = 0  # failures of other signatures met while shrinking (left to --max-failures)
 
@@ -467,7 +468,9 @@ class _Stats:
         """Keep the shortest failing step list of the first failure's signature
         (False for a failure of another one); stop shrinking when the budget is
         spent."""
-        if self.pinned is None:
+        if not self.pin:
+            pass
+        elif self.pinned is None:
             self.pinned = signature(failure)
         elif signature(failure) != self.pinned:
             self.others += 1
@@ -485,8 +488,8 @@ class _Stats:
         """End Hypothesis's shrinking once it has tried ``shrink_examples``
         examples since the first failure, or run ``shrink_s`` seconds (with
         ``shrink_s`` 0, at the first failure)."""
-        if self.first_failure_at is None:
-            return
+        if self.first_failure_at is None or self.shrink_s == float("inf"):
+            return  # a long campaign (conformance.fuzzing): Hypothesis and HypoFuzz decide
         if not self.shrink_s or self.examples - self.first_failure_example >= self.shrink_examples:
             raise _ShrinkBudgetSpent()
         if time.perf_counter() - self.first_failure_at > self.shrink_s:
