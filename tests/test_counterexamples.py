@@ -584,3 +584,48 @@ def test_a_long_campaign_keeps_every_failure_and_never_ends_shrinking_itself():
     stats.first_failure_at -= 3600
     stats.check_budget()  # neither the examples nor the hour since the first failure end it
     assert stats.others == 0 and stats.failures == 2
+
+
+def test_shrinking_may_slip_from_a_race_to_a_plain_failure_which_then_pins_its_bug():
+    """A concurrent group that matched no order may hide a plain bug: shrinking
+    may go from it to a plain failure (the sharper report), even a longer one,
+    and from there keeps to that failure's signature."""
+    from conformance.engine.stateful import _Stats
+
+    race = Failure(kind="linearizability", message="m", operation="cancel_job", path="result.jobs[0].status",
+                   steps=[{"concurrently": []}])
+    plain = Failure(kind="divergence", message="m", operation="cancel_job", path="result.status",
+                    steps=[{"operation": "start_job"}, {"operation": "observe_outcome"}, {"operation": "cancel_job"}])
+    stats = _Stats(shrink_s=60, shrink_examples=100)
+    assert stats.failed(race) is True and stats.pinned is None
+    assert stats.failed(plain) is True
+    assert stats.best is plain and stats.pinned == signature(plain)
+    assert stats.failed(race) is False and stats.best is plain
+
+
+def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lifted():
+    """--max-failures masks the failures found so far; a later race whose calls,
+    one at a time, show one of them is that bug again (seen through what it
+    left behind), not a distinct failure."""
+    from conformance.engine.reduce import explain_race
+    from conformance.engine.runner import _explained_unmasked
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
+    session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))
+    start = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
+    race = [{"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
+            {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}}]
+
+    def failure():
+        return Failure(kind="linearizability", message="2 concurrent calls match no sequential order",
+                       steps=[{"index": 0, "operation": "start_job", "args": start},
+                              {"index": 1, "concurrently": race}])
+    try:
+        session.known_failures.append(("cancel_job", "result.status"))
+        masked = explain_race(session, failure())
+        assert signature(masked) != ("divergence", "cancel_job", "result.status"), masked.message
+        unmasked = _explained_unmasked(session, failure(), explain_race)
+        assert session.known_failures == [("cancel_job", "result.status")]  # the masks are back
+    finally:
+        session.close()
+    assert signature(unmasked) == ("divergence", "cancel_job", "result.status"), unmasked.message

@@ -799,7 +799,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     again, with the next seed, while the failures found so far are masked like
     accepted deviations; only divergences can be masked, so it stops at any
     other kind. Each new failure is reduced like the first."""
-    from .reduce import reduce_failure, signature
+    from .reduce import explain_race, reduce_failure, signature
 
     found, more = [outcome.failure], []
     budget = _reduce_budget(config)
@@ -815,7 +815,10 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
                                  **({"max_examples": max_examples} if max_examples is not None else {}))
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
-            failure = reduce_failure(session, again.failure, budget_s=budget)
+            failure = _explained_unmasked(session, again.failure, explain_race)
+            if signature(failure) in {signature(f) for f in found}:
+                break  # a race that, one call at a time, shows a failure reported already: the same bug
+            failure = reduce_failure(session, failure, budget_s=budget)
             if signature(failure) in {signature(f) for f in found}:
                 break
             failure.seed = seed
@@ -826,6 +829,20 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     finally:
         session.known_failures.clear()
     return more
+
+
+def _explained_unmasked(session: Session, failure: Failure, explain_race) -> Failure:
+    """``explain_race`` of a failure found while earlier failures were masked,
+    run with the masks lifted: a race whose calls, one at a time, show one of
+    those failures is that bug seen again through its consequences."""
+    if failure.kind != "linearizability":
+        return failure
+    masks = list(session.known_failures)
+    session.known_failures.clear()
+    try:
+        return explain_race(session, failure)
+    finally:
+        session.known_failures[:] = masks
 
 
 def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
