@@ -798,29 +798,45 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
     accepted deviations; only divergences can be masked, so it stops at any
-    other kind. Each new failure is reduced like the first."""
-    from .reduce import explain_race, reduce_failure, signature
+    other kind. Each new failure is reduced like the first. A masked bug
+    leaves the implementation's state apart from the model's, so later reads
+    differ too: a new failure whose steps, replayed with the masks lifted,
+    first fail as one reported already is that bug's consequence. It is
+    masked as well and not reported, and the search goes on (a few more
+    explorations at most)."""
+    from .reduce import explain_race, reduce_failure, signature, steps_of_trace
 
     found, more = [outcome.failure], []
+    known = {signature(outcome.failure)}
+    masked = outcome.failure  # the failure masked next
     budget = _reduce_budget(config)
     first_seed = config.seed if seed is None else seed
+    tries = 0
     try:
-        while len(found) < config.max_failures and found[-1].kind == "divergence" and found[-1].path:
-            kind, operation, path = signature(found[-1])
+        while (len(found) < config.max_failures and tries < config.max_failures + 1
+               and masked.kind == "divergence" and masked.path):
+            kind, operation, path = signature(masked)
             session.known_failures.append((operation, path))
-            seed = first_seed + len(found)
+            tries += 1
+            seed = first_seed + tries
             again = run_stateful(spec, session, profile=config.profile, seed=seed, capabilities=capabilities,
                                  on_example=on_example, shrink_s=config.shrink_s,
                                  database=_example_db(config, prepared),
                                  **({"max_examples": max_examples} if max_examples is not None else {}))
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
-            failure = _explained_unmasked(session, again.failure, explain_race)
-            if signature(failure) in {signature(f) for f in found}:
+            failure = _unmasked(session, lambda: explain_race(session, again.failure)) \
+                if again.failure.kind == "linearizability" else again.failure
+            if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
             failure = reduce_failure(session, failure, budget_s=budget)
-            if signature(failure) in {signature(f) for f in found}:
+            if signature(failure) in known:
                 break
+            known.add(signature(failure))
+            masked = failure
+            first = _unmasked(session, lambda: _replay_first(session, steps_of_trace(failure.steps)))
+            if first is not None and signature(first) in known - {signature(failure)}:
+                continue  # a consequence of a failure reported already
             failure.seed = seed
             failure.message += (f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
                                 f"{len(found)} failure(s) reported before it)")
@@ -831,16 +847,24 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     return more
 
 
-def _explained_unmasked(session: Session, failure: Failure, explain_race) -> Failure:
-    """``explain_race`` of a failure found while earlier failures were masked,
-    run with the masks lifted: a race whose calls, one at a time, show one of
-    those failures is that bug seen again through its consequences."""
-    if failure.kind != "linearizability":
-        return failure
+def _replay_first(session: Session, steps: list[dict]) -> Failure | None:
+    """The first failure of ``steps`` replayed (None when they pass, or when
+    the implementation cannot be started again)."""
+    from .reduce import replay_steps
+
+    try:
+        return replay_steps(session, steps)
+    except AdapterLoadError:
+        return None
+
+
+def _unmasked(session: Session, run: Callable[[], Any]) -> Any:
+    """``run()`` with the failures masked by --max-failures lifted (accepted
+    deviations stay)."""
     masks = list(session.known_failures)
     session.known_failures.clear()
     try:
-        return explain_race(session, failure)
+        return run()
     finally:
         session.known_failures[:] = masks
 
