@@ -196,7 +196,8 @@ def cli() -> None:
                    "`conformance check-trace`, attach a failing one to a bug report).")
 @click.option("--max-failures", "max_failures", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Distinct exploration failures to look for: after one, the exploration goes on with it "
-                   "accepted, and each distinct failure gets its own counterexample file.")
+                   "accepted, and each distinct failure gets its own counterexample file (what an accepted "
+                   "failure leaves behind, later reads that differ because of it, is not counted again).")
 @click.option("--example-db", "example_db", default=None, metavar="DIR",
               help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
                    "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).")
