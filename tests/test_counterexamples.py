@@ -518,8 +518,8 @@ def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same
     runs = []
     for run in ("one", "two"):
         proc = kit("run", spec, "--adapter", "mutant_under_test:Adapter", "--no-scenarios", "--workers", "1",
-                   "--seed", "1", "--example-db", "none", "--report-dir", str(tmp_path / run),
-                   cwd=tmp_path, pythonpath=tmp_path)
+                   "--seed", "1", "--example-db", "none", "--max-failures", "1",
+                   "--report-dir", str(tmp_path / run), cwd=tmp_path, pythonpath=tmp_path)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         runs.append(_steps(json.loads((tmp_path / run / "report.json").read_text(encoding="utf-8"))))
     assert runs[0] == runs[1], runs
