@@ -1,10 +1,10 @@
-#!/usr/bin/env python
+#!/usr/bin/env python3
 """Performance benchmarks of the conformance kit, measured in one run.
 
-    python benchmarks/run.py            # readable table, then the JSON object
-    python benchmarks/run.py --json     # one JSON object on stdout, nothing else
-    python benchmarks/run.py --quick    # smaller sizes (a smoke test, not a measurement)
-    python benchmarks/run.py --skip-ci-run
+    .venv/bin/python benchmarks/run.py            # readable table, then the JSON object
+    .venv/bin/python benchmarks/run.py --json     # one JSON object on stdout, nothing else
+    .venv/bin/python benchmarks/run.py --quick    # smaller sizes (a smoke test, not a measurement)
+    .venv/bin/python benchmarks/run.py --skip-ci-run
 
 Metrics (see benchmarks/README.md for the details):
 
