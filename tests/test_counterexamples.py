@@ -15,7 +15,8 @@ import yaml
 
 from cli_result import kit
 from conformance.engine.failures import Failure
-from conformance.engine.reduce import _simpler_values, signature
+from conformance.engine.failures import signature
+from conformance.engine.reduce import _simpler_values
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.mutants import load_mutants
 from statemachines import load_spec
@@ -156,7 +157,7 @@ def test_the_same_bug_is_recognised_whatever_the_list_index():
 
 def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_path):
     from conformance.reporting import validate_report
-    from conformance.engine.reduce import signature as sig
+    from conformance.engine.failures import signature as sig
     TwoBugsAdapter = _sequential(_load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter"))
 
     report = _explore(tmp_path, "two-bugs", TwoBugsAdapter, max_failures=3, shrink_s=10)

@@ -1,10 +1,11 @@
 """What a failed check says: a stable kind, a human message, and the evidence."""
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS"]
+__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS", "signature"]
 
 FAILURE_KINDS = (
     "divergence",            # the implementation did something other than the model predicts
@@ -58,3 +59,13 @@ class Failure:
 
     def headline(self) -> str:
         return self.message.splitlines()[0] if self.message else self.kind
+
+
+def signature(failure: Failure | dict) -> tuple:
+    """What makes two failures the same bug: kind, operation and path (list
+    indexes aside), of a Failure or of a failure as a report lists it."""
+    if isinstance(failure, dict):
+        kind, operation, path = failure.get("kind"), failure.get("operation"), failure.get("path")
+    else:
+        kind, operation, path = failure.kind, failure.operation, failure.path
+    return kind, operation, (re.sub(r"\[\d+\]", "[*]", path) if path else None)

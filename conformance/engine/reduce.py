@@ -45,10 +45,10 @@ from typing import Any
 import jsonschema
 
 from ..errors import AdapterLoadError
-from .failures import Failure
+from .failures import Failure, signature
 from .interrupts import checkpoint
 
-__all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "signature", "steps_of_trace"]
+__all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
 
 # How many orders of one concurrent group are re-run one call at a time.
 MAX_ORDERS = 24
@@ -71,12 +71,6 @@ def race_tries(rate: float) -> int:
         return RACE_TRIES
     needed = math.ceil(math.log(RACE_MISS) / math.log(1 - rate))
     return max(RACE_TRIES, min(MAX_RACE_TRIES, needed))
-
-
-def signature(failure: Failure) -> tuple:
-    """What makes two failures the same bug: kind, operation and path (list indexes aside)."""
-    path = re.sub(r"\[\d+\]", "[*]", failure.path) if failure.path else None
-    return failure.kind, failure.operation, path
 
 
 def steps_of_trace(trace: list[dict]) -> list[dict]:

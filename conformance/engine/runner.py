@@ -21,7 +21,7 @@ from statemachines import ExpressionError, Spec, SpecError, load_replay_file, lo
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .deviations import DeviationsError
-from .failures import DATA_ERRORS, Failure
+from .failures import DATA_ERRORS, Failure, signature
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario
@@ -804,18 +804,18 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     first fail as one reported already is that bug's consequence. It is
     masked as well and not reported, and the search goes on (a few more
     explorations at most)."""
-    from .reduce import explain_race, reduce_failure, signature, steps_of_trace
+    from .reduce import explain_race, reduce_failure, steps_of_trace
 
-    found, more = [outcome.failure], []
+    more: list[Failure] = []  # the distinct failures after the first
     known = {signature(outcome.failure)}
     masked = outcome.failure  # the failure masked next
     budget = _reduce_budget(config)
     first_seed = config.seed if seed is None else seed
     tries = 0
     try:
-        while (len(found) < config.max_failures and tries < config.max_failures + 1
+        while (1 + len(more) < config.max_failures and tries < config.max_failures + 1
                and masked.kind == "divergence" and masked.path):
-            kind, operation, path = signature(masked)
+            _, operation, path = signature(masked)
             session.known_failures.append((operation, path))
             tries += 1
             seed = first_seed + tries
@@ -829,9 +829,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
                 if again.failure.kind == "linearizability" else again.failure
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
-            failure = reduce_failure(session, failure, budget_s=budget)
-            if signature(failure) in known:
-                break
+            failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
             known.add(signature(failure))
             masked = failure
             first = _unmasked(session, lambda: _replay_first(session, steps_of_trace(failure.steps)))
@@ -839,8 +837,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
                 continue  # a consequence of a failure reported already
             failure.seed = seed
             failure.message += (f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
-                                f"{len(found)} failure(s) reported before it)")
-            found.append(failure)
+                                f"{1 + len(more)} failure(s) reported before it)")
             more.append(failure)
     finally:
         session.known_failures.clear()

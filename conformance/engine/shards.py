@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConformanceError
+from .failures import signature
 
 __all__ = ["ShardError", "parse_shard", "part_seed", "part_examples", "shard_items", "combine_stateful",
-           "place_counterexamples", "load_shard_report", "check_shards", "merge_reports", "failure_signature",
+           "place_counterexamples", "load_shard_report", "check_shards", "merge_reports",
            "shard_info"]
 
 
@@ -77,12 +78,6 @@ def shard_items(items: Iterable, index: int, count: int) -> list:
     return [item for position, item in enumerate(items) if position % count == index - 1]
 
 
-def failure_signature(failure: dict) -> tuple:
-    """What makes two reported failures the same bug (as engine/reduce.signature)."""
-    path = re.sub(r"\[\d+\]", "[*]", failure["path"]) if failure.get("path") else None
-    return failure.get("kind"), failure.get("operation"), path
-
-
 def _counts_sum(dicts: Iterable[dict | None]) -> dict:
     out: dict = {}
     for counts in dicts:
@@ -115,9 +110,9 @@ def combine_stateful(parts: list[dict], seed: int) -> dict:
     failures, seen = [], set()
     for part in parts:
         for failure in [part.get("failure")] + list(part.get("more_failures") or []):
-            if failure is None or failure_signature(failure) in seen:
+            if failure is None or signature(failure) in seen:
                 continue
-            seen.add(failure_signature(failure))
+            seen.add(signature(failure))
             failures.append(failure)
     verdicts = [p["verdict"] for p in parts]
     verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")

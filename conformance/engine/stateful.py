@@ -28,8 +28,7 @@ from statemachines.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices
-from .failures import DATA_ERRORS, Failure
-from .reduce import signature
+from .failures import DATA_ERRORS, Failure, signature
 from .session import Session
 
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
@@ -461,22 +460,20 @@ class _Stats:
     failures: int = 0
     failing: bool = False  # the current example has failed
     pin: bool = True  # shrink the first failure's bug only (False: a long campaign takes every failure)
-    pinned: tuple | None = None  # the first plain failure's signature (reduce.signature): the bug being shrunk
+    pinned: tuple | None = None  # the first plain failure's signature (failures.signature): the bug being shrunk
     others: int = 0  # failures of other signatures met while shrinking (left to --max-failures)
 
     def failed(self, failure: Failure) -> bool:
         """Keep the shortest failing step list of the first plain (not race)
         failure's signature (False for a failure of another one); stop
         shrinking when the budget is spent."""
-        if not self.pin:
-            pass
-        elif self.pinned is None:
+        if self.pin and self.pinned is None:
             # A race that matched no order may be a plain bug first met inside a
             # concurrent group: shrinking may still slip from it to a plain
             # failure, which is the sharper report; a plain failure pins its bug.
             if failure.kind != "linearizability":
                 self.pinned, self.best = signature(failure), None
-        elif signature(failure) != self.pinned:
+        elif self.pin and signature(failure) != self.pinned:
             self.others += 1
             self.check_budget()
             return False
