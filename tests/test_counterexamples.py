@@ -572,6 +572,28 @@ def test_shrinking_keeps_to_the_first_failures_signature():
     assert stats.best is shorter and stats.failures == 2
 
 
+def test_shrinking_may_slip_to_another_wrong_answer_of_the_same_operation():
+    """A crash of an operation and a wrong result of the same operation may be
+    one fault seen two ways: shrinking takes the shorter as the same bug, while
+    a race or an invariant on that operation stays another bug."""
+    from conformance.engine.failures import same_bug
+    from conformance.engine.stateful import _Stats
+
+    crash = Failure(kind="implementation-error", message="turn_boundary raised TypeError", operation="turn_boundary",
+                    steps=[{"operation": "start_job"}] * 4 + [{"operation": "turn_boundary"}])
+    wrong = Failure(kind="divergence", message="m", operation="turn_boundary", path="result.injected[0]",
+                    steps=[{"operation": "start_job"}, {"operation": "observe_progress"}, {"operation": "turn_boundary"}])
+    broken = Failure(kind="invariant", message="m", operation="turn_boundary", path=None, steps=[{}])
+    stats = _Stats(shrink_s=60, shrink_examples=100)
+    assert stats.failed(crash) is True
+    assert stats.failed(wrong) is True and stats.best is wrong
+    assert stats.failed(broken) is False and stats.others == 1
+    assert same_bug(signature(wrong), signature(crash)) and same_bug(signature(crash), signature(wrong))
+    assert not same_bug(signature(broken), signature(crash))
+    assert not same_bug(("divergence", "turn_boundary", "result"), ("divergence", "list_jobs", "result"))
+    assert not same_bug(("divergence", None, "result"), ("implementation-error", None, None))
+
+
 def test_a_long_campaign_keeps_every_failure_and_never_ends_shrinking_itself():
     """conformance.fuzzing hands shrinking and the choice of bugs to
     Hypothesis and HypoFuzz: nothing is rejected and no budget ends a run."""

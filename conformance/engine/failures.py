@@ -5,7 +5,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS", "signature"]
+__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS", "signature", "same_bug"]
 
 FAILURE_KINDS = (
     "divergence",            # the implementation did something other than the model predicts
@@ -69,3 +69,22 @@ def signature(failure: Failure | dict) -> tuple:
     else:
         kind, operation, path = failure.kind, failure.operation, failure.path
     return kind, operation, (re.sub(r"\[\d+\]", "[*]", path) if path else None)
+
+
+# The kinds of failure that are one operation's wrong answer (its result, its
+# error, its shape): two of them on one operation may be one fault seen two ways.
+ANSWER_KINDS = frozenset({"divergence", "schema", "implementation-error"})
+
+
+def same_bug(one: tuple, other: tuple) -> bool:
+    """Whether two failure signatures are one bug to shrinking and reduction:
+    the same signature, or two wrong answers of the same operation. A mutant
+    that queues a running job's injection makes ``turn_boundary`` inject it
+    after three steps and crash on sorting it with a finished one after five:
+    one fault, and the shorter sequence is the better report. A failure of
+    another operation, a race or a broken invariant is another bug (left to
+    --max-failures, which lists distinct signatures)."""
+    if one == other:
+        return True
+    return (one[1] is not None and one[1] == other[1]
+            and one[0] in ANSWER_KINDS and other[0] in ANSWER_KINDS)

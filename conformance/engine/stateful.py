@@ -28,7 +28,7 @@ from statemachines.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices
-from .failures import DATA_ERRORS, Failure, signature
+from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
 
 __all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
@@ -461,11 +461,12 @@ class _Stats:
     failing: bool = False  # the current example has failed
     pin: bool = True  # shrink the first failure's bug only (False: a long campaign takes every failure)
     pinned: tuple | None = None  # the first plain failure's signature (failures.signature): the bug being shrunk
-    others: int = 0  # failures of other signatures met while shrinking (left to --max-failures)
+    others: int = 0  # failures of other bugs (failures.same_bug) met while shrinking (left to --max-failures)
 
     def failed(self, failure: Failure) -> bool:
         """Keep the shortest failing step list of the first plain (not race)
-        failure's signature (False for a failure of another one); stop
+        failure's bug (``failures.same_bug``: its signature, or another wrong
+        answer of its operation); False for a failure of another bug. Stop
         shrinking when the budget is spent."""
         if self.pin and self.pinned is None:
             # A race that matched no order may be a plain bug first met inside a
@@ -473,7 +474,7 @@ class _Stats:
             # failure, which is the sharper report; a plain failure pins its bug.
             if failure.kind != "linearizability":
                 self.pinned, self.best = signature(failure), None
-        elif self.pin and signature(failure) != self.pinned:
+        elif self.pin and not same_bug(signature(failure), self.pinned):
             self.others += 1
             self.check_budget()
             return False
@@ -596,7 +597,7 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         if stats.others:
             outcome.failure.message += (
                 f"\n({stats.others} sequence(s) tried while shrinking failed in another way (another operation, "
-                f"kind or path): another bug, left aside here; --max-failures N reports distinct failures)")
+                f"a race or an invariant): another bug, left aside here; --max-failures N reports distinct failures)")
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
