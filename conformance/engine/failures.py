@@ -77,13 +77,14 @@ ANSWER_KINDS = frozenset({"divergence", "schema", "implementation-error"})
 
 
 def same_bug(one: tuple, other: tuple) -> bool:
-    """Whether two failure signatures are one bug to shrinking and reduction:
+    """Whether two failure signatures are one bug to Hypothesis's shrinking:
     the same signature, or two wrong answers of the same operation. A mutant
     that queues a running job's injection makes ``turn_boundary`` inject it
     after three steps and crash on sorting it with a finished one after five:
     one fault, and the shorter sequence is the better report. A failure of
     another operation, a race or a broken invariant is another bug (left to
-    --max-failures, which lists distinct signatures)."""
+    --max-failures, which lists distinct signatures). The replay reduction
+    that follows keeps the shrunk failure's own signature."""
     if one == other:
         return True
     return (one[1] is not None and one[1] == other[1]

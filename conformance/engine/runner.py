@@ -829,7 +829,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
                 if again.failure.kind == "linearizability" else again.failure
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
-            failure = reduce_failure(session, failure, budget_s=budget)  # keeps its bug (failures.same_bug)
+            failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
             known.add(signature(failure))
             masked = failure
             first = _unmasked(session, lambda: _replay_first(session, steps_of_trace(failure.steps)))
