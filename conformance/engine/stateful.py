@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, reject, seed as hypothesis_seed, settings as Settings
+from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import Flaky, FlakyStrategyDefinition
+from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
 from hypothesis_jsonschema import from_schema
 
@@ -499,6 +500,19 @@ class _Stats:
             raise _ShrinkBudgetSpent()
 
 
+def _example_over() -> bool:
+    """Whether Hypothesis has ended the running example already: its choices
+    ran out while it drew the next step (common while shrinking), and the
+    machine's teardown runs in a ``finally`` with that stop in flight. The
+    example is then discarded whatever it would show; a probe now could only
+    replace the stop with a failure or a rejection Hypothesis can no longer
+    record (it raised ``Frozen``, an internal error that lost the report)."""
+    try:
+        return bool(getattr(current_build_context().data, "frozen", False))
+    except InvalidArgument:  # no example running (a machine driven by hand)
+        return False
+
+
 def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
     """A RuleBasedStateMachine class driving ``session`` through generated steps."""
     explorer.model = session.model
@@ -542,7 +556,7 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             self.unprobed = session.calls == calls
 
         def teardown(self):
-            if self.unprobed and not stats.failing:
+            if self.unprobed and not stats.failing and not _example_over():
                 self.unprobed = False
                 driver.check(session.probe())
 
