@@ -7,6 +7,7 @@ try the known failure first."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -592,6 +593,70 @@ def test_shrinking_may_slip_to_another_wrong_answer_of_the_same_operation():
     assert not same_bug(signature(broken), signature(crash))
     assert not same_bug(("divergence", "turn_boundary", "result"), ("divergence", "list_jobs", "result"))
     assert not same_bug(("divergence", None, "result"), ("implementation-error", None, None))
+
+
+def test_an_example_hypothesis_has_ended_is_not_probed_in_its_teardown():
+    """Hypothesis calls the machine's teardown in a ``finally``, also when it has
+    stopped the example because its choices ran out (often while shrinking).
+    A probe then finding another bug called reject() on the ended example,
+    which Hypothesis answered with ``Frozen``: an internal error that cost the
+    report its failures (seen under load with --max-failures)."""
+    from hypothesis.control import BuildContext
+    from hypothesis.errors import UnsatisfiedAssumption
+    from hypothesis.internal.conjecture.data import ConjectureData
+    from conformance.engine.stateful import Explorer, _Stats, build_state_machine
+    from statemachines import load_spec as load
+
+    session = _session_for(_demo_factory())
+    spec = load(resolve_spec("thread-jobs"))
+    stats = _Stats(shrink_s=60, shrink_examples=100)
+    stats.failed(Failure(kind="divergence", message="m", operation="cancel_job", path="result.status", steps=[{}]))
+    other = Failure(kind="divergence", message="m", operation="list_jobs", path="result.jobs", steps=[{}])
+    probes = []
+    session.probe = lambda **_: probes.append(1) or other  # the end-of-example probe meets another bug
+    machine = build_state_machine(spec, session, Explorer(spec, session.params, False), stats)()
+    ended = ConjectureData.for_choices([])
+    ended.freeze()
+    machine.unprobed = True
+    with BuildContext(ended, wrapped_test=lambda: None):
+        machine.teardown()  # nothing to probe: the example is over
+    assert probes == [] and machine.unprobed
+    with pytest.raises(UnsatisfiedAssumption), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reject() outside a test: what a running example would get
+        machine.teardown()
+    assert probes == [1]
+    session.close()
+
+
+@pytest.mark.parametrize("trouble", ["interrupt", "kit-bug"])
+def test_the_failures_found_survive_trouble_while_more_are_sought(tmp_path, monkeypatch, trouble):
+    """--max-failures searches on after the first failure is complete: a Ctrl-C
+    or a fault of the kit's own during that search must not cost the report
+    the failures already found (the first, and the distinct ones since)."""
+    from conformance.engine import runner
+
+    def search(config, spec, session, outcome, *args, more, **kwargs):
+        more.append(replace(outcome.failure, operation="list_jobs", path="result.jobs", message="another bug"))
+        raise KeyboardInterrupt() if trouble == "interrupt" else RuntimeError("the search broke")
+
+    monkeypatch.setattr(runner, "_more_failures", search)
+    report = _explore(tmp_path, "trouble", _demo_factory(), deviations=str(DEMO / "deviations.yaml"),
+                      max_failures=3, shrink_s=1)
+    stateful = report["stateful"]
+    assert stateful is not None, report["problems"]
+    failures = [stateful["failure"], *stateful.get("more_failures", [])]
+    assert [f["operation"] for f in failures] == ["observe_progress", "list_jobs"], failures
+    assert all(Path(f["counterexample_file"]).is_file() for f in failures)
+    saved = json.loads((tmp_path / "trouble" / "report.json").read_text(encoding="utf-8"))
+    assert saved["stateful"]["failure"]["operation"] == "observe_progress"
+    if trouble == "interrupt":
+        assert report["verdict"] == "interrupted" and stateful["verdict"] == "interrupted"
+        assert "there may be more" in failures[0]["message"]
+        assert any("found 2 distinct failure(s)" in p["message"] for p in report["problems"]), report["problems"]
+    else:
+        assert report["verdict"] == "fail" and report["exit_code"] == 1
+        assert [p["kind"] for p in report["problems"]] == ["internal-error"]
+        assert "RuntimeError: the search broke" in report["problems"][0]["message"]
 
 
 def test_a_long_campaign_keeps_every_failure_and_never_ends_shrinking_itself():

@@ -374,7 +374,7 @@ class _Tracker:
     def where(self) -> str | None:
         if self.phase == "scenarios" and self.scenario:
             return f"scenario {self.scenario}"
-        return "stateful exploration" if self.phase == "stateful" else None
+        return "stateful exploration" if self.phase in ("stateful", "searching") else None
 
 
 def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> None:
@@ -388,7 +388,21 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
     done = f"{tracker.scenarios_done} of {tracker.scenarios_total} scenarios finished"
     if tracker.phase == "scenarios" and tracker.scenario:
         done += f"; scenario {tracker.scenario} was running and is not reported"
-    if tracker.phase == "stateful":
+    if tracker.phase == "searching":  # the failures found are complete; others may exist
+        so_far, found = exc.stateful_so_far, [exc.stateful_so_far.failure, *exc.more_so_far]
+        so_far.failure.message += ("\n(the run was interrupted while the exploration looked for further "
+                                   "distinct failures (--max-failures): there may be more)")
+        if tracker.describe_failure is not None:
+            tracker.describe_failure(so_far.failure)
+        done += (f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was "
+                 f"looking for more")
+        report["stateful"] = {"verdict": "interrupted", "profile": tracker.profile, "seed": tracker.seed,
+                              "examples": so_far.examples, "steps": so_far.steps,
+                              "duration_s": round(time.perf_counter() - tracker.started, 3), "coverage": None,
+                              "failure": so_far.failure.to_dict()}
+        if exc.more_so_far:
+            report["stateful"]["more_failures"] = [failure.to_dict() for failure in exc.more_so_far]
+    elif tracker.phase == "stateful":
         so_far = getattr(exc, "stateful_so_far", None)
         if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
             so_far.failure.message += ("\n(the run was interrupted while the exploration was shrinking it: "
@@ -632,9 +646,12 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
                     exc.stateful_so_far = outcome
                     raise
                 tracker.phase = "verdict"
-            more = _more_failures(config, spec, session, outcome, capabilities, on_example, prepared,
-                                  seed=seed, max_examples=examples) \
-                if outcome.failure is not None and outcome.verdict == "fail" else []
+            more: list[Failure] = []  # the distinct failures after the first, as they are found
+            if outcome.failure is not None and outcome.verdict == "fail":
+                _search_more(config, spec, session, outcome, more, capabilities, on_example, prepared, report,
+                             tracker, seed=seed, max_examples=examples,
+                             describe=lambda failure, number, part=part: _describe_stateful_failure(
+                                 config, spec, failure, base_cmd, adapter_args, number=number, part=part))
             if outcome.failure is not None:
                 _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args, part=part)
             for number, failure in enumerate(more, 2):
@@ -793,8 +810,35 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
                                    "message": f"could not write the trace: {exc}"})
 
 
+def _search_more(config: RunConfig, spec: Spec, session: Session, outcome, more: list[Failure], capabilities: dict,
+                 on_example, prepared: Prepared, report: dict, tracker: "_Tracker", *, seed: int,
+                 max_examples: int | None, describe: Callable[[Failure, int], None]) -> None:
+    """``_more_failures`` into ``more``, so that what it finds is never lost:
+    the failures found before it are complete, so an interrupt reports them
+    (with those it found so far), and a fault of the kit's own while it
+    searches becomes a problem in the report beside them."""
+    try:
+        _more_failures(config, spec, session, outcome, capabilities, on_example, prepared,
+                       seed=seed, max_examples=max_examples, more=more)
+    except KeyboardInterrupt as exc:
+        for number, failure in enumerate(more, 2):
+            describe(failure, number)
+        exc.stateful_so_far, exc.more_so_far = outcome, list(more)
+        tracker.phase = "searching"
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug in the kit must not cost the failures already found
+        report["problems"].append({
+            "kind": "internal-error", "where": "stateful exploration",
+            "message": (f"internal error in the conformance kit while looking for further distinct failures "
+                        f"(--max-failures): {_exception_text(exc)}; the failures reported were found before it "
+                        f"(set CONFORMANCE_DEBUG=1 to see the traceback)")})
+        if os.environ.get("CONFORMANCE_DEBUG"):
+            traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
+
+
 def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, capabilities: dict, on_example,
-                   prepared: Prepared, seed: int | None = None, max_examples: int | None = None) -> list[Failure]:
+                   prepared: Prepared, seed: int | None = None, max_examples: int | None = None,
+                   more: list[Failure] | None = None) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
     accepted deviations; only divergences can be masked, so it stops at any
@@ -806,7 +850,7 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     explorations at most)."""
     from .reduce import explain_race, reduce_failure, steps_of_trace
 
-    more: list[Failure] = []  # the distinct failures after the first
+    more = [] if more is None else more  # the distinct failures after the first, appended as found
     known = {signature(outcome.failure)}
     masked = outcome.failure  # the failure masked next
     budget = _reduce_budget(config)
