@@ -740,7 +740,7 @@ def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_
                        deviations=str(DEMO / "deviations.yaml"), max_failures=3, shrink_s=10)
     report = run_conformance(config, seen)
     stateful = report["stateful"]
-    assert stateful is not None, report["problems"]
+    assert stateful is not None and not report["problems"], report["problems"]
     failures = [stateful["failure"], *stateful.get("more_failures", [])]
     assert [(f["operation"], f["path"]) for f in failures] == [("observe_progress", "result.status")], [
         f["message"].splitlines()[0] for f in failures]
