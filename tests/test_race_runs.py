@@ -59,3 +59,24 @@ def test_a_scenario_declares_its_own_number_of_runs(tmp_path):
     proc = kit("run", str(tmp_path / "thread-jobs.yaml"), "--adapter", "rare_race:RareRaceAdapter",
                "--scenario", "B2", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_each_run_of_a_race_lets_another_call_lead(monkeypatch):
+    """The call of a group started last tends to run first. A check-then-act
+    window opens only when the checking call leads, so the runs of a racing
+    scenario take turns: run r lets call -r lead (counted from the end)."""
+    from conformance.engine import scenarios
+    from conformance.engine.runner import RunConfig, prepare
+    from conformance.engine.session import launch_order
+
+    session = prepare(RunConfig(spec_path="thread-jobs", report_dir=None)).session
+    seen = []
+    monkeypatch.setattr(scenarios, "run_steps", lambda s, steps, scope: seen.append(s.head_start))
+    b2 = {s.id: s for s in session.spec.scenarios}["B2"]
+    try:
+        outcome = scenarios.run_scenario(session, b2, {"concurrent": True}, race_runs=4)
+    finally:
+        session.close()
+    assert outcome.verdict == "pass", outcome.failure
+    assert seen == [-1, -2, -3, -4] and session.head_start == -1  # the exploration's default again
+    assert [launch_order(2, lead)[-1] for lead in seen] == [1, 0, 1, 0]  # each of two calls leads in turn

@@ -106,6 +106,9 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,
             if run > 1:
                 checkpoint()
             session.reset()
+            # Each run lets another of a group's calls lead (it tends to run first):
+            # a check-then-act window opens only when the checking call leads.
+            session.head_start = -run
             run_steps(session, scenario.steps, {"params": session.params})
     except _Avoided as avoided:
         d = avoided.deviation
@@ -127,6 +130,8 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,
     except ExpressionError as exc:
         failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace))
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
+    finally:
+        session.head_start = -1
     note = f"passed all {runs} runs (it races calls)" if runs > 1 else None
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, note)
 
