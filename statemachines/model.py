@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,19 +69,25 @@ class Coverage:
 
     CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
 
+    # Plain dicts, not Counters: the model copies its coverage with every
+    # snapshot (each order a concurrent group's check tries), and a dict copy
+    # is several times cheaper than building a Counter.
     def __init__(self) -> None:
-        self.counts = {c: Counter() for c in self.CATEGORIES}
+        self.counts: dict[str, dict[str, int]] = {c: {} for c in self.CATEGORIES}
 
     def hit(self, category: str, name: str, n: int = 1) -> None:
-        self.counts[category][name] += n
+        counts = self.counts[category]
+        counts[name] = counts.get(name, 0) + n
 
     def merge(self, other: "Coverage") -> None:
-        for c in self.CATEGORIES:
-            self.counts[c].update(other.counts[c])
+        for c, theirs in other.counts.items():
+            mine = self.counts[c]
+            for name, n in theirs.items():
+                mine[name] = mine.get(name, 0) + n
 
     def copy(self) -> "Coverage":
-        out = Coverage()
-        out.merge(self)
+        out = Coverage.__new__(Coverage)
+        out.counts = {c: dict(v) for c, v in self.counts.items()}
         return out
 
     def as_dict(self) -> dict:
@@ -151,6 +156,7 @@ class Model:
         self.counters: dict[str, int] = {c: 0 for c in spec.counters}
         self._observation: dict | None = None
         self._fns = self._functions()  # CEL callbacks; they read the current observation through self
+        self._sort_keys: dict = {}  # ordering name -> its sort key (Model._sort_key)
         self._scope_policy = next((p.name for p in spec.policies.values() if p.kind == "scope"), None)
         self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
@@ -208,9 +214,14 @@ class Model:
         return (self.now, self.store.copy(), {k: dict(v) for k, v in self.tables.items()},
                 dict(self.counters), self.coverage.copy(), dict(self.births))
 
-    def restore(self, snap: tuple) -> None:
+    def restore(self, snap: tuple, *, again: bool = True) -> None:
+        """Go back to a snapshot. ``again=False``: the snapshot is never
+        restored again, so the model takes its copies over (no second copy)."""
         now, store, tables, counters, coverage, births = snap
         self.revision += 1
+        if not again:
+            self.now, self.store, self.tables, self.counters, self.coverage, self.births = snap
+            return
         self.now, self.store, self.tables, self.counters, self.coverage, self.births = (
             now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy(), dict(births))
 
@@ -272,7 +283,7 @@ class Model:
         try:
             return self.predict(operation, args, observation)
         finally:
-            self.restore(snap)
+            self.restore(snap, again=False)
 
     def predict(self, operation: str, args: dict, observation: dict | None = None) -> Prediction:
         """Apply ``operation`` to the model and return what it must produce.
@@ -526,8 +537,34 @@ class Model:
         return [{f: r.get(f) for f in fields} for r in records]
 
     def _sort_key(self, ordering_name: str):
-        fields = self.spec.orderings[ordering_name].by
-        return lambda rec: tuple((rec.get(f) is not None, rec.get(f)) for f in fields)
+        """Records in an ordering's order: by each field in turn, a missing
+        (null) value first. Built once per ordering; the key is one flat
+        tuple (present, value, present, value, ...), which orders exactly as
+        the pairs would, without a generator per record."""
+        key = self._sort_keys.get(ordering_name)
+        if key is None:
+            fields = tuple(self.spec.orderings[ordering_name].by)
+            if len(fields) == 1:
+                (first,) = fields
+
+                def key(rec):
+                    a = rec.get(first)
+                    return (a is not None, a)
+            elif len(fields) == 2:
+                first, second = fields
+
+                def key(rec):
+                    a, b = rec.get(first), rec.get(second)
+                    return (a is not None, a, b is not None, b)
+            else:
+                def key(rec):
+                    out = []
+                    for f in fields:
+                        value = rec.get(f)
+                        out += (value is not None, value)
+                    return tuple(out)
+            self._sort_keys[ordering_name] = key
+        return key
 
     def _for_each(self, step: S.ForEach, frame, out):
         for record in self._select(step, frame):

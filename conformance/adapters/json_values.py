@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MIN_INT", "MAX_INT", "INT_RANGE_TEXT", "json_problem", "json_safe", "is_plain_json"]
+__all__ = ["MAX_DEPTH", "MIN_INT", "MAX_INT", "INT_RANGE_TEXT", "json_problem", "json_safe", "is_plain_json",
+           "is_plain_answer"]
 
 MIN_INT = -(2 ** 63)
 MAX_INT = 2 ** 63 - 1
@@ -65,6 +66,55 @@ def is_plain_json(value: Any) -> bool:
         containers += 1
         if containers > 1_000_000:
             return False
+    return True
+
+
+def is_plain_answer(value: Any) -> bool:
+    """True when ``value`` holds nothing :func:`json_problem` would find: what
+    :func:`is_plain_json` checks, and also that every string has a UTF-8
+    encoding (no lone surrogate) and that arrays and objects nest at most
+    :data:`MAX_DEPTH` deep. One walk, level by level, no paths: the check
+    every answer gets; False sends it to the careful walk."""
+    level = [value]
+    depth = 0
+    containers = 0
+    while level:
+        below: list = []
+        push = below.extend
+        for node in level:
+            kind = type(node)
+            if kind is str:
+                if not node.isascii():
+                    try:
+                        node.encode("utf-8")
+                    except UnicodeEncodeError:  # a lone surrogate
+                        return False
+                continue
+            if kind is bool or node is None:
+                continue
+            if kind is int:
+                if MIN_INT <= node <= MAX_INT:
+                    continue
+                return False
+            if kind is float:
+                if node - node == 0.0:  # false for NaN and the infinities
+                    continue
+                return False
+            if kind is dict:
+                for key in node:
+                    if type(key) is not str:
+                        return False
+                push(node.values())
+            elif kind is list:
+                push(node)
+            else:
+                return False  # subclasses and other types: the careful walk decides
+            containers += 1
+        if below:
+            depth += 1
+            if depth >= MAX_DEPTH or containers > 1_000_000:
+                return False  # deep (or circular): the careful walk decides
+        level = below
     return True
 
 

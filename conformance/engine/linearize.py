@@ -167,6 +167,9 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
         return (positions.get(value, len(positions)), i)
 
     order_hint = sorted(range(len(calls)), key=hint)
+    # identical calls with identical answers are interchangeable: tried once at each point of an order
+    signatures = [json.dumps([op, args, response], sort_keys=True, default=str)
+                  for (op, args), response in zip(calls, responses)]
     start = model.snapshot()
     budget = [SEARCH_BUDGET]
     best: dict = {"depth": -1, "order": [], "diff": None}
@@ -191,7 +194,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
         tried: set = set()
         for i in remaining:
             op, args = calls[i]
-            signature = json.dumps([op, args, responses[i]], sort_keys=True, default=str)
+            signature = signatures[i]
             if signature in tried:
                 continue  # identical calls with identical answers are interchangeable
             tried.add(signature)
@@ -211,7 +214,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
                     return True
             elif len(order) > best["depth"]:
                 best.update(depth=len(order), order=order + [i], diff=diff)
-            model.restore(snap)
+            model.restore(snap, again=False)
         return False
 
     if search(order_hint, []):

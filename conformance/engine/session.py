@@ -16,13 +16,12 @@ import threading
 import time
 from typing import Any, Callable
 
-import jsonschema
-
 from statemachines import ExpressionError, Model, ObservationError, Spec
 
 from ..adapters.adapter import Adapter
-from ..adapters.json_values import is_plain_json, json_problem, json_safe
+from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem, json_safe
 from ..errors import AdapterLoadError, InputRefused
+from .answer_schemas import AnswerSchema
 from .compare import compare
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
@@ -108,7 +107,11 @@ class _Crew:
         self._idle: list[queue.SimpleQueue] = []
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[Callable[[], None]], None]) -> None:
+        """Run ``fn(release)`` on an idle thread (a new one if none is idle).
+        ``fn`` calls ``release()`` once its call has returned, before it tells
+        anyone so: the thread is then idle for the next group already, which
+        would otherwise often find none and start another."""
         with self._lock:
             jobs = self._idle.pop() if self._idle else None
         if jobs is None:
@@ -121,9 +124,15 @@ class _Crew:
             fn = jobs.get()
             if fn is None:
                 return
-            fn()  # never raises: the calls handed in keep their own outcome
-            with self._lock:
-                self._idle.append(jobs)
+            released = []
+
+            def release() -> None:
+                if not released:
+                    released.append(True)
+                    with self._lock:
+                        self._idle.append(jobs)
+            fn(release)  # never raises: the calls handed in keep their own outcome
+            release()
 
     def close(self) -> None:
         with self._lock:
@@ -155,13 +164,19 @@ def check_shape(response: Any) -> str | None:
 
 def _shape(response: Any) -> tuple[str | None, str | None, str | None]:
     """(why the response is malformed or None, its canonical JSON text when
-    it is not, the JSON path of a value JSON cannot carry)."""
+    it is not and that text was needed, the JSON path of a value JSON cannot
+    carry)."""
     problem = _structure(response)
     if problem:
         return problem, None, None
-    # The one serialisation every answer gets: allow_nan=False refuses NaN and
-    # Infinity for free; the walk (is_plain_json) finds what json.dumps lets
-    # through (integer keys become strings, integers of any size).
+    # The one walk every answer gets (no serialisation): plain JSON values
+    # only, strings that encode, nesting within bounds.
+    if is_plain_answer(response):
+        return None, None, None
+    # Something else is in it: serialise it (allow_nan=False refuses NaN and
+    # Infinity; the walk (is_plain_json) finds what json.dumps lets through:
+    # integer keys become strings, integers of any size), and find the value
+    # at fault with its path.
     try:
         text = json.dumps(response, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
@@ -245,11 +260,14 @@ class Session:
         # The last concurrent group's other possible end states, tried when a
         # later step contradicts the order chosen for it (linearize.RaceOutcome).
         self.race_outcome = None
+        # Answers found valid, by their JSON text, for the schemas the compiled
+        # subset does not cover (engine/answer_schemas.py): only those need it.
         self._valid_responses: set = set()
         self._result_validators = {
-            name: jsonschema.Draft202012Validator(op.result_schema)
-            for name, op in spec.operations.items() if op.result_schema}
-        self._effect_validators = {name: jsonschema.Draft202012Validator(e.schema) for name, e in spec.effects.items()}
+            name: AnswerSchema(op.result_schema) for name, op in spec.operations.items() if op.result_schema}
+        self._effect_validators = {name: AnswerSchema(e.schema) for name, e in spec.effects.items()}
+        self._all_compiled = all(v.compiled for v in [*self._result_validators.values(),
+                                                      *self._effect_validators.values()])
         self._observed_invariants = [inv for inv in spec.invariants if inv.kind == "observed"]
         self._seen: dict[str, dict] = {inv.id: {} for inv in self._observed_invariants}
 
@@ -523,8 +541,12 @@ class Session:
             return self._fail("not-implemented", f"operation {operation} is not implemented"
                                                  + (f" ({detail})" if detail else ""), index,
                               operation=operation, args=args, observed=_printable(response))
-        # Most answers repeat one already found valid (the same list, the same error):
-        # remember valid ones instead of running the schema validators again.
+        if self._all_compiled:
+            return self._check_schemas(operation, args, response, index)
+        # Some schema is checked by jsonschema alone: most answers repeat one already
+        # found valid (the same list, the same error), so remember valid ones.
+        if text is None:
+            text = json.dumps(response, sort_keys=True, ensure_ascii=False, default=str)
         fingerprint = (operation, text)
         if fingerprint in self._valid_responses:
             return None
@@ -537,7 +559,7 @@ class Session:
 
     def _check_schemas(self, operation: str, args: dict, response: dict, index: int) -> Failure | None:
         if "result" in response and operation in self._result_validators:
-            error = next(iter(self._result_validators[operation].iter_errors(response["result"])), None)
+            error = self._result_validators[operation].first_error(response["result"])
             if error is not None:
                 where = "result" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
                 schema_path = "/".join(map(str, error.schema_path))
@@ -550,7 +572,7 @@ class Session:
                 return self._fail("schema", f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
                                             f"does not declare (declared: {', '.join(self._effect_validators)})",
                                   index, operation=operation, args=args, observed=effect, path=f"effects[{i}]")
-            error = next(iter(validator.iter_errors(effect)), None)
+            error = validator.first_error(effect)
             if error is not None:
                 return self._fail("schema", f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: "
                                             f"{error.message}", index, operation=operation, args=args,
@@ -609,8 +631,11 @@ class Session:
         barrier = threading.Barrier(len(calls))
         boxes: list[list] = [[] for _ in calls]
         done = [threading.Event() for _ in calls]
+        # Set when every call has returned, or one raised: the kit wakes once per
+        # group, not once per call, and a call that raised is reported at once.
+        settled, count, lock = threading.Event(), [len(calls)], threading.Lock()
 
-        def run(i, op, args):
+        def run(i, op, args, release):
             try:
                 barrier.wait(timeout=self.timeout_s)
             except threading.BrokenBarrierError:
@@ -619,15 +644,21 @@ class Session:
                 boxes[i].append((True, self.adapter.call(op, args)))
             except BaseException as exc:  # noqa: BLE001 - reported below
                 boxes[i].append((False, exc))
+            release()
             done[i].set()
+            with lock:
+                count[0] -= 1
+                if count[0] == 0 or not boxes[i][0][0]:
+                    settled.set()
 
         # Daemon threads: a call that never returns must not keep the kit alive.
         # The thread released last by the barrier tends to run first (it holds the
         # interpreter when the others wake): that one is call ``head_start``.
         for i in launch_order(len(calls), self.head_start):
             op, args = calls[i]
-            self.crew.submit(lambda i=i, op=op, args=args: run(i, op, args))
+            self.crew.submit(lambda release, i=i, op=op, args=args: run(i, op, args, release))
         deadline = time.monotonic() + self.timeout_s
+        settled.wait(self.timeout_s)
         responses: list = []
         for i, (op, args) in enumerate(calls):
             if not done[i].wait(max(0.0, deadline - time.monotonic())):
