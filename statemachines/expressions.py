@@ -266,11 +266,14 @@ class Expression:
     subset: Callable[[dict, dict | None], Any] | None = None  # exact Python evaluation of common CEL (cel_subset)
 
     def _lookup(self, env: dict) -> Any:
-        head, *rest = self.path
+        path = self.path
+        head = path[0]
         if head not in env:
             raise ExpressionError(f"`{self.source}`: undefined name {head!r}", self.where)
         value = env[head]
-        for part in rest:
+        if len(path) == 1:
+            return value
+        for part in path[1:]:
             if not isinstance(value, dict) or part not in value:
                 raise ExpressionError(f"`{self.source}`: no field {part!r} in the value", self.where)
             value = value[part]

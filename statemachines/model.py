@@ -163,6 +163,18 @@ class Model:
         self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
         self._touched: set = set()
         self._touched_scopes: set = set()
+        # What a read-only prediction depends on, so the harness can tell that
+        # it would come out the same again (Model.read_token): a version per
+        # scope's records, one for all records, one for the tables, and an
+        # epoch that grows whenever the whole state is replaced.
+        self.epoch = 0
+        self._scope_versions: dict = {}
+        self._records_version = 0
+        self._tables_version = 0
+        self.track_reads = False  # set by the harness around a prediction it may want to reuse
+        self._reads: list | None = None  # while tracked: [scopes read, read every record, read a table]
+        self.last_reads: tuple | None = None  # what the last tracked prediction read
+        self.last_hits: "Coverage | None" = None  # and what it counted in the coverage
         # All per-record invariants in one CEL evaluation per touched record.
         self._each = [inv for inv in spec.invariants if inv.kind == "each"]
         self._each_all = (compile_expression("[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]",
@@ -200,6 +212,7 @@ class Model:
     # -- lifecycle of the model itself ------------------------------------
     def reset(self, now_ms: int = 0) -> None:
         self.revision += 1
+        self.epoch += 1
         self.births.clear()
         self.now = now_ms
         self._touched.clear()
@@ -219,6 +232,7 @@ class Model:
         restored again, so the model takes its copies over (no second copy)."""
         now, store, tables, counters, coverage, births = snap
         self.revision += 1
+        self.epoch += 1
         if not again:
             self.now, self.store, self.tables, self.counters, self.coverage, self.births = snap
             return
@@ -292,6 +306,8 @@ class Model:
         chose and the observation does not provide it acceptably.
         """
         op = self.spec.operations[operation]
+        if self.track_reads and operation in self._read_only and self._reads is None:
+            return self._predict_tracked(operation, args, observation)
         self._observation = observation
         self._observation_problem = None
         self.coverage.hit("operations", operation)
@@ -313,18 +329,58 @@ class Model:
             self._chosen = None
         return out
 
+    def _predict_tracked(self, operation: str, args: dict, observation: dict | None) -> Prediction:
+        """``predict`` of an operation that changes nothing, noting what it
+        read (``last_reads``) and what it counted (``last_hits``)."""
+        counted, self.coverage = self.coverage, Coverage()
+        self._reads = [[], False, False]
+        try:
+            return self.predict(operation, args, observation)
+        finally:
+            scopes, everything, tables = self._reads
+            self._reads = None
+            self.last_reads = (tuple(dict.fromkeys(scopes)), everything, tables)
+            self.last_hits, self.coverage = self.coverage, counted
+            counted.merge(self.last_hits)
+
+    def read_token(self, reads: tuple) -> tuple:
+        """A value that is the same whenever what ``reads`` (a tracked
+        prediction's ``last_reads``) covers is the same: the records of the
+        scopes it read (or all records), the tables if it read them, the clock."""
+        scopes, everything, tables = reads
+        versions = self._scope_versions
+        return (self.epoch, self.now,
+                self._records_version if everything else tuple(versions.get(scope, 0) for scope in scopes),
+                self._tables_version if tables else None)
+
+    def _changed(self, record: dict) -> None:
+        """A record was created, changed or removed: what read it may differ now."""
+        self._records_version += 1
+        if self.entity.scope_field:
+            scope = record.get(self.entity.scope_field)
+            self._scope_versions[scope] = self._scope_versions.get(scope, 0) + 1
+
+    def _read_all(self) -> None:
+        if self._reads is not None:
+            self._reads[1] = True
+
+    def _read_tables(self) -> None:
+        if self._reads is not None:
+            self._reads[2] = True
+
     # -- step interpreter ---------------------------------------------------
     def _functions(self) -> dict:
         return {
-            "known": lambda key: key in self.store.records,
-            "table_has": lambda name, key: key in self.tables[name],
-            "table_get": lambda name, key: self.tables[name].get(key),
+            "known": lambda key: self._read_all() or key in self.store.records,
+            "table_has": lambda name, key: self._read_tables() or key in self.tables[name],
+            "table_get": lambda name, key: self._read_tables() or self.tables[name].get(key),
             "record": lambda rec: {f: rec.get(f) for f in self._public},
             "observed": self._observed,
             "observed_effect": self._observed_effect,
-            "smallest_free_key": self._smallest_free_key,
-            "free_key": self._free_key,
-            "lookup": self.record,  # the public fields of the record with this key, or null
+            "smallest_free_key": lambda prefix, start: self._read_all() or self._smallest_free_key(prefix, start),
+            "free_key": lambda preferred, separator, start: self._read_all() or self._free_key(preferred, separator,
+                                                                                              start),
+            "lookup": lambda key: self._read_all() or self.record(key),  # a record's public fields, or null
         }
 
     def _smallest_free_key(self, prefix: str, start: int) -> str:
@@ -425,6 +481,8 @@ class Model:
             raise ObservationError(message, step.where)
 
     def _find(self, step: S.Find, frame, out):
+        if self._reads is not None:
+            self._reads[1] = True
         if step.key is not None:
             record = self.store.get(self._eval(step.key, frame))
         else:
@@ -476,6 +534,7 @@ class Model:
 
     def _set(self, step: S.SetFields, frame, out):
         record = frame[step.target]
+        self._changed(record)  # before too: a changed scope field leaves its old scope
         for name, expr in step.fields.items():
             self.store.update(record, name, self._eval(expr, frame))
         self._touch(record)
@@ -498,8 +557,13 @@ class Model:
 
     def _select(self, step, frame) -> list[dict]:
         if step.scope is not None:
-            pool = self.store.in_scope(self._eval(step.scope, frame))
+            scope = self._eval(step.scope, frame)
+            if self._reads is not None:
+                self._reads[0].append(scope)
+            pool = self.store.in_scope(scope)
         else:
+            if self._reads is not None:
+                self._reads[1] = True
             pool = self.store.all()
         chosen = [r for r in pool if step.states is None or r[self.field] in step.states]
         if step.condition is not None and chosen:
@@ -618,6 +682,7 @@ class Model:
         candidates.sort(key=self._sort_key(policy.config["ordering"]))
         for record in candidates[: len(candidates) - limit]:
             self.store.remove(record[self.entity.key])
+            self._changed(record)
             self.coverage.hit("policies", f"{policy.name}.evicted")
         if scope_value is not None:
             self._touched_scopes.add(scope_value)
@@ -629,14 +694,17 @@ class Model:
             frame[ent] = record
             if self._cond(policy.exprs["when"], frame, "an expiry condition"):
                 self.store.remove(record[self.entity.key])
+                self._changed(record)
                 self.coverage.hit("policies", f"{policy.name}.expired")
 
     def _put(self, step: S.Put, frame, out):
         value = True if step.value is None else self._eval(step.value, frame)
         self.tables[step.table][self._eval(step.key, frame)] = value
+        self._tables_version += 1
 
     def _drop(self, step: S.Drop, frame, out):
         self.tables[step.table].pop(self._eval(step.key, frame), None)
+        self._tables_version += 1
 
     def _counter(self, step: S.Counter, frame, out):
         self.counters[step.name] += 1
@@ -649,6 +717,7 @@ class Model:
         record = frame[step.target]
         if self.store.get(record[self.entity.key]) is record:
             self.store.remove(record[self.entity.key])
+            self._changed(record)
             self.coverage.hit("policies", "removed")
             if self.entity.scope_field:
                 self._touched_scopes.add(record.get(self.entity.scope_field))
@@ -667,6 +736,7 @@ class Model:
             out.result = self._eval(step.value, frame)
 
     def _touch(self, record: dict) -> None:
+        self._changed(record)
         self._touched.add(record[self.entity.key])
         if self.entity.scope_field:
             self._touched_scopes.add(record.get(self.entity.scope_field))

@@ -95,6 +95,9 @@ class Drawn(st.SearchStrategy):
     def __init__(self, drawer: Drawer, name: str):
         super().__init__()
         self._drawer, self._name = drawer, name
+        # Never empty: said up front, Hypothesis's check before every draw is
+        # one attribute read instead of a failed lookup and a cached one.
+        self.force_is_empty = False
 
     def do_draw(self, data):
         return self._drawer(data)
