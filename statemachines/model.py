@@ -305,9 +305,12 @@ class Model:
         Raises ObservationError when the spec needs a value the implementation
         chose and the observation does not provide it acceptably.
         """
-        op = self.spec.operations[operation]
         if self.track_reads and operation in self._read_only and self._reads is None:
             return self._predict_tracked(operation, args, observation)
+        return self._predict(operation, args, observation)
+
+    def _predict(self, operation: str, args: dict, observation: dict | None) -> Prediction:
+        op = self.spec.operations[operation]
         self._observation = observation
         self._observation_problem = None
         self.coverage.hit("operations", operation)
@@ -335,7 +338,7 @@ class Model:
         counted, self.coverage = self.coverage, Coverage()
         self._reads = [[], False, False]
         try:
-            return self.predict(operation, args, observation)
+            return self._predict(operation, args, observation)
         finally:
             scopes, everything, tables = self._reads
             self._reads = None

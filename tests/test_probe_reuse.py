@@ -1,0 +1,109 @@
+"""The probe after a step asks the implementation for every scope's visible
+state; the model's prediction is reused (not worked out and compared again)
+only for an answer identical to the one that passed last time, about records
+the model has not changed since (Model.read_token). So nothing the probe
+could catch is missed: a change the implementation makes to another scope
+shows in its answer, which is then judged in full."""
+from __future__ import annotations
+
+from conformance.engine.runner import RunConfig, prepare
+from conformance.specs import resolve_spec
+from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+from statemachines import Model
+
+
+def _start(thread: str, call: str) -> tuple[str, dict]:
+    return "start_job", {"thread_id": thread, "tool_call_id": call, "tool_name": "build"}
+
+
+class ForgetsOtherThread(ReferenceAdapter):
+    """The reference, except that a third start anywhere makes the list of
+    thread t2 come back empty: a change to a scope the step did not touch."""
+
+    def reset(self, now_ms):
+        self.starts = 0
+        return super().reset(now_ms)
+
+    def call(self, operation, args):
+        if operation == "start_job":
+            self.starts += 1
+        response = super().call(operation, args)
+        if operation == "list_jobs" and args.get("thread_id") == "t2" and self.starts >= 3:
+            return {"result": {"jobs": []}, "effects": []}
+        return response
+
+
+def _session(factory=None):
+    prepared = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None,
+                                 adapter_factory=factory))
+    return prepared.session
+
+
+def _predictions_of(monkeypatch, operation: str) -> list:
+    seen: list = []
+    original = Model.predict
+
+    def counting(self, op, args, observation=None):
+        if op == operation:
+            seen.append(dict(args))
+        return original(self, op, args, observation)
+    monkeypatch.setattr(Model, "predict", counting)
+    return seen
+
+
+def test_an_unchanged_scope_is_asked_but_not_predicted_again(monkeypatch):
+    session = _session()
+    try:
+        session.reset()
+        for op, args in (_start("t1", "c1"), _start("t2", "c2")):
+            assert session.call(op, args)[1] is None
+            assert session.probe(when_changed=True) is None
+        predicted = _predictions_of(monkeypatch, "list_jobs")
+        calls = session.calls
+        assert session.call(*_start("t1", "c3"))[1] is None
+        assert session.probe(when_changed=True) is None
+        assert session.calls - calls == 1 + len(session.probe_calls())  # the start, and every probe asked
+        assert [a["thread_id"] for a in predicted] == ["t1"]  # t2's records did not change: its answer reused
+        coverage = session.model.coverage.counts["operations"]["list_jobs"]
+        assert coverage >= 6  # reused predictions still count in the coverage (3 probes of 2 threads)
+        # A change to t2 makes its prediction be worked out again.
+        assert session.call(*_start("t2", "c4"))[1] is None
+        assert session.probe(when_changed=True) is None
+        assert [a["thread_id"] for a in predicted] == ["t1", "t2"]
+    finally:
+        session.close()
+
+
+def test_a_change_the_implementation_makes_to_another_scope_is_still_caught():
+    session = _session(ForgetsOtherThread)
+    try:
+        session.reset()
+        for op, args in (_start("t2", "c1"), _start("t1", "c2")):
+            assert session.call(op, args)[1] is None
+            assert session.probe(when_changed=True) is None
+        assert session.call(*_start("t1", "c3"))[1] is None  # the third start: t2's list comes back empty
+        failure = session.probe(when_changed=True)
+        assert failure is not None and failure.kind == "divergence"
+        assert failure.message.startswith("probe after the last step: list_jobs: result.jobs")
+        assert failure.steps[-1]["args"]["thread_id"] == "t2"
+    finally:
+        session.close()
+
+
+def test_a_reset_or_a_clock_move_forgets_what_passed():
+    session = _session()
+    try:
+        session.reset()
+        assert session.call(*_start("t1", "c1"))[1] is None
+        assert session.probe() is None
+        model = session.model
+        (reads, token), = {(seen[1], seen[0]) for key, seen in session._probe_seen.items()
+                          if '"t1"' in key[1]}
+        assert model.read_token(reads) == token
+        assert session.advance(5) is None
+        assert model.read_token(reads) != token  # the clock is part of what a prediction may read
+        token = model.read_token(reads)
+        session.reset()
+        assert model.read_token(reads) != token  # a new example: nothing carries over
+    finally:
+        session.close()
