@@ -242,6 +242,23 @@ class Expression:
             raise self._over_budget(budget)
         return value
 
+    def evaluate_each(self, env: dict, name: str, values: list) -> list | None:
+        """The value for each of ``values`` bound to ``name`` in ``env`` (which
+        is changed), by the direct Python evaluation in one loop; None when
+        this expression has none or a value is not one it judges exactly
+        (then evaluate each as usual)."""
+        fast = self.fast
+        if fast is None:
+            return None
+        out = []
+        try:
+            for value in values:
+                env[name] = value
+                out.append(fast(env))
+        except _NotFast:
+            return None
+        return out
+
     def evaluate_bool(self, env: dict, functions: dict[str, Callable] | None = None, *,
                       role: str = "a condition") -> bool:
         """The value of a guard, requirement, check, condition or invariant,
@@ -332,6 +349,17 @@ def _constant(program):
 
 def _getter(path: str):
     head, *rest = path.split(".")
+    if len(rest) == 1:  # `record.field`, by far the most common: one lookup each
+        (field_name,) = rest
+
+        def get_field(env: dict):
+            value = env.get(head, _NotFast)
+            if type(value) is not dict or field_name not in value:
+                if isinstance(value, dict) and field_name in value:
+                    return value[field_name]
+                raise _NotFast()
+            return value[field_name]
+        return get_field
 
     def get(env: dict):
         if head not in env:

@@ -590,6 +590,9 @@ class Model:
         """Evaluate a per-record expression record by record (for expressions
         with a direct Python evaluation, this beats one CEL call over a list)."""
         env = dict(frame)
+        out = expression.evaluate_each(env, self.entity.name, records)  # no functions: no observation read
+        if out is not None:
+            return out
         out = []
         for record in records:
             env[self.entity.name] = record
