@@ -228,6 +228,26 @@ def _same(expected: Any, observed: Any) -> bool:
     return type(expected) is type(observed) and expected == observed
 
 
+def _plainly_same(expected: Any, observed: Any) -> bool:
+    """A quick True for the most common agreeing values: equal strings,
+    nulls, integers (not booleans), and objects of those, compared as
+    ``first_difference`` would (extra observed keys allowed). False means
+    "look closely", not "different"."""
+    kind = type(expected)
+    if kind is str or kind is int or expected is None:
+        return type(observed) is kind and observed == expected
+    if kind is dict and type(observed) is dict:
+        for key, value in expected.items():
+            kind = type(value)
+            if not (kind is str or kind is int or value is None):
+                return False
+            got = observed.get(key, _MISSING)
+            if type(got) is not kind or got != value:
+                return False
+        return True
+    return False
+
+
 def first_difference(expected: Any, observed: Any, path: str = "") -> Difference | None:
     """The first place where ``observed`` does not satisfy ``expected``.
 
@@ -245,7 +265,7 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
                               f"expected an object, got {_kind(observed)}")
         for key, value in expected.items():
             got = observed.get(key, _MISSING)
-            if got is _MISSING or first_difference(value, got) is not None:
+            if got is _MISSING or (not _plainly_same(value, got) and first_difference(value, got) is not None):
                 # CEL builds maps in no fixed order (the same expression gives
                 # its keys in another order each time), so which difference
                 # comes "first" is decided by the keys' sorted order, never by
@@ -258,6 +278,8 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
             return Difference(path or "(value)", to_jsonable(expected), observed,
                               f"expected a list, got {_kind(observed)}")
         for i, (e, o) in enumerate(zip(expected, observed)):
+            if _plainly_same(e, o):
+                continue
             diff = first_difference(e, o, f"{path}[{i}]")
             if diff:
                 return diff
