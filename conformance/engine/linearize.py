@@ -167,9 +167,9 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
         return (positions.get(value, len(positions)), i)
 
     order_hint = sorted(range(len(calls)), key=hint)
-    # identical calls with identical answers are interchangeable: tried once at each point of an order
-    signatures = [json.dumps([op, args, response], sort_keys=True, default=str)
-                  for (op, args), response in zip(calls, responses)]
+    # identical calls with identical answers are interchangeable: tried once at each point of an
+    # order (worked out when the search first needs them: most groups match their first order)
+    signatures: list = []
     start = model.snapshot()
     budget = [SEARCH_BUDGET]
     best: dict = {"depth": -1, "order": [], "diff": None}
@@ -192,6 +192,9 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
                 return True
             return False
         tried: set = set()
+        if not signatures:
+            signatures[:] = [json.dumps([op, args, response], sort_keys=True, default=str)
+                             for (op, args), response in zip(calls, responses)]
         for i in remaining:
             op, args = calls[i]
             signature = signatures[i]
