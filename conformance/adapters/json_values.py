@@ -38,53 +38,30 @@ def is_plain_json(value: Any) -> bool:
     """True when ``value`` holds only JSON: dicts with string keys, lists,
     strings, booleans, None, finite floats and integers within range. Strings
     are not looked into (see :func:`json_problem`). No recursion, no paths."""
-    stack = [value]
-    pop, push = stack.pop, stack.extend
-    containers = 0  # a circular value would loop forever: past this many, the careful walk decides
-    while stack:
-        node = pop()
-        kind = type(node)
-        if kind is str or kind is bool or node is None:
-            continue
-        if kind is int:
-            if MIN_INT <= node <= MAX_INT:
-                continue
-            return False
-        if kind is float:
-            if node - node == 0.0:  # false for NaN and the infinities
-                continue
-            return False
-        if kind is dict:
-            for key in node:
-                if type(key) is not str:
-                    return False
-            push(node.values())
-        elif kind is list:
-            push(node)
-        else:
-            return False  # subclasses and other types: the careful walk decides
-        containers += 1
-        if containers > 1_000_000:
-            return False
-    return True
+    return _plain_walk(value, strict=False)
 
 
 def is_plain_answer(value: Any) -> bool:
     """True when ``value`` holds nothing :func:`json_problem` would find: what
     :func:`is_plain_json` checks, and also that every string has a UTF-8
     encoding (no lone surrogate) and that arrays and objects nest at most
-    :data:`MAX_DEPTH` deep. One walk, level by level, no paths: the check
-    every answer gets; False sends it to the careful walk."""
+    :data:`MAX_DEPTH` deep. The check every answer gets; False sends it to
+    the careful walk."""
+    return _plain_walk(value, strict=True)
+
+
+def _plain_walk(value: Any, *, strict: bool) -> bool:
+    """One walk, level by level, no paths. ``strict``: strings and depth too."""
     level = [value]
     depth = 0
-    containers = 0
+    containers = 0  # a circular value would loop forever: past this many, the careful walk decides
     while level:
         below: list = []
         push = below.extend
         for node in level:
             kind = type(node)
             if kind is str:
-                if not node.isascii():
+                if strict and not node.isascii():
                     try:
                         node.encode("utf-8")
                     except UnicodeEncodeError:  # a lone surrogate
@@ -112,7 +89,7 @@ def is_plain_answer(value: Any) -> bool:
             containers += 1
         if below:
             depth += 1
-            if depth >= MAX_DEPTH or containers > 1_000_000:
+            if (strict and depth >= MAX_DEPTH) or containers > 1_000_000:
                 return False  # deep (or circular): the careful walk decides
         level = below
     return True

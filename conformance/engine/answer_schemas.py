@@ -181,19 +181,12 @@ def _bound(compare):
     return make
 
 
-def _length(compare):
+def _size(of: type, compare):
+    """A bound on the length of a string (``minLength``...) or a list (``minItems``...)."""
     def make(value, schema) -> Check:
         if type(value) is not int or value < 0:
             raise _Unsupported()
-        return lambda v: type(v) is not str or compare(len(v), value)
-    return make
-
-
-def _count(compare):
-    def make(value, schema) -> Check:
-        if type(value) is not int or value < 0:
-            raise _Unsupported()
-        return lambda v: type(v) is not list or compare(len(v), value)
+        return lambda v: type(v) is not of or compare(len(v), value)
     return make
 
 
@@ -268,12 +261,12 @@ _KEYWORDS: dict[str, Callable[[Any, dict], Check]] = {
     "maximum": _bound(lambda v, b: v <= b),
     "exclusiveMinimum": _bound(lambda v, b: v > b),
     "exclusiveMaximum": _bound(lambda v, b: v < b),
-    "minLength": _length(lambda n, b: n >= b),
-    "maxLength": _length(lambda n, b: n <= b),
+    "minLength": _size(str, lambda n, b: n >= b),
+    "maxLength": _size(str, lambda n, b: n <= b),
     "pattern": _pattern,
     "items": _items,
-    "minItems": _count(lambda n, b: n >= b),
-    "maxItems": _count(lambda n, b: n <= b),
+    "minItems": _size(list, lambda n, b: n >= b),
+    "maxItems": _size(list, lambda n, b: n <= b),
     "uniqueItems": _unique,
     "contains": _contains,
     "allOf": _all_of,
