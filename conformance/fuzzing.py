@@ -35,6 +35,27 @@ from .errors import AdapterLoadError, ConformanceError
 __all__ = ["exploration_testcase", "ExplorationSetupError"]
 
 
+def _hypofuzz_compatibility() -> None:
+    """HypoFuzz (25.11) reads a shrunk failure's explain-phase comments as
+    ``slice_comments``, which Hypothesis (6.170) now calls ``span_comments``:
+    without the old name a fuzz worker crashes right after shrinking the
+    failure it found, before it saves the shrunk failure, and the unshrunk
+    one it saved first is written by a background thread the crash may cut
+    off (a later ``pytest`` then has nothing to replay). The old name is
+    given back, read-only, as an alias of the new one, only where it is
+    missing; nothing else about Hypothesis changes."""
+    try:
+        from hypothesis.internal.conjecture.data import ConjectureResult
+    except ImportError:  # pragma: no cover - a Hypothesis without that class: nothing to mend
+        return
+    if not hasattr(ConjectureResult, "slice_comments") and "span_comments" in getattr(
+            ConjectureResult, "__dataclass_fields__", {}):
+        ConjectureResult.slice_comments = property(lambda result: result.span_comments)
+
+
+_hypofuzz_compatibility()
+
+
 class ExplorationSetupError(ConformanceError):
     """The spec or the implementation of an exploration test could not be set up."""
 
