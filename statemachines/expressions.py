@@ -353,12 +353,10 @@ def _getter(path: str):
         (field_name,) = rest
 
         def get_field(env: dict):
-            value = env.get(head, _NotFast)
-            if type(value) is not dict or field_name not in value:
-                if isinstance(value, dict) and field_name in value:
-                    return value[field_name]
-                raise _NotFast()
-            return value[field_name]
+            value = env.get(head)
+            if isinstance(value, dict) and field_name in value:
+                return value[field_name]
+            raise _NotFast()
         return get_field
 
     def get(env: dict):

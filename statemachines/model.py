@@ -537,7 +537,8 @@ class Model:
 
     def _set(self, step: S.SetFields, frame, out):
         record = frame[step.target]
-        self._changed(record)  # before too: a changed scope field leaves its old scope
+        if self.entity.scope_field in step.fields:
+            self._changed(record)  # the old scope changes too (_touch marks the new one)
         for name, expr in step.fields.items():
             self.store.update(record, name, self._eval(expr, frame))
         self._touch(record)

@@ -97,8 +97,8 @@ def test_a_reset_or_a_clock_move_forgets_what_passed():
         assert session.call(*_start("t1", "c1"))[1] is None
         assert session.probe() is None
         model = session.model
-        (reads, token), = {(seen[1], seen[0]) for key, seen in session._probe_seen.items()
-                          if '"t1"' in key[1]}
+        (reads, token), = {(passed.reads, passed.token) for key, passed in session._probe_passed.items()
+                           if '"t1"' in key[1]}
         assert model.read_token(reads) == token
         assert session.advance(5) is None
         assert model.read_token(reads) != token  # the clock is part of what a prediction may read

@@ -223,14 +223,7 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
     def straight(order: list[int]) -> bool:
         """The search's first order, tried with no snapshot on the way: most
         groups match it, and the search would choose it first too."""
-        for i in order:
-            op, args = calls[i]
-            try:
-                if compare(model.predict(op, args, responses[i]), responses[i], accept=acceptor(op, args)) is not None:
-                    return False
-            except (ObservationError, ExpressionError):
-                return False
-        return settled(order)
+        return all(_matches(model, calls[i][0], calls[i][1], responses[i], acceptor) for i in order) and settled(order)
 
     if straight(order_hint):
         chosen[:] = order_hint

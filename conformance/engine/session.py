@@ -14,7 +14,7 @@ import re
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from statemachines import ExpressionError, Model, ObservationError, Spec
 
@@ -55,6 +55,16 @@ except ImportError:  # pragma: no cover - an interpreter without the C module
 _SIGALRM = int(getattr(signal, "SIGALRM", 14))
 _ITIMER_REAL = getattr(signal, "ITIMER_REAL", 0)
 _set_timer = getattr(signal, "setitimer", None)
+
+
+class _Passed(NamedTuple):
+    """A probe answer that passed: the model's read token then, what the
+    prediction read, the answer's text, and what the prediction counted."""
+
+    token: tuple
+    reads: tuple
+    answer: str
+    hits: Any
 
 
 class _Worker:
@@ -252,9 +262,8 @@ class Session:
         self.head_start = -1
         self._probed_revision: int | None = None  # the model's revision the last passing probe saw
         self._probe_calls: tuple | None = None  # (the parameters, the probe calls they give)
-        # Per probe call: what passed last time (Session._probe_one): the model's
-        # read token then, what the prediction read, the answer's text, its coverage.
-        self._probe_seen: dict = {}
+        # Per probe call (operation, arguments' text): what passed last time (Session._probe_one).
+        self._probe_passed: dict[tuple[str, str], _Passed] = {}
         self._plain_answer: Any = None  # the answer call() just found plain (check_response need not walk it again)
         self.faults: list[tuple[str, str]] = []  # close() failures: (failure kind, message)
         self.adapter = self._build_adapter()
@@ -810,19 +819,15 @@ class Session:
         that prediction read has changed in the model since (Model.read_token):
         the same answer to the same question about the same state."""
         index = len(self.trace)  # where the probe would stand in the trace
-        seen = self._probe_seen.get((op, text)) if text is not None else None
-        if seen is not None and seen[0] == self.model.read_token(seen[1]):
-            response, problem = self._invoke(op, args)
-            if problem:
-                return None, self._fail(problem[0], problem[1], index, operation=op, args=args)
-            if type(response) is dict and repr(response) == seen[2]:
-                self.model.coverage.merge(seen[3])  # what the prediction counted, counted again
-                self._remember(op, args, response)
-                return response, self.check_invariants([(index, op, response)])
-            return response, self.judge(op, args, response, index)
         response, problem = self._invoke(op, args)
         if problem:
             return None, self._fail(problem[0], problem[1], index, operation=op, args=args)
+        passed = self._probe_passed.get((op, text)) if text is not None else None
+        if (passed is not None and passed.token == self.model.read_token(passed.reads)
+                and type(response) is dict and repr(response) == passed.answer):
+            self.model.coverage.merge(passed.hits)  # what the prediction counted, counted again
+            self._remember(op, args, response)
+            return response, self.check_invariants([(index, op, response)])
         epoch = self.model.epoch
         self.model.track_reads, self.model.last_reads = text is not None, None
         try:
@@ -831,7 +836,8 @@ class Session:
             self.model.track_reads = False
         reads = self.model.last_reads
         if failure is None and reads is not None and self.model.epoch == epoch and type(response) is dict:
-            self._probe_seen[(op, text)] = (self.model.read_token(reads), reads, repr(response), self.model.last_hits)
+            self._probe_passed[(op, text)] = _Passed(self.model.read_token(reads), reads, repr(response),
+                                                     self.model.last_hits)
         return response, failure
 
     # -- helpers ------------------------------------------------------------------
