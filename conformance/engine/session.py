@@ -23,6 +23,7 @@ from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem,
 from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .compare import compare
+from .crew import Crew, StartLine
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, linearize, other_end_states
@@ -120,50 +121,6 @@ class _Worker:
         self._queue.put((None, None, None))
 
 
-class _Crew:
-    """Daemon threads kept between concurrent groups: starting a thread for
-    every concurrent call cost more than most calls. A thread goes back to
-    the idle list only when its call has returned, so one stuck in a hung
-    implementation is never handed work again (and never keeps the kit alive)."""
-
-    def __init__(self) -> None:
-        self._idle: list[queue.SimpleQueue] = []
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[[Callable[[], None]], None]) -> None:
-        """Run ``fn(release)`` on an idle thread (a new one if none is idle).
-        ``fn`` calls ``release()`` once its call has returned, before it tells
-        anyone so: the thread is then idle for the next group already, which
-        would otherwise often find none and start another."""
-        with self._lock:
-            jobs = self._idle.pop() if self._idle else None
-        if jobs is None:
-            jobs = queue.SimpleQueue()
-            threading.Thread(target=self._loop, args=(jobs,), daemon=True, name="kit-concurrent").start()
-        jobs.put(fn)
-
-    def _loop(self, jobs: queue.SimpleQueue) -> None:
-        while True:
-            fn = jobs.get()
-            if fn is None:
-                return
-            released = []
-
-            def release() -> None:
-                if not released:
-                    released.append(True)
-                    with self._lock:
-                        self._idle.append(jobs)
-            fn(release)  # never raises: the calls handed in keep their own outcome
-            release()
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for jobs in idle:
-            jobs.put(None)
-
-
 def describe_exception(exc: BaseException) -> str:
     """``Type: message`` for an exception raised by an implementation, even one
     whose own ``__str__`` fails."""
@@ -256,7 +213,7 @@ class Session:
         self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
         self.model = Model(spec, params)
         self.worker = _Worker()
-        self.crew = _Crew()  # the threads of concurrent groups
+        self.crew = Crew()  # the threads of concurrent groups
         # Which call of a concurrent group is started last, and so usually runs first (-1: the
         # last call): a replay that retries a race (engine/reduce.py) gives each call the lead in turn.
         self.head_start = -1
@@ -659,46 +616,34 @@ class Session:
         """Issue calls at the same time; the outcome must match some sequential order."""
 
         index = len(self.trace)
-        barrier = threading.Barrier(len(calls))
-        boxes: list[list] = [[] for _ in calls]
-        done = [threading.Event() for _ in calls]
-        # Set when every call has returned, or one raised: the kit wakes once per
-        # group, not once per call, and a call that raised is reported at once.
-        settled, count, lock = threading.Event(), [len(calls)], threading.Lock()
+        line = StartLine(len(calls))
 
         def run(i, op, args, release):
+            line.start(self.timeout_s)
             try:
-                barrier.wait(timeout=self.timeout_s)
-            except threading.BrokenBarrierError:
-                pass
-            try:
-                boxes[i].append((True, self.adapter.call(op, args)))
+                outcome = (True, self.adapter.call(op, args))
             except BaseException as exc:  # noqa: BLE001 - reported below
-                boxes[i].append((False, exc))
+                outcome = (False, exc)
             release()
-            done[i].set()
-            with lock:
-                count[0] -= 1
-                if count[0] == 0 or not boxes[i][0][0]:
-                    settled.set()
+            line.finish(i, outcome)
 
         # Daemon threads: a call that never returns must not keep the kit alive.
-        # The thread released last by the barrier tends to run first (it holds the
+        # The thread that reaches the start line last runs first (it holds the
         # interpreter when the others wake): that one is call ``head_start``.
         for i in launch_order(len(calls), self.head_start):
             op, args = calls[i]
             self.crew.submit(lambda release, i=i, op=op, args=args: run(i, op, args, release))
-        deadline = time.monotonic() + self.timeout_s
-        settled.wait(self.timeout_s)
+        # Back when every call has returned, or when one raised and every call before it returned.
+        line.wait(self.timeout_s)
         responses: list = []
         for i, (op, args) in enumerate(calls):
-            if not done[i].wait(max(0.0, deadline - time.monotonic())):
+            if line.outcomes[i] is None:
                 self._needs_restart = True
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
                 return responses, self._fail("timeout", f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
                                              index, operation=op, args=args)
-            ok, value = boxes[i][0]
+            ok, value = line.outcomes[i]
             if not ok:
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
