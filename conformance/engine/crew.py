@@ -20,7 +20,7 @@ import threading
 from _thread import allocate_lock
 from typing import Any, Callable
 
-__all__ = ["Crew", "StartLine"]
+__all__ = ["Crew", "StartLine", "launch_order"]
 
 
 class Crew:
@@ -129,3 +129,11 @@ class StartLine:
 
     def wait(self, timeout: float) -> bool:
         return self._settled.acquire(True, timeout)
+
+
+def launch_order(n: int, head_start: int) -> list[int]:
+    """The order in which the threads of ``n`` racing calls are started, so
+    that call ``head_start`` (counted from the end when negative) is started
+    last: -1 gives 0, 1, ..., n-1."""
+    lead = head_start % n
+    return [*range(lead + 1, n), *range(lead + 1)]

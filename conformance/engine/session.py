@@ -23,7 +23,7 @@ from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem,
 from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .compare import compare
-from .crew import Crew, StartLine
+from .crew import Crew, StartLine, launch_order
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, linearize, other_end_states
@@ -195,14 +195,6 @@ def _structure(response: Any) -> str | None:
                                                 for e in effects):
         return "`effects` must be a list of objects, each with an `effect` name"
     return None
-
-
-def launch_order(n: int, head_start: int) -> list[int]:
-    """The order in which the threads of ``n`` racing calls are started, so
-    that call ``head_start`` (counted from the end when negative) is started
-    last: -1 gives 0, 1, ..., n-1."""
-    lead = head_start % n
-    return [*range(lead + 1, n), *range(lead + 1)]
 
 
 class Session:
