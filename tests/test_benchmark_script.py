@@ -70,3 +70,17 @@ def test_quick_benchmark_reports_every_number():
     for row in rows:
         for side in ("kit", "peer"):
             assert (row[f"{side}_ttff_s"] is not None and row[f"{side}_ttff_s"] > 0) == row[f"{side}_found"], row
+
+
+def test_ci_rounds_take_the_run_of_median_wall_time():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import run as bench
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    runs = [{"wall_s": 3.9, "exit_code": 0}, {"wall_s": 3.5, "exit_code": 0}, {"wall_s": 3.7, "exit_code": 0}]
+    middle = bench._median_run(runs)
+    assert middle["wall_s"] == 3.7 and middle["rounds_wall_s"] == [3.9, 3.5, 3.7]
+    assert bench._median_run(runs[:2])["wall_s"] == 3.5  # the lower middle of an even count
+    missing = bench._median_run([*runs, {"wall_s": None}])
+    assert missing["wall_s"] is None  # a run that never completed: no figure, not a flattering one
