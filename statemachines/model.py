@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from transitions import Machine
 
 from . import steps as S
 from .errors import ExpressionError, ObservationError
-from .expressions import compile_expression, fields_used
+from .expressions import Expression, compile_expression, fields_used
 from .matchers import Matcher
 from .spec import Spec
 from .store import EntityStore
@@ -118,6 +119,20 @@ def _handle_class(field_name: str):
 _WRITES = frozenset({S.Create, S.Fire, S.SetFields, S.Apply, S.Put, S.Drop, S.Counter, S.Reset, S.Remove, S.Advance})
 
 
+def _reads(node: Any, variable: str) -> bool:
+    """Whether any expression in ``node`` (steps, and everything nested in
+    them: conditions, messages, nested steps) reads ``variable``."""
+    if isinstance(node, Expression):
+        return variable in node.variables
+    if isinstance(node, dict):
+        return any(_reads(value, variable) for value in node.values())
+    if isinstance(node, (list, tuple, set, frozenset)):
+        return any(_reads(value, variable) for value in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return any(_reads(getattr(node, f.name), variable) for f in dataclasses.fields(node))
+    return False
+
+
 def _writes(steps: list) -> bool:
     """Whether any of these steps (or the steps nested in them) changes the model's state."""
     for step in steps:
@@ -140,6 +155,9 @@ class Model:
         self.coverage = Coverage()
         # operations whose steps change nothing (probes, lists): Model.peek predicts them in place
         self._read_only = frozenset(name for name, op in spec.operations.items() if not _writes(op.steps))
+        # ...and those of them whose steps never read the clock (`now`): a clock move alone
+        # cannot change what they predict (Model.read_token)
+        self._clock_free = frozenset(name for name in self._read_only if not _reads(spec.operations[name].steps, "now"))
         self._handle = _handle_class(self.field)
         self.machine = self._build_machine()
         self._public = tuple(self.entity.fields)
@@ -342,17 +360,18 @@ class Model:
         finally:
             scopes, everything, tables = self._reads
             self._reads = None
-            self.last_reads = (tuple(dict.fromkeys(scopes)), everything, tables)
+            self.last_reads = (tuple(dict.fromkeys(scopes)), everything, tables, operation not in self._clock_free)
             self.last_hits, self.coverage = self.coverage, counted
             counted.merge(self.last_hits)
 
     def read_token(self, reads: tuple) -> tuple:
         """A value that is the same whenever what ``reads`` (a tracked
         prediction's ``last_reads``) covers is the same: the records of the
-        scopes it read (or all records), the tables if it read them, the clock."""
-        scopes, everything, tables = reads
+        scopes it read (or all records), the tables if it read them, the clock
+        if its operation's steps read it."""
+        scopes, everything, tables, clock = reads
         versions = self._scope_versions
-        return (self.epoch, self.now,
+        return (self.epoch, self.now if clock else None,
                 self._records_version if everything else tuple(versions.get(scope, 0) for scope in scopes),
                 self._tables_version if tables else None)
 

@@ -90,7 +90,7 @@ def test_a_change_the_implementation_makes_to_another_scope_is_still_caught():
         session.close()
 
 
-def test_a_reset_or_a_clock_move_forgets_what_passed():
+def test_a_reset_forgets_what_passed_and_a_clock_move_only_what_read_the_clock():
     session = _session()
     try:
         session.reset()
@@ -101,9 +101,43 @@ def test_a_reset_or_a_clock_move_forgets_what_passed():
                            if '"t1"' in key[1]}
         assert model.read_token(reads) == token
         assert session.advance(5) is None
-        assert model.read_token(reads) != token  # the clock is part of what a prediction may read
-        token = model.read_token(reads)
+        # list_jobs reads no `now`: the clock alone cannot change its prediction
+        assert model.read_token(reads) == token
+        predicted = []
+        original = model._predict
+        model._predict = lambda *a: predicted.append(a[0]) or original(*a)
+        assert session.probe() is None
+        assert predicted == []  # both answers the same as before, about the same records: nothing predicted again
         session.reset()
         assert model.read_token(reads) != token  # a new example: nothing carries over
     finally:
         session.close()
+
+
+def test_an_operation_that_reads_the_clock_is_predicted_again_after_a_clock_move(tmp_path):
+    from statemachines import load_spec
+    from statemachines.params import resolve_parameters
+
+    from pathlib import Path
+
+    text = Path(resolve_spec("thread-jobs")).read_text(encoding="utf-8")
+    assert text.count("- result: \"{'jobs': jobs}\"") == 1
+    spec_path = tmp_path / "thread-jobs.yaml"
+    scenarios = Path(resolve_spec("thread-jobs")).with_name("thread-jobs.scenarios.yaml")
+    (tmp_path / scenarios.name).write_text(scenarios.read_text(encoding="utf-8"), encoding="utf-8")
+    spec_path.write_text(text.replace("- result: \"{'jobs': jobs}\"", "- result: \"{'jobs': jobs, 'at': now}\""),
+                         encoding="utf-8")
+    spec = load_spec(str(spec_path))
+    model = Model(spec, resolve_parameters(spec, None, {})[0])
+    model.reset(0)
+    model.track_reads = True
+    model.predict("list_jobs", {"thread_id": "t1"})
+    reads = model.last_reads
+    token = model.read_token(reads)
+    model.advance(5)
+    assert model.read_token(reads) != token
+    model.predict("inspect_job", {"thread_id": "t1", "job_id": "job-1"})
+    still = model.last_reads  # inspect_job reads no clock
+    before = model.read_token(still)
+    model.advance(9)
+    assert model.read_token(still) == before
