@@ -5,6 +5,9 @@ import threading
 import time
 
 from conformance.engine.crew import Crew, StartLine
+from conformance.engine.runner import RunConfig, prepare
+from conformance.specs import resolve_spec
+from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
 
 
 def _race(line: StartLine, crew: Crew, n: int, body) -> None:
@@ -116,3 +119,31 @@ def test_a_failure_after_a_running_call_waits_for_that_call():
     finally:
         release_first.set()
         crew.close()
+
+
+class NanInConcurrentAnswers(ReferenceAdapter):
+    """The reference, except that one start answers with a job id JSON cannot carry."""
+
+    def call(self, operation, args):
+        response = super().call(operation, args)
+        if operation == "start_job" and args.get("tool_call_id") == "c2":
+            return {**response, "result": {**response["result"], "job_id": float("nan")}}
+        return response
+
+
+def test_a_concurrent_answer_that_is_not_json_fails_and_the_trace_stays_json():
+    import json
+
+    session = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None,
+                                adapter_factory=NanInConcurrentAnswers)).session
+    try:
+        session.reset()
+        starts = [("start_job", {"thread_id": "t1", "tool_call_id": call, "tool_name": "build"}) for call in ("c1", "c2")]
+        _, failure = session.call_concurrently(starts)
+        assert failure is not None and "job_id" in failure.message
+        group = next(entry for entry in session.trace if "concurrently" in entry)
+        json.dumps(session.trace, allow_nan=False)  # what the reports carry: plain JSON
+        assert isinstance(group["concurrently"][1]["observed"]["result"]["job_id"], str)  # the NaN, written as text
+        assert group["concurrently"][0]["observed"]["result"]["job_id"].startswith("job-")  # the plain answer, as it came
+    finally:
+        session.close()

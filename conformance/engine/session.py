@@ -644,8 +644,11 @@ class Session:
                 return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
                                              f"{describe_exception(value)}", index, operation=op, args=args)
             responses.append(value)
-        self.trace.append({"index": index, "concurrently": _group(calls, responses)})
-        for (op, args), response in zip(calls, responses):
+        # One walk per answer tells both the trace and the answer check that it is plain JSON.
+        plain = [is_plain_answer(response) for response in responses]
+        self.trace.append({"index": index, "concurrently": _group(calls, responses, plain)})
+        for (op, args), response, ok in zip(calls, responses, plain):
+            self._plain_answer = response if ok else None
             failure = self.check_response(op, args, response, index)
             if failure:
                 return responses, failure
@@ -656,9 +659,12 @@ class Session:
         probes = self.probe_calls() if self.observe_after_concurrent else []
         for op, args in probes:
             response, problem = self._invoke(op, args)
-            self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)})
+            ok = problem is None and is_plain_answer(response)
+            self.trace.append({"index": len(self.trace), "operation": op, "args": args,
+                               "observed": response if ok else _printable(response)})
             if problem:
                 return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
+            self._plain_answer = response if ok else None
             failure = self.check_response(op, args, response, len(self.trace) - 1)
             if failure:
                 return responses, failure
@@ -792,8 +798,11 @@ class Session:
         return Failure(kind=kind, message=message, step=index, steps=[dict(s) for s in self.trace], **evidence)
 
 
-def _group(calls, responses) -> list[dict]:
-    return [{"operation": op, "args": args, "observed": _printable(responses[i]) if i < len(responses) else None}
+def _group(calls, responses, plain=()) -> list[dict]:
+    """A concurrent group's trace entries; ``plain[i]``: answer i is known to be plain JSON already."""
+    return [{"operation": op, "args": args,
+             "observed": (responses[i] if i < len(plain) and plain[i] else _printable(responses[i]))
+             if i < len(responses) else None}
             for i, (op, args) in enumerate(calls)]
 
 
