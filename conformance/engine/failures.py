@@ -84,7 +84,8 @@ def same_bug(one: tuple, other: tuple) -> bool:
     one fault, and the shorter sequence is the better report. A failure of
     another operation, a race or a broken invariant is another bug (left to
     --max-failures, which lists distinct signatures). The replay reduction
-    that follows keeps the shrunk failure's own signature."""
+    that follows uses the same rule: it may end at the shorter face of the
+    fault, never at another operation's failure."""
     if one == other:
         return True
     return (one[1] is not None and one[1] == other[1]

@@ -45,7 +45,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import AdapterLoadError
-from .failures import Failure, signature
+from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
 
 __all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
@@ -182,7 +182,7 @@ class _Reducer:
             return False
         finally:
             self.session.head_start = -1
-        if failure is not None and signature(failure) == self.target:
+        if failure is not None and same_bug(signature(failure), self.target):
             self.best_failure = failure
             return True
         return False
