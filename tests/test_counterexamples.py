@@ -745,3 +745,34 @@ def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_
     assert [(f["operation"], f["path"]) for f in failures] == [("observe_progress", "result.status")], [
         f["message"].splitlines()[0] for f in failures]
     assert seen.runs >= 2, seen.runs  # the search for distinct failures did run after the first one
+
+
+def test_the_reduction_may_end_at_the_shorter_face_of_the_same_bug():
+    """thread-jobs progress_injects queues a running job's injection: with a
+    finished job queued too, turn_boundary crashes sorting them (five steps);
+    alone, it injects the running job (three). The exploration may meet the
+    crash first; the replay reduction, like Hypothesis's shrinking
+    (failures.same_bug), may go on to the shorter wrong answer of the same
+    operation, never to another operation's failure."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+    from conformance.engine.runner import prepare
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "progress_injects"].factory
+    session = prepare(RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label="fixture",
+                                report_dir=None)).session
+    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build"}},
+             {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c2", "tool_name": "build"}},
+             {"call": "observe_progress", "args": {"job_id": "job-1", "note": "half"}},
+             {"call": "observe_outcome", "args": {"job_id": "job-2", "outcome": "completed", "payload": "ok"}},
+             {"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.kind == "implementation-error", failure and failure.message
+        assert failure.operation == "turn_boundary" and "TypeError" in failure.message
+        reduced = reduce_failure(session, failure, budget_s=60)
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert [s["call"] for s in kept] == ["start_job", "observe_progress", "turn_boundary"], kept
+    assert reduced.kind == "divergence" and reduced.operation == "turn_boundary", reduced.message
