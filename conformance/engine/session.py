@@ -13,7 +13,6 @@ import queue
 import re
 import signal
 import threading
-import time
 from typing import Any, Callable, NamedTuple
 
 from statemachines import ExpressionError, Model, ObservationError, Spec
@@ -391,7 +390,7 @@ class Session:
         plain = problem is None and is_plain_answer(response)
         if record:
             self.trace.append({"index": index, "operation": operation, "args": args,
-                               "observed": response if plain else _printable(response)})
+                               "observed": _kept(response, plain)})
         if problem:
             return None, self._fail(problem[0], problem[1], index, operation=operation, args=args)
         self._plain_answer = response if plain else None
@@ -661,7 +660,7 @@ class Session:
             response, problem = self._invoke(op, args)
             ok = problem is None and is_plain_answer(response)
             self.trace.append({"index": len(self.trace), "operation": op, "args": args,
-                               "observed": response if ok else _printable(response)})
+                               "observed": _kept(response, ok)})
             if problem:
                 return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
             self._plain_answer = response if ok else None
@@ -801,9 +800,14 @@ class Session:
 def _group(calls, responses, plain=()) -> list[dict]:
     """A concurrent group's trace entries; ``plain[i]``: answer i is known to be plain JSON already."""
     return [{"operation": op, "args": args,
-             "observed": (responses[i] if i < len(plain) and plain[i] else _printable(responses[i]))
+             "observed": _kept(responses[i], i < len(plain) and plain[i])
              if i < len(responses) else None}
             for i, (op, args) in enumerate(calls)]
+
+
+def _kept(response: Any, plain: bool) -> Any:
+    """An answer as the trace keeps it, ``plain`` when is_plain_answer passed it already."""
+    return response if plain else _printable(response)
 
 
 def _printable(value: Any) -> Any:
