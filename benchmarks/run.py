@@ -14,8 +14,8 @@ kit_steps_per_s
     in steps as the kit counts them (StatefulOutcome.steps) per second of
     run_stateful(). Spec loading and adapter start-up are not timed.
 bare_steps_per_s
-    The same rule (same Explorer action list and argument strategies, same
-    Hypothesis settings and seed) in a bare RuleBasedStateMachine that calls the
+    The same steps (same Explorer action list and argument strategies, the
+    kit's own runner, same Hypothesis settings and seed), carried out by calling the
     ReferenceAdapter directly: no model, no comparison, no probe, no checks.
 overhead_ratio
     kit_steps_per_s / bare_steps_per_s (target >= 0.5).
@@ -79,13 +79,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import hypothesis  # noqa: E402
-from hypothesis import HealthCheck, Verbosity, seed as hypothesis_seed, settings as Settings  # noqa: E402
+from hypothesis import HealthCheck, Verbosity, settings as Settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import Flaky  # noqa: E402
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule  # noqa: E402
 
 from conformance.engine.runner import RunConfig, prepare  # noqa: E402
-from conformance.engine.stateful import PROFILES, Driver, Explorer, perform, run_stateful  # noqa: E402
+from conformance.engine.stateful import (PROFILES, Driver, Explorer, carry_out, exploration_test,  # noqa: E402
+                                         run_stateful)
 from statemachines import Model, Spec, load_spec  # noqa: E402
 from statemachines.steps import Reset  # noqa: E402
 
@@ -267,9 +267,9 @@ class _LiveKeys:
                 self.note(value)
 
 
-def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
+def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
                        concurrency: str):
-    """The kit's rule (conformance.engine.stateful.build_state_machine) with the session
+    """The kit's example (conformance.engine.stateful.build_example) with the session
     replaced by direct adapter calls: the same draws in the same order, the same
     adapter calls for plain steps, batches, clock moves and concurrent groups;
     no model, no comparison, no probe, no schema or invariant checks."""
@@ -320,9 +320,8 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
             for (op, _), response in zip(calls, responses):
                 self.machine._note(op, response)
 
-    class BareStateMachine(RuleBasedStateMachine):
+    class BareExample:
         def __init__(self):
-            super().__init__()
             adapter.reset(0)
             live.clear()
             stats.examples += 1
@@ -351,13 +350,15 @@ def build_bare_machine(spec: Spec, params: dict, explorer: Explorer, adapter, st
                     self.keys.append(key)
             self.seen.clear()
 
-        @rule(data=st.data())
-        def step(self, data):
+        def step(self, step):
             stats.steps += 1
-            perform(explorer, data, self, self.driver)  # the kit's own action mix and draws
+            carry_out(explorer, step, self, self.driver)  # the kit's own action mix and draws
             self._note_keys()
 
-    return BareStateMachine
+        def teardown(self):
+            pass
+
+    return BareExample
 
 
 def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | None = None) -> dict:
@@ -374,10 +375,12 @@ def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | 
     try:
         started = time.perf_counter()
         explorer = Explorer(spec, params, bool((identity.get("capabilities") or {}).get("concurrent")))
-        machine = build_bare_machine(spec, params, explorer, adapter, stats, concurrency)
-        test = get_state_machine_test(machine, settings=hypothesis_settings(
-            max_examples if max_examples is not None else config["max_examples"], config["stateful_step_count"]))
-        hypothesis_seed(seed)(test)
+        example = build_bare_example(spec, params, explorer, adapter, stats, concurrency)
+        # the kit's own runner (conformance.engine.stateful.exploration_test): the same loop and draws
+        test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"],
+                                settings=hypothesis_settings(max_examples if max_examples is not None
+                                                             else config["max_examples"], config["stateful_step_count"]),
+                                key="bare", seed=seed)
         try:
             test()
         except Flaky as exc:
@@ -400,13 +403,13 @@ def warm_up(profile: str, seed: int, concurrency: str, examples: int) -> None:
         log(f"warm-up (bare): {exc}")
     prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed + 1, report_dir=None))
     try:
-        from conformance.engine.stateful import _Stats, build_state_machine
+        from conformance.engine.stateful import _Stats, build_example
 
         explorer = Explorer(prepared.spec, prepared.session.params,
                             bool((prepared.identity.get("capabilities") or {}).get("concurrent")))
-        machine = build_state_machine(prepared.spec, prepared.session, explorer, _Stats())
-        test = get_state_machine_test(machine, settings=hypothesis_settings(examples, config["stateful_step_count"]))
-        hypothesis_seed(seed + 1)(test)
+        test = exploration_test(build_example(prepared.spec, prepared.session, explorer, _Stats()), explorer.draw_step,
+                                step_count=config["stateful_step_count"], key="warm-up", seed=seed + 1,
+                                settings=hypothesis_settings(examples, config["stateful_step_count"]))
         try:
             test()
         except Flaky as exc:

@@ -21,6 +21,7 @@ a fuzzer wants fresh randomness, and the database keeps what it found.
 from __future__ import annotations
 
 import sys
+import unittest
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings as Settings
@@ -29,7 +30,7 @@ from statemachines import SpecError
 
 from .engine.runner import RunConfig, prepare
 from .engine.session import DEFAULT_TIMEOUT_S
-from .engine.stateful import PROFILES, Explorer, _Stats, build_state_machine
+from .engine.stateful import PROFILES, Explorer, _Stats, build_example, exploration_test
 from .errors import AdapterLoadError, ConformanceError
 
 __all__ = ["exploration_testcase", "ExplorationSetupError"]
@@ -88,12 +89,18 @@ def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_optio
     prepared.session.defer_model_invariants = True  # checked once per step, as in `conformance run`
     # Hypothesis and HypoFuzz shrink as long as they like, and keep every failure they meet.
     stats = _Stats(shrink_s=float("inf"), pin=False)
-    machine = build_state_machine(prepared.spec, prepared.session, explorer, stats)
-    machine.__name__ = machine.__qualname__ = f"Exploration_{prepared.spec.id.replace('-', '_')}"
-    testcase = machine.TestCase
+    name = f"Exploration_{prepared.spec.id.replace('-', '_')}"
+    steps = PROFILES[profile]["stateful_step_count"]
     # No database here: the default one, shared by pytest and HypoFuzz, keeps failures.
-    testcase.settings = Settings(max_examples=PROFILES[profile]["max_examples"],
-                                 stateful_step_count=PROFILES[profile]["stateful_step_count"], deadline=None,
-                                 suppress_health_check=list(HealthCheck))
-    testcase.conformance_session = prepared.session
-    return testcase
+    # Every health check off but nested_given (HypoFuzz skips a test that suppresses
+    # it; the exploration nests no @given).
+    settings = Settings(max_examples=PROFILES[profile]["max_examples"], stateful_step_count=steps, deadline=None,
+                        suppress_health_check=[check for check in HealthCheck if check.name != "nested_given"])
+    run_test = exploration_test(build_example(prepared.spec, prepared.session, explorer, stats),
+                                explorer.draw_step, step_count=steps, settings=settings, method=True,
+                                key=f"exploration:{prepared.spec.id}:{prepared.target}")
+    # A plain TestCase whose one test is the @given exploration: pytest runs it,
+    # HypoFuzz fuzzes it as any Hypothesis test.
+    return type(name, (unittest.TestCase,), {"runTest": run_test, "settings": settings,
+                                             "conformance_session": prepared.session,
+                                             "__module__": sys._getframe(1).f_globals.get("__name__", __name__)})

@@ -396,6 +396,7 @@ def pytest_collect_file(file_path, parent):
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect, so they apply to these items too
 def pytest_collection_modifyitems(session, config, items) -> None:
+    _key_explorations_by_node(items)
     # The config file is not under testpaths: add its suites when pytest runs the
     # whole project (no file arguments), unless collection already visited it.
     if (config.inipath is None or not config.getini(INI_OPTION)
@@ -404,6 +405,17 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return
     collector = ConformanceIniFile.from_parent(session, path=config.inipath)
     items.extend(session.genitems(collector))
+
+
+def _key_explorations_by_node(items) -> None:
+    """An exploration test (``exploration_testcase``) keeps its failures in
+    Hypothesis's example database under its pytest node id, as HypoFuzz keys
+    every test it fuzzes: so a plain ``pytest`` replays what a campaign found."""
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "hypothesis", None)
+        inner = getattr(test, "inner_test", None)
+        if getattr(inner, "_conformance_exploration", False):
+            inner._hypothesis_internal_add_digest = item.nodeid.encode()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -604,7 +604,7 @@ def test_an_example_hypothesis_has_ended_is_not_probed_in_its_teardown():
     from hypothesis.control import BuildContext
     from hypothesis.errors import UnsatisfiedAssumption
     from hypothesis.internal.conjecture.data import ConjectureData
-    from conformance.engine.stateful import Explorer, _Stats, build_state_machine
+    from conformance.engine.stateful import Explorer, _Stats, build_example
     from statemachines import load_spec as load
 
     session = _session_for(_demo_factory())
@@ -614,7 +614,7 @@ def test_an_example_hypothesis_has_ended_is_not_probed_in_its_teardown():
     other = Failure(kind="divergence", message="m", operation="list_jobs", path="result.jobs", steps=[{}])
     probes = []
     session.probe = lambda **_: probes.append(1) or other  # the end-of-example probe meets another bug
-    machine = build_state_machine(spec, session, Explorer(spec, session.params, False), stats)()
+    machine = build_example(spec, session, Explorer(spec, session.params, False), stats)()
     ended = ConjectureData.for_choices([])
     ended.freeze()
     machine.unprobed = True

@@ -9,12 +9,13 @@ implementation and the model together. Drawn as Hypothesis's own primitive
 choices (``draw_integer``, ``draw_string``) inside one strategy per step,
 each costs about a third of that. Hypothesis still records, replays, mutates
 and shrinks every choice (integers towards their lower bound, strings
-towards shorter and simpler), and the step as a whole stays one span, which
-the stateful shrinker deletes or keeps.
+towards shorter and simpler), and the step as a whole stays one span
+(``stateful.exploration_test``), which the shrinker deletes or keeps.
 
 Every drawer here is a plain function ``drawer(data) -> value`` built once per
-spec and parameter set; ``Drawn(fn)`` makes one a strategy. Whatever has no
-primitive (arguments drawn from a JSON Schema) is drawn through its strategy.
+spec and parameter set, called with Hypothesis's ``ConjectureData``. Whatever
+has no primitive (arguments drawn from a JSON Schema) is drawn through its
+strategy.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import strategies as st
 from hypothesis.internal.intervalsets import IntervalSet
 
-__all__ = ["Drawer", "Drawn", "integers", "sampled", "either", "nested", "text", "permutation", "optional",
+__all__ = ["Drawer", "integers", "sampled", "either", "nested", "text", "permutation", "optional",
            "list_of", "tuple_of", "ABSENT"]
 
 Drawer = Callable[[Any], Any]
@@ -98,20 +99,3 @@ def list_of(drawer: Drawer, min_size: int, max_size: int) -> Drawer:
 def tuple_of(drawers: Sequence[Drawer]) -> Drawer:
     drawers = tuple(drawers)
     return lambda data: tuple(drawer(data) for drawer in drawers)
-
-
-class Drawn(st.SearchStrategy):
-    """A strategy whose whole value comes from one drawer function."""
-
-    def __init__(self, drawer: Drawer, name: str):
-        super().__init__()
-        self._drawer, self._name = drawer, name
-        # Never empty: said up front, Hypothesis's check before every draw is
-        # one attribute read instead of a failed lookup and a cached one.
-        self.force_is_empty = False
-
-    def do_draw(self, data):
-        return self._drawer(data)
-
-    def __repr__(self) -> str:
-        return self._name

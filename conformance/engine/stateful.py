@@ -15,13 +15,14 @@ import copy
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from hypothesis import HealthCheck, Verbosity, reject, seed as hypothesis_seed, settings as Settings
+from hypothesis import HealthCheck, Verbosity, given, reject, settings as Settings, strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
+from hypothesis.internal.conjecture.engine import BUFFER_SIZE
+from hypothesis.internal.conjecture.utils import calc_label_from_name
 from hypothesis_jsonschema import from_schema
 
 from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
@@ -32,8 +33,8 @@ from . import choices
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
 
-__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "perform", "carry_out", "build_state_machine",
-           "run_stateful"]
+__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "carry_out", "build_example",
+           "exploration_test", "run_stateful"]
 
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
@@ -131,7 +132,6 @@ class Explorer:
                           if policy.kind == "inline_or_spill"}
         # which derived race: always one choice, even when there is one race (the choices Hypothesis recorded stay valid)
         self.derived_index = choices.integers(0, len(self.derived) - 1) if self.derived else None
-        self.step = choices.Drawn(self._draw_step, "steps")
 
     def _payload_drawer(self, policy):
         env = {"params": self.params}
@@ -271,7 +271,7 @@ class Explorer:
         return {name: self._resolve(value, kind, keys)
                 for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
 
-    def _draw_step(self, data):
+    def draw_step(self, data):
         """A whole step: the action and every raw value it needs, drawn as
         primitive choices in one strategy (one draw per step is far cheaper
         for Hypothesis than one per value, and its shape never depends on
@@ -301,7 +301,7 @@ class Explorer:
 
 class Driver:
     """Where generated actions go: the kit's checking session, or (in the
-    benchmark) an implementation called bare. ``perform`` uses only this."""
+    benchmark) an implementation called bare. ``carry_out`` uses only this."""
 
     def call(self, operation: str, args: dict) -> dict: ...
     def advance(self, ms: int) -> None: ...
@@ -343,12 +343,6 @@ class _Checked(Driver):
             self.check(failure)
             return responses
         return None
-
-
-def perform(explorer: "Explorer", data, machine, driver: Driver) -> None:
-    """Draw one action of the spec's mix and carry it out through ``driver``.
-    ``machine`` holds the example's memory: ``keys`` seen and ``batches`` run."""
-    carry_out(explorer, data.draw(explorer.step), machine, driver)
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -513,14 +507,15 @@ def _example_over() -> bool:
         return False
 
 
-def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats: _Stats):
-    """A RuleBasedStateMachine class driving ``session`` through generated steps."""
+def build_example(spec: Spec, session: Session, explorer: Explorer, stats: _Stats) -> type:
+    """The class of one example of the exploration: made fresh for every
+    example (it resets the session), it carries out each drawn step through
+    ``session`` and probes once more at the end (``teardown``)."""
     explorer.model = session.model
     driver = _Checked(session, stats)
 
-    class SpecStateMachine(RuleBasedStateMachine):
+    class SpecExample:
         def __init__(self):
-            super().__init__()
             stats.examples += 1
             stats.check_budget()  # shrinking's examples are counted as they start
             session.reset()
@@ -539,7 +534,6 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
             self._seen.update(new)
             self.keys.extend(new)
 
-        @rule(step=explorer.step)
         def step(self, step):
             stats.steps += 1
             self.unprobed = True  # until this step's probe has passed
@@ -560,7 +554,70 @@ def build_state_machine(spec: Spec, session: Session, explorer: Explorer, stats:
                 self.unprobed = False
                 driver.check(session.probe())
 
-    return SpecStateMachine
+    return SpecExample
+
+
+# One step of an example is one span of Hypothesis's choices, led by the
+# choice whether to stop: the shrinker deletes steps by deleting spans, and
+# ends an example early by turning that choice to True.
+_STEP_LABEL = calc_label_from_name("conformance exploration step")
+
+
+def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step_count: int) -> None:
+    """Run one example: up to ``step_count`` steps, each drawn by ``draw_step(cd)``.
+
+    This is the loop of Hypothesis's stateful runner for a machine of one
+    rule, without what a machine of many rules needs (rule selection, its
+    feature flags and bundles, each step's text): a step is drawn whole by
+    one drawer of primitive choices (``Explorer.draw_step``), inside the
+    step's own span, and the kit reports steps itself. The choices keep the
+    structure a state machine's have (a span per step, led by the choice to
+    stop), so Hypothesis records, replays and shrinks them as it would."""
+    example = new_example()
+    try:
+        run = 0
+        while True:
+            cd.start_span(_STEP_LABEL)
+            must_stop = None
+            if run >= step_count:
+                must_stop = True
+            elif run == 0:
+                must_stop = False  # an example runs at least one step
+            elif cd.length > 0.8 * BUFFER_SIZE:
+                must_stop = True  # better fewer steps than a run over Hypothesis's choice budget
+            if cd.draw_boolean(p=2 ** -16, forced=must_stop):
+                break
+            run += 1
+            example.step(draw_step(cd))
+            cd.stop_span()
+    finally:
+        example.teardown()
+
+
+def exploration_test(new_example: Callable[[], Any], draw_step: choices.Drawer, *, step_count: int,
+                     settings: Settings, key: str, seed: int | None = None, method: bool = False):
+    """The exploration as a plain Hypothesis test: ``@given(st.data())``, each
+    example a ``new_example()`` driven through up to ``step_count`` steps, each
+    drawn by ``draw_step`` (``Explorer.draw_step``), then its ``teardown()``. ``key`` names it in
+    Hypothesis's example database (a spec and an implementation); ``seed``
+    fixes its randomness and keeps the database on; ``method``: a
+    ``unittest.TestCase`` method (``self`` first), for pytest and HypoFuzz."""
+    if method:
+        def test(self, data):
+            _explore(data.conjecture_data, new_example, draw_step, step_count)
+    else:
+        def test(data):
+            _explore(data.conjecture_data, new_example, draw_step, step_count)
+    test.__name__ = test.__qualname__ = "runTest" if method else "explore"
+    test = settings(given(st.data())(test))
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode("utf-8")
+    # pytest (conformance.pytest_plugin) and HypoFuzz key it by its node id instead
+    test.hypothesis.inner_test._conformance_exploration = True
+    test._hypothesis_internal_print_given_args = False  # the kit reports the steps itself
+    if seed is not None:
+        # On the test, not through @seed: that would switch the example database off.
+        test._hypothesis_internal_use_seed = seed
+    return test
 
 
 def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
@@ -577,23 +634,21 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
                    shrink_examples=config.get("shrink_examples", _Stats.shrink_examples))
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
-    machine = build_state_machine(spec, session, explorer, stats)
+    example = build_example(spec, session, explorer, stats)
     if on_example is not None:
-        original_init = machine.__init__
+        original_init = example.__init__
 
         def init(self):
             original_init(self)
             on_example(stats.examples)
-        machine.__init__ = init
+        example.__init__ = init
     settings = Settings(max_examples=config["max_examples"] if max_examples is None else max_examples,
                         stateful_step_count=config["stateful_step_count"],
                         deadline=None, verbosity=Verbosity.quiet, print_blob=False,
                         database=DirectoryBasedExampleDatabase(database) if database else None,
                         suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
-    # The seed goes on the machine (Hypothesis carries it to the test): seeding
-    # the test itself would switch the example database off.
-    hypothesis_seed(seed)(machine)
-    test = get_state_machine_test(machine, settings=settings)
+    test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"], settings=settings,
+                            key=f"exploration:{spec.id}", seed=seed)
     outcome = StatefulOutcome("pass", profile, seed)
     try:
         test()
