@@ -5,9 +5,10 @@
 
     TestThreadJobsExploration = exploration_testcase("thread-jobs", adapter="my_runtime.conformance:Adapter")
 
-That is a ``unittest.TestCase`` running the kit's generated exploration
-(the same rule, the same model and checks as ``conformance run``): pytest
-runs it like any test, and HypoFuzz runs it for hours across cores::
+That is a ``unittest.TestCase`` whose ``runTest`` is the kit's generated
+exploration as a ``@given`` test (``stateful.exploration_test``: the same
+steps, model and checks as ``conformance run``): pytest runs it like any
+test, and HypoFuzz runs it for hours across cores::
 
     hypothesis fuzz -n 4 -- tests/test_conformance_fuzz.py
 

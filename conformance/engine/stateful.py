@@ -25,6 +25,11 @@ from hypothesis.internal.conjecture.engine import BUFFER_SIZE
 from hypothesis.internal.conjecture.utils import calc_label_from_name
 from hypothesis_jsonschema import from_schema
 
+try:  # the canonical form hypothesis-jsonschema draws from (enums in its order)
+    from hypothesis_jsonschema._canonicalise import canonicalish
+except ImportError:  # pragma: no cover - another release: every schema through its strategy
+    canonicalish = None
+
 from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
 from statemachines.limits import strip_hints
 
@@ -74,6 +79,20 @@ class StatefulOutcome:
 
 
 _ABSENT = choices.ABSENT
+
+
+def _schema_drawer(schema: dict) -> choices.Drawer:
+    """How values of a JSON Schema are drawn. An enum (or a const) is one
+    primitive choice: the index hypothesis-jsonschema's own ``sampled_from``
+    draws, into the same canonical order, so the values and how they shrink
+    are the same, without a nested strategy's span and checks. Anything else
+    is drawn through hypothesis-jsonschema's strategy."""
+    canonical = canonicalish(schema) if canonicalish is not None else None
+    if isinstance(canonical, dict) and set(canonical) == {"enum"} and canonical["enum"]:
+        return choices.sampled(canonical["enum"])
+    if isinstance(canonical, dict) and set(canonical) == {"const"}:
+        return choices.sampled([canonical["const"]])
+    return choices.nested(from_schema(schema))
 
 
 class Explorer:
@@ -167,7 +186,7 @@ class Explorer:
         elif draw and "pool" in draw:
             drawer = choices.sampled(self.spec.exploration.pools[draw["pool"]])
         else:
-            drawer = choices.nested(from_schema(strip_hints(schema)))
+            drawer = _schema_drawer(strip_hints(schema))
         edges = self.arg_edges.get((op, prop))
         if edges:  # a third of the draws sit at a declared limit's edge
             return choices.either(drawer, drawer, choices.sampled(edges)), ("edge", edges)

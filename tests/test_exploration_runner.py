@@ -1,0 +1,109 @@
+"""The exploration's own Hypothesis test (``stateful.exploration_test``): a
+``@given`` test whose examples are runs of steps, a span per step led by the
+choice to stop, so that Hypothesis shrinks a failing run to its fewest
+steps; and enum arguments drawn as one primitive choice that picks what
+hypothesis-jsonschema's strategy would pick."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Verbosity, settings as Settings
+from hypothesis.internal.conjecture.data import ConjectureData
+from hypothesis_jsonschema import from_schema
+
+from conformance.engine.stateful import _schema_drawer, exploration_test
+from conformance.specs import bundled_specs
+from statemachines import load_spec
+from statemachines.limits import strip_hints
+
+
+def _settings(examples: int) -> Settings:
+    return Settings(max_examples=examples, deadline=None, database=None, verbosity=Verbosity.quiet,
+                    suppress_health_check=list(HealthCheck))
+
+
+class _Broken(Exception):
+    pass
+
+
+def _runs(fails_after=None):
+    """An example that records the values of its steps, and fails once it has
+    seen ``fails_after`` steps with a value of 3 or more."""
+    runs: list[list[int]] = []
+
+    class Example:
+        def __init__(self):
+            self.values: list[int] = []
+            runs.append(self.values)
+            self.torn_down = False
+
+        def step(self, value):
+            self.values.append(value)
+            if fails_after is not None and sum(v >= 3 for v in self.values) >= fails_after:
+                raise _Broken(list(self.values))
+
+        def teardown(self):
+            self.torn_down = True
+    return runs, Example
+
+
+def _draw(data):
+    return data.draw_integer(0, 9)
+
+
+def test_every_example_runs_between_one_step_and_the_step_count():
+    runs, example = _runs()
+    test = exploration_test(example, _draw, step_count=7, settings=_settings(40), key="t", seed=3)
+    test()
+    assert len(runs) >= 20
+    assert all(1 <= len(values) <= 7 for values in runs)
+    assert max(len(values) for values in runs) == 7  # examples run to the step count
+
+
+def test_a_failing_run_shrinks_to_its_fewest_steps_and_smallest_values():
+    runs, example = _runs(fails_after=2)
+    test = exploration_test(example, _draw, step_count=30, settings=_settings(200), key="t", seed=5)
+    with pytest.raises(_Broken) as raised:
+        test()
+    # two steps of value 3: the steps that did not matter deleted, the values lowered
+    assert raised.value.args[0] == [3, 3]
+
+
+def test_the_same_seed_draws_the_same_runs():
+    first, example = _runs()
+    exploration_test(example, _draw, step_count=10, settings=_settings(15), key="t", seed=11)()
+    again, example = _runs()
+    exploration_test(example, _draw, step_count=10, settings=_settings(15), key="t", seed=11)()
+    assert first == again
+
+
+def _enum_schemas():
+    out = []
+    for bundled in bundled_specs():
+        spec = load_spec(str(bundled.path))
+        for op, operation in spec.operations.items():
+            for prop, schema in ((operation.args_schema or {}).get("properties") or {}).items():
+                if isinstance(schema, dict) and not schema.get("x-draw") and ("enum" in schema or "const" in schema):
+                    out.append((f"{bundled.name}: {op}.{prop}", strip_hints(schema)))
+    return out
+
+
+ENUMS = _enum_schemas()
+
+
+def test_the_bundled_specs_have_enum_arguments():
+    assert len(ENUMS) >= 3, ENUMS
+
+
+@pytest.mark.parametrize("schema", [s for _, s in ENUMS] + [{"enum": [3, 1, "a", None]}, {"const": "x"}],
+                         ids=[n for n, _ in ENUMS] + ["mixed", "const"])
+def test_an_enum_is_one_choice_picking_what_the_schema_strategy_picks(schema):
+    drawer, strategy = _schema_drawer(schema), from_schema(schema)
+    values = schema.get("enum", [schema.get("const")])
+    seen = []
+    for index in range(len(values)):
+        ours, theirs = ConjectureData.for_choices([index]), ConjectureData.for_choices([index])
+        value = drawer(ours)
+        assert value == theirs.draw(strategy)
+        assert [n.value for n in ours.nodes] == [n.value for n in theirs.nodes]
+        seen.append(value)
+    assert sorted(map(repr, seen)) == sorted(map(repr, values))  # every value can be drawn
