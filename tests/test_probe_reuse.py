@@ -1,9 +1,12 @@
-"""The probe after a step asks the implementation for every scope's visible
-state; the model's prediction is reused (not worked out and compared again)
-only for an answer identical to the one that passed last time, about records
-the model has not changed since (Model.read_token). So nothing the probe
-could catch is missed: a change the implementation makes to another scope
-shows in its answer, which is then judged in full."""
+"""The probe after a step of the exploration asks the implementation about
+the scopes whose records the step changed in the model (Model.read_token);
+the whole probe, every scope, ends every example. A probe's prediction is
+reused (not worked out and compared again) only for an answer identical to
+the one that passed last time, about records the model has not changed
+since. So nothing the probe could catch is missed: a change the
+implementation makes to another scope shows in that scope's answer at the
+end of the example (or at its next probe), which is then judged in full, and
+the exploration's shrunk counterexample ends at the step that made it."""
 from __future__ import annotations
 
 from conformance.engine.runner import RunConfig, prepare
@@ -51,7 +54,7 @@ def _predictions_of(monkeypatch, operation: str) -> list:
     return seen
 
 
-def test_an_unchanged_scope_is_asked_but_not_predicted_again(monkeypatch):
+def test_after_a_step_only_the_scopes_it_changed_are_asked_and_predicted(monkeypatch):
     session = _session()
     try:
         session.reset()
@@ -62,11 +65,16 @@ def test_an_unchanged_scope_is_asked_but_not_predicted_again(monkeypatch):
         calls = session.calls
         assert session.call(*_start("t1", "c3"))[1] is None
         assert session.probe(when_changed=True) is None
-        assert session.calls - calls == 1 + len(session.probe_calls())  # the start, and every probe asked
-        assert [a["thread_id"] for a in predicted] == ["t1"]  # t2's records did not change: its answer reused
+        assert session.calls - calls == 2  # the start, and the probe of t1: t2 did not change
+        assert [a["thread_id"] for a in predicted] == ["t1"]
+        # The whole probe asks every scope; t2's answer is the one that passed: not predicted again.
+        calls = session.calls
+        assert session.probe() is None
+        assert session.calls - calls == len(session.probe_calls())
+        assert [a["thread_id"] for a in predicted] == ["t1"]
         coverage = session.model.coverage.counts["operations"]["list_jobs"]
-        assert coverage >= 6  # reused predictions still count in the coverage (3 probes of 2 threads)
-        # A change to t2 makes its prediction be worked out again.
+        assert coverage >= 5  # reused predictions still count in the coverage
+        # A change to t2 makes its probe ask, and predict, again.
         assert session.call(*_start("t2", "c4"))[1] is None
         assert session.probe(when_changed=True) is None
         assert [a["thread_id"] for a in predicted] == ["t1", "t2"]
@@ -74,7 +82,7 @@ def test_an_unchanged_scope_is_asked_but_not_predicted_again(monkeypatch):
         session.close()
 
 
-def test_a_change_the_implementation_makes_to_another_scope_is_still_caught():
+def test_a_change_the_implementation_makes_to_another_scope_is_caught_by_the_whole_probe():
     session = _session(ForgetsOtherThread)
     try:
         session.reset()
@@ -82,12 +90,32 @@ def test_a_change_the_implementation_makes_to_another_scope_is_still_caught():
             assert session.call(op, args)[1] is None
             assert session.probe(when_changed=True) is None
         assert session.call(*_start("t1", "c3"))[1] is None  # the third start: t2's list comes back empty
-        failure = session.probe(when_changed=True)
+        assert session.probe(when_changed=True) is None  # the step changed t1 only
+        failure = session.probe()  # the whole probe, as at the end of every example
         assert failure is not None and failure.kind == "divergence"
         assert failure.message.startswith("probe after the last step: list_jobs: result.jobs")
         assert failure.steps[-1]["args"]["thread_id"] == "t2"
     finally:
         session.close()
+
+
+def test_the_exploration_catches_a_change_to_another_scope_and_ends_at_the_step_that_made_it():
+    from conformance.engine.stateful import run_stateful
+
+    prepared = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None,
+                                 adapter_factory=ForgetsOtherThread))
+    try:
+        outcome = run_stateful(prepared.spec, prepared.session, profile="quick", seed=1,
+                               capabilities=prepared.identity.get("capabilities") or {})
+    finally:
+        prepared.session.close()
+    assert outcome.verdict == "fail"
+    failure = outcome.failure
+    assert failure.message.startswith("probe after the last step: list_jobs: result.jobs"), failure.message
+    assert failure.steps[-1]["args"]["thread_id"] == "t2"
+    # shrunk, the run ends at the step that made the change (a start) and the whole probe after it
+    calls = [s for s in failure.steps[:-1] if "operation" in s and s["operation"] != "list_jobs"]
+    assert calls[-1]["operation"] == "start_job"
 
 
 def test_a_reset_forgets_what_passed_and_a_clock_move_only_what_read_the_clock():

@@ -736,13 +736,19 @@ class Session:
 
     def probe(self, *, when_changed: bool = False) -> Failure | None:
         """Compare the implementation's visible state with the model's.
-        ``when_changed``: not if the model's state is the one the last probe
-        found matching (a step that changed nothing in the model; whatever the
-        implementation changed on its own shows at the next probe)."""
+        ``when_changed`` (after a step of the exploration): only what the step
+        changed in the model. Nothing if the model's state is the one the last
+        probe found matching; else the probe calls whose prediction reads what
+        changed (``Model.read_token``: a scope's records, the tables, the clock),
+        not those of scopes the step left alone. Whatever the implementation
+        changed on its own, in a scope the step did not touch, shows at the next
+        probe of that scope, or at the whole probe that ends every example."""
         revision = self.model.revision
         if when_changed and revision == self._probed_revision:
             return None
         for op, args, text in self._probe_plan():
+            if when_changed and self._unchanged_since_passed(op, text):
+                continue
             response, failure = self._probe_one(op, args, text)
             if failure:
                 # Only a failing probe joins the trace: it is the step that shows the divergence.
@@ -753,6 +759,12 @@ class Session:
                 return failure
         self._probed_revision = revision
         return None
+
+    def _unchanged_since_passed(self, op: str, text: str | None) -> bool:
+        """Whether this probe call passed last time and nothing its prediction
+        read has changed in the model since: the model expects the same answer."""
+        passed = self._probe_passed.get((op, text)) if text is not None else None
+        return passed is not None and passed.token == self.model.read_token(passed.reads)
 
     def _probe_one(self, op: str, args: dict, text: str | None) -> tuple[dict | None, Failure | None]:
         """One probe call, judged. Every probe asks the implementation; the
