@@ -43,6 +43,10 @@ peer_steps_per_s, peer_ratio
     budget, settings and seed; the kit and it run in alternating rounds
     (--peer-rounds, default 3) and the medians are compared:
     peer_ratio = kit steps/s / peer steps/s (target >= 1.1).
+peer_ratio_over_seeds
+    The same comparison once at each of --peer-seeds seeds (default 5, from
+    --seed on): the median kit rate over the median peer rate. Not a target:
+    it says whether peer_ratio holds beyond the one seed it is measured at.
 kit_ttff_median_s, peer_ttff_median_s, ttff_ratio
     Time to first failure on each shipped thread-jobs mutant the peer covers:
     the kit's exploration (no shrinking) vs the peer's (no shrink phase), same
@@ -479,6 +483,25 @@ def measure_peer_rounds(profile: str, seed: int, rounds: int, attempts: int) -> 
             "rounds": rounds, "kit_runs": kit_runs, "peer_runs": peer_runs}
 
 
+def measure_peer_seeds(profile: str, seeds: list[int], attempts: int) -> dict:
+    """Kit and peer once each at every one of ``seeds`` (kit, peer, in turn).
+    One seed's rate moves with the mix of steps it happens to generate (more
+    batches, bigger threads), on either side; the medians over several seeds
+    say whether the kit is faster in general, not just at the seed measured."""
+    rows = []
+    for seed in seeds:
+        log(f"peer comparison across seeds: kit, then peer, seed {seed}")
+        kit = with_retries(lambda: measure_kit(profile, seed), attempts, f"kit (seed {seed})", _rate_from_aborted)
+        peer = measure_peer(profile, seed)
+        rows.append({"seed": seed, "kit_steps_per_s": round(kit["steps_per_s"], 2),
+                     "peer_steps_per_s": round(peer["steps_per_s"], 2),
+                     "ratio": round(kit["steps_per_s"] / peer["steps_per_s"], 4)})
+    kit_sps = statistics.median(r["kit_steps_per_s"] for r in rows)
+    peer_sps = statistics.median(r["peer_steps_per_s"] for r in rows)
+    return {"ratio": kit_sps / peer_sps, "kit_median_steps_per_s": kit_sps, "peer_median_steps_per_s": peer_sps,
+            "median_of_ratios": statistics.median(r["ratio"] for r in rows), "seeds": rows}
+
+
 def _first_failure_clock(session) -> dict:
     """Note the moment the session first reports a failure (of a call, a clock
     move, a concurrent group, the probe or the model's invariants): the kit's
@@ -764,7 +787,7 @@ def render_table(result: dict) -> str:
 
     for name, unit in (("kit_steps_per_s", ""), ("bare_steps_per_s", ""), ("overhead_ratio", ""),
                        ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s"),
-                       ("peer_steps_per_s", ""), ("peer_ratio", ""), ("kit_ttff_median_s", " s"),
+                       ("peer_steps_per_s", ""), ("peer_ratio", ""), ("peer_ratio_over_seeds", ""), ("kit_ttff_median_s", " s"),
                        ("peer_ttff_median_s", " s"), ("ttff_ratio", ""), ("workers_speedup", ""),
                        ("cli_ci_wall_s", " s")):
         target = TARGETS.get(name)
@@ -883,6 +906,9 @@ def main(argv: list[str] | None = None) -> int:
                              "and workers_speedup (default 3; 1 with --quick)")
     parser.add_argument("--peer-rounds", type=int, default=None,
                         help="alternating kit/peer rounds for peer_ratio (default 3; 1 with --quick)")
+    parser.add_argument("--peer-seeds", type=int, default=None,
+                        help="also compare kit and peer once at each of this many seeds from --seed on, for "
+                             "peer_ratio_over_seeds (default 5; 0 leaves it out; 2 with --quick)")
     parser.add_argument("--cprofile", metavar="FILE",
                         help="after the measurements, profile one more (untimed) kit run with cProfile, "
                              "write the stats to FILE and print the top functions to stderr")
@@ -924,11 +950,14 @@ def main(argv: list[str] | None = None) -> int:
             log("conformance run spec/async-command.yaml --profile ci --workers 2 (the CLI reference)")
             cli = with_retries(lambda: measure_ci_run("spec/async-command.yaml", workers=2), args.attempts,
                                "CLI reference ci run, 2 workers", lambda failed: {"wall_s": None})
-        peer = ttff = None
+        peer = ttff = peer_seeds = None
         if not args.skip_peer:
             peer = measure_peer_rounds(profile, seed, max(1, args.peer_rounds or (1 if args.quick else 3)),
                                        args.attempts)
             ttff = measure_ttff(profile, seed)
+            count = args.peer_seeds if args.peer_seeds is not None else (2 if args.quick else 5)
+            if count > 0:
+                peer_seeds = measure_peer_seeds(profile, list(range(seed, seed + count)), args.attempts)
         traces = None
         if not args.skip_traces:
             traces = measure_traces(args.trace_events or (5_000 if args.quick else 1_000_000))
@@ -950,6 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         "stdio_vs_inprocess_ratio": round(stdio["steps_per_s"] / inproc["steps_per_s"], 4),
         "peer_steps_per_s": round(peer["peer_steps_per_s"], 2) if peer else None,
         "peer_ratio": round(peer["ratio"], 4) if peer else None,
+        "peer_ratio_over_seeds": round(peer_seeds["ratio"], 4) if peer_seeds else None,
         "kit_ttff_median_s": _round(ttff["kit_ttff_median_s"]) if ttff else None,
         "peer_ttff_median_s": _round(ttff["peer_ttff_median_s"]) if ttff else None,
         "ttff_ratio": _round(ttff["ratio"]) if ttff else None,
@@ -997,6 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
             "inprocess_no_concurrency": inproc,
             "traces": traces,
             "peer": peer,
+            "peer_seeds": peer_seeds,
             "ttff": ttff,
         },
     }
