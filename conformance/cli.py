@@ -307,16 +307,20 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
     """``run --workers N``: N shards of this run in worker processes, merged (conformance/workers.py)."""
     from .workers import run_in_workers, start_workers
 
-    try:
-        loaded = load_spec(_spec_file(spec))
-    except SpecError:
-        loaded = None  # every worker reports the spec's problems
-    scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios if not only or s.id in only]
-    examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
     if example_db is None:  # the workers keep their failing examples where a run in one process would
         args = args + ["--example-db-base", os.path.join(report_dir, "example-db")]
-    begun = start_workers(args, count, report_dir, entry=main)  # before the progress display's thread starts
+    # The workers start first (before the progress display's thread starts, and
+    # before this process loads the spec for the display's totals and the merge,
+    # which it then does while they run).
+    begun = start_workers(args, count, report_dir, entry=main)
     try:
+        try:
+            loaded = load_spec(_spec_file(spec))
+        except SpecError:
+            loaded = None  # every worker reports the spec's problems
+        scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios
+                                                               if not only or s.id in only]
+        examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
         with progress_for(console, errors, level) as progress:
             report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),
                                     examples_total=examples, spec=loaded, begun=begun)
