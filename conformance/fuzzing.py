@@ -102,6 +102,5 @@ def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_optio
                                 key=f"exploration:{prepared.spec.id}:{prepared.target}")
     # A plain TestCase whose one test is the @given exploration: pytest runs it,
     # HypoFuzz fuzzes it as any Hypothesis test.
-    return type(name, (unittest.TestCase,), {"runTest": run_test, "settings": settings,
-                                             "conformance_session": prepared.session,
+    return type(name, (unittest.TestCase,), {"runTest": run_test, "conformance_session": prepared.session,
                                              "__module__": sys._getframe(1).f_globals.get("__name__", __name__)})

@@ -747,7 +747,7 @@ class Session:
         if when_changed and revision == self._probed_revision:
             return None
         for op, args, text in self._probe_plan():
-            if when_changed and self._unchanged_since_passed(op, text):
+            if when_changed and self._still_passing(op, text) is not None:
                 continue
             response, failure = self._probe_one(op, args, text)
             if failure:
@@ -760,11 +760,11 @@ class Session:
         self._probed_revision = revision
         return None
 
-    def _unchanged_since_passed(self, op: str, text: str | None) -> bool:
-        """Whether this probe call passed last time and nothing its prediction
-        read has changed in the model since: the model expects the same answer."""
+    def _still_passing(self, op: str, text: str | None) -> _Passed | None:
+        """What this probe call passed with last time, if nothing its prediction
+        read has changed in the model since (the model expects the same answer)."""
         passed = self._probe_passed.get((op, text)) if text is not None else None
-        return passed is not None and passed.token == self.model.read_token(passed.reads)
+        return passed if passed is not None and passed.token == self.model.read_token(passed.reads) else None
 
     def _probe_one(self, op: str, args: dict, text: str | None) -> tuple[dict | None, Failure | None]:
         """One probe call, judged. Every probe asks the implementation; the
@@ -776,9 +776,8 @@ class Session:
         response, problem = self._invoke(op, args)
         if problem:
             return None, self._fail(problem[0], problem[1], index, operation=op, args=args)
-        passed = self._probe_passed.get((op, text)) if text is not None else None
-        if (passed is not None and passed.token == self.model.read_token(passed.reads)
-                and type(response) is dict and repr(response) == passed.answer):
+        passed = self._still_passing(op, text)
+        if passed is not None and type(response) is dict and repr(response) == passed.answer:
             self.model.coverage.merge(passed.hits)  # what the prediction counted, counted again
             self._remember(op, args, response)
             return response, self.check_invariants([(index, op, response)])
