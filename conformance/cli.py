@@ -210,15 +210,19 @@ def cli() -> None:
                    "Default: $CONFORMANCE_WORKERS, else 'auto': the cores available. The implementation is "
                    "started once per worker: say --workers 1 when it cannot run twice side by side (docs/ci.md).")
 @click.option("--shard", "shard", default=None, metavar="I/N",
-              help="Run only part I of N (for N CI jobs): every N-th scenario and 1/N of the exploration's examples; "
+              help="Run only part I of N (for N CI jobs): 1/N of the scenarios (split by estimated cost) and 1/N of "
+                   "the exploration's examples; "
                    "the report is partial: combine the N with `conformance merge-reports` (docs/ci.md).")
 @click.option("--example-db-base", "example_db_base", default=None, hidden=True,
               help="Where the default example databases go (workers: the final report directory's).")
+@click.option("--scenario-claims", "scenario_claims", default=None, hidden=True, type=click.Path(file_okay=False),
+              help="A directory the workers of one run share: run the exploration's part first, then each "
+                   "scenario not claimed there yet (workers: their temporary directory's).")
 @_with([deviations_option])
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
         no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, workers, shard,
-        example_db_base, deviations, quiet, verbose):
+        example_db_base, scenario_claims, deviations, quiet, verbose):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -273,7 +277,7 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
                          example_db_base=example_db_base,
                          scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
                          record_dir=record_dir, deviations=deviations, example_db=example_db,
-                         max_failures=max_failures, race_runs=race_runs)
+                         max_failures=max_failures, race_runs=race_runs, scenario_claims=scenario_claims)
     config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
@@ -309,15 +313,26 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
 
     if example_db is None:  # the workers keep their failing examples where a run in one process would
         args = args + ["--example-db-base", os.path.join(report_dir, "example-db")]
-    # The workers start first (before the progress display's thread starts, and
-    # before this process loads the spec for the display's totals and the merge,
-    # which it then does while they run).
-    begun = start_workers(args, count, report_dir, entry=main)
+    # The spec is loaded once, here, before the workers start: a forked worker
+    # runs on this process's copy of it (engine/runner.py: hand_over_spec) rather
+    # than load it again, and this process merges with it. The workers start
+    # before the progress display's thread does.
     try:
-        try:
-            loaded = load_spec(_spec_file(spec))
-        except SpecError:
-            loaded = None  # every worker reports the spec's problems
+        loaded = load_spec(_spec_file(spec))
+    except SpecError:
+        loaded = None  # every worker reports the spec's problems
+    else:
+        R.hand_over_spec(_spec_file(spec), loaded)
+    try:
+        begun = start_workers(args, count, report_dir, entry=main)
+    finally:
+        if loaded is not None:
+            R.hand_over_spec(_spec_file(spec), None)
+    try:  # this process only waits, shows progress and merges: the workers get the cores first
+        os.nice(10)
+    except (AttributeError, OSError):  # no nice on this system, or not allowed
+        pass
+    try:
         scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios
                                                                if not only or s.id in only]
         examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
@@ -881,6 +896,35 @@ def main(argv: list[str] | None = None) -> None:
         raise
 
 
+def console_main() -> None:
+    """The ``conformance`` command: ``main``, then exit at once. When the
+    command is done (its reports written, its output flushed, its exit
+    handlers run) nothing is left to do but free memory, and a run's worth of
+    objects takes the interpreter's own shutdown a tenth of a second or more,
+    on every start of the command (each ``--workers`` run, each CI job); so
+    the process ends with ``os._exit``. ``main`` itself, for a program that
+    calls it, returns as any function does."""
+    import atexit
+
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            errors.print(str(code), markup=False)
+            code = 1
+    atexit._run_exitfuncs()  # adapter programs stopped, temporary directories removed, logging flushed
+    for stream in (console.file, errors.file, sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing more to say on it
+            pass
+    os._exit(code)
+
+
 def _exit_despite_threads(exc: SystemExit) -> None:
     """Exit with this code now if non-daemon threads (an in-process
     implementation's, left running) would keep the interpreter waiting for
@@ -944,4 +988,4 @@ def _main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    console_main()

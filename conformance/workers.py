@@ -2,10 +2,13 @@
 
 Each worker is the kit's own command line, ``conformance run ... --shard
 I/N`` into a temporary report directory (engine/shards.py says what a part
-is); when they have finished, their reports are merged into one report in
-the run's report directory, with the counterexample files of every worker,
-and the console shows the usual summary. So ``--workers N`` gives what N CI
-shards merged by ``conformance merge-reports`` give, on one machine.
+is), except that the workers share the scenario matrix by claiming
+scenarios in a directory of that temporary one (engine/runner.py:
+``_claim_order``) rather than by a fixed split; when they have finished,
+their reports are merged into one report in the run's report directory, with
+the counterexample files of every worker, and the console shows the usual
+summary. So ``--workers N`` gives what N CI shards merged by ``conformance
+merge-reports`` give, on one machine.
 
 Progress: each worker prints plain progress lines, which are read here and
 summed into the run's own progress display. A SIGINT or SIGTERM to this
@@ -176,7 +179,7 @@ class _Worker:
         self.index, self.count = index, count
         self.dir, self.log, self.console = tmp / name, tmp / f"{name}.log", tmp / f"{name}.stdout.log"
         self.args = ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1", "--report-dir", str(self.dir),
-                     "--verbose"]
+                     "--scenario-claims", str(tmp / "claims"), "--verbose"]
         self.command = worker_command() + self.args
         self.examples = 0
         self.scenarios: deque = deque()  # (id, verdict, note) not yet shown
@@ -270,6 +273,7 @@ def start_workers(run_args: list[str], count: int, report_dir: str, entry=None) 
     cleared: dict = {"problems": []}
     clear_report_files(cleared, report_dir)  # never an earlier verdict, whatever happens next
     tmp = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
+    (tmp / "claims").mkdir()
     begun = SimpleNamespace(started=time.perf_counter(), cleared=cleared, tmp=tmp, run_args=run_args, count=count,
                             workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)])
     try:

@@ -13,8 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import cel
-
+from .cel_import import cel
 from .cel_subset import NotSubset, compile_subset
 
 from .errors import ExpressionError

@@ -1,5 +1,7 @@
 """Spec expressions: CEL compiled safely; the Python fast paths agree with CEL exactly."""
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -144,3 +146,17 @@ def test_every_expression_of_a_bundled_spec_gives_what_cel_gives(spec, monkeypat
                                        adapter_options={"profile": profile} if profile else {}))
     assert report["verdict"] == "pass", report["verdict"]
     assert checked[0] > 1000 and not wrong, wrong[:5]
+
+
+def test_the_kit_does_not_load_cels_command_line_until_someone_uses_it():
+    # cel's package imports its interactive command line (typer, prompt_toolkit,
+    # pygments) on import; the kit never uses it, so it loads only when used.
+    code = ("import sys, statemachines, conformance.cli\n"
+            "assert 'prompt_toolkit' not in sys.modules and 'typer' not in sys.modules, 'loaded at start'\n"
+            "assert statemachines.compile_expression('1 + 2', 'test').evaluate({}) == 3\n"
+            "import cel, cel.cli\n"
+            "assert callable(cel.cli.main) and 'typer' in sys.modules, 'cel.cli loads when used'\n"
+            "from cel.cli import app\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.engine.shards import parse_shard, part_examples, part_seed, shard_items
+from conformance.engine.scenarios import scenario_cost
+from conformance.engine.shards import claim_item, parse_shard, part_examples, part_seed, shard_items
+from statemachines import load_spec
 from conformance.reporting import validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +105,62 @@ def test_the_parts_are_disjoint_and_complete():
     for bad in ("0/2", "3/2", "2", "a/b", "1/0"):
         with pytest.raises(ValueError, match="--shard"):
             parse_shard(bad)
+
+
+def test_the_matrix_is_split_by_cost_into_parts_that_take_about_as_long():
+    spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
+    params = spec.default_parameters()
+    costs = {s.id: scenario_cost(s, params, {"concurrent": True}) for s in spec.scenarios}
+    # what a scenario costs: its calls, a concurrent group one more than its calls, a repeat
+    # its steps times its count, all of it once per run of a scenario that races calls
+    b1 = next(s for s in spec.scenarios if s.id == "B1")  # 8 x (two groups of two calls, a call), a call; raced
+    assert scenario_cost(b1, params, {"concurrent": True}, race_runs=1) == 1 + 8 * (3 + 3 + 1) + 1
+    assert costs["B1"] == 20 * (1 + 8 * (3 + 3 + 1) + 1)
+    assert scenario_cost(b1, params, {"concurrent": False}) == 0  # skipped: needs a capability
+    n9 = next(s for s in spec.scenarios if s.id == "N9")  # assumes retention_limit >= 3
+    assert costs["N9"] > 0 and scenario_cost(n9, {**params, "retention_limit": 2}, {"concurrent": True}) == 0
+    for count in (2, 3, 4):
+        parts = [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id])
+                 for index in range(1, count + 1)]
+        ids = [s.id for part in parts for s in part]
+        assert sorted(ids) == sorted(costs) and len(ids) == len(costs)  # every scenario once
+        for part in parts:  # each part in matrix order
+            assert [s.id for s in part] == [s.id for s in spec.scenarios if s in part]
+        loads = [sum(costs[s.id] for s in part) for part in parts]
+        assert max(loads) - min(loads) <= max(costs.values()), loads  # no part waits on another for long
+        assert parts == [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id])
+                         for index in range(1, count + 1)]  # the same split every time
+    by_position = [shard_items(spec.scenarios, index, 2) for index in (1, 2)]
+    loads = [sum(costs[s.id] for s in part) for part in by_position]
+    balanced = [sum(costs[s.id] for s in shard_items(spec.scenarios, index, 2, cost=lambda s: costs[s.id]))
+                for index in (1, 2)]
+    assert max(balanced) - min(balanced) < max(loads) - min(loads)  # better than every other scenario
+
+
+def _claim_all(directory: str, keys: list[str], connection) -> None:
+    connection.send([key for key in keys if claim_item(directory, key)])
+    connection.close()
+
+
+def test_each_scenario_is_claimed_by_exactly_one_worker(tmp_path):
+    assert claim_item(tmp_path, "B1") and not claim_item(tmp_path, "B1") and claim_item(tmp_path, "b1")
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # processes of their own, as workers are
+    keys = [f"S{n}" for n in range(200)]
+    (tmp_path / "race").mkdir()
+    pipes, procs = [], []
+    for number in range(4):  # each in another order, so that they collide all along
+        order = keys[number * 50:] + keys[:number * 50]
+        receive, send = context.Pipe(duplex=False)
+        proc = context.Process(target=_claim_all, args=(str(tmp_path / "race"), order, send))
+        proc.start()
+        pipes.append(receive)
+        procs.append(proc)
+    claimed = [pipe.recv() for pipe in pipes]
+    for proc in procs:
+        proc.join(60)
+    assert sorted(key for mine in claimed for key in mine) == sorted(keys)  # each once, none lost
 
 
 # ------------------------------------------------------------ merged shards == one process
@@ -276,6 +334,12 @@ def test_forked_and_spawned_workers_give_the_same_run(adapters, tmp_path):
     assert [p["seed"] for p in reports["fork"]["stateful"]["parts"]] == \
         [p["seed"] for p in reports["spawn"]["stateful"]["parts"]]
     assert _comparable(reports["fork"], counts=True) == _comparable(reports["spawn"], counts=True)
+    spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
+    for report in reports.values():  # every scenario once, in matrix order, whichever worker claimed it
+        ran = [s["id"] for s in report["scenarios"]] + [s["id"] for s in report["not_applicable"]["scenarios"]]
+        assert sorted(ran, key=[s.id for s in spec.scenarios].index) == [s.id for s in spec.scenarios]
+        assert [s["id"] for s in report["scenarios"]] == [s.id for s in spec.scenarios
+                                                         if s.id in {e["id"] for e in report["scenarios"]}]
     proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir",
                              str(tmp_path / "bad")], cwd=adapters, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={**os.environ, "CONFORMANCE_WORKER_START": "thread"})

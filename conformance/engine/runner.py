@@ -24,12 +24,12 @@ from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
 from .interrupts import checkpoint
 from ..adapters.python import adapter_factory
-from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario
+from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 from .stateful import PROFILES, run_stateful
 
 __all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION",
-           "new_report", "clear_report_files", "write_report_files", "mark_interrupted"]
+           "hand_over_spec", "new_report", "clear_report_files", "write_report_files", "mark_interrupted"]
 
 KIT_VERSION = "0.1.0"
 
@@ -73,6 +73,11 @@ class RunConfig:
     # ``exploration_parts`` = N runs all N parts of the exploration one after
     # another in this process: the same examples and seeds as N shards merged.
     shard: tuple[int, int] | None = None
+    # ``run --workers N``: a directory the N workers share. Each runs every
+    # scenario it claims there before another worker does (engine/shards.py:
+    # claim_item), the costliest first, and leaves the cheapest until its part
+    # of the exploration is done (CLAIM_RESERVE), so the workers end together.
+    scenario_claims: str | None = None
     exploration_parts: int = 1
     # Where the default example databases go (None: REPORT_DIR/example-db);
     # worker processes write theirs under the final report directory.
@@ -158,9 +163,26 @@ def _adapter_args(config: RunConfig, target: str) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+# A spec the parent of forked workers loaded (``run --workers N``): the
+# workers, forked with a copy of it, run on it instead of loading the file
+# again (a tenth of a second each, while they compete for the cores).
+_HANDED_OVER: dict[str, Any] = {}
+
+
+def hand_over_spec(path: str, spec: Any) -> None:
+    """Have the next ``prepare`` of the spec file ``path`` in this process (or
+    in a process forked from it) use ``spec``, as loaded from that file; None:
+    no longer (once the workers are forked)."""
+    if spec is None:
+        _HANDED_OVER.pop(os.path.realpath(path), None)
+    else:
+        _HANDED_OVER[os.path.realpath(path)] = spec
+
+
 def prepare(config: RunConfig) -> Prepared:
     """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
-    spec = load_spec(resolve_spec(config.spec_path))
+    path = resolve_spec(config.spec_path)
+    spec = _HANDED_OVER.pop(os.path.realpath(path), None) or load_spec(path)
     target = (config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
               or spec.implementations.get("reference"))
     if config.adapter_factory is not None:
@@ -550,16 +572,33 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
     if not config.scenarios:
         scenarios = []
-    if config.shard is not None:
+    claims = config.scenario_claims
+
+    def cost(scenario) -> int:
+        return scenario_cost(scenario, prepared.params, capabilities, race_runs=config.race_runs)
+
+    if claims is not None:  # a worker's: any scenario that no other worker claimed before
+        from .shards import claim_item
+    elif config.shard is not None:
         from .shards import shard_items
 
-        scenarios = shard_items(scenarios, *config.shard)
+        scenarios = shard_items(scenarios, *config.shard, cost=cost)
     run_stateful_part = config.stateful and not config.replay_file and not config.only
     progress.start(len(scenarios), run_stateful_part)
-    tracker.phase, tracker.scenarios_total = "scenarios", len(scenarios)
-
     profile_name = identity.get("profile") or "default"
-    for scenario in scenarios:
+
+    head, tail = scenarios, []  # run before and after the exploration
+    if claims is not None:
+        head, tail = _claim_order(scenarios, cost)
+
+    def run_matrix(which) -> None:
+        tracker.phase, tracker.scenarios_total = "scenarios", len(scenarios)
+        for scenario in which:
+            if claims is not None and not claim_item(claims, scenario.id):
+                continue  # another worker runs it
+            run_one(scenario)
+
+    def run_one(scenario) -> None:
         tracker.scenario = scenario.id
         checkpoint()
         mark = _mark(config)
@@ -580,7 +619,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
             report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
                 {"id": scenario.id, "title": scenario.title, "reason": outcome.note})
             progress.scenario_done(outcome)
-            continue
+            return
         if outcome.failure is not None:
             outcome.failure.replay = (f"conformance replay {shlex.quote(config.spec_path)} "
                                       f"{shlex.quote(config.replay_file)} {adapter_args}" if config.replay_file
@@ -593,6 +632,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         report["scenarios"].append(entry)
         progress.scenario_done(outcome)
 
+    run_matrix(head)
     run_coverage = session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
     if run_stateful_part:
         from .shards import combine_stateful, part_examples, part_seed, place_counterexamples
@@ -675,6 +715,14 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         else:
             report["stateful"] = part_reports[0]
             del report["stateful"]["part"]
+    if claims is not None:  # a worker's last scenarios: those the other workers have not claimed yet
+        session.model.coverage.__init__()
+        run_matrix(tail)
+        run_coverage.merge(session.model.coverage)
+        order = {scenario.id: position for position, scenario in enumerate(spec.scenarios)}
+        report["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
+        if report.get("not_applicable"):
+            report["not_applicable"]["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
 
     verdicts = [s["verdict"] for s in report["scenarios"]]
     if report["stateful"]:
@@ -697,6 +745,26 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     if config.shard is not None:
         report["shard"]["rerun"] = f"{base_cmd} {_selection_args(config)}"
     _data_errors(report)
+
+
+# A worker of ``run --workers N`` leaves the cheapest scenarios, about this
+# share of the matrix's estimated cost, until its part of the exploration is
+# done: the parts' explorations take different times (their examples differ
+# in length), and the worker that finishes its part first then runs more of
+# them, so the workers end together.
+CLAIM_RESERVE = 0.3
+
+
+def _claim_order(scenarios: list, cost: Callable) -> tuple[list, list]:
+    """A worker's scenarios to claim (engine/shards.py: claim_item), the
+    costliest first: those to claim before its exploration, those after."""
+    ordered = sorted(scenarios, key=lambda scenario: -cost(scenario))
+    total, before = sum(cost(scenario) for scenario in ordered), 0
+    for position, scenario in enumerate(ordered):
+        if before >= (1 - CLAIM_RESERVE) * total:
+            return ordered[:position], ordered[position:]
+        before += cost(scenario)
+    return ordered, []
 
 
 def _data_errors(report: dict) -> None:

@@ -19,7 +19,7 @@ from .interrupts import checkpoint
 from .session import Session
 
 __all__ = ["NOT_APPLICABLE", "RACE_RUNS", "ScenarioOutcome", "not_applicable_reason", "race_runs_of", "run_scenario",
-           "run_steps"]
+           "run_steps", "scenario_cost"]
 
 # A scenario written for other parameters (another profile): not a skip, and
 # not a test item; reports count these on one line and list them in report.json.
@@ -80,6 +80,41 @@ def race_runs_of(scenario: Scenario, default: int = RACE_RUNS) -> int:
     if not any(isinstance(step, ConcurrentStep) for step in _flatten(scenario.steps)):
         return 1
     return max(1, int(getattr(scenario, "race_runs", None) or default))
+
+
+def scenario_cost(scenario: Scenario, params: dict, capabilities: dict, *, race_runs: int = RACE_RUNS) -> int:
+    """About how long ``scenario`` takes to run, in calls: each call 1, a
+    concurrent group 1 more than its calls (its threads and the check of its
+    outcomes cost about that much), a repeat its steps times its count; all
+    of it once per run (``race_runs_of``). 0 for a scenario that will not run
+    (a capability it needs is not declared, or it does not apply to these
+    parameters). Used to split the matrix into parts that take about as long
+    (engine/shards.py)."""
+    if any(not capabilities.get(r) for r in getattr(scenario, "requires", ()) or ()):
+        return 0
+    env = {"params": params}
+    try:
+        if scenario.assumes is not None and not scenario.assumes.evaluate_bool(env, role="a scenario's `assumes`"):
+            return 0
+    except ExpressionError:
+        return 1  # it fails at once (the spec's error)
+
+    def calls(steps: list) -> int:
+        total = 0
+        for step in steps:
+            if isinstance(step, CallStep):
+                total += 1
+            elif isinstance(step, ConcurrentStep):
+                total += 1 + len(step.calls)
+            elif isinstance(step, RepeatStep):
+                try:
+                    times = step.times if isinstance(step.times, int) else int(render(step.times, env))
+                except (ExpressionError, TypeError, ValueError):
+                    times = 1  # it depends on values saved while it runs
+                total += max(0, times) * calls(step.steps)
+        return total
+
+    return race_runs_of(scenario, race_runs) * (1 + calls(scenario.steps))
 
 
 def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,

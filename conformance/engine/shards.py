@@ -3,8 +3,12 @@
 
 What a part is (docs/ci.md, "Shards and workers"):
 
-* the scenario matrix, in matrix order: part I of N runs the scenarios whose
-  index ``% N == I - 1``;
+* the scenario matrix, split by estimated cost (``scenario_cost``: calls and
+  concurrent groups, times the runs of a scenario that races calls): the
+  costliest scenario first, each to the part with the least cost so far (the
+  lowest-numbered part on a tie), so the parts take about as long as one
+  another; the same spec, parameters and capabilities always give the same
+  split;
 * the exploration: the profile's examples split into N parts as evenly as
   they go (part I runs ``examples // N`` plus one of the remainder), each a
   Hypothesis run of its own with the seed ``part_seed(seed, I, N)`` (the run's
@@ -29,16 +33,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import ConformanceError
 from .failures import signature
 
-__all__ = ["ShardError", "parse_shard", "part_seed", "part_examples", "shard_items", "combine_stateful",
+__all__ = ["ShardError", "parse_shard", "part_seed", "part_examples", "shard_items", "claim_item", "combine_stateful",
            "place_counterexamples", "load_shard_report", "check_shards", "merge_reports",
            "shard_info"]
 
@@ -73,9 +78,22 @@ def part_examples(total: int, index: int, count: int) -> int:
     return total // count + (1 if index <= total % count else 0)
 
 
-def shard_items(items: Iterable, index: int, count: int) -> list:
-    """The items of part ``index`` of ``count``: every count-th, from index - 1."""
-    return [item for position, item in enumerate(items) if position % count == index - 1]
+def shard_items(items: Iterable, index: int, count: int, cost: Callable[[Any], float] | None = None) -> list:
+    """The items of part ``index`` of ``count``, in their order. Without
+    ``cost``: every count-th, from index - 1. With it: a split by cost (the
+    longest-first rule): the costliest item first (the earlier of equal
+    ones), each to the part whose items cost least so far (the lower index of
+    equal ones)."""
+    items = list(items)
+    if cost is None:
+        return [item for position, item in enumerate(items) if position % count == index - 1]
+    costs = [cost(item) for item in items]
+    loads, part_of = [0.0] * count, [0] * len(items)
+    for position in sorted(range(len(items)), key=lambda p: (-costs[p], p)):
+        part = min(range(count), key=lambda k: (loads[k], k))
+        part_of[position] = part
+        loads[part] += costs[position]
+    return [item for position, item in enumerate(items) if part_of[position] == index - 1]
 
 
 def _counts_sum(dicts: Iterable[dict | None]) -> dict:
@@ -98,6 +116,19 @@ def _combine_coverage(coverages: list[dict | None]) -> dict | None:
     first, rest = present[0].get("uncovered") or [], [set(c.get("uncovered") or []) for c in present[1:]]
     out["uncovered"] = [item for item in first if all(item in other for other in rest)]
     return out
+
+
+def claim_item(directory: str | Path, key: str) -> bool:
+    """Claim ``key`` in ``directory`` (shared by the workers of one run):
+    True for the first caller of all processes, False for every later one.
+    The claim is a file created only if it does not exist, which the file
+    system does atomically (on every system, for any number of processes)."""
+    name = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    try:
+        os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    return True
 
 
 def combine_stateful(parts: list[dict], seed: int) -> dict:
