@@ -5,6 +5,10 @@ steps; and enum arguments drawn as one primitive choice that picks what
 hypothesis-jsonschema's strategy would pick."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 from hypothesis import HealthCheck, Verbosity, settings as Settings
 from hypothesis.internal.conjecture.data import ConjectureData
@@ -88,6 +92,37 @@ def _enum_schemas():
 
 
 ENUMS = _enum_schemas()
+
+
+_EXPLORE = textwrap.dedent("""\
+    import hashlib, json, sys
+    if sys.argv[1] == "with":
+        import constants_here  # a module of the user's, full of numbers and names
+    from conformance.engine.runner import RunConfig, prepare
+    from conformance.engine.stateful import run_stateful
+    from conformance.specs import resolve_spec
+
+    prepared = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=4, report_dir=None))
+    calls = []
+    call = prepared.session.call
+    prepared.session.call = lambda op, args, **kw: calls.append([op, args]) or call(op, args, **kw)
+    outcome = run_stateful(prepared.spec, prepared.session, profile="quick", seed=4, capabilities={})
+    print(outcome.verdict, outcome.steps, hashlib.sha256(json.dumps(calls, sort_keys=True).encode()).hexdigest())
+    """)
+
+
+def test_the_same_seed_explores_the_same_whatever_else_the_process_loaded(tmp_path):
+    # Hypothesis sometimes draws constants found in the source of the modules a
+    # process has loaded; the exploration does not, so the command line, a pytest
+    # session and a worker that ran other tests all explore a seed the same way.
+    (tmp_path / "constants_here.py").write_text(
+        f"NUMBERS = {list(range(300))}\nNAMES = {[f't{n}' for n in range(60)]}\n", encoding="utf-8")
+    (tmp_path / "explore.py").write_text(_EXPLORE, encoding="utf-8")
+    runs = [subprocess.run([sys.executable, str(tmp_path / "explore.py"), which], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600) for which in ("without", "with")]
+    for done in runs:
+        assert done.returncode == 0 and done.stdout.startswith("pass "), done.stderr
+    assert runs[0].stdout == runs[1].stdout  # the same steps, calls and arguments
 
 
 def test_the_bundled_specs_have_enum_arguments():

@@ -12,8 +12,10 @@ spec's probe compares the implementation's whole visible state with the model.
 from __future__ import annotations
 
 import copy
+import gc
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -582,6 +584,49 @@ def build_example(spec: Spec, session: Session, explorer: Explorer, stats: _Stat
 _STEP_LABEL = calc_label_from_name("conformance exploration step")
 
 
+# An example allocates many short-lived objects (answers, predictions, trace
+# entries, Hypothesis's choices), and with Python's default threshold (700)
+# the cyclic garbage collector ran thousands of times per run (5 % of its
+# time), each pass also scanning what survived. While the exploration runs
+# (run_stateful; each example, for pytest and HypoFuzz), the youngest
+# generation is collected after this many allocations instead; the previous
+# thresholds come back after it. What an example leaves behind is still
+# collected, at the same later generations.
+_GC_YOUNG_THRESHOLD = 10_000
+
+
+@contextmanager
+def _draws_of_the_seed_alone():
+    """While it lasts, Hypothesis draws no values from constants in the
+    source of the modules this process has loaded ("local constants", about
+    1 draw in 20 otherwise). Which modules are loaded differs between
+    processes (the command line, a pytest session, a worker that ran other
+    tests), so with them the same seed explored differently; without them
+    an exploration depends on its seed, spec and implementation alone. The
+    kit's own edge values come from the spec (statemachines/limits.py)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        collect, cache, empty = providers._get_local_constants, providers.CONSTANTS_CACHE.cache, providers.Constants()
+    except (ImportError, AttributeError):  # a Hypothesis without them: nothing to switch off
+        yield
+        return
+    if getattr(collect, "_conformance_none", False):  # switched off already (run_stateful, then each example)
+        yield
+        return
+
+    def none(*args, **kwargs):
+        return empty
+    none._conformance_none = True
+    providers._get_local_constants = none
+    cache.clear()  # it holds the permitted constants worked out from the pool so far
+    try:
+        yield
+    finally:
+        providers._get_local_constants = collect
+        cache.clear()
+
+
 def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step_count: int) -> None:
     """Run one example: up to ``step_count`` steps, each drawn by ``draw_step(cd)``.
 
@@ -592,6 +637,17 @@ def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step
     step's own span, and the kit reports steps itself. The choices keep the
     structure a state machine's have (a span per step, led by the choice to
     stop), so Hypothesis records, replays and shrinks them as it would."""
+    collecting = gc.get_threshold()
+    if _GC_YOUNG_THRESHOLD and collecting[0] < _GC_YOUNG_THRESHOLD:
+        gc.set_threshold(_GC_YOUNG_THRESHOLD, *collecting[1:])
+    try:
+        with _draws_of_the_seed_alone():
+            _run_example(cd, new_example, draw_step, step_count)
+    finally:
+        gc.set_threshold(*collecting)
+
+
+def _run_example(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step_count: int) -> None:
     example = new_example()
     try:
         run = 0
@@ -669,8 +725,12 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"], settings=settings,
                             key=f"exploration:{spec.id}", seed=seed)
     outcome = StatefulOutcome("pass", profile, seed)
+    collecting = gc.get_threshold()  # Hypothesis's own work between examples allocates as much
+    if _GC_YOUNG_THRESHOLD and collecting[0] < _GC_YOUNG_THRESHOLD:
+        gc.set_threshold(_GC_YOUNG_THRESHOLD, *collecting[1:])
     try:
-        test()
+        with _draws_of_the_seed_alone():
+            test()
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
     except _ShrinkBudgetSpent:
@@ -729,6 +789,7 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         raise
     finally:
         session.defer_model_invariants = False
+        gc.set_threshold(*collecting)
     if outcome.failure is not None and outcome.failure.kind in DATA_ERRORS:
         outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
