@@ -910,19 +910,28 @@ def console_main() -> None:
         main()
         code = 0
     except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            code = 0
-        elif not isinstance(code, int):
-            errors.print(str(code), markup=False)
-            code = 1
+        code = _exit_code(exc)
     atexit._run_exitfuncs()  # adapter programs stopped, temporary directories removed, logging flushed
+    _flush_output()
+    os._exit(code)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The process's exit code for ``exc`` (a message instead of a code is said, and exits 1)."""
+    if exc.code is None:
+        return 0
+    if not isinstance(exc.code, int):
+        errors.print(str(exc.code), markup=False)
+        return 1
+    return exc.code
+
+
+def _flush_output() -> None:
     for stream in (console.file, errors.file, sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed stream: nothing more to say on it
             pass
-    os._exit(code)
 
 
 def _exit_despite_threads(exc: SystemExit) -> None:
@@ -938,20 +947,11 @@ def _exit_despite_threads(exc: SystemExit) -> None:
             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if not left:
         return
-    code = exc.code
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        errors.print(str(code), markup=False)
-        code = 1
+    code = _exit_code(exc)
     cleanup = threading.Thread(target=atexit._run_exitfuncs, daemon=True, name="conformance-exit")
     cleanup.start()
     cleanup.join(5.0)
-    for stream in (console.file, errors.file, sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing more to say on it
-            pass
+    _flush_output()
     os._exit(code)
 
 
