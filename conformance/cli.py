@@ -216,8 +216,8 @@ def cli() -> None:
 @click.option("--example-db-base", "example_db_base", default=None, hidden=True,
               help="Where the default example databases go (workers: the final report directory's).")
 @click.option("--scenario-claims", "scenario_claims", default=None, hidden=True, type=click.Path(file_okay=False),
-              help="A directory the workers of one run share: run the exploration's part first, then each "
-                   "scenario not claimed there yet (workers: their temporary directory's).")
+              help="A directory the workers of one run share: run each scenario not claimed there yet, the "
+                   "cheapest after this part of the exploration (workers: their temporary directory's).")
 @_with([deviations_option])
 @_with(verbosity_options)
 def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
@@ -317,17 +317,18 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
     # runs on this process's copy of it (engine/runner.py: hand_over_spec) rather
     # than load it again, and this process merges with it. The workers start
     # before the progress display's thread does.
+    spec_file = _spec_file(spec)
     try:
-        loaded = load_spec(_spec_file(spec))
+        loaded = load_spec(spec_file)
     except SpecError:
         loaded = None  # every worker reports the spec's problems
     else:
-        R.hand_over_spec(_spec_file(spec), loaded)
+        R.hand_over_spec(spec_file, loaded)
     try:
         begun = start_workers(args, count, report_dir, entry=main)
     finally:
         if loaded is not None:
-            R.hand_over_spec(_spec_file(spec), None)
+            R.hand_over_spec(spec_file, None)
     try:  # this process only waits, shows progress and merges: the workers get the cores first
         os.nice(10)
     except (AttributeError, OSError):  # no nice on this system, or not allowed

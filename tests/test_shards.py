@@ -110,15 +110,15 @@ def test_the_parts_are_disjoint_and_complete():
 def test_the_matrix_is_split_by_cost_into_parts_that_take_about_as_long():
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
     params = spec.default_parameters()
-    costs = {s.id: scenario_cost(s, params, {"concurrent": True}) for s in spec.scenarios}
+    costs = {s.id: scenario_cost(spec, s, params, {"concurrent": True}) for s in spec.scenarios}
     # what a scenario costs: its calls, a concurrent group one more than its calls, a repeat
     # its steps times its count, all of it once per run of a scenario that races calls
     b1 = next(s for s in spec.scenarios if s.id == "B1")  # 8 x (two groups of two calls, a call), a call; raced
-    assert scenario_cost(b1, params, {"concurrent": True}, race_runs=1) == 1 + 8 * (3 + 3 + 1) + 1
+    assert scenario_cost(spec, b1, params, {"concurrent": True}, race_runs=1) == 1 + 8 * (3 + 3 + 1) + 1
     assert costs["B1"] == 20 * (1 + 8 * (3 + 3 + 1) + 1)
-    assert scenario_cost(b1, params, {"concurrent": False}) == 0  # skipped: needs a capability
+    assert scenario_cost(spec, b1, params, {"concurrent": False}) == 0  # skipped: needs a capability
     n9 = next(s for s in spec.scenarios if s.id == "N9")  # assumes retention_limit >= 3
-    assert costs["N9"] > 0 and scenario_cost(n9, {**params, "retention_limit": 2}, {"concurrent": True}) == 0
+    assert costs["N9"] > 0 and scenario_cost(spec, n9, {**params, "retention_limit": 2}, {"concurrent": True}) == 0
     for count in (2, 3, 4):
         parts = [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id])
                  for index in range(1, count + 1)]

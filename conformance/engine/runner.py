@@ -575,7 +575,7 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     claims = config.scenario_claims
 
     def cost(scenario) -> int:
-        return scenario_cost(scenario, prepared.params, capabilities, race_runs=config.race_runs)
+        return scenario_cost(spec, scenario, prepared.params, capabilities, race_runs=config.race_runs)
 
     if claims is not None:  # a worker's: any scenario that no other worker claimed before
         from .shards import claim_item
@@ -758,12 +758,13 @@ CLAIM_RESERVE = 0.3
 def _claim_order(scenarios: list, cost: Callable) -> tuple[list, list]:
     """A worker's scenarios to claim (engine/shards.py: claim_item), the
     costliest first: those to claim before its exploration, those after."""
-    ordered = sorted(scenarios, key=lambda scenario: -cost(scenario))
-    total, before = sum(cost(scenario) for scenario in ordered), 0
+    costs = {scenario.id: cost(scenario) for scenario in scenarios}
+    ordered = sorted(scenarios, key=lambda scenario: -costs[scenario.id])
+    total, before = sum(costs.values()), 0
     for position, scenario in enumerate(ordered):
         if before >= (1 - CLAIM_RESERVE) * total:
             return ordered[:position], ordered[position:]
-        before += cost(scenario)
+        before += costs[scenario.id]
     return ordered, []
 
 

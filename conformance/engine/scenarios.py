@@ -82,22 +82,22 @@ def race_runs_of(scenario: Scenario, default: int = RACE_RUNS) -> int:
     return max(1, int(getattr(scenario, "race_runs", None) or default))
 
 
-def scenario_cost(scenario: Scenario, params: dict, capabilities: dict, *, race_runs: int = RACE_RUNS) -> int:
+def scenario_cost(spec, scenario: Scenario, params: dict, capabilities: dict, *, race_runs: int = RACE_RUNS) -> int:
     """About how long ``scenario`` takes to run, in calls: each call 1, a
     concurrent group 1 more than its calls (its threads and the check of its
     outcomes cost about that much), a repeat its steps times its count; all
     of it once per run (``race_runs_of``). 0 for a scenario that will not run
     (a capability it needs is not declared, or it does not apply to these
-    parameters). Used to split the matrix into parts that take about as long
-    (engine/shards.py)."""
+    parameters: what ``run_scenario`` checks first). Used to split the matrix
+    into parts that take about as long (engine/shards.py)."""
     if any(not capabilities.get(r) for r in getattr(scenario, "requires", ()) or ()):
         return 0
-    env = {"params": params}
     try:
-        if scenario.assumes is not None and not scenario.assumes.evaluate_bool(env, role="a scenario's `assumes`"):
+        if not_applicable_reason(spec, scenario, params):
             return 0
     except ExpressionError:
         return 1  # it fails at once (the spec's error)
+    env = {"params": params}
 
     def calls(steps: list) -> int:
         total = 0

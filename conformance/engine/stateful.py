@@ -627,6 +627,22 @@ def _draws_of_the_seed_alone():
         cache.clear()
 
 
+@contextmanager
+def _exploring():
+    """What the exploration runs under (run_stateful around its Hypothesis
+    run, and each example, for pytest and HypoFuzz): the young generation
+    collected every ``_GC_YOUNG_THRESHOLD`` allocations, and draws of the seed
+    alone; as they were before, after it."""
+    collecting = gc.get_threshold()
+    if _GC_YOUNG_THRESHOLD and collecting[0] < _GC_YOUNG_THRESHOLD:
+        gc.set_threshold(_GC_YOUNG_THRESHOLD, *collecting[1:])
+    try:
+        with _draws_of_the_seed_alone():
+            yield
+    finally:
+        gc.set_threshold(*collecting)
+
+
 def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step_count: int) -> None:
     """Run one example: up to ``step_count`` steps, each drawn by ``draw_step(cd)``.
 
@@ -637,36 +653,26 @@ def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step
     step's own span, and the kit reports steps itself. The choices keep the
     structure a state machine's have (a span per step, led by the choice to
     stop), so Hypothesis records, replays and shrinks them as it would."""
-    collecting = gc.get_threshold()
-    if _GC_YOUNG_THRESHOLD and collecting[0] < _GC_YOUNG_THRESHOLD:
-        gc.set_threshold(_GC_YOUNG_THRESHOLD, *collecting[1:])
-    try:
-        with _draws_of_the_seed_alone():
-            _run_example(cd, new_example, draw_step, step_count)
-    finally:
-        gc.set_threshold(*collecting)
-
-
-def _run_example(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step_count: int) -> None:
-    example = new_example()
-    try:
-        run = 0
-        while True:
-            cd.start_span(_STEP_LABEL)
-            must_stop = None
-            if run >= step_count:
-                must_stop = True
-            elif run == 0:
-                must_stop = False  # an example runs at least one step
-            elif cd.length > 0.8 * BUFFER_SIZE:
-                must_stop = True  # better fewer steps than a run over Hypothesis's choice budget
-            if cd.draw_boolean(p=2 ** -16, forced=must_stop):
-                break
-            run += 1
-            example.step(draw_step(cd))
-            cd.stop_span()
-    finally:
-        example.teardown()
+    with _exploring():
+        example = new_example()
+        try:
+            run = 0
+            while True:
+                cd.start_span(_STEP_LABEL)
+                must_stop = None
+                if run >= step_count:
+                    must_stop = True
+                elif run == 0:
+                    must_stop = False  # an example runs at least one step
+                elif cd.length > 0.8 * BUFFER_SIZE:
+                    must_stop = True  # better fewer steps than a run over Hypothesis's choice budget
+                if cd.draw_boolean(p=2 ** -16, forced=must_stop):
+                    break
+                run += 1
+                example.step(draw_step(cd))
+                cd.stop_span()
+        finally:
+            example.teardown()
 
 
 def exploration_test(new_example: Callable[[], Any], draw_step: choices.Drawer, *, step_count: int,
@@ -725,11 +731,8 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"], settings=settings,
                             key=f"exploration:{spec.id}", seed=seed)
     outcome = StatefulOutcome("pass", profile, seed)
-    collecting = gc.get_threshold()  # Hypothesis's own work between examples allocates as much
-    if _GC_YOUNG_THRESHOLD and collecting[0] < _GC_YOUNG_THRESHOLD:
-        gc.set_threshold(_GC_YOUNG_THRESHOLD, *collecting[1:])
     try:
-        with _draws_of_the_seed_alone():
+        with _exploring():  # Hypothesis's own work between examples allocates as much as an example
             test()
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
@@ -789,7 +792,6 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         raise
     finally:
         session.defer_model_invariants = False
-        gc.set_threshold(*collecting)
     if outcome.failure is not None and outcome.failure.kind in DATA_ERRORS:
         outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
