@@ -2,13 +2,22 @@
 ``spec/`` (the repository's place for them) and ship as the package
 ``lifecycle_specs``; the docs (``docs/``) ship as ``conformance.docs`` so
 ``conformance docs`` can print them. Both are read with importlib.resources."""
+
 import tempfile
 
 from setuptools import find_namespace_packages, setup
 
-PACKAGES = find_namespace_packages(include=["statemachines", "statemachines.*", "conformance", "conformance.*",
-                                            "lifecycle_references", "lifecycle_references.*"],
-                                   exclude=["*.__pycache__"])
+PACKAGES = find_namespace_packages(
+    include=[
+        "statemachines",
+        "statemachines.*",
+        "conformance",
+        "conformance.*",
+        "lifecycle_references",
+        "lifecycle_references.*",
+    ],
+    exclude=["*.__pycache__"],
+)
 
 setup(
     packages=PACKAGES + ["lifecycle_specs", "conformance.docs"],

@@ -32,20 +32,30 @@ a background start of the same tool call.
 ``peer_ratio``, time to first failure per mutant); tests/test_peer_machine.py
 checks that it passes the reference and fails mutants.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed as hypothesis_seed, settings as Settings
+from hypothesis import HealthCheck, Phase, Verbosity
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
-from hypothesis.stateful import (Bundle, RuleBasedStateMachine, get_state_machine_test, initialize, invariant,
-                                 multiple, rule)
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+)
 
 __all__ = ["COVERS", "PeerMismatch", "PeerOutcome", "JobsModel", "Limits", "build_peer_machine", "run_peer"]
 
@@ -61,13 +71,39 @@ TERMINAL = frozenset(OUTCOMES)
 # The shipped thread-jobs mutants (lifecycle_references.thread_jobs.mutants)
 # this machine is built to catch: every one of them. Which it catches in a
 # given run depends on the seed and budget; benchmarks/run.py reports it.
-COVERS = ("evict_at_limit", "evicts_running", "evict_by_start_time", "unstable_tie_order", "double_inject_race",
-          "list_cross_thread", "inspect_cross_thread", "spill_off_by_one", "cancel_finished_job",
-          "progress_injects", "restart_keeps_jobs", "no_idle_wakeup", "duplicate_id_accepted",
-          "injection_newest_first", "second_start_allowed", "late_report_reopens", "lost_update_starts")
-PUBLIC_FIELDS = ("job_id", "thread_id", "tool_call_id", "tool_name", "status", "started_at", "completed_at",
-                 "cancel_requested_at", "terminal_payload", "terminal_payload_file", "terminal_message_emitted",
-                 "terminal_message_emitted_at")
+COVERS = (
+    "evict_at_limit",
+    "evicts_running",
+    "evict_by_start_time",
+    "unstable_tie_order",
+    "double_inject_race",
+    "list_cross_thread",
+    "inspect_cross_thread",
+    "spill_off_by_one",
+    "cancel_finished_job",
+    "progress_injects",
+    "restart_keeps_jobs",
+    "no_idle_wakeup",
+    "duplicate_id_accepted",
+    "injection_newest_first",
+    "second_start_allowed",
+    "late_report_reopens",
+    "lost_update_starts",
+)
+PUBLIC_FIELDS = (
+    "job_id",
+    "thread_id",
+    "tool_call_id",
+    "tool_name",
+    "status",
+    "started_at",
+    "completed_at",
+    "cancel_requested_at",
+    "terminal_payload",
+    "terminal_payload_file",
+    "terminal_message_emitted",
+    "terminal_message_emitted_at",
+)
 
 
 class PeerMismatch(AssertionError):
@@ -118,18 +154,34 @@ class JobsModel:
         return job if job is not None and job["thread_id"] == thread_id else None
 
     def listed(self, thread_id: str, statuses=ACTIVE) -> list[dict]:
-        jobs = sorted((j for j in self.jobs.values() if j["thread_id"] == thread_id and j["status"] in statuses),
-                      key=lambda j: (j["started_at"], j["_start"]))
-        return [{"job_id": j["job_id"], "tool_call_id": j["tool_call_id"], "tool_name": j["tool_name"],
-                 "status": j["status"]} for j in jobs]
+        jobs = sorted(
+            (j for j in self.jobs.values() if j["thread_id"] == thread_id and j["status"] in statuses),
+            key=lambda j: (j["started_at"], j["_start"]),
+        )
+        return [
+            {
+                "job_id": j["job_id"],
+                "tool_call_id": j["tool_call_id"],
+                "tool_name": j["tool_name"],
+                "status": j["status"],
+            }
+            for j in jobs
+        ]
 
     def pending_injections(self, thread_id: str) -> list[dict]:
-        return sorted((j for j in self.jobs.values() if j["thread_id"] == thread_id and j["status"] in TERMINAL
-                       and not j["terminal_message_emitted"]), key=lambda j: (j["completed_at"], j["_completion"]))
+        return sorted(
+            (
+                j
+                for j in self.jobs.values()
+                if j["thread_id"] == thread_id and j["status"] in TERMINAL and not j["terminal_message_emitted"]
+            ),
+            key=lambda j: (j["completed_at"], j["_completion"]),
+        )
 
     def fits_inline(self, payload: str) -> bool:
-        return (payload.count("\n") + 1 <= self.limits.max_lines
-                and len(payload.encode("utf-8")) <= self.limits.max_bytes)
+        return (
+            payload.count("\n") + 1 <= self.limits.max_lines and len(payload.encode("utf-8")) <= self.limits.max_bytes
+        )
 
     @staticmethod
     def record(job: dict) -> dict:
@@ -143,10 +195,22 @@ class JobsModel:
     # changes
     def start(self, job_id: str, thread_id: str, tool_call_id: str, tool_name: str, now: int) -> dict:
         self.start_seq += 1
-        job = {"job_id": job_id, "thread_id": thread_id, "tool_call_id": tool_call_id, "tool_name": tool_name,
-               "status": "running", "started_at": now, "completed_at": None, "cancel_requested_at": None,
-               "terminal_payload": None, "terminal_payload_file": None, "terminal_message_emitted": False,
-               "terminal_message_emitted_at": None, "_start": self.start_seq, "_completion": 0}
+        job = {
+            "job_id": job_id,
+            "thread_id": thread_id,
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "status": "running",
+            "started_at": now,
+            "completed_at": None,
+            "cancel_requested_at": None,
+            "terminal_payload": None,
+            "terminal_payload_file": None,
+            "terminal_message_emitted": False,
+            "terminal_message_emitted_at": None,
+            "_start": self.start_seq,
+            "_completion": 0,
+        }
         self.jobs[job_id] = job
         return job
 
@@ -156,9 +220,11 @@ class JobsModel:
 
     def evict(self, thread_id: str) -> list[str]:
         """Retention: keep the newest ``retention_limit`` terminal jobs of the thread."""
-        finished = sorted((j for j in self.jobs.values() if j["thread_id"] == thread_id and j["status"] in TERMINAL),
-                          key=lambda j: (j["completed_at"], j["_completion"]))
-        victims = finished[:max(0, len(finished) - self.limits.retention_limit)]
+        finished = sorted(
+            (j for j in self.jobs.values() if j["thread_id"] == thread_id and j["status"] in TERMINAL),
+            key=lambda j: (j["completed_at"], j["_completion"]),
+        )
+        victims = finished[: max(0, len(finished) - self.limits.retention_limit)]
         for job in victims:
             del self.jobs[job["job_id"]]
         return [job["job_id"] for job in victims]
@@ -168,8 +234,11 @@ class JobsModel:
 def payloads(limits: Limits):
     """Small texts, and texts right at and past both spill limits."""
     edges = [
-        "x" * (limits.max_bytes - 1), "x" * limits.max_bytes, "x" * (limits.max_bytes + 1),
-        "\n" * (limits.max_lines - 1), "\n" * limits.max_lines,  # max_lines and max_lines + 1 lines
+        "x" * (limits.max_bytes - 1),
+        "x" * limits.max_bytes,
+        "x" * (limits.max_bytes + 1),
+        "\n" * (limits.max_lines - 1),
+        "\n" * limits.max_lines,  # max_lines and max_lines + 1 lines
         "é" * (limits.max_bytes // 2 + 1),  # few characters, too many bytes
     ]
     return st.one_of(st.text(alphabet="ab \n", max_size=12), st.sampled_from(edges))
@@ -198,8 +267,9 @@ class PeerOutcome:
 
 
 # ------------------------------------------------------------------ machine
-def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limits: Limits = Limits(),
-                       started: float | None = None):
+def build_peer_machine(
+    adapter, stats: PeerStats, pool: ThreadPoolExecutor, limits: Limits = Limits(), started: float | None = None
+):
     """The peer's RuleBasedStateMachine class, driving ``adapter``."""
     began = time.perf_counter() if started is None else started
 
@@ -218,8 +288,11 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
         return _shape(operation, response)
 
     def _shape(operation: str, response) -> dict:
-        if not isinstance(response, dict) or ("result" in response) == ("error" in response) \
-                or not isinstance(response.get("effects", []), list):
+        if (
+            not isinstance(response, dict)
+            or ("result" in response) == ("error" in response)
+            or not isinstance(response.get("effects", []), list)
+        ):
             fail(f"{operation}: malformed answer {response!r}")
         return response
 
@@ -285,17 +358,28 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             if observed != expected:
                 fail(f"{what}: expected effects {expected!r}, got {observed!r}")
 
-        def check_injections(self, what: str, thread_id: str, injected: list[str], effects: list[dict],
-                             jobs: list[dict]) -> None:
+        def check_injections(
+            self, what: str, thread_id: str, injected: list[str], effects: list[dict], jobs: list[dict]
+        ) -> None:
             """``injected`` and its ``message_injected`` effects, one per job, in order."""
             if len(effects) != len(jobs) or injected != [job["job_id"] for job in jobs]:
-                fail(f"{what}: expected to inject {[j['job_id'] for j in jobs]}, injected {injected}, "
-                     f"effects {effects!r}")
+                fail(
+                    f"{what}: expected to inject {[j['job_id'] for j in jobs]}, injected {injected}, "
+                    f"effects {effects!r}"
+                )
             for effect, job in zip(effects, jobs):
                 text = effect.get("text")
-                if {k: v for k, v in effect.items() if k != "text"} != {
-                        "effect": "message_injected", "thread_id": thread_id, "job_id": job["job_id"],
-                        "role": "assistant"} or not isinstance(text, str) or self.model.injected_text(job) not in text:
+                if (
+                    {k: v for k, v in effect.items() if k != "text"}
+                    != {
+                        "effect": "message_injected",
+                        "thread_id": thread_id,
+                        "job_id": job["job_id"],
+                        "role": "assistant",
+                    }
+                    or not isinstance(text, str)
+                    or self.model.injected_text(job) not in text
+                ):
                     fail(f"{what}: wrong injection of {job['job_id']}: {effect!r}")
                 if job["job_id"] in self.injected:
                     fail(f"{what}: {job['job_id']} injected a second time")
@@ -333,8 +417,13 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
         def ghost(self):
             return GHOST_ID
 
-        @rule(target=jobs, thread=st.sampled_from(THREADS), tool_call=tool_calls,
-              tool=st.sampled_from(TOOLS), job_id=st.one_of(st.none(), st.sampled_from(EXPLICIT_IDS), jobs))
+        @rule(
+            target=jobs,
+            thread=st.sampled_from(THREADS),
+            tool_call=tool_calls,
+            tool=st.sampled_from(TOOLS),
+            job_id=st.one_of(st.none(), st.sampled_from(EXPLICIT_IDS), jobs),
+        )
         def start_job(self, thread, tool_call, tool, job_id):
             stats.steps += 1
             args = {"thread_id": thread, "tool_call_id": tool_call or self.fresh("tc"), "tool_name": tool}
@@ -364,12 +453,20 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             self.dirty.add(job_id)
             return job_id
 
-        @rule(thread=st.sampled_from(THREADS), tool_call=tool_calls, tool=st.sampled_from(TOOLS),
-              result=st.text(max_size=8))
+        @rule(
+            thread=st.sampled_from(THREADS),
+            tool_call=tool_calls,
+            tool=st.sampled_from(TOOLS),
+            result=st.text(max_size=8),
+        )
         def complete_sync(self, thread, tool_call, tool, result):
             stats.steps += 1
-            args = {"thread_id": thread, "tool_call_id": tool_call or self.fresh("tc"), "tool_name": tool,
-                    "result": result}
+            args = {
+                "thread_id": thread,
+                "tool_call_id": tool_call or self.fresh("tc"),
+                "tool_name": tool,
+                "result": result,
+            }
             self._complete_sync(args, call("complete_sync", args))
 
         def _complete_sync(self, args: dict, response: dict) -> None:
@@ -405,9 +502,14 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
                 spilled = effects.pop(0) if effects else None
                 name = limits.spill_file_name.format(job_id=job_id, tool_name=job["tool_name"])
                 path = spilled.get("path") if isinstance(spilled, dict) else None
-                if spilled is None or set(spilled) != {"effect", "job_id", "path"} \
-                        or spilled["effect"] != "payload_spilled" or spilled["job_id"] != job_id \
-                        or not isinstance(path, str) or not path.endswith(name):
+                if (
+                    spilled is None
+                    or set(spilled) != {"effect", "job_id", "path"}
+                    or spilled["effect"] != "payload_spilled"
+                    or spilled["job_id"] != job_id
+                    or not isinstance(path, str)
+                    or not path.endswith(name)
+                ):
                     fail(f"{what}: expected payload_spilled to a file named {name}, got {spilled!r}")
                 try:
                     content = Path(path).read_text(encoding="utf-8")
@@ -416,8 +518,11 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
                 if content != payload:
                     fail(f"{what}: the spill file holds {len(content)} chars, not the payload's {len(payload)}")
                 job.update(terminal_payload_file=path, terminal_payload=None)
-            expected = [] if job["thread_id"] in m.busy else [
-                {"effect": "turn_requested", "thread_id": job["thread_id"], "reason": "background-job-terminal"}]
+            expected = (
+                []
+                if job["thread_id"] in m.busy
+                else [{"effect": "turn_requested", "thread_id": job["thread_id"], "reason": "background-job-terminal"}]
+            )
             if effects != expected:
                 fail(f"{what}: expected effects {expected!r} after the spill, got {effects!r}")
             for evicted in m.evict(job["thread_id"]):
@@ -484,8 +589,9 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             if "error" in response:
                 fail(f"{what}: got error {response['error']!r}")
             pending = self.model.pending_injections(thread)
-            self.check_injections(what, thread, (response["result"] or {}).get("injected"),
-                                  response.get("effects", []), pending)
+            self.check_injections(
+                what, thread, (response["result"] or {}).get("injected"), response.get("effects", []), pending
+            )
             self._mark_injected(thread, pending)
 
         def _mark_injected(self, thread: str, jobs: list[dict]) -> None:
@@ -494,8 +600,10 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
                 job.update(terminal_message_emitted=True, terminal_message_emitted_at=self.now)
                 self.dirty.add(job["job_id"])
 
-        @rule(thread=st.sampled_from(THREADS),
-              statuses=st.one_of(st.none(), st.lists(st.sampled_from(STATUSES), unique=True, max_size=3)))
+        @rule(
+            thread=st.sampled_from(THREADS),
+            statuses=st.one_of(st.none(), st.lists(st.sampled_from(STATUSES), unique=True, max_size=3)),
+        )
         def list_jobs(self, thread, statuses):
             stats.steps += 1
             args = {"thread_id": thread} if statuses is None else {"thread_id": thread, "statuses": statuses}
@@ -522,8 +630,7 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
         def retry_job(self, thread, job_id):
             stats.steps += 1
             response = call("retry_job", {"thread_id": thread, "job_id": job_id})
-            self.expect_error(f"retry_job {job_id}", response, "retry_not_supported",
-                              limits.msg_retry_not_supported)
+            self.expect_error(f"retry_job {job_id}", response, "retry_not_supported", limits.msg_retry_not_supported)
 
         @rule()
         def restart(self):
@@ -552,8 +659,9 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             n = data.draw(st.integers(1, limits.retention_limit + 3), label="n")
             started = []
             for i in range(n):
-                job_id = self._start({"thread_id": thread, "tool_call_id": f"fill-{self.batches}-{i}",
-                                      "tool_name": TOOLS[i % 2]})
+                job_id = self._start(
+                    {"thread_id": thread, "tool_call_id": f"fill-{self.batches}-{i}", "tool_name": TOOLS[i % 2]}
+                )
                 if job_id is not None:
                     started.append(job_id)
             for job_id in data.draw(st.permutations(started), label="order"):
@@ -577,12 +685,15 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
                 if not isinstance(injected, list):
                     fail(f"racing turn_boundary {thread}: injected {injected!r}")
                 mine = [job for job in pending if job["job_id"] in injected]
-                self.check_injections(f"racing turn_boundary {thread}", thread, injected,
-                                      response.get("effects", []), mine)
+                self.check_injections(
+                    f"racing turn_boundary {thread}", thread, injected, response.get("effects", []), mine
+                )
                 seen += injected
             if sorted(seen) != sorted(job["job_id"] for job in pending):
-                fail(f"racing turn_boundary {thread}: expected {[j['job_id'] for j in pending]} injected once "
-                     f"in all, got {seen}")
+                fail(
+                    f"racing turn_boundary {thread}: expected {[j['job_id'] for j in pending]} injected once "
+                    f"in all, got {seen}"
+                )
             self._mark_injected(thread, pending)
 
         @rule(target=jobs, threads=st.lists(st.sampled_from(THREADS), min_size=2, max_size=4))
@@ -590,8 +701,10 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             """Starts of new tool calls at once: every one succeeds and every job is listed."""
             stats.steps += 1
             self.batches += 1
-            calls = [("start_job", {"thread_id": thread, "tool_call_id": f"race-{self.batches}-{i}",
-                                    "tool_name": "search"}) for i, thread in enumerate(threads)]
+            calls = [
+                ("start_job", {"thread_id": thread, "tool_call_id": f"race-{self.batches}-{i}", "tool_name": "search"})
+                for i, thread in enumerate(threads)
+            ]
             responses = concurrently(calls)
             new: list[dict] = []
             for (_, args), response in zip(calls, responses):
@@ -599,8 +712,12 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
                 if "error" in response:
                     fail(f"{what}: expected a job, got error {response['error']!r}")
                 job_id = response["result"].get("job_id")
-                if not isinstance(job_id, str) or not job_id or job_id in self.model.jobs \
-                        or job_id in [a["job_id"] for a in new]:
+                if (
+                    not isinstance(job_id, str)
+                    or not job_id
+                    or job_id in self.model.jobs
+                    or job_id in [a["job_id"] for a in new]
+                ):
                     fail(f"{what}: generated job id {job_id!r} is not new")
                 self.expect_result(what, response, {"mode": "background", "job_id": job_id, "status": "running"})
                 self.expect_effects(what, response, [])
@@ -610,7 +727,9 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             for thread in sorted(set(threads)):
                 mine = {a["job_id"]: a for a in new if a["thread_id"] == thread}
                 listed = call("list_jobs", {"thread_id": thread, "statuses": list(STATUSES)})
-                order = [j.get("job_id") for j in (listed.get("result") or {}).get("jobs", []) if j.get("job_id") in mine]
+                order = [
+                    j.get("job_id") for j in (listed.get("result") or {}).get("jobs", []) if j.get("job_id") in mine
+                ]
                 if sorted(order) != sorted(mine):
                     fail(f"concurrent starts in {thread}: started {sorted(mine)}, listed {order}")
                 for job_id in order:
@@ -629,8 +748,10 @@ def build_peer_machine(adapter, stats: PeerStats, pool: ThreadPoolExecutor, limi
             start_args = {"thread_id": thread, "tool_call_id": tool_call, "tool_name": "build"}
             sync, start = concurrently([("complete_sync", sync_args), ("start_job", start_args)])
             if ("error" in sync) == ("error" in start):
-                fail(f"sync_races_start {tool_call}: exactly one of complete_sync and start_job must succeed; "
-                     f"got {sync!r} and {start!r}")
+                fail(
+                    f"sync_races_start {tool_call}: exactly one of complete_sync and start_job must succeed; "
+                    f"got {sync!r} and {start!r}"
+                )
             if "error" in start:  # the synchronous result came first
                 self._complete_sync(sync_args, sync)
                 self._start(start_args, start)
@@ -664,13 +785,29 @@ def peer_settings(max_examples: int, step_count: int, *, shrink: bool = True) ->
     """What run_stateful uses (no deadline, no database, quiet, health checks off);
     without shrink, the shrink phase is left out (time to first failure)."""
     phases = list(Phase) if shrink else [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
-    return Settings(max_examples=max_examples, stateful_step_count=step_count, deadline=None, database=None,
-                    verbosity=Verbosity.quiet, print_blob=False, suppress_health_check=list(HealthCheck),
-                    report_multiple_bugs=False, phases=phases)
+    return Settings(
+        max_examples=max_examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        phases=phases,
+    )
 
 
-def run_peer(adapter_factory: Callable, *, max_examples: int, step_count: int, seed: int,
-             shrink: bool = True, settings: Settings | None = None, limits: Limits = Limits()) -> PeerOutcome:
+def run_peer(
+    adapter_factory: Callable,
+    *,
+    max_examples: int,
+    step_count: int,
+    seed: int,
+    shrink: bool = True,
+    settings: Settings | None = None,
+    limits: Limits = Limits(),
+) -> PeerOutcome:
     """Run the peer machine against a fresh adapter from ``adapter_factory()``.
     ``settings`` (e.g. benchmarks/run.py's hypothesis_settings) replaces
     :func:`peer_settings`; ``shrink=False`` then still leaves the shrink phase out."""
@@ -695,5 +832,6 @@ def run_peer(adapter_factory: Callable, *, max_examples: int, step_count: int, s
     finally:
         pool.shutdown(wait=True)
         adapter.close()
-    return PeerOutcome(verdict, stats.examples, stats.steps, stats.calls, seconds, failure,
-                       stats.first_failure_at, stats)
+    return PeerOutcome(
+        verdict, stats.examples, stats.steps, stats.calls, seconds, failure, stats.first_failure_at, stats
+    )

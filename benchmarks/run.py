@@ -59,14 +59,15 @@ Stateful runs that Hypothesis aborts as flaky (FlakyStrategyDefinition: races
 in concurrent groups change later draws) are retried, see --attempts and
 benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
 import gc
 import json
-import shlex
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -83,13 +84,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import hypothesis  # noqa: E402
-from hypothesis import HealthCheck, Verbosity, settings as Settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Verbosity  # noqa: E402
+from hypothesis import settings as Settings
 from hypothesis.errors import Flaky  # noqa: E402
 
 from conformance.engine.runner import RunConfig, prepare  # noqa: E402
-from conformance.engine.stateful import (PROFILES, Driver, Explorer, carry_out, exploration_test,  # noqa: E402
-                                         run_stateful)
+from conformance.engine.stateful import (
+    PROFILES,
+    Driver,
+    Explorer,
+    carry_out,
+    exploration_test,
+    run_stateful,
+)
 from statemachines import Model, Spec, load_spec  # noqa: E402
 from statemachines.steps import Reset  # noqa: E402
 
@@ -110,8 +117,8 @@ TARGETS = {
 FULL = {
     "profile": "ci",
     "model_sizes": (100, 100_000),
-    "model_reps": 50,        # repetitions of the operation mix per timed round
-    "model_rounds": 7,       # timed rounds per size; the median round is reported
+    "model_reps": 50,  # repetitions of the operation mix per timed round
+    "model_rounds": 7,  # timed rounds per size; the median round is reported
     "warmup_examples": 5,
 }
 QUICK = {
@@ -158,8 +165,10 @@ def with_retries(measure, attempts: int, what: str, partial=None) -> dict:
         return result
     if partial is None:
         raise BenchmarkError(f"{what}: every one of {attempts} attempts was aborted as flaky: {failed[-1]['error']}")
-    WARNINGS.append(f"{what}: all {attempts} attempts were aborted by Hypothesis as flaky "
-                    f"(FlakyStrategyDefinition); the reported figures come from the aborted attempts")
+    WARNINGS.append(
+        f"{what}: all {attempts} attempts were aborted by Hypothesis as flaky "
+        f"(FlakyStrategyDefinition); the reported figures come from the aborted attempts"
+    )
     result = partial(failed)
     result["completed"] = False
     result["aborted_attempts"] = failed
@@ -171,8 +180,12 @@ def _rate_from_aborted(failed: list[dict]) -> dict:
     best = max(failed, key=lambda a: a["steps"])
     if not best["steps"] or not best["seconds"]:
         raise BenchmarkError(f"no usable attempt: {best['error']}")
-    return {"steps": best["steps"], "examples": best["examples"], "seconds": best["seconds"],
-            "steps_per_s": best["steps"] / best["seconds"]}
+    return {
+        "steps": best["steps"],
+        "examples": best["examples"],
+        "seconds": best["seconds"],
+        "steps_per_s": best["steps"] / best["seconds"],
+    }
 
 
 def log(message: str) -> None:
@@ -181,9 +194,16 @@ def log(message: str) -> None:
 
 def hypothesis_settings(max_examples: int, step_count: int) -> Settings:
     """Exactly the settings conformance.engine.stateful.run_stateful uses."""
-    return Settings(max_examples=max_examples, stateful_step_count=step_count,
-                    deadline=None, database=None, verbosity=Verbosity.quiet, print_blob=False,
-                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    return Settings(
+        max_examples=max_examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
 
 
 # --------------------------------------------------------------------------- kit
@@ -197,6 +217,7 @@ def _one_at_a_time_reference():
     class OneAtATime(ReferenceAdapter):
         def describe(self) -> dict:
             return {**super().describe(), "capabilities": {"concurrent": False}}
+
     return OneAtATime()
 
 
@@ -205,10 +226,17 @@ def measure_kit(profile: str, seed: int, adapter_cmd: str | None = None, one_at_
     (minus the scenarios and the reports). Spec loading is outside the timing.
     With ``adapter_cmd``, the same reference is driven through the stdio
     protocol (examples/python-stdio wraps it)."""
-    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None,
-                                 adapter_cmd=adapter_cmd,
-                                 adapter_factory=_one_at_a_time_reference if one_at_a_time else None,
-                                 adapter_label="reference (no concurrency)" if one_at_a_time else None))
+    prepared = prepare(
+        RunConfig(
+            spec_path=str(SPEC_PATH),
+            profile=profile,
+            seed=seed,
+            report_dir=None,
+            adapter_cmd=adapter_cmd,
+            adapter_factory=_one_at_a_time_reference if one_at_a_time else None,
+            adapter_label="reference (no concurrency)" if one_at_a_time else None,
+        )
+    )
     session = prepared.session
     capabilities = prepared.identity.get("capabilities") or {}
     try:
@@ -224,11 +252,15 @@ def measure_kit(profile: str, seed: int, adapter_cmd: str | None = None, one_at_
         if outcome.failure is not None and outcome.failure.kind == "nondeterminism":
             raise _Flaky(f"kit: {message.splitlines()[0]}", outcome.steps, outcome.examples, seconds)
         raise BenchmarkError(f"the kit's stateful run did not pass against the reference: {message}")
-    return {"steps": outcome.steps, "examples": outcome.examples, "seconds": round(seconds, 4),
-            "steps_per_s": outcome.steps / seconds,
-            # calls made through Session._invoke (plain calls, batch calls, probes);
-            # the calls of concurrent groups go through the thread pool and are not counted
-            "sequential_adapter_calls": adapter_calls}
+    return {
+        "steps": outcome.steps,
+        "examples": outcome.examples,
+        "seconds": round(seconds, 4),
+        "steps_per_s": outcome.steps / seconds,
+        # calls made through Session._invoke (plain calls, batch calls, probes);
+        # the calls of concurrent groups go through the thread pool and are not counted
+        "sequential_adapter_calls": adapter_calls,
+    }
 
 
 # -------------------------------------------------------------------------- bare
@@ -271,8 +303,7 @@ class _LiveKeys:
                 self.note(value)
 
 
-def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats,
-                       concurrency: str):
+def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, stats: _BareStats, concurrency: str):
     """The kit's example (conformance.engine.stateful.build_example) with the session
     replaced by direct adapter calls: the same draws in the same order, the same
     adapter calls for plain steps, batches, clock moves and concurrent groups;
@@ -314,8 +345,9 @@ def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, st
                         pass
                     boxes[i] = adapter.call(op, args)
 
-                threads = [threading.Thread(target=run, args=(i, op, args), daemon=True)
-                           for i, (op, args) in enumerate(calls)]
+                threads = [
+                    threading.Thread(target=run, args=(i, op, args), daemon=True) for i, (op, args) in enumerate(calls)
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -381,20 +413,35 @@ def measure_bare(profile: str, seed: int, concurrency: str, max_examples: int | 
         explorer = Explorer(spec, params, bool((identity.get("capabilities") or {}).get("concurrent")))
         example = build_bare_example(spec, params, explorer, adapter, stats, concurrency)
         # the kit's own runner (conformance.engine.stateful.exploration_test): the same loop and draws
-        test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"],
-                                settings=hypothesis_settings(max_examples if max_examples is not None
-                                                             else config["max_examples"], config["stateful_step_count"]),
-                                key="bare", seed=seed)
+        test = exploration_test(
+            example,
+            explorer.draw_step,
+            step_count=config["stateful_step_count"],
+            settings=hypothesis_settings(
+                max_examples if max_examples is not None else config["max_examples"], config["stateful_step_count"]
+            ),
+            key="bare",
+            seed=seed,
+        )
         try:
             test()
         except Flaky as exc:
-            raise _Flaky(f"bare: {type(exc).__name__}: {str(exc).splitlines()[0]}", stats.steps, stats.examples,
-                         time.perf_counter() - started) from None
+            raise _Flaky(
+                f"bare: {type(exc).__name__}: {str(exc).splitlines()[0]}",
+                stats.steps,
+                stats.examples,
+                time.perf_counter() - started,
+            ) from None
         seconds = time.perf_counter() - started
     finally:
         adapter.close()
-    return {"steps": stats.steps, "examples": stats.examples, "seconds": round(seconds, 4),
-            "steps_per_s": stats.steps / seconds, "adapter_calls": stats.adapter_calls}
+    return {
+        "steps": stats.steps,
+        "examples": stats.examples,
+        "seconds": round(seconds, 4),
+        "steps_per_s": stats.steps / seconds,
+        "adapter_calls": stats.adapter_calls,
+    }
 
 
 def warm_up(profile: str, seed: int, concurrency: str, examples: int) -> None:
@@ -409,11 +456,19 @@ def warm_up(profile: str, seed: int, concurrency: str, examples: int) -> None:
     try:
         from conformance.engine.stateful import _Stats, build_example
 
-        explorer = Explorer(prepared.spec, prepared.session.params,
-                            bool((prepared.identity.get("capabilities") or {}).get("concurrent")))
-        test = exploration_test(build_example(prepared.spec, prepared.session, explorer, _Stats()), explorer.draw_step,
-                                step_count=config["stateful_step_count"], key="warm-up", seed=seed + 1,
-                                settings=hypothesis_settings(examples, config["stateful_step_count"]))
+        explorer = Explorer(
+            prepared.spec,
+            prepared.session.params,
+            bool((prepared.identity.get("capabilities") or {}).get("concurrent")),
+        )
+        test = exploration_test(
+            build_example(prepared.spec, prepared.session, explorer, _Stats()),
+            explorer.draw_step,
+            step_count=config["stateful_step_count"],
+            key="warm-up",
+            seed=seed + 1,
+            settings=hypothesis_settings(examples, config["stateful_step_count"]),
+        )
         try:
             test()
         except Flaky as exc:
@@ -452,19 +507,31 @@ def profile_kit(profile: str, seed: int, path: str) -> None:
 def measure_peer(profile: str, seed: int, adapter_factory=None, shrink: bool = True) -> dict:
     """The peer machine against the reference (or ``adapter_factory``), with
     the settings run_stateful uses for ``profile``; the seed fixed."""
-    from lifecycle_references.thread_jobs import ReferenceAdapter
     from peer_machine import run_peer  # beside this script
 
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+
     config = PROFILES[profile]
-    outcome = run_peer(adapter_factory or ReferenceAdapter, max_examples=config["max_examples"],
-                       step_count=config["stateful_step_count"], seed=seed, shrink=shrink,
-                       settings=hypothesis_settings(config["max_examples"], config["stateful_step_count"]))
+    outcome = run_peer(
+        adapter_factory or ReferenceAdapter,
+        max_examples=config["max_examples"],
+        step_count=config["stateful_step_count"],
+        seed=seed,
+        shrink=shrink,
+        settings=hypothesis_settings(config["max_examples"], config["stateful_step_count"]),
+    )
     if adapter_factory is None and outcome.verdict != "pass":
         raise BenchmarkError(f"the peer machine did not pass against the reference: {outcome.failure}")
-    return {"verdict": outcome.verdict, "steps": outcome.steps, "examples": outcome.examples,
-            "seconds": round(outcome.seconds, 4), "steps_per_s": outcome.steps / outcome.seconds,
-            "adapter_calls": outcome.calls, "first_failure_s": outcome.first_failure_s,
-            "failure": outcome.failure}
+    return {
+        "verdict": outcome.verdict,
+        "steps": outcome.steps,
+        "examples": outcome.examples,
+        "seconds": round(outcome.seconds, 4),
+        "steps_per_s": outcome.steps / outcome.seconds,
+        "adapter_calls": outcome.calls,
+        "first_failure_s": outcome.first_failure_s,
+        "failure": outcome.failure,
+    }
 
 
 def measure_peer_rounds(profile: str, seed: int, rounds: int, attempts: int) -> dict:
@@ -473,14 +540,21 @@ def measure_peer_rounds(profile: str, seed: int, rounds: int, attempts: int) -> 
     kit_runs, peer_runs = [], []
     for i in range(rounds):
         log(f"peer comparison: kit stateful run, profile {profile}, seed {seed} ({i + 1}/{rounds})")
-        kit_runs.append(with_retries(lambda: measure_kit(profile, seed), attempts, "kit (peer comparison)",
-                                     _rate_from_aborted))
+        kit_runs.append(
+            with_retries(lambda: measure_kit(profile, seed), attempts, "kit (peer comparison)", _rate_from_aborted)
+        )
         log(f"peer comparison: peer machine, profile {profile}, seed {seed} ({i + 1}/{rounds})")
         peer_runs.append(measure_peer(profile, seed))
     kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
     peer_sps = statistics.median(r["steps_per_s"] for r in peer_runs)
-    return {"kit_steps_per_s": kit_sps, "peer_steps_per_s": peer_sps, "ratio": kit_sps / peer_sps,
-            "rounds": rounds, "kit_runs": kit_runs, "peer_runs": peer_runs}
+    return {
+        "kit_steps_per_s": kit_sps,
+        "peer_steps_per_s": peer_sps,
+        "ratio": kit_sps / peer_sps,
+        "rounds": rounds,
+        "kit_runs": kit_runs,
+        "peer_runs": peer_runs,
+    }
 
 
 def measure_peer_seeds(profile: str, seeds: list[int], attempts: int) -> dict:
@@ -493,13 +567,23 @@ def measure_peer_seeds(profile: str, seeds: list[int], attempts: int) -> dict:
         log(f"peer comparison across seeds: kit, then peer, seed {seed}")
         kit = with_retries(lambda: measure_kit(profile, seed), attempts, f"kit (seed {seed})", _rate_from_aborted)
         peer = measure_peer(profile, seed)
-        rows.append({"seed": seed, "kit_steps_per_s": round(kit["steps_per_s"], 2),
-                     "peer_steps_per_s": round(peer["steps_per_s"], 2),
-                     "ratio": round(kit["steps_per_s"] / peer["steps_per_s"], 4)})
+        rows.append(
+            {
+                "seed": seed,
+                "kit_steps_per_s": round(kit["steps_per_s"], 2),
+                "peer_steps_per_s": round(peer["steps_per_s"], 2),
+                "ratio": round(kit["steps_per_s"] / peer["steps_per_s"], 4),
+            }
+        )
     kit_sps = statistics.median(r["kit_steps_per_s"] for r in rows)
     peer_sps = statistics.median(r["peer_steps_per_s"] for r in rows)
-    return {"ratio": kit_sps / peer_sps, "kit_median_steps_per_s": kit_sps, "peer_median_steps_per_s": peer_sps,
-            "median_of_ratios": statistics.median(r["ratio"] for r in rows), "seeds": rows}
+    return {
+        "ratio": kit_sps / peer_sps,
+        "kit_median_steps_per_s": kit_sps,
+        "peer_median_steps_per_s": peer_sps,
+        "median_of_ratios": statistics.median(r["ratio"] for r in rows),
+        "seeds": rows,
+    }
 
 
 def _first_failure_clock(session) -> dict:
@@ -520,6 +604,7 @@ def _first_failure_clock(session) -> dict:
             if isinstance(failure, Failure) and "at" not in seen:
                 seen["at"] = time.perf_counter()
             return out
+
         setattr(session, name, wrapped)
     return seen
 
@@ -529,22 +614,41 @@ def kit_ttff(profile: str, seed: int, name: str, mutant) -> dict:
     with shrinking off (shrink_s=0; run_stateful then stops at the first
     failure Hypothesis's shrinker reproduces); seconds from the start of the
     exploration to the first failure the session reported."""
-    prepared = prepare(RunConfig(spec_path=str(SPEC_PATH), profile=profile, seed=seed, report_dir=None,
-                                 adapter_factory=mutant.factory, adapter_label=f"mutant:{name}"))
+    prepared = prepare(
+        RunConfig(
+            spec_path=str(SPEC_PATH),
+            profile=profile,
+            seed=seed,
+            report_dir=None,
+            adapter_factory=mutant.factory,
+            adapter_label=f"mutant:{name}",
+        )
+    )
     session = prepared.session
     seen = _first_failure_clock(session)
     try:
         started = time.perf_counter()
-        outcome = run_stateful(prepared.spec, session, profile=profile, seed=seed, shrink_s=0,
-                               capabilities=prepared.identity.get("capabilities") or {})
+        outcome = run_stateful(
+            prepared.spec,
+            session,
+            profile=profile,
+            seed=seed,
+            shrink_s=0,
+            capabilities=prepared.identity.get("capabilities") or {},
+        )
         seconds = time.perf_counter() - started
     finally:
         session.close()
     found = outcome.verdict == "fail"
     first = seen["at"] - started if found and "at" in seen else (seconds if found else None)
-    return {"found": found, "ttff_s": None if first is None else round(first, 4), "seconds": round(seconds, 4),
-            "examples": outcome.examples, "steps": outcome.steps,
-            "failure_kind": outcome.failure.kind if outcome.failure else None}
+    return {
+        "found": found,
+        "ttff_s": None if first is None else round(first, 4),
+        "seconds": round(seconds, 4),
+        "examples": outcome.examples,
+        "steps": outcome.steps,
+        "failure_kind": outcome.failure.kind if outcome.failure else None,
+    }
 
 
 def measure_ttff(profile: str, seed: int) -> dict:
@@ -552,8 +656,9 @@ def measure_ttff(profile: str, seed: int) -> dict:
     covers; per mutant the kit runs first, then the peer (the same seed and
     budget). A side that finds nothing within the budget counts as infinitely
     slow for the median (its row says found: false, ttff_s: null)."""
-    from lifecycle_references.thread_jobs.mutants import MUTANTS
     from peer_machine import COVERS
+
+    from lifecycle_references.thread_jobs.mutants import MUTANTS
 
     rows = []
     for name in COVERS:
@@ -562,24 +667,40 @@ def measure_ttff(profile: str, seed: int) -> dict:
         kit = kit_ttff(profile, seed, name, mutant)
         peer = measure_peer(profile, seed, adapter_factory=mutant.factory, shrink=False)
         peer_found = peer["verdict"] == "fail"
-        rows.append({"mutant": name, "kit_ttff_s": kit["ttff_s"], "peer_ttff_s":
-                     round(peer["first_failure_s"], 4) if peer_found and peer["first_failure_s"] is not None
-                     else None, "kit_found": kit["found"], "peer_found": peer_found,
-                     "kit": kit, "peer": {k: peer[k] for k in ("steps", "examples", "seconds", "failure")}})
+        rows.append(
+            {
+                "mutant": name,
+                "kit_ttff_s": kit["ttff_s"],
+                "peer_ttff_s": round(peer["first_failure_s"], 4)
+                if peer_found and peer["first_failure_s"] is not None
+                else None,
+                "kit_found": kit["found"],
+                "peer_found": peer_found,
+                "kit": kit,
+                "peer": {k: peer[k] for k in ("steps", "examples", "seconds", "failure")},
+            }
+        )
 
     def median(side: str):
-        values = [r[f"{side}_ttff_s"] if r[f"{side}_found"] and r[f"{side}_ttff_s"] is not None else float("inf")
-                  for r in rows]
+        values = [
+            r[f"{side}_ttff_s"] if r[f"{side}_found"] and r[f"{side}_ttff_s"] is not None else float("inf")
+            for r in rows
+        ]
         value = statistics.median(values) if values else None
         return None if value is None or value == float("inf") else value
 
     kit_median, peer_median = median("kit"), median("peer")
-    return {"kit_ttff_median_s": kit_median, "peer_ttff_median_s": peer_median,
-            "ratio": kit_median / peer_median if kit_median is not None and peer_median else None,
-            "kit_found": sum(r["kit_found"] for r in rows), "peer_found": sum(r["peer_found"] for r in rows),
-            "kit_faster": sum(1 for r in rows if r["kit_found"] and (not r["peer_found"] or
-                                                                    r["kit_ttff_s"] <= r["peer_ttff_s"])),
-            "mutants": rows}
+    return {
+        "kit_ttff_median_s": kit_median,
+        "peer_ttff_median_s": peer_median,
+        "ratio": kit_median / peer_median if kit_median is not None and peer_median else None,
+        "kit_found": sum(r["kit_found"] for r in rows),
+        "peer_found": sum(r["peer_found"] for r in rows),
+        "kit_faster": sum(
+            1 for r in rows if r["kit_found"] and (not r["peer_found"] or r["kit_ttff_s"] <= r["peer_ttff_s"])
+        ),
+        "mutants": rows,
+    }
 
 
 # ------------------------------------------------------------------------- model
@@ -607,8 +728,15 @@ def _filled_model(spec: Spec, params: dict, live_jobs: int) -> tuple[Model, str,
     started = time.perf_counter()
     for i in range(live_jobs):
         thread = f"thread-{i // JOBS_PER_THREAD}"
-        prediction = model.predict("start_job", {"thread_id": thread, "tool_call_id": f"call-{i}",
-                                                 "tool_name": "build" if i % 2 else "search", "job_id": f"job-{i}"})
+        prediction = model.predict(
+            "start_job",
+            {
+                "thread_id": thread,
+                "tool_call_id": f"call-{i}",
+                "tool_name": "build" if i % 2 else "search",
+                "job_id": f"job-{i}",
+            },
+        )
         if not prediction.ok:
             raise BenchmarkError(f"filling the model failed at job {i}: {prediction.error}")
     fill_s = time.perf_counter() - started
@@ -617,8 +745,9 @@ def _filled_model(spec: Spec, params: dict, live_jobs: int) -> tuple[Model, str,
     return model, "thread-0", fill_s
 
 
-def _run_mix(model: Model, thread: str, start: int, reps: int, per_op: dict | None = None,
-             check: bool = False) -> float:
+def _run_mix(
+    model: Model, thread: str, start: int, reps: int, per_op: dict | None = None, check: bool = False
+) -> float:
     """Run ``reps`` repetitions of the mix; return the seconds spent in predict()
     (per operation in ``per_op`` when given)."""
     calls = [c for i in range(start, start + reps) for c in _mix(i, thread)]
@@ -648,9 +777,18 @@ def measure_model(sizes: tuple[int, int], reps: int, rounds: int) -> dict:
         model, thread, fill_s = _filled_model(spec, params, live_jobs)
         warm = max(reps // 2, 10)
         _run_mix(model, thread, 0, warm, check=True)  # warm-up; also checks that every call succeeds
-        sides[name] = {"model": model, "thread": thread, "next": warm, "rounds": [], "per_op": {},
-                       "out": {"running_jobs_filled": live_jobs, "fill_s": round(fill_s, 3),
-                               "fill_us_per_start_job": round(fill_s / live_jobs * 1e6, 2)}}
+        sides[name] = {
+            "model": model,
+            "thread": thread,
+            "next": warm,
+            "rounds": [],
+            "per_op": {},
+            "out": {
+                "running_jobs_filled": live_jobs,
+                "fill_s": round(fill_s, 3),
+                "fill_us_per_start_job": round(fill_s / live_jobs * 1e6, 2),
+            },
+        }
     log(f"model: {rounds} alternating rounds of {reps} x {len(MIX_OPERATIONS)} operations per size")
     for _ in range(rounds):
         for side in sides.values():
@@ -676,8 +814,10 @@ def measure_model(sizes: tuple[int, int], reps: int, rounds: int) -> dict:
     result["ratio"] = result["big"]["per_op_us"] / result["small"]["per_op_us"]
     # The mix's cost is dominated by its most expensive operation; per-operation
     # ratios show whether any single operation scales with the total job count.
-    result["ratio_by_operation"] = {op: round(result["big"]["by_operation_us"][op] / result["small"]["by_operation_us"][op], 3)
-                                    for op in MIX_OPERATIONS}
+    result["ratio_by_operation"] = {
+        op: round(result["big"]["by_operation_us"][op] / result["small"]["by_operation_us"][op], 3)
+        for op in MIX_OPERATIONS
+    }
     result["ratio_by_operation_geomean"] = round(statistics.geometric_mean(result["ratio_by_operation"].values()), 4)
     return result
 
@@ -702,17 +842,25 @@ def measure_ci_run(spec: str = "spec/thread-jobs.yaml", workers: int | None = No
             report = None
     stateful = (report or {}).get("stateful") or {}
     if proc.returncode != 0:
-        scenarios_ok = report is not None and all(s.get("verdict") in ("pass", "skip", "skipped")
-                                                  for s in report.get("scenarios", []))
+        scenarios_ok = report is not None and all(
+            s.get("verdict") in ("pass", "skip", "skipped") for s in report.get("scenarios", [])
+        )
         failure = stateful.get("failure") or {}
         if scenarios_ok and failure.get("kind") == "nondeterminism":
-            raise _Flaky(f"ci run: exit {proc.returncode}, {failure.get('message', '').splitlines()[0]}",
-                         stateful.get("steps", 0), stateful.get("examples", 0), wall)
-        raise BenchmarkError(f"`conformance run` exited {proc.returncode}: "
-                             f"{(proc.stderr.strip() or proc.stdout.strip())[-2000:]}")
-    out = {"wall_s": wall, "exit_code": proc.returncode,
-           "command": f"conformance run {spec} --profile ci --report-dir <tmp>"
-                      + f" --workers {workers or 1}"}
+            raise _Flaky(
+                f"ci run: exit {proc.returncode}, {failure.get('message', '').splitlines()[0]}",
+                stateful.get("steps", 0),
+                stateful.get("examples", 0),
+                wall,
+            )
+        raise BenchmarkError(
+            f"`conformance run` exited {proc.returncode}: {(proc.stderr.strip() or proc.stdout.strip())[-2000:]}"
+        )
+    out = {
+        "wall_s": wall,
+        "exit_code": proc.returncode,
+        "command": f"conformance run {spec} --profile ci --report-dir <tmp>" + f" --workers {workers or 1}",
+    }
     if report is not None:
         out["report_duration_s"] = report.get("duration_s")
         out["stateful_steps"] = stateful.get("steps")
@@ -730,14 +878,25 @@ def measure_ci_rounds(rounds: int, attempts: int, *, with_workers: bool) -> tupl
     ones, twos = [], []
     for i in range(rounds):
         log(f"conformance run --profile ci (subprocess) ({i + 1}/{rounds})")
-        ones.append(with_retries(measure_ci_run, attempts, "ci run",
-                                 lambda failed: {"wall_s": None, "exit_code": 1,
-                                                 "command": "conformance run spec/thread-jobs.yaml --profile ci "
-                                                            "--report-dir <tmp>"}))
+        ones.append(
+            with_retries(
+                measure_ci_run,
+                attempts,
+                "ci run",
+                lambda failed: {
+                    "wall_s": None,
+                    "exit_code": 1,
+                    "command": "conformance run spec/thread-jobs.yaml --profile ci --report-dir <tmp>",
+                },
+            )
+        )
         if with_workers:
             log(f"conformance run --profile ci --workers 2 (subprocess) ({i + 1}/{rounds})")
-            twos.append(with_retries(lambda: measure_ci_run(workers=2), attempts, "ci run, 2 workers",
-                                     lambda failed: {"wall_s": None}))
+            twos.append(
+                with_retries(
+                    lambda: measure_ci_run(workers=2), attempts, "ci run, 2 workers", lambda failed: {"wall_s": None}
+                )
+            )
     return _median_run(ones), (_median_run(twos) if with_workers else None)
 
 
@@ -773,9 +932,15 @@ def machine_info() -> dict:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = None
-    return {"cpu_count": os.cpu_count(), "usable_cpus": usable, "python": platform.python_version(),
-            "implementation": platform.python_implementation(), "platform": platform.platform(),
-            "hypothesis": hypothesis.__version__, "load_average": load}
+    return {
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "hypothesis": hypothesis.__version__,
+        "load_average": load,
+    }
 
 
 def render_table(result: dict) -> str:
@@ -785,36 +950,61 @@ def render_table(result: dict) -> str:
     def fmt(value, unit=""):
         return "skipped" if value is None else (f"{value:,.3f}{unit}" if isinstance(value, float) else f"{value}{unit}")
 
-    for name, unit in (("kit_steps_per_s", ""), ("bare_steps_per_s", ""), ("overhead_ratio", ""),
-                       ("model_cost_ratio_100k_vs_100", ""), ("ci_wall_s", " s"),
-                       ("peer_steps_per_s", ""), ("peer_ratio", ""), ("peer_ratio_over_seeds", ""), ("kit_ttff_median_s", " s"),
-                       ("peer_ttff_median_s", " s"), ("ttff_ratio", ""), ("workers_speedup", ""),
-                       ("cli_ci_wall_s", " s")):
+    for name, unit in (
+        ("kit_steps_per_s", ""),
+        ("bare_steps_per_s", ""),
+        ("overhead_ratio", ""),
+        ("model_cost_ratio_100k_vs_100", ""),
+        ("ci_wall_s", " s"),
+        ("peer_steps_per_s", ""),
+        ("peer_ratio", ""),
+        ("peer_ratio_over_seeds", ""),
+        ("kit_ttff_median_s", " s"),
+        ("peer_ttff_median_s", " s"),
+        ("ttff_ratio", ""),
+        ("workers_speedup", ""),
+        ("cli_ci_wall_s", " s"),
+    ):
         target = TARGETS.get(name)
-        rows.append((name, fmt(result[name], unit),
-                     f"{target['op']} {target['value']:g}" if target else "",
-                     "" if name not in meets else {True: "yes", False: "NO", None: "-"}[meets[name]]))
+        rows.append(
+            (
+                name,
+                fmt(result[name], unit),
+                f"{target['op']} {target['value']:g}" if target else "",
+                "" if name not in meets else {True: "yes", False: "NO", None: "-"}[meets[name]],
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     d = result["details"]
     s = result["settings"]
     lines.append("")
-    lines.append(f"stateful: profile {s['profile']} ({s['max_examples']} examples x {s['stateful_step_count']} steps), "
-                 f"seed {result['seed']}, bare concurrency: {s['bare_concurrency']}")
+    lines.append(
+        f"stateful: profile {s['profile']} ({s['max_examples']} examples x {s['stateful_step_count']} steps), "
+        f"seed {result['seed']}, bare concurrency: {s['bare_concurrency']}"
+    )
     lines.append(f"  kit : {d['kit']['steps']} steps / {d['kit']['examples']} examples in {d['kit']['seconds']:.2f} s")
-    lines.append(f"  bare: {d['bare']['steps']} steps / {d['bare']['examples']} examples in {d['bare']['seconds']:.2f} s")
+    lines.append(
+        f"  bare: {d['bare']['steps']} steps / {d['bare']['examples']} examples in {d['bare']['seconds']:.2f} s"
+    )
     m = d["model"]
-    lines.append(f"model: {m['small']['running_jobs_filled']:,} vs {m['big']['running_jobs_filled']:,} running jobs "
-                 f"({JOBS_PER_THREAD} per thread): {m['small']['per_op_us']:,.1f} vs {m['big']['per_op_us']:,.1f} "
-                 f"us per operation (median round)")
+    lines.append(
+        f"model: {m['small']['running_jobs_filled']:,} vs {m['big']['running_jobs_filled']:,} running jobs "
+        f"({JOBS_PER_THREAD} per thread): {m['small']['per_op_us']:,.1f} vs {m['big']['per_op_us']:,.1f} "
+        f"us per operation (median round)"
+    )
     for op in MIX_OPERATIONS:
-        lines.append(f"  {op:<16} {m['small']['by_operation_us'][op]:>10,.1f} us  {m['big']['by_operation_us'][op]:>10,.1f} us"
-                     f"  x{m['ratio_by_operation'][op]:.2f}")
+        lines.append(
+            f"  {op:<16} {m['small']['by_operation_us'][op]:>10,.1f} us  {m['big']['by_operation_us'][op]:>10,.1f} us"
+            f"  x{m['ratio_by_operation'][op]:.2f}"
+        )
     for side in ("kit", "bare"):
         if d[side].get("aborted_attempts"):
-            lines.append(f"  {side}: {len(d[side]['aborted_attempts'])} attempt(s) aborted by Hypothesis as flaky, "
-                         f"then {'completed' if d[side]['completed'] else 'gave up (rate of the longest aborted attempt)'}")
+            lines.append(
+                f"  {side}: {len(d[side]['aborted_attempts'])} attempt(s) aborted by Hypothesis as flaky, "
+                f"then {'completed' if d[side]['completed'] else 'gave up (rate of the longest aborted attempt)'}"
+            )
     if d.get("ci"):
         ci = d["ci"]
         took = "no complete run" if ci["wall_s"] is None else f"exit {ci['exit_code']} in {ci['wall_s']:.2f} s"
@@ -824,22 +1014,32 @@ def render_table(result: dict) -> str:
         p = d["peer"]
         kit_rates = ", ".join(f"{r['steps_per_s']:.1f}" for r in p["kit_runs"])
         peer_rates = ", ".join(f"{r['steps_per_s']:.1f}" for r in p["peer_runs"])
-        lines.append(f"peer (benchmarks/peer_machine.py), {p['rounds']} alternating round(s): "
-                     f"kit {kit_rates} steps/s, peer {peer_rates} steps/s")
+        lines.append(
+            f"peer (benchmarks/peer_machine.py), {p['rounds']} alternating round(s): "
+            f"kit {kit_rates} steps/s, peer {peer_rates} steps/s"
+        )
     if d.get("ttff"):
         t = d["ttff"]
-        lines.append(f"time to first failure ({t['kit_found']} found by the kit, {t['peer_found']} by the peer, "
-                     f"kit as fast or faster on {t['kit_faster']} of {len(t['mutants'])}):")
+        lines.append(
+            f"time to first failure ({t['kit_found']} found by the kit, {t['peer_found']} by the peer, "
+            f"kit as fast or faster on {t['kit_faster']} of {len(t['mutants'])}):"
+        )
         for row in t["mutants"]:
-            lines.append(f"  {row['mutant']:<24} kit {fmt(row['kit_ttff_s'], ' s') if row['kit_found'] else 'not found':>10}"
-                         f"   peer {fmt(row['peer_ttff_s'], ' s') if row['peer_found'] else 'not found':>10}")
+            lines.append(
+                f"  {row['mutant']:<24} kit {fmt(row['kit_ttff_s'], ' s') if row['kit_found'] else 'not found':>10}"
+                f"   peer {fmt(row['peer_ttff_s'], ' s') if row['peer_found'] else 'not found':>10}"
+            )
     if d.get("traces"):
         t = d["traces"]
-        lines.append(f"check-trace: {t['full']['events']:,} events at {t['full']['events_per_s']:,.0f}/s, peak "
-                     f"{t['full']['peak_rss_mb']:,.1f} MB ({t['tenth']['events']:,} events: "
-                     f"{t['tenth']['peak_rss_mb']:,.1f} MB; ratio {t['rss_ratio_vs_tenth']:.2f})")
-    lines.append(f"machine: {result['machine']['usable_cpus']} usable cpus, Python {result['machine']['python']}, "
-                 f"load average {result['machine']['load_average_at_start']} -> {result['machine']['load_average_at_end']}")
+        lines.append(
+            f"check-trace: {t['full']['events']:,} events at {t['full']['events_per_s']:,.0f}/s, peak "
+            f"{t['full']['peak_rss_mb']:,.1f} MB ({t['tenth']['events']:,} events: "
+            f"{t['tenth']['peak_rss_mb']:,.1f} MB; ratio {t['rss_ratio_vs_tenth']:.2f})"
+        )
+    lines.append(
+        f"machine: {result['machine']['usable_cpus']} usable cpus, Python {result['machine']['python']}, "
+        f"load average {result['machine']['load_average_at_start']} -> {result['machine']['load_average_at_end']}"
+    )
     for warning in result["warnings"]:
         lines.append(f"WARNING: {warning}")
     return "\n".join(lines)
@@ -848,9 +1048,22 @@ def render_table(result: dict) -> str:
 def _check_trace_subprocess(path: Path, report_dir: Path) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in MB, exit code) of one check-trace run."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", "check-trace", "thread-jobs", str(path),
-                             "--report-dir", str(report_dir), "-q"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "check-trace",
+            "thread-jobs",
+            str(path),
+            "--report-dir",
+            str(report_dir),
+            "-q",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -870,48 +1083,90 @@ def measure_traces(events: int) -> dict:
             wall, rss_mb, code = _check_trace_subprocess(path, Path(tmp) / f"reports-{label}")
             if code != 0:
                 raise BenchmarkError(f"check-trace exited {code} on a conforming trace of {written} events")
-            results[label] = {"events": written, "wall_s": round(wall, 3), "events_per_s": round(written / wall, 1),
-                              "peak_rss_mb": round(rss_mb, 1)}
+            results[label] = {
+                "events": written,
+                "wall_s": round(wall, 3),
+                "events_per_s": round(written / wall, 1),
+                "peak_rss_mb": round(rss_mb, 1),
+            }
     return {**results, "rss_ratio_vs_tenth": round(results["full"]["peak_rss_mb"] / results["tenth"]["peak_rss_mb"], 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON object on stdout")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test (not a measurement)")
     parser.add_argument("--skip-ci-run", action="store_true", help="do not time `conformance run --profile ci`")
-    parser.add_argument("--skip-workers", action="store_true",
-                        help="do not time the ci runs with --workers 2 (workers_speedup, cli_ci_wall_s; "
-                             "--skip-ci-run skips them too)")
+    parser.add_argument(
+        "--skip-workers",
+        action="store_true",
+        help="do not time the ci runs with --workers 2 (workers_speedup, cli_ci_wall_s; --skip-ci-run skips them too)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of both stateful runs (default 1, as the CLI)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                        help="stateful profile for kit and bare (default: ci; quick with --quick)")
-    parser.add_argument("--bare-concurrency", choices=("pool", "sequential"), default="pool",
-                        help="how the bare machine runs concurrent groups: the kit's thread pool and "
-                             "barrier (default) or one call after another")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="timed kit/bare runs (alternating); the medians are reported")
-    parser.add_argument("--attempts", type=int, default=5,
-                        help="tries per stateful run (kit, bare, ci run) when Hypothesis aborts it as flaky "
-                             "(default 5); aborted attempts are listed in details")
-    parser.add_argument("--trace-events", type=int, default=None,
-                        help="events in the check-trace benchmark's trace (default 1,000,000; 5,000 with --quick)")
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help="stateful profile for kit and bare (default: ci; quick with --quick)",
+    )
+    parser.add_argument(
+        "--bare-concurrency",
+        choices=("pool", "sequential"),
+        default="pool",
+        help="how the bare machine runs concurrent groups: the kit's thread pool and "
+        "barrier (default) or one call after another",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="timed kit/bare runs (alternating); the medians are reported"
+    )
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=5,
+        help="tries per stateful run (kit, bare, ci run) when Hypothesis aborts it as flaky "
+        "(default 5); aborted attempts are listed in details",
+    )
+    parser.add_argument(
+        "--trace-events",
+        type=int,
+        default=None,
+        help="events in the check-trace benchmark's trace (default 1,000,000; 5,000 with --quick)",
+    )
     parser.add_argument("--skip-traces", action="store_true", help="do not time `conformance check-trace`")
-    parser.add_argument("--skip-peer", action="store_true",
-                        help="do not measure the hand-written peer machine (peer_steps_per_s, peer_ratio, "
-                             "time to first failure on the mutants)")
-    parser.add_argument("--ci-rounds", type=int, default=None,
-                        help="alternating 1-worker/2-worker `conformance run --profile ci` rounds for ci_wall_s "
-                             "and workers_speedup (default 3; 1 with --quick)")
-    parser.add_argument("--peer-rounds", type=int, default=None,
-                        help="alternating kit/peer rounds for peer_ratio (default 3; 1 with --quick)")
-    parser.add_argument("--peer-seeds", type=int, default=None,
-                        help="also compare kit and peer once at each of this many seeds from --seed on, for "
-                             "peer_ratio_over_seeds (default 5; 0 leaves it out; 2 with --quick)")
-    parser.add_argument("--cprofile", metavar="FILE",
-                        help="after the measurements, profile one more (untimed) kit run with cProfile, "
-                             "write the stats to FILE and print the top functions to stderr")
+    parser.add_argument(
+        "--skip-peer",
+        action="store_true",
+        help="do not measure the hand-written peer machine (peer_steps_per_s, peer_ratio, "
+        "time to first failure on the mutants)",
+    )
+    parser.add_argument(
+        "--ci-rounds",
+        type=int,
+        default=None,
+        help="alternating 1-worker/2-worker `conformance run --profile ci` rounds for ci_wall_s "
+        "and workers_speedup (default 3; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--peer-rounds",
+        type=int,
+        default=None,
+        help="alternating kit/peer rounds for peer_ratio (default 3; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--peer-seeds",
+        type=int,
+        default=None,
+        help="also compare kit and peer once at each of this many seeds from --seed on, for "
+        "peer_ratio_over_seeds (default 5; 0 leaves it out; 2 with --quick)",
+    )
+    parser.add_argument(
+        "--cprofile",
+        metavar="FILE",
+        help="after the measurements, profile one more (untimed) kit run with cProfile, "
+        "write the stats to FILE and print the top functions to stderr",
+    )
     args = parser.parse_args(argv)
 
     sizes = dict(QUICK if args.quick else FULL)
@@ -924,36 +1179,54 @@ def main(argv: list[str] | None = None) -> int:
         kit_runs, bare_runs = [], []
         for repeat in range(max(1, args.repeats)):
             log(f"kit stateful run, profile {profile}, seed {seed} ({repeat + 1}/{args.repeats})")
-            kit_runs.append(with_retries(lambda: measure_kit(profile, seed), args.attempts, "kit",
-                                         _rate_from_aborted))
+            kit_runs.append(with_retries(lambda: measure_kit(profile, seed), args.attempts, "kit", _rate_from_aborted))
             log(f"bare stateful run, profile {profile}, seed {seed} ({repeat + 1}/{args.repeats})")
-            bare_runs.append(with_retries(lambda: measure_bare(profile, seed, args.bare_concurrency),
-                                          args.attempts, "bare", _rate_from_aborted))
+            bare_runs.append(
+                with_retries(
+                    lambda: measure_bare(profile, seed, args.bare_concurrency),
+                    args.attempts,
+                    "bare",
+                    _rate_from_aborted,
+                )
+            )
         kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
         bare_sps = statistics.median(r["steps_per_s"] for r in bare_runs)
         # The same reference, the same kit, through the stdio protocol. The stdio
         # example answers one request at a time (no concurrent groups), so the
         # in-process side is measured again under the same capability.
         log(f"kit stateful run through stdio ({STDIO_EXAMPLE.relative_to(ROOT)}), profile {profile}, seed {seed}")
-        stdio = with_retries(lambda: measure_kit(profile, seed, f"{shlex.quote(sys.executable)} "
-                                                                f"{shlex.quote(str(STDIO_EXAMPLE))}"),
-                             args.attempts, "stdio", _rate_from_aborted)
+        stdio = with_retries(
+            lambda: measure_kit(profile, seed, f"{shlex.quote(sys.executable)} {shlex.quote(str(STDIO_EXAMPLE))}"),
+            args.attempts,
+            "stdio",
+            _rate_from_aborted,
+        )
         log(f"kit stateful run in process, concurrency off, profile {profile}, seed {seed}")
-        inproc = with_retries(lambda: measure_kit(profile, seed, one_at_a_time=True),
-                              args.attempts, "in-process (no concurrency)", _rate_from_aborted)
+        inproc = with_retries(
+            lambda: measure_kit(profile, seed, one_at_a_time=True),
+            args.attempts,
+            "in-process (no concurrency)",
+            _rate_from_aborted,
+        )
         model = measure_model(sizes["model_sizes"], sizes["model_reps"], sizes["model_rounds"])
         ci = workers = cli = None
         if not args.skip_ci_run:
-            ci, workers = measure_ci_rounds(max(1, args.ci_rounds or (1 if args.quick else 3)), args.attempts,
-                                            with_workers=not args.skip_workers)
+            ci, workers = measure_ci_rounds(
+                max(1, args.ci_rounds or (1 if args.quick else 3)), args.attempts, with_workers=not args.skip_workers
+            )
         if workers is not None:
             log("conformance run spec/async-command.yaml --profile ci --workers 2 (the CLI reference)")
-            cli = with_retries(lambda: measure_ci_run("spec/async-command.yaml", workers=2), args.attempts,
-                               "CLI reference ci run, 2 workers", lambda failed: {"wall_s": None})
+            cli = with_retries(
+                lambda: measure_ci_run("spec/async-command.yaml", workers=2),
+                args.attempts,
+                "CLI reference ci run, 2 workers",
+                lambda failed: {"wall_s": None},
+            )
         peer = ttff = peer_seeds = None
         if not args.skip_peer:
-            peer = measure_peer_rounds(profile, seed, max(1, args.peer_rounds or (1 if args.quick else 3)),
-                                       args.attempts)
+            peer = measure_peer_rounds(
+                profile, seed, max(1, args.peer_rounds or (1 if args.quick else 3)), args.attempts
+            )
             ttff = measure_ttff(profile, seed)
             count = args.peer_seeds if args.peer_seeds is not None else (2 if args.quick else 5)
             if count > 0:
@@ -983,8 +1256,11 @@ def main(argv: list[str] | None = None) -> int:
         "kit_ttff_median_s": _round(ttff["kit_ttff_median_s"]) if ttff else None,
         "peer_ttff_median_s": _round(ttff["peer_ttff_median_s"]) if ttff else None,
         "ttff_ratio": _round(ttff["ratio"]) if ttff else None,
-        "workers_speedup": (round(ci["wall_s"] / workers["wall_s"], 4) if ci and workers and ci["wall_s"]
-                            and workers["wall_s"] else None),
+        "workers_speedup": (
+            round(ci["wall_s"] / workers["wall_s"], 4)
+            if ci and workers and ci["wall_s"] and workers["wall_s"]
+            else None
+        ),
         "cli_ci_wall_s": None if cli is None or cli["wall_s"] is None else round(cli["wall_s"], 3),
         "trace_events": traces["full"]["events"] if traces else None,
         "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
@@ -992,29 +1268,46 @@ def main(argv: list[str] | None = None) -> int:
         "trace_rss_ratio_vs_tenth": traces["rss_ratio_vs_tenth"] if traces else None,
         "targets": TARGETS,
         "meets_targets": {},
-        "machine": {**{k: v for k, v in machine.items() if k != "load_average"},
-                    "load_average_at_start": machine["load_average"],
-                    "load_average_at_end": machine_info()["load_average"]},
+        "machine": {
+            **{k: v for k, v in machine.items() if k != "load_average"},
+            "load_average_at_start": machine["load_average"],
+            "load_average_at_end": machine_info()["load_average"],
+        },
         "seed": seed,
         "quick": bool(args.quick),
         "settings": {
             "profile": profile,
             "max_examples": PROFILES[profile]["max_examples"],
             "stateful_step_count": PROFILES[profile]["stateful_step_count"],
-            "hypothesis": {"deadline": None, "database": None, "verbosity": "quiet",
-                           "suppress_health_check": "all", "report_multiple_bugs": False},
+            "hypothesis": {
+                "deadline": None,
+                "database": None,
+                "verbosity": "quiet",
+                "suppress_health_check": "all",
+                "report_multiple_bugs": False,
+            },
             "bare_concurrency": args.bare_concurrency,
             "repeats": max(1, args.repeats),
             "attempts": args.attempts,
             "warmup_examples": sizes["warmup_examples"],
-            "model": {"live_jobs": list(sizes["model_sizes"]), "jobs_per_thread": JOBS_PER_THREAD,
-                      "mix": MIX_OPERATIONS, "reps_per_round": sizes["model_reps"],
-                      "rounds": sizes["model_rounds"], "statistic": "median round"},
+            "model": {
+                "live_jobs": list(sizes["model_sizes"]),
+                "jobs_per_thread": JOBS_PER_THREAD,
+                "mix": MIX_OPERATIONS,
+                "reps_per_round": sizes["model_reps"],
+                "rounds": sizes["model_rounds"],
+                "statistic": "median round",
+            },
             "ci_command": "conformance run spec/thread-jobs.yaml --profile ci --report-dir <tmp>",
-            "peer": None if peer is None else {
-                "rounds": peer["rounds"], "order": "kit, peer, kit, peer, ...", "statistic": "median round",
+            "peer": None
+            if peer is None
+            else {
+                "rounds": peer["rounds"],
+                "order": "kit, peer, kit, peer, ...",
+                "statistic": "median round",
                 "ttff": "per mutant: kit exploration (shrink_s=0) then peer (phases without shrink), same seed "
-                        "and budget; a side that finds nothing counts as infinitely slow for the median"},
+                "and budget; a side that finds nothing counts as infinitely slow for the median",
+            },
         },
         "details": {
             "kit": {**kit_runs[len(kit_runs) // 2], "runs": kit_runs} if len(kit_runs) > 1 else kit_runs[0],

@@ -7,6 +7,7 @@ thread's jobs every tenth job. Each answer is written as the reference gave
 it, so the trace conforms and every line is checked for real; ids never
 repeat, so the model keeps working through retention the whole way.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,26 @@ def write_trace(path: Path, events: int) -> int:
     adapter.reset(0)
     written, now = 0, 0
     with path.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"trace": 1, "spec": {"id": "thread-jobs", "version": "1.0.0"},
-                              "profile": me.get("profile"), "parameters": me.get("parameters") or {},
-                              "implementation": {"name": me["name"], "version": me.get("version")},
-                              "clock": "virtual", "source": "benchmarks/trace_load.py"}) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "trace": 1,
+                    "spec": {"id": "thread-jobs", "version": "1.0.0"},
+                    "profile": me.get("profile"),
+                    "parameters": me.get("parameters") or {},
+                    "implementation": {"name": me["name"], "version": me.get("version")},
+                    "clock": "virtual",
+                    "source": "benchmarks/trace_load.py",
+                }
+            )
+            + "\n"
+        )
 
         def call(operation: str, args: dict) -> None:
             nonlocal written
-            out.write(json.dumps({"call": operation, "args": args, **adapter.call(operation, args),
-                                  "at_ms": now}) + "\n")
+            out.write(
+                json.dumps({"call": operation, "args": args, **adapter.call(operation, args), "at_ms": now}) + "\n"
+            )
             written += 1
 
         for thread in range(4):
@@ -40,8 +52,9 @@ def write_trace(path: Path, events: int) -> int:
         job = 0
         while written < events:
             thread = f"t{job % 4}"
-            call("start_job", {"thread_id": thread, "tool_call_id": f"c{job}", "tool_name": "build",
-                               "job_id": f"j{job}"})
+            call(
+                "start_job", {"thread_id": thread, "tool_call_id": f"c{job}", "tool_name": "build", "job_id": f"j{job}"}
+            )
             now += 1
             out.write(json.dumps({"clock_ms": now, "effects": adapter.set_clock(now) or []}) + "\n")
             written += 1

@@ -9,23 +9,37 @@ implementation (Python, stdio, command line), ``conformance.engine`` judges it,
 ``mutants`` are the front doors. Names load lazily, so that an implementation
 importing ``Adapter`` pulls in nothing else of the kit.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
 __all__ = [
-    "Adapter", "EffectRecorder", "error_response", "result_response",
-    "RunConfig", "run_conformance", "conformance_suite", "ConformanceError",
-    "resolve_spec", "bundled_specs", "exploration_testcase",
+    "Adapter",
+    "EffectRecorder",
+    "error_response",
+    "result_response",
+    "RunConfig",
+    "run_conformance",
+    "conformance_suite",
+    "ConformanceError",
+    "resolve_spec",
+    "bundled_specs",
+    "exploration_testcase",
 ]
 
 _WHERE = {
-    "Adapter": "conformance.adapters.adapter", "EffectRecorder": "conformance.adapters.adapter",
-    "error_response": "conformance.adapters.adapter", "result_response": "conformance.adapters.adapter",
-    "RunConfig": "conformance.engine.runner", "run_conformance": "conformance.engine.runner",
-    "conformance_suite": "conformance.pytest_plugin", "ConformanceError": "conformance.errors",
-    "resolve_spec": "conformance.specs", "bundled_specs": "conformance.specs",
+    "Adapter": "conformance.adapters.adapter",
+    "EffectRecorder": "conformance.adapters.adapter",
+    "error_response": "conformance.adapters.adapter",
+    "result_response": "conformance.adapters.adapter",
+    "RunConfig": "conformance.engine.runner",
+    "run_conformance": "conformance.engine.runner",
+    "conformance_suite": "conformance.pytest_plugin",
+    "ConformanceError": "conformance.errors",
+    "resolve_spec": "conformance.specs",
+    "bundled_specs": "conformance.specs",
     "exploration_testcase": "conformance.fuzzing",
 }
 

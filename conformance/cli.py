@@ -3,6 +3,7 @@
 Exit codes: 0 the implementation conforms (or the spec is valid, or every
 mutant was killed); 1 it does not; 2 a usage, spec or adapter-loading error.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,13 @@ from rich.text import Text
 from statemachines import SpecError, load_spec
 
 from .engine import runner as R
-from .errors import AdapterLoadError, ConformanceError
-from .progress import NORMAL, QUIET, VERBOSE, BarProgress, progress_for
-from .specs import SpecNotFound, bundled_specs, resolve_spec, spec_target_problem
 from .engine.session import DEFAULT_TIMEOUT_S
 from .engine.stateful import PROFILES
+from .errors import AdapterLoadError, ConformanceError
+from .progress import NORMAL, QUIET, VERBOSE, progress_for
 from .scaffold import TRANSPORTS
 from .schema_files import SCHEMA_NAMES
+from .specs import SpecNotFound, bundled_specs, resolve_spec, spec_target_problem
 
 __all__ = ["main", "cli"]
 
@@ -81,11 +82,12 @@ def _finish(report: dict, level: int = NORMAL) -> None:
     else:
         try:
             render_console_summary(report, console)
-        except Exception as exc:  # noqa: BLE001 - the reports are written; the verdict and its exit code stand
-            errors.print(f"error: the console summary failed ({type(exc).__name__}: {exc}); the reports hold "
-                         f"every detail", markup=False)
-            console.print(f"Verdict: {str(report['verdict']).upper()}  (exit code {report['exit_code']})",
-                          markup=False)
+        except Exception as exc:
+            errors.print(
+                f"error: the console summary failed ({type(exc).__name__}: {exc}); the reports hold every detail",
+                markup=False,
+            )
+            console.print(f"Verdict: {str(report['verdict']).upper()}  (exit code {report['exit_code']})", markup=False)
     if level > QUIET:
         _say_output_was_captured(report)
     paths = report.get("_paths") or {}
@@ -103,37 +105,70 @@ def _say_output_was_captured(report: dict) -> None:
         cases.append(report["stateful"]["output"])
     if cases:
         written = sum(case.get("stdout_bytes", 0) + case.get("stderr_bytes", 0) for case in cases)
-        console.print(f"the implementation printed {written} bytes to stdout/stderr in {len(cases)} case(s): kept "
-                      f"in report.json (`output` of each case), not shown here", markup=False, style="dim")
+        console.print(
+            f"the implementation printed {written} bytes to stdout/stderr in {len(cases)} case(s): kept "
+            f"in report.json (`output` of each case), not shown here",
+            markup=False,
+            style="dim",
+        )
 
 
 adapter_options = [
-    click.option("--adapter", "adapter", metavar="MODULE:ATTR",
-                 help="The implementation's adapter (an Adapter class or factory). "
-                      "Default: the spec's bundled reference implementation."),
-    click.option("--adapter-opt", "adapter_opts", multiple=True, metavar="KEY=VALUE",
-                 help="Keyword option passed to the adapter (repeatable)."),
-    click.option("--adapter-cmd", "adapter_cmd", metavar="COMMAND",
-                 help="Run the implementation as a program speaking the stdio adapter protocol "
-                      "(`conformance docs adapter-protocol`), e.g. \"node my-adapter.js\". Not with --adapter."),
-    click.option("--adapter-cli", "adapter_cli", metavar="CONFIG", type=click.Path(dir_okay=False),
-                 help="Run a command-line tool as the implementation, one invocation per operation, as the "
-                      "config file says (`conformance docs command-adapter`). --adapter-opt sets its profile and vars."),
-    click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
-                 show_default=True, help="Seconds one operation may take before it counts as hung."),
+    click.option(
+        "--adapter",
+        "adapter",
+        metavar="MODULE:ATTR",
+        help="The implementation's adapter (an Adapter class or factory). "
+        "Default: the spec's bundled reference implementation.",
+    ),
+    click.option(
+        "--adapter-opt",
+        "adapter_opts",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Keyword option passed to the adapter (repeatable).",
+    ),
+    click.option(
+        "--adapter-cmd",
+        "adapter_cmd",
+        metavar="COMMAND",
+        help="Run the implementation as a program speaking the stdio adapter protocol "
+        "(`conformance docs adapter-protocol`), e.g. \"node my-adapter.js\". Not with --adapter.",
+    ),
+    click.option(
+        "--adapter-cli",
+        "adapter_cli",
+        metavar="CONFIG",
+        type=click.Path(dir_okay=False),
+        help="Run a command-line tool as the implementation, one invocation per operation, as the "
+        "config file says (`conformance docs command-adapter`). --adapter-opt sets its profile and vars.",
+    ),
+    click.option(
+        "--timeout",
+        "timeout_s",
+        type=_Seconds(),
+        default=DEFAULT_TIMEOUT_S,
+        show_default=True,
+        help="Seconds one operation may take before it counts as hung.",
+    ),
 ]
 
 
 deviations_option = click.option(
-    "--deviations", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    "--deviations",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
     help="A deviations file: differences your team accepts and inputs not to send, each with a reason and an "
-         "optional expiry date; every report lists them (`conformance docs deviations`).")
+    "optional expiry date; every report lists them (`conformance docs deviations`).",
+)
 
 
 def _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli=None) -> None:
     if adapter_cmd is not None and (adapter or adapter_opts or adapter_cli):
-        raise click.UsageError("--adapter-cmd runs a program; it cannot be combined with --adapter, --adapter-opt "
-                               "or --adapter-cli")
+        raise click.UsageError(
+            "--adapter-cmd runs a program; it cannot be combined with --adapter, --adapter-opt or --adapter-cli"
+        )
     if adapter_cli is not None and adapter:
         raise click.UsageError("--adapter-cli runs a command-line tool; it cannot be combined with --adapter")
 
@@ -146,8 +181,10 @@ def _spec_file(spec: str) -> str:
     except SpecNotFound as exc:
         raise click.UsageError(str(exc)) from None
     if not os.path.exists(path):
-        raise click.UsageError(f"cannot read spec {spec}: no such file (give a spec file, or the name of an "
-                               f"installed spec: `conformance specs` lists them)")
+        raise click.UsageError(
+            f"cannot read spec {spec}: no such file (give a spec file, or the name of an "
+            f"installed spec: `conformance specs` lists them)"
+        )
     return path
 
 
@@ -168,6 +205,7 @@ def _with(options):
         for option in reversed(options):
             fn = option(fn)
         return fn
+
     return decorate
 
 
@@ -180,49 +218,131 @@ def cli() -> None:
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @_with(adapter_options)
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True,
-              help="How much stateful exploration: quick, ci or deep.")
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default="ci",
+    show_default=True,
+    help="How much stateful exploration: quick, ci or deep.",
+)
 @click.option("--seed", default="1", show_default=True, help="Seed of the exploration (a number, or 'random').")
-@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
-              help="Where report.json, junit.xml and summary.md are written.")
+@click.option(
+    "--report-dir",
+    default="reports",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where report.json, junit.xml and summary.md are written.",
+)
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
-@click.option("--min-coverage", "min_coverage", multiple=True, metavar="CATEGORY=PERCENT",
-              help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
-                   "error-kinds, policies, boundary-classes or races (repeatable), e.g. transitions=90.")
-@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
-                   "`conformance check-trace`, attach a failing one to a bug report).")
-@click.option("--max-failures", "max_failures", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="Distinct exploration failures to look for: after one, the exploration goes on with it "
-                   "accepted, and each distinct failure gets its own counterexample file (what an accepted "
-                   "failure leaves behind, later reads that differ because of it, is not counted again).")
-@click.option("--example-db", "example_db", default=None, metavar="DIR",
-              help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
-                   "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).")
-@click.option("--race-runs", "race_runs", type=click.IntRange(1, 1000), default=20, show_default=True,
-              help="How many times each scenario that races calls runs (unless it sets `race_runs:`): a "
-                   "lost-update race may pass one run and fail the next.")
-@click.option("--workers", "workers", default=None, metavar="N|auto",
-              help="Run in N worker processes, each a part of the scenario matrix and of the exploration's examples "
-                   "(its own seed, derived from --seed), merged into one report; 1 runs everything in this process. "
-                   "Default: $CONFORMANCE_WORKERS, else 'auto': the cores available. The implementation is "
-                   "started once per worker: say --workers 1 when it cannot run twice side by side (docs/ci.md).")
-@click.option("--shard", "shard", default=None, metavar="I/N",
-              help="Run only part I of N (for N CI jobs): 1/N of the scenarios (split by estimated cost) and 1/N of "
-                   "the exploration's examples; "
-                   "the report is partial: combine the N with `conformance merge-reports` (docs/ci.md).")
-@click.option("--example-db-base", "example_db_base", default=None, hidden=True,
-              help="Where the default example databases go (workers: the final report directory's).")
-@click.option("--scenario-claims", "scenario_claims", default=None, hidden=True, type=click.Path(file_okay=False),
-              help="A directory the workers of one run share: run each scenario not claimed there yet, the "
-                   "cheapest after this part of the exploration (workers: their temporary directory's).")
+@click.option(
+    "--min-coverage",
+    "min_coverage",
+    multiple=True,
+    metavar="CATEGORY=PERCENT",
+    help="Fail (exit 1) when the run exercised less of a category: transitions, states, operations, "
+    "error-kinds, policies, boundary-classes or races (repeatable), e.g. transitions=90.",
+)
+@click.option(
+    "--record",
+    "record_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write the trace of every scenario as it ran to DIR/<id>.jsonl (re-check it offline with "
+    "`conformance check-trace`, attach a failing one to a bug report).",
+)
+@click.option(
+    "--max-failures",
+    "max_failures",
+    type=click.IntRange(1, 50),
+    default=3,
+    show_default=True,
+    help="Distinct exploration failures to look for: after one, the exploration goes on with it "
+    "accepted, and each distinct failure gets its own counterexample file (what an accepted "
+    "failure leaves behind, later reads that differ because of it, is not counted again).",
+)
+@click.option(
+    "--example-db",
+    "example_db",
+    default=None,
+    metavar="DIR",
+    help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
+    "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).",
+)
+@click.option(
+    "--race-runs",
+    "race_runs",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="How many times each scenario that races calls runs (unless it sets `race_runs:`): a "
+    "lost-update race may pass one run and fail the next.",
+)
+@click.option(
+    "--workers",
+    "workers",
+    default=None,
+    metavar="N|auto",
+    help="Run in N worker processes, each a part of the scenario matrix and of the exploration's examples "
+    "(its own seed, derived from --seed), merged into one report; 1 runs everything in this process. "
+    "Default: $CONFORMANCE_WORKERS, else 'auto': the cores available. The implementation is "
+    "started once per worker: say --workers 1 when it cannot run twice side by side (docs/ci.md).",
+)
+@click.option(
+    "--shard",
+    "shard",
+    default=None,
+    metavar="I/N",
+    help="Run only part I of N (for N CI jobs): 1/N of the scenarios (split by estimated cost) and 1/N of "
+    "the exploration's examples; "
+    "the report is partial: combine the N with `conformance merge-reports` (docs/ci.md).",
+)
+@click.option(
+    "--example-db-base",
+    "example_db_base",
+    default=None,
+    hidden=True,
+    help="Where the default example databases go (workers: the final report directory's).",
+)
+@click.option(
+    "--scenario-claims",
+    "scenario_claims",
+    default=None,
+    hidden=True,
+    type=click.Path(file_okay=False),
+    help="A directory the workers of one run share: run each scenario not claimed there yet, the "
+    "cheapest after this part of the exploration (workers: their temporary directory's).",
+)
 @_with([deviations_option])
 @_with(verbosity_options)
-def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, report_dir, only,
-        no_scenarios, no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, workers, shard,
-        example_db_base, scenario_claims, deviations, quiet, verbose):
+def run(
+    spec,
+    adapter,
+    adapter_opts,
+    adapter_cmd,
+    adapter_cli,
+    timeout_s,
+    profile,
+    seed,
+    report_dir,
+    only,
+    no_scenarios,
+    no_stateful,
+    min_coverage,
+    record_dir,
+    max_failures,
+    example_db,
+    race_runs,
+    workers,
+    shard,
+    example_db_base,
+    scenario_claims,
+    deviations,
+    quiet,
+    verbose,
+):
     """Check an implementation against SPEC: the scenario matrix, then a
     Hypothesis stateful exploration generated from the spec.
 
@@ -258,46 +378,122 @@ def run(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profil
         raise click.UsageError(str(exc)) from None
     if parts is not None and worker_count > 1:
         if workers is not None:
-            raise click.UsageError("--shard runs one part of a run in this process; --workers splits a run itself: "
-                                   "give one of them (or --workers 1 with --shard)")
+            raise click.UsageError(
+                "--shard runs one part of a run in this process; --workers splits a run itself: "
+                "give one of them (or --workers 1 with --shard)"
+            )
         worker_count = 1  # CONFORMANCE_WORKERS does not split a shard again
     if workers is None and only:  # named scenarios only: no worker without a scenario of its own
         worker_count = min(worker_count, len(set(only)))
     seed_value = _parse_seed(seed)
     if worker_count > 1:
-        _run_in_workers(worker_count, level, spec=spec, report_dir=report_dir, profile=profile, seed=seed_value,
-                        only=only, no_scenarios=no_scenarios, no_stateful=no_stateful, example_db=example_db,
-                        args=_worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile,
-                                          seed_value, only, no_scenarios, no_stateful, min_coverage, record_dir,
-                                          max_failures, example_db, race_runs, deviations))
+        _run_in_workers(
+            worker_count,
+            level,
+            spec=spec,
+            report_dir=report_dir,
+            profile=profile,
+            seed=seed_value,
+            only=only,
+            no_scenarios=no_scenarios,
+            no_stateful=no_stateful,
+            example_db=example_db,
+            args=_worker_args(
+                spec,
+                adapter,
+                adapter_opts,
+                adapter_cmd,
+                adapter_cli,
+                timeout_s,
+                profile,
+                seed_value,
+                only,
+                no_scenarios,
+                no_stateful,
+                min_coverage,
+                record_dir,
+                max_failures,
+                example_db,
+                race_runs,
+                deviations,
+            ),
+        )
         return
-    config = R.RunConfig(min_coverage=minimums, spec_path=spec, adapter=adapter, adapter_options=options, adapter_cmd=adapter_cmd,
-                         adapter_cli=adapter_cli, profile=profile,
-                         seed=seed_value, report_dir=report_dir, only=tuple(only), shard=parts,
-                         example_db_base=example_db_base,
-                         scenarios=not no_scenarios, stateful=not no_stateful, timeout_s=timeout_s,
-                         record_dir=record_dir, deviations=deviations, example_db=example_db,
-                         max_failures=max_failures, race_runs=race_runs, scenario_claims=scenario_claims)
+    config = R.RunConfig(
+        min_coverage=minimums,
+        spec_path=spec,
+        adapter=adapter,
+        adapter_options=options,
+        adapter_cmd=adapter_cmd,
+        adapter_cli=adapter_cli,
+        profile=profile,
+        seed=seed_value,
+        report_dir=report_dir,
+        only=tuple(only),
+        shard=parts,
+        example_db_base=example_db_base,
+        scenarios=not no_scenarios,
+        stateful=not no_stateful,
+        timeout_s=timeout_s,
+        record_dir=record_dir,
+        deviations=deviations,
+        example_db=example_db,
+        max_failures=max_failures,
+        race_runs=race_runs,
+        scenario_claims=scenario_claims,
+    )
     config.output_capture = _capture_implementation_output()
     with progress_for(console, errors, level) as progress:
         report = R.run_conformance(config, progress)
     _finish(report, level)
 
 
-def _worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, profile, seed, only, no_scenarios,
-                 no_stateful, min_coverage, record_dir, max_failures, example_db, race_runs, deviations) -> list[str]:
+def _worker_args(
+    spec,
+    adapter,
+    adapter_opts,
+    adapter_cmd,
+    adapter_cli,
+    timeout_s,
+    profile,
+    seed,
+    only,
+    no_scenarios,
+    no_stateful,
+    min_coverage,
+    record_dir,
+    max_failures,
+    example_db,
+    race_runs,
+    deviations,
+) -> list[str]:
     """The arguments of ``conformance run`` each worker gets (it adds --shard and --report-dir)."""
     args = [spec]
     if adapter is not None:
         args += ["--adapter", adapter]
     for option in adapter_opts:
         args += ["--adapter-opt", option]
-    for flag, value in (("--adapter-cmd", adapter_cmd), ("--adapter-cli", adapter_cli), ("--record", record_dir),
-                        ("--example-db", example_db), ("--deviations", deviations)):
+    for flag, value in (
+        ("--adapter-cmd", adapter_cmd),
+        ("--adapter-cli", adapter_cli),
+        ("--record", record_dir),
+        ("--example-db", example_db),
+        ("--deviations", deviations),
+    ):
         if value is not None:
             args += [flag, value]
-    args += ["--timeout", repr(timeout_s), "--profile", profile, "--seed", str(seed), "--max-failures",
-             str(max_failures), "--race-runs", str(race_runs)]
+    args += [
+        "--timeout",
+        repr(timeout_s),
+        "--profile",
+        profile,
+        "--seed",
+        str(seed),
+        "--max-failures",
+        str(max_failures),
+        "--race-runs",
+        str(race_runs),
+    ]
     for scenario_id in only:
         args += ["--scenario", scenario_id]
     for gate in min_coverage:
@@ -306,8 +502,9 @@ def _worker_args(spec, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_
     return args
 
 
-def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, only, no_scenarios, no_stateful,
-                    example_db, args) -> None:
+def _run_in_workers(
+    count: int, level: int, *, spec, report_dir, profile, seed, only, no_scenarios, no_stateful, example_db, args
+) -> None:
     """``run --workers N``: N shards of this run in worker processes, merged (conformance/workers.py)."""
     from .workers import run_in_workers, start_workers
 
@@ -334,12 +531,19 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
     except (AttributeError, OSError):  # no nice on this system, or not allowed
         pass
     try:
-        scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios
-                                                               if not only or s.id in only]
+        scenarios = [] if no_scenarios or loaded is None else [s for s in loaded.scenarios if not only or s.id in only]
         examples = 0 if no_stateful or only else PROFILES[profile]["max_examples"]
         with progress_for(console, errors, level) as progress:
-            report = run_in_workers(args, count, report_dir, progress, scenarios_total=len(scenarios),
-                                    examples_total=examples, spec=loaded, begun=begun)
+            report = run_in_workers(
+                args,
+                count,
+                report_dir,
+                progress,
+                scenarios_total=len(scenarios),
+                examples_total=examples,
+                spec=loaded,
+                begun=begun,
+            )
     except BaseException:
         for worker in begun.workers:
             if worker.running():
@@ -351,9 +555,14 @@ def _run_in_workers(count: int, level: int, *, spec, report_dir, profile, seed, 
 @cli.command("merge-reports")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.argument("shards", nargs=-1, required=True, type=click.Path())
-@click.option("--spec", "spec_name", default=None, metavar="SPEC",
-              help="The spec the shards ran (a file or an installed spec's name); default: the path their reports "
-                   "name, read from here.")
+@click.option(
+    "--spec",
+    "spec_name",
+    default=None,
+    metavar="SPEC",
+    help="The spec the shards ran (a file or an installed spec's name); default: the path their reports "
+    "name, read from here.",
+)
 @_with(verbosity_options)
 def merge_reports_command(out_dir, shards, spec_name, quiet, verbose):
     """Combine the reports of the shards of one run (`conformance run --shard
@@ -373,8 +582,10 @@ def merge_reports_command(out_dir, shards, spec_name, quiet, verbose):
     target = os.path.realpath(out_dir)
     for _, directory in loaded:
         if os.path.realpath(directory) == target:
-            raise click.UsageError(f"OUT_DIR {out_dir} is the report directory of a shard; write the merged "
-                                   f"report to a directory of its own")
+            raise click.UsageError(
+                f"OUT_DIR {out_dir} is the report directory of a shard; write the merged "
+                f"report to a directory of its own"
+            )
     spec = None
     if spec_name is not None:
         try:
@@ -409,10 +620,18 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
 
     _spec_file(spec)
     _check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
-    config = R.RunConfig(spec_path=spec, adapter=adapter, adapter_options=parse_options(adapter_opts),
-                         adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
-                         report_dir=report_dir, stateful=False, replay_file=steps_file, timeout_s=timeout_s,
-                         deviations=deviations)
+    config = R.RunConfig(
+        spec_path=spec,
+        adapter=adapter,
+        adapter_options=parse_options(adapter_opts),
+        adapter_cmd=adapter_cmd,
+        adapter_cli=adapter_cli,
+        report_dir=report_dir,
+        stateful=False,
+        replay_file=steps_file,
+        timeout_s=timeout_s,
+        deviations=deviations,
+    )
     config.output_capture = _capture_implementation_output()
     report = R.run_conformance(config)
     _finish(report)
@@ -463,8 +682,9 @@ def _including_specs(fragment: str) -> list[str]:
         except SpecError:
             continue
         includes = data.get("include") if isinstance(data, dict) else None
-        if isinstance(includes, list) and any(isinstance(name, str) and (candidate.parent / name).resolve() == target
-                                              for name in includes):
+        if isinstance(includes, list) and any(
+            isinstance(name, str) and (candidate.parent / name).resolve() == target for name in includes
+        ):
             found.append(str(Path(fragment).parent / candidate.name))
     return found
 
@@ -500,9 +720,13 @@ def validate(specs):
             for problem in exc.problems:
                 errors.print(Text(f"  {problem}"))
             continue
-        console.print(Text("✓ ", style="green") + Text(
-            f"{given}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
-            f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"))
+        console.print(
+            Text("✓ ", style="green")
+            + Text(
+                f"{given}: {spec.id} {spec.version} — {len(spec.lifecycle.states)} states, {len(spec.operations)} "
+                f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"
+            )
+        )
     sys.exit(2 if bad else 0)
 
 
@@ -533,8 +757,10 @@ def lint(specs, strict, as_json, show_suppressed):
     reports = [lint_spec(path) for path in specs if path not in fragments]
     if not as_json:
         for path in fragments:
-            console.print(Text("· ", style="dim") + Text(f"{path}: a fragment (no `format:`), linted as part of "
-                                                          f"the spec that includes it"))
+            console.print(
+                Text("· ", style="dim")
+                + Text(f"{path}: a fragment (no `format:`), linted as part of the spec that includes it")
+            )
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
@@ -551,10 +777,16 @@ def lint(specs, strict, as_json, show_suppressed):
                     console.print(Text(f"    hint: {finding.hint}", style="dim"))
                 if finding.suppressed is not None:
                     console.print(Text(f"    suppressed: {' '.join(finding.suppressed.split())}", style="dim"))
-            mark = Text("✗ ", style="red") if report.problems else (Text("! ", style="yellow") if report.active
-                                                                      else Text("✓ ", style="green"))
-            tail = (f"does not load ({len(report.problems)} problem(s)); run `conformance validate`"
-                    if report.problems else f"{len(report.active)} finding(s), {len(report.suppressed)} suppressed")
+            mark = (
+                Text("✗ ", style="red")
+                if report.problems
+                else (Text("! ", style="yellow") if report.active else Text("✓ ", style="green"))
+            )
+            tail = (
+                f"does not load ({len(report.problems)} problem(s)); run `conformance validate`"
+                if report.problems
+                else f"{len(report.active)} finding(s), {len(report.suppressed)} suppressed"
+            )
             console.print(mark + Text(f"{report.path}: {tail}"))
     if any(r.problems or any(f.severity == "error" for f in r.findings) for r in reports):
         sys.exit(2)
@@ -568,8 +800,9 @@ def lint(specs, strict, as_json, show_suppressed):
 @click.option("--rev", metavar="GITREV", help="Compare OLD as it was at this git revision with OLD as it is now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON instead of Markdown.")
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Also write the Markdown to this file.")
-@click.option("--check-version", is_flag=True,
-              help="Exit 1 when the new version is bumped less than the changes call for.")
+@click.option(
+    "--check-version", is_flag=True, help="Exit 1 when the new version is bumped less than the changes call for."
+)
 def diff(old, new, rev, as_json, output, check_version):
     """What changed between two versions of a spec (OLD NEW, or OLD --rev GITREV),
     whether each change makes it stricter, looser or neither for implementations,
@@ -601,18 +834,30 @@ def diff(old, new, rev, as_json, output, check_version):
 
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="ci", show_default=True,
-              help="How much stateful exploration: quick, ci or deep.")
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default="ci",
+    show_default=True,
+    help="How much stateful exploration: quick, ci or deep.",
+)
 @click.option("--seed", default="1", show_default=True)
 @click.option("--only", "only", multiple=True, metavar="NAME", help="Run only these mutants.")
-@click.option("--adapter-opt", "adapter_opts", multiple=True, metavar="KEY=VALUE",
-              help="Keyword option passed to every mutant, as `conformance run` passes it to the reference "
-                   "(repeatable); profile=NAME checks the mutants under that profile of the spec.")
-@click.option("--all-profiles", is_flag=True,
-              help="Run every mutant under the spec's defaults and under each profile of the spec its "
-                   "implementation offers, one table per profile.")
-@click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S,
-              show_default=True)
+@click.option(
+    "--adapter-opt",
+    "adapter_opts",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Keyword option passed to every mutant, as `conformance run` passes it to the reference "
+    "(repeatable); profile=NAME checks the mutants under that profile of the spec.",
+)
+@click.option(
+    "--all-profiles",
+    is_flag=True,
+    help="Run every mutant under the spec's defaults and under each profile of the spec its "
+    "implementation offers, one table per profile.",
+)
+@click.option("--timeout", "timeout_s", type=_Seconds(), default=DEFAULT_TIMEOUT_S, show_default=True)
 def mutants(spec, profile, seed, only, adapter_opts, all_profiles, timeout_s):
     """Run the kit against every mutant SPEC ships (a file or an installed
     spec's name); exit 0 only if all are killed (in every profile run), 1 if
@@ -642,8 +887,10 @@ def mutants(spec, profile, seed, only, adapter_opts, all_profiles, timeout_s):
     if all_profiles and chosen_profile is not None:
         raise click.UsageError("give either --all-profiles or --adapter-opt profile=NAME, not both")
     if chosen_profile is not None and chosen_profile not in loaded.profiles:
-        raise click.UsageError(f"spec {loaded.id} has no profile {chosen_profile!r} (its profiles: "
-                               f"{', '.join(sorted(loaded.profiles)) or 'none'})")
+        raise click.UsageError(
+            f"spec {loaded.id} has no profile {chosen_profile!r} (its profiles: "
+            f"{', '.join(sorted(loaded.profiles)) or 'none'})"
+        )
     try:
         table_of_mutants = load_mutants(target)
     except AdapterLoadError as exc:
@@ -673,25 +920,38 @@ def mutants(spec, profile, seed, only, adapter_opts, all_profiles, timeout_s):
             if not console.is_terminal:
                 errors.print(f"progress: {label}", markup=False)
             with console.status(label) if console.is_terminal else _nothing():
-                results.append(run_mutant(spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s,
-                                          options=run_options))
+                results.append(
+                    run_mutant(
+                        spec, name, mutant, profile=profile, seed=seed_value, timeout_s=timeout_s, options=run_options
+                    )
+                )
         if results:
             applicable_anywhere += 1
             _print_mutants(results, f"Mutants of {loaded.id} under {under} (exploration {profile}, seed {seed_value})")
             survived += [f"{r.name}" + (f" ({spec_profile})" if spec_profile else "") for r in results if not r.killed]
         elif not not_applicable:  # each declares a profile of the spec by default, and runs under it
-            console.print(f"no mutant runs under {under}: each runs under the profile its implementation declares",
-                          highlight=False, markup=False)
+            console.print(
+                f"no mutant runs under {under}: each runs under the profile its implementation declares",
+                highlight=False,
+                markup=False,
+            )
         if not_applicable:
             names = ", ".join(name for name, _ in not_applicable)
-            console.print(f"not applicable under {under} (their implementation does not start with these options): "
-                          f"{names}; e.g. {not_applicable[0][1]}", highlight=False, markup=False)
+            console.print(
+                f"not applicable under {under} (their implementation does not start with these options): "
+                f"{names}; e.g. {not_applicable[0][1]}",
+                highlight=False,
+                markup=False,
+            )
     if not applicable_anywhere:
         errors.print("no mutant applies: none starts with these adapter options", markup=False)
         sys.exit(2)
     if len(runs) > 1:
-        console.print("every profile: " + (f"survived: {', '.join(survived)}" if survived else "all killed"),
-                      highlight=False, markup=False)
+        console.print(
+            "every profile: " + (f"survived: {', '.join(survived)}" if survived else "all killed"),
+            highlight=False,
+            markup=False,
+        )
     sys.exit(1 if survived else 0)
 
 
@@ -701,17 +961,23 @@ def _print_mutants(results: list, title: str) -> None:
     for column in ("mutant", "killed", "by scenarios", "by exploration alone", "bug"):
         table.add_column(column, overflow="fold")
     for r in results:
-        table.add_row(Text(r.name), Text("killed", style="green") if r.killed else Text("SURVIVED", style="red"),
-                      Text(", ".join(r.killed_by_scenarios)) if r.killed_by_scenarios
-                      else Text(f"error: {r.error}" if r.error else "—", style="red" if r.error else ""),
-                      Text(f"yes ({r.exploration_kind})") if r.found_by_exploration else Text("no", style="yellow"),
-                      Text(r.description))
+        table.add_row(
+            Text(r.name),
+            Text("killed", style="green") if r.killed else Text("SURVIVED", style="red"),
+            Text(", ".join(r.killed_by_scenarios))
+            if r.killed_by_scenarios
+            else Text(f"error: {r.error}" if r.error else "—", style="red" if r.error else ""),
+            Text(f"yes ({r.exploration_kind})") if r.found_by_exploration else Text("no", style="yellow"),
+            Text(r.description),
+        )
     console.print(table)
     survived = [r.name for r in results if not r.killed]
     missed = [r.name for r in results if not r.found_by_exploration]
-    console.print(f"{len(results) - len(survived)}/{len(results)} killed; exploration alone found "
-                  f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
-                  highlight=False)
+    console.print(
+        f"{len(results) - len(survived)}/{len(results)} killed; exploration alone found "
+        f"{len(results) - len(missed)}/{len(results)}" + (f"; survived: {', '.join(survived)}" if survived else ""),
+        highlight=False,
+    )
 
 
 @cli.command("specs")
@@ -727,14 +993,29 @@ def list_specs(as_json):
         try:
             spec = load_spec(entry.path)
         except SpecError as exc:
-            rows.append({"name": entry.name, "error": f"{len(exc.problems)} problem(s); run `conformance validate "
-                                                      f"{entry.name}`", "source": entry.source})
+            rows.append(
+                {
+                    "name": entry.name,
+                    "error": f"{len(exc.problems)} problem(s); run `conformance validate {entry.name}`",
+                    "source": entry.source,
+                }
+            )
             continue
-        rows.append({"name": entry.name, "id": spec.id, "version": spec.version, "title": spec.title,
-                     "profiles": sorted(spec.profiles), "operations": len(spec.operations),
-                     "scenarios": len(spec.scenarios), "reference": spec.implementations.get("reference"),
-                     "mutants": spec.implementations.get("mutants"), "source": entry.source,
-                     "path": str(entry.path)})
+        rows.append(
+            {
+                "name": entry.name,
+                "id": spec.id,
+                "version": spec.version,
+                "title": spec.title,
+                "profiles": sorted(spec.profiles),
+                "operations": len(spec.operations),
+                "scenarios": len(spec.scenarios),
+                "reference": spec.implementations.get("reference"),
+                "mutants": spec.implementations.get("mutants"),
+                "source": entry.source,
+                "path": str(entry.path),
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -745,8 +1026,14 @@ def list_specs(as_json):
         if "error" in row:
             table.add_row(Text(row["name"]), Text(row["error"], style="red"), Text(""), Text(""), Text(""), Text(""))
             continue
-        table.add_row(Text(row["name"]), Text(row["version"]), Text(", ".join(row["profiles"]) or "—"),
-                      Text(str(row["operations"])), Text(str(row["scenarios"])), Text(row["reference"] or "—"))
+        table.add_row(
+            Text(row["name"]),
+            Text(row["version"]),
+            Text(", ".join(row["profiles"]) or "—"),
+            Text(str(row["operations"])),
+            Text(str(row["scenarios"])),
+            Text(row["reference"] or "—"),
+        )
     console.print(table)
 
 
@@ -757,8 +1044,11 @@ def show_docs(name):
     command adapter's config, the contracts), or list them without NAME."""
     from importlib import resources
 
-    shipped = {entry.name.removesuffix(".md"): entry for entry in resources.files("conformance.docs").iterdir()
-               if entry.name.endswith(".md")}
+    shipped = {
+        entry.name.removesuffix(".md"): entry
+        for entry in resources.files("conformance.docs").iterdir()
+        if entry.name.endswith(".md")
+    }
     if name is None:
         for doc in sorted(shipped):
             first = shipped[doc].read_text(encoding="utf-8").lstrip().splitlines()[0].lstrip("# ")
@@ -781,11 +1071,22 @@ class _nothing:
 
 @cli.command()
 @click.argument("spec")
-@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="python", show_default=True,
-              help="python: an Adapter class in the kit's process; stdio-python / stdio-node: a program "
-                   "speaking the stdio protocol.")
-@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="Where to write the adapter and its pytest file.")
+@click.option(
+    "--transport",
+    type=click.Choice(list(TRANSPORTS)),
+    default="python",
+    show_default=True,
+    help="python: an Adapter class in the kit's process; stdio-python / stdio-node: a program "
+    "speaking the stdio protocol.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where to write the adapter and its pytest file.",
+)
 @click.option("--force", is_flag=True, help="Overwrite files the scaffold would replace.")
 def init(spec, transport, directory, force):
     """Write an adapter skeleton for SPEC (a bundled spec's name or a path) and a
@@ -812,12 +1113,20 @@ def init(spec, transport, directory, force):
     except ScaffoldError as exc:
         errors.print(f"error: {exc}", markup=False)
         sys.exit(2)
-    here = plan_scaffold(loaded, spec_ref, transport, python=shlex.quote(sys.executable),
-                         pytest=f"{shlex.quote(sys.executable)} -m pytest")
+    here = plan_scaffold(
+        loaded,
+        spec_ref,
+        transport,
+        python=shlex.quote(sys.executable),
+        pytest=f"{shlex.quote(sys.executable)} -m pytest",
+    )
     for file in written:
         console.print(Text("✓ ", style="green") + Text(f"wrote {file}"))
-    console.print(f"{len(loaded.operations)} operations of {loaded.id} {loaded.version} stubbed; each answers "
-                  f"not_implemented until you connect it. Run it now, from {directory}:", highlight=False)
+    console.print(
+        f"{len(loaded.operations)} operations of {loaded.id} {loaded.version} stubbed; each answers "
+        f"not_implemented until you connect it. Run it now, from {directory}:",
+        highlight=False,
+    )
     console.print(f"  {here.run_command}\n  {here.test_command}", highlight=False, soft_wrap=True)
     adapter_file = next(name for name in scaffold.files if not name.startswith("test_"))
     problem = check_scaffold(loaded, path, transport, directory, adapter_file)
@@ -831,11 +1140,22 @@ def init(spec, transport, directory, force):
 @cli.command("check-trace")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False),
-              help="Where report.json, junit.xml and summary.md are written.")
-@click.option("--to-scenario", "to_scenario", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write the first failing session, up to the failing event, as a scenario to FILE (the "
-                   "observed answers as expectations) for a spec author to review and add to a matrix.")
+@click.option(
+    "--report-dir",
+    default="reports",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where report.json, junit.xml and summary.md are written.",
+)
+@click.option(
+    "--to-scenario",
+    "to_scenario",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the first failing session, up to the failing event, as a scenario to FILE (the "
+    "observed answers as expectations) for a spec author to review and add to a matrix.",
+)
 @click.option("--scenario-id", default="T1", show_default=True, help="The id of the scenario --to-scenario writes.")
 @_with([deviations_option])
 @_with(verbosity_options)
@@ -854,14 +1174,18 @@ def check_trace(spec, traces, report_dir, to_scenario, scenario_id, deviations, 
     level = _verbosity(quiet, verbose)
     _spec_file(spec)
     if to_scenario and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", scenario_id):
-        raise click.UsageError(f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, "
-                               "digits, '_', '.' or '-'")
-    report = check_trace_run(spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id,
-                             deviations=deviations)
+        raise click.UsageError(
+            f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, digits, '_', '.' or '-'"
+        )
+    report = check_trace_run(
+        spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id, deviations=deviations
+    )
     if to_scenario:
         if report.get("_scenario_file"):
-            console.print(f"wrote scenario {scenario_id} to {to_scenario} (review its last step before adding it)",
-                          highlight=False)
+            console.print(
+                f"wrote scenario {scenario_id} to {to_scenario} (review its last step before adding it)",
+                highlight=False,
+            )
         elif report["verdict"] == "pass":
             console.print("no session failed: no scenario written", highlight=False)
     _finish(report, level)
@@ -869,8 +1193,13 @@ def check_trace(spec, traces, report_dir, to_scenario, scenario_id, deviations, 
 
 @cli.command()
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the schema to this file instead of printing it.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the schema to this file instead of printing it.",
+)
 def schema(name, output):
     """Print the JSON Schema of a spec file (spec-fragment: a file a spec
     includes), report.json, the stdio protocol's messages or a command adapter config (for editors: save it and point
@@ -931,7 +1260,7 @@ def _flush_output() -> None:
     for stream in (console.file, errors.file, sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing more to say on it
+        except Exception:
             pass
 
 
@@ -944,8 +1273,7 @@ def _exit_despite_threads(exc: SystemExit) -> None:
     import atexit
     import threading
 
-    left = [t for t in threading.enumerate()
-            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if not left:
         return
     code = _exit_code(exc)

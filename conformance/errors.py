@@ -1,4 +1,5 @@
 """Errors of the harness. ``ConformanceError`` is the root."""
+
 from __future__ import annotations
 
 __all__ = ["ConformanceError", "AdapterLoadError", "UsageError", "InputRefused", "ConformanceFailure"]

@@ -19,13 +19,15 @@ rule, expected and observed values, and the steps that lead there.
 Unlike ``conformance run`` there is no fixed seed and no shrinking budget:
 a fuzzer wants fresh randomness, and the database keeps what it found.
 """
+
 from __future__ import annotations
 
 import sys
 import unittest
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings as Settings
+from hypothesis import HealthCheck
+from hypothesis import settings as Settings
 
 from statemachines import SpecError
 
@@ -51,7 +53,8 @@ def _hypofuzz_compatibility() -> None:
     except ImportError:  # pragma: no cover - a Hypothesis without that class: nothing to mend
         return
     if not hasattr(ConjectureResult, "slice_comments") and "span_comments" in getattr(
-            ConjectureResult, "__dataclass_fields__", {}):
+        ConjectureResult, "__dataclass_fields__", {}
+    ):
         ConjectureResult.slice_comments = property(lambda result: result.span_comments)
 
 
@@ -62,9 +65,16 @@ class ExplorationSetupError(ConformanceError):
     """The spec or the implementation of an exploration test could not be set up."""
 
 
-def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_options: dict | None = None,
-                         adapter_cmd: str | None = None, adapter_cli: str | None = None, profile: str = "ci",
-                         timeout_s: float = DEFAULT_TIMEOUT_S):
+def exploration_testcase(
+    spec: str,
+    *,
+    adapter: str | None = None,
+    adapter_options: dict | None = None,
+    adapter_cmd: str | None = None,
+    adapter_cli: str | None = None,
+    profile: str = "ci",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+):
     """A ``unittest.TestCase`` class running the exploration of ``spec``
     (a bundled spec's name, or a path relative to the calling module)
     against an implementation (the spec's reference when none is given).
@@ -78,9 +88,16 @@ def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_optio
     base = Path(caller).resolve().parent if caller else Path.cwd()
     spec_path = str(base / spec) if (base / spec).is_file() else spec
     adapter_cli = str(base / adapter_cli) if adapter_cli and (base / adapter_cli).is_file() else adapter_cli
-    config = RunConfig(spec_path=spec_path, adapter=adapter, adapter_options=dict(adapter_options or {}),
-                       adapter_cmd=adapter_cmd, adapter_cli=adapter_cli, profile=profile, report_dir=None,
-                       timeout_s=timeout_s)
+    config = RunConfig(
+        spec_path=spec_path,
+        adapter=adapter,
+        adapter_options=dict(adapter_options or {}),
+        adapter_cmd=adapter_cmd,
+        adapter_cli=adapter_cli,
+        profile=profile,
+        report_dir=None,
+        timeout_s=timeout_s,
+    )
     try:
         prepared = prepare(config)
     except (SpecError, AdapterLoadError) as exc:
@@ -95,12 +112,28 @@ def exploration_testcase(spec: str, *, adapter: str | None = None, adapter_optio
     # No database here: the default one, shared by pytest and HypoFuzz, keeps failures.
     # Every health check off but nested_given (HypoFuzz skips a test that suppresses
     # it; the exploration nests no @given).
-    settings = Settings(max_examples=PROFILES[profile]["max_examples"], stateful_step_count=steps, deadline=None,
-                        suppress_health_check=[check for check in HealthCheck if check.name != "nested_given"])
-    run_test = exploration_test(build_example(prepared.spec, prepared.session, explorer, stats),
-                                explorer.draw_step, step_count=steps, settings=settings, method=True,
-                                key=f"exploration:{prepared.spec.id}:{prepared.target}")
+    settings = Settings(
+        max_examples=PROFILES[profile]["max_examples"],
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[check for check in HealthCheck if check.name != "nested_given"],
+    )
+    run_test = exploration_test(
+        build_example(prepared.spec, prepared.session, explorer, stats),
+        explorer.draw_step,
+        step_count=steps,
+        settings=settings,
+        method=True,
+        key=f"exploration:{prepared.spec.id}:{prepared.target}",
+    )
     # A plain TestCase whose one test is the @given exploration: pytest runs it,
     # HypoFuzz fuzzes it as any Hypothesis test.
-    return type(name, (unittest.TestCase,), {"runTest": run_test, "conformance_session": prepared.session,
-                                             "__module__": sys._getframe(1).f_globals.get("__name__", __name__)})
+    return type(
+        name,
+        (unittest.TestCase,),
+        {
+            "runTest": run_test,
+            "conformance_session": prepared.session,
+            "__module__": sys._getframe(1).f_globals.get("__name__", __name__),
+        },
+    )

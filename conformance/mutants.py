@@ -1,15 +1,16 @@
 """Running the kit against a spec's shipped mutants: faulty variants of its
 reference implementation that the kit must catch."""
+
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from .errors import AdapterLoadError
 from .adapters.python import resolve_target
 from .engine.runner import RunConfig, run_conformance
+from .errors import AdapterLoadError
 
 __all__ = ["MutantResult", "load_mutants", "run_mutant", "declared_profile"]
 
@@ -55,7 +56,7 @@ def declared_profile(mutant, options: dict, timeout_s: float) -> tuple[bool, str
             finally:
                 adapter.close()
             box.append((True, identity.get("profile") if isinstance(identity, dict) else None))
-        except Exception as exc:  # noqa: BLE001 - the reason it does not apply, shown to the user
+        except Exception as exc:
             box.append((False, f"{type(exc).__name__}: {exc}"))
 
     worker = threading.Thread(target=probe, daemon=True, name="mutant-probe")
@@ -64,9 +65,19 @@ def declared_profile(mutant, options: dict, timeout_s: float) -> tuple[bool, str
     return box[0] if box else (False, f"it did not start and describe itself within {timeout_s:g}s")
 
 
-def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
-               timeout_s: float, on_example: Callable | None = None, shrink_s: float = 0.0,
-               reduce_s: float = 0.0, options: dict | None = None) -> MutantResult:
+def run_mutant(
+    spec_path: str,
+    name: str,
+    mutant,
+    *,
+    profile: str,
+    seed: int,
+    timeout_s: float,
+    on_example: Callable | None = None,
+    shrink_s: float = 0.0,
+    reduce_s: float = 0.0,
+    options: dict | None = None,
+) -> MutantResult:
     """Run the scenarios, then the exploration alone, against one mutant.
     ``profile`` is the exploration's depth (quick, ci, deep); ``options`` are
     passed to the mutant's factory (``{"profile": "psi-runtime"}``: that
@@ -75,9 +86,17 @@ def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
     here. With ``reduce_s``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept."""
     factory = functools.partial(mutant.factory, **options) if options else mutant.factory
-    base = dict(spec_path=spec_path, adapter_factory=factory, adapter_label=f"mutant:{name}",
-                profile=profile, seed=seed, report_dir=None, timeout_s=timeout_s, shrink_s=shrink_s,
-                reduce_s=reduce_s)
+    base = dict(
+        spec_path=spec_path,
+        adapter_factory=factory,
+        adapter_label=f"mutant:{name}",
+        profile=profile,
+        seed=seed,
+        report_dir=None,
+        timeout_s=timeout_s,
+        shrink_s=shrink_s,
+        reduce_s=reduce_s,
+    )
     scenarios = _not_interrupted(run_conformance(RunConfig(**base, stateful=False)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
@@ -86,9 +105,15 @@ def run_mutant(spec_path: str, name: str, mutant, *, profile: str, seed: int,
     explored = _not_interrupted(run_conformance(RunConfig(**base, scenarios=False)))
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
-    return MutantResult(name, mutant.description, killed, stateful.get("verdict") == "fail",
-                        failure.get("kind"), (failure.get("message") or "").splitlines()[0] if failure else None,
-                        counterexample_steps=_steps(failure.get("steps")) if failure else None)
+    return MutantResult(
+        name,
+        mutant.description,
+        killed,
+        stateful.get("verdict") == "fail",
+        failure.get("kind"),
+        (failure.get("message") or "").splitlines()[0] if failure else None,
+        counterexample_steps=_steps(failure.get("steps")) if failure else None,
+    )
 
 
 def _steps(trace: list | None) -> int | None:

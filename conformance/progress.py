@@ -5,6 +5,7 @@ Without a terminal a line is printed when a phase starts and at least every
 ``interval_s`` seconds (10 by default; ``CONFORMANCE_PROGRESS_INTERVAL``
 changes it) by a ticker thread, so a step that hangs until its timeout still
 shows the run is alive."""
+
 from __future__ import annotations
 
 import os
@@ -74,7 +75,7 @@ class PlainProgress(RunnerProgress):
         while not self._stop.wait(self.interval_s):
             self._say(self.counts.line())
 
-    def __enter__(self) -> "PlainProgress":
+    def __enter__(self) -> PlainProgress:
         self._ticker = threading.Thread(target=self._tick, name="conformance-progress", daemon=True)
         self._ticker.start()
         return self
@@ -92,8 +93,9 @@ class PlainProgress(RunnerProgress):
         if outcome.verdict in ("fail", "error"):
             self.counts.failures += 1
         if self.verbosity >= VERBOSE:
-            self._say(f"scenario {outcome.scenario.id}: {outcome.verdict}"
-                      + (f" ({outcome.note})" if outcome.note else ""))
+            self._say(
+                f"scenario {outcome.scenario.id}: {outcome.verdict}" + (f" ({outcome.note})" if outcome.note else "")
+            )
 
     def stateful_started(self, max_examples: int) -> None:
         self.counts.examples_total = max_examples
@@ -109,13 +111,20 @@ class BarProgress(RunnerProgress):
 
     def __init__(self, console: Console, verbosity: int = NORMAL):
         self.verbosity = verbosity
-        self.progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True,
-                                 # sys.stdout/stderr are the implementation's (captured), not the bar's
-                                 redirect_stdout=False, redirect_stderr=False)
+        self.progress = Progress(
+            TextColumn("{task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            # sys.stdout/stderr are the implementation's (captured), not the bar's
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.scenarios_task = self.stateful_task = None
 
-    def __enter__(self) -> "BarProgress":
+    def __enter__(self) -> BarProgress:
         self.progress.__enter__()
         return self
 
@@ -141,7 +150,7 @@ class BarProgress(RunnerProgress):
 
 
 class _Silent(RunnerProgress):
-    def __enter__(self) -> "_Silent":
+    def __enter__(self) -> _Silent:
         return self
 
     def __exit__(self, *exc) -> None:

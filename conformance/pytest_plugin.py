@@ -31,6 +31,7 @@ pytest runs without file arguments, or when the config file itself is named
 The items run on the same engine as the ``conformance`` command; under
 pytest-xdist each worker starts its own instance of the implementation.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -45,8 +46,14 @@ import pytest
 # here); the engine is imported when a suite is built.
 PROFILE_NAMES = ("ci", "deep", "quick")
 
-__all__ = ["conformance_suite", "pytest_addoption", "SUITE_KEYS", "parse_suite_entry", "SuiteDefinition",
-           "SuiteEntryError"]
+__all__ = [
+    "conformance_suite",
+    "pytest_addoption",
+    "SUITE_KEYS",
+    "parse_suite_entry",
+    "SuiteDefinition",
+    "SuiteEntryError",
+]
 
 STATEFUL_ID = "stateful"
 INI_OPTION = "conformance_suites"
@@ -91,10 +98,19 @@ class SuiteDefinition:
     line: int = 0  # 0-based, as pytest's reportinfo
 
 
-def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options: dict | None = None,
-                      adapter_cmd: str | None = None, adapter_cli: str | None = None,
-                      profile: str = "quick", seed: int = 1, stateful: bool = True,
-                      timeout_s: float = 10.0, deviations: str | None = None) -> SuiteDefinition:
+def conformance_suite(
+    spec: str,
+    *,
+    adapter: str | None = None,
+    adapter_options: dict | None = None,
+    adapter_cmd: str | None = None,
+    adapter_cli: str | None = None,
+    profile: str = "quick",
+    seed: int = 1,
+    stateful: bool = True,
+    timeout_s: float = 10.0,
+    deviations: str | None = None,
+) -> SuiteDefinition:
     """A conformance suite for the module it is assigned in: pytest collects one
     item per scenario, plus the exploration, named after the variable."""
     if profile not in PROFILE_NAMES:
@@ -102,11 +118,20 @@ def conformance_suite(spec: str, *, adapter: str | None = None, adapter_options:
     if sum(x is not None for x in (adapter, adapter_cmd)) > 1:
         raise ValueError("give adapter (module:attribute) or adapter_cmd (a program), not both")
     caller = sys._getframe(1)  # the test module: relative spec paths and reports start there
-    return SuiteDefinition(spec=spec, adapter=adapter, adapter_cmd=adapter_cmd, adapter_cli=adapter_cli,
-                           adapter_options=dict(adapter_options or {}), profile=profile, seed=seed,
-                           stateful=stateful, timeout_s=timeout_s, deviations=deviations,
-                           file=caller.f_globals.get("__file__"),
-                           line=caller.f_lineno - 1)
+    return SuiteDefinition(
+        spec=spec,
+        adapter=adapter,
+        adapter_cmd=adapter_cmd,
+        adapter_cli=adapter_cli,
+        adapter_options=dict(adapter_options or {}),
+        profile=profile,
+        seed=seed,
+        stateful=stateful,
+        timeout_s=timeout_s,
+        deviations=deviations,
+        file=caller.f_globals.get("__file__"),
+        line=caller.f_lineno - 1,
+    )
 
 
 # ----------------------------------------------------------------- ini entries
@@ -167,6 +192,7 @@ def parse_suite_entry(entry: str) -> SuiteDefinition:
 
 # ----------------------------------------------------------------- running
 
+
 def _resolve_spec(spec: str, bases: list[Path]) -> str:
     """The spec file: relative to the declaring test file, then the rootdir, then an installed spec's name."""
     from .specs import SpecNotFound, resolve_spec
@@ -216,8 +242,9 @@ class _SuiteRun:
         except CaseFailed:
             pass
         else:
-            self.not_applicable = [s.id for s in spec.scenarios
-                                   if not_applicable_reason(prepared.spec, s, prepared.params) is not None]
+            self.not_applicable = [
+                s.id for s in spec.scenarios if not_applicable_reason(prepared.spec, s, prepared.params) is not None
+            ]
             self.profile = prepared.identity.get("profile") or "default"
             ids = [i for i in ids if i not in self.not_applicable]
         return ids + [STATEFUL_ID] if self.definition.stateful else ids
@@ -225,22 +252,27 @@ class _SuiteRun:
     def _prepared(self, config: pytest.Config):
         from statemachines import SpecError
 
-        from .errors import AdapterLoadError
         from .engine.deviations import DeviationsError
         from .engine.runner import RunConfig, prepare
+        from .errors import AdapterLoadError
 
         if "error" in self.state:
             raise CaseFailed(self.state["error"])
         if "prepared" not in self.state:
             d = self.definition
             adapter_cli = str(self.base / d.adapter_cli) if d.adapter_cli else None
-            run_config = RunConfig(spec_path=self.spec_path, adapter=d.adapter,
-                                   adapter_options=dict(d.adapter_options), adapter_cmd=d.adapter_cmd,
-                                   adapter_cli=adapter_cli,
-                                   profile=config.getoption("--conformance-profile") or d.profile,
-                                   seed=config.getoption("--conformance-seed") or d.seed,
-                                   report_dir=None, timeout_s=d.timeout_s,
-                                   deviations=str(self.base / d.deviations) if d.deviations else None)
+            run_config = RunConfig(
+                spec_path=self.spec_path,
+                adapter=d.adapter,
+                adapter_options=dict(d.adapter_options),
+                adapter_cmd=d.adapter_cmd,
+                adapter_cli=adapter_cli,
+                profile=config.getoption("--conformance-profile") or d.profile,
+                seed=config.getoption("--conformance-seed") or d.seed,
+                report_dir=None,
+                timeout_s=d.timeout_s,
+                deviations=str(self.base / d.deviations) if d.deviations else None,
+            )
             try:
                 if d.adapter_cmd:
                     # The program runs where the suite was declared, so "node adapter.js" works
@@ -248,8 +280,10 @@ class _SuiteRun:
                     from statemachines import load_spec
 
                     from .adapters.stdio import stdio_factory
-                    run_config.adapter_factory = stdio_factory(d.adapter_cmd, load_spec(self.spec_path),
-                                                               cwd=str(self.base))
+
+                    run_config.adapter_factory = stdio_factory(
+                        d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)
+                    )
                 self.state["prepared"] = prepare(run_config)
                 deviations = self.state["prepared"].session.deviations
                 if deviations is not None and deviations.expired:  # fails every item until renewed or fixed
@@ -265,20 +299,27 @@ class _SuiteRun:
         return self.state["config"], self.state["prepared"]
 
     def run_case(self, config: pytest.Config, case: str) -> None:
-        from .reporting._format import failure_text
         from .engine.runner import run_command
         from .engine.scenarios import run_scenario
         from .engine.stateful import run_stateful
+        from .reporting._format import failure_text
 
         run_config, prepared = self._prepared(config)
         capabilities = prepared.identity.get("capabilities") or {}
         report = {"replay": None}
         if case == STATEFUL_ID:
-            outcome = run_stateful(prepared.spec, prepared.session, profile=run_config.profile,
-                                   seed=run_config.seed, capabilities=capabilities)
+            outcome = run_stateful(
+                prepared.spec,
+                prepared.session,
+                profile=run_config.profile,
+                seed=run_config.seed,
+                capabilities=capabilities,
+            )
             if outcome.failure is not None:
-                outcome.failure.replay = (f"{run_command(run_config, prepared.target)} --profile "
-                                          f"{run_config.profile} --seed {run_config.seed} --no-scenarios")
+                outcome.failure.replay = (
+                    f"{run_command(run_config, prepared.target)} --profile "
+                    f"{run_config.profile} --seed {run_config.seed} --no-scenarios"
+                )
                 raise CaseFailed(failure_text(outcome.failure.to_dict(), report))
             return
         scenario = next(s for s in prepared.spec.scenarios if s.id == case)
@@ -337,15 +378,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
     for definition, session in config.stash.get(_DEVIATIONS, []):
         report = {"deviations": session.deviations.to_report()}
-        terminalreporter.write_line(f"conformance: accepted deviations of {definition.name or definition.spec} "
-                                    f"({report['deviations']['file']}):")
+        terminalreporter.write_line(
+            f"conformance: accepted deviations of {definition.name or definition.spec} "
+            f"({report['deviations']['file']}):"
+        )
         for line in deviation_lines(report):
             terminalreporter.write_line(f"  {line}")
         for problem in session.deviations.expired_problems():
             terminalreporter.write_line(f"  {problem['where']}: {problem['message']}")
     for name, profile, ids in config.stash.get(_NOT_APPLICABLE, []):
-        terminalreporter.write_line(f"conformance: {len(ids)} scenario(s) of {name} not applicable to profile "
-                                    f"{profile} (written for other parameters): {', '.join(ids)}")
+        terminalreporter.write_line(
+            f"conformance: {len(ids)} scenario(s) of {name} not applicable to profile "
+            f"{profile} (written for other parameters): {', '.join(ids)}"
+        )
 
 
 class ConformanceIniFile(pytest.File):
@@ -357,8 +402,9 @@ class ConformanceIniFile(pytest.File):
                 definition = parse_suite_entry(entry)
             except SuiteEntryError as exc:
                 problem = f"{self.path.name}: {INI_OPTION} entry {index + 1} ({entry!r}): {exc}"
-                yield ConformanceItem.from_parent(self, name=f"{INI_OPTION}[{index + 1}]", run=None,
-                                                  case="entry", problem=problem)
+                yield ConformanceItem.from_parent(
+                    self, name=f"{INI_OPTION}[{index + 1}]", run=None, case="entry", problem=problem
+                )
                 continue
             definition.file = str(self.path)
             name = definition.name or Path(definition.spec).name.removesuffix(".yaml")
@@ -367,14 +413,22 @@ class ConformanceIniFile(pytest.File):
 
 # ----------------------------------------------------------------- hooks
 
+
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("conformance", "lifecycle conformance kit")
-    group.addoption("--conformance-profile", choices=PROFILE_NAMES, default=None,
-                    help="stateful exploration profile for conformance suite items")
+    group.addoption(
+        "--conformance-profile",
+        choices=PROFILE_NAMES,
+        default=None,
+        help="stateful exploration profile for conformance suite items",
+    )
     group.addoption("--conformance-seed", type=int, default=None, help="seed of the stateful exploration")
-    parser.addini(INI_OPTION, type="linelist", default=[],
-                  help="conformance suites to collect, one per line: SPEC key=value ... "
-                       f"(keys: {', '.join(SUITE_KEYS)})")
+    parser.addini(
+        INI_OPTION,
+        type="linelist",
+        default=[],
+        help=f"conformance suites to collect, one per line: SPEC key=value ... (keys: {', '.join(SUITE_KEYS)})",
+    )
 
 
 def pytest_configure(config) -> None:
@@ -399,9 +453,12 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     _key_explorations_by_node(items)
     # The config file is not under testpaths: add its suites when pytest runs the
     # whole project (no file arguments), unless collection already visited it.
-    if (config.inipath is None or not config.getini(INI_OPTION)
-            or config.args_source == pytest.Config.ArgsSource.ARGS
-            or any(isinstance(item.parent, ConformanceIniFile) for item in items)):
+    if (
+        config.inipath is None
+        or not config.getini(INI_OPTION)
+        or config.args_source == pytest.Config.ArgsSource.ARGS
+        or any(isinstance(item.parent, ConformanceIniFile) for item in items)
+    ):
         return
     collector = ConformanceIniFile.from_parent(session, path=config.inipath)
     items.extend(session.genitems(collector))

@@ -6,6 +6,7 @@ answers an error of kind ``not_implemented`` until the user connects it: the
 kit reports each as "operation X is not implemented". A pytest file using the
 plugin comes with it, so the scaffold runs before the user writes a line.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,18 @@ from pathlib import Path
 
 from statemachines import Spec
 
-from .errors import ConformanceError
 from .engine.failures import NOT_IMPLEMENTED
+from .errors import ConformanceError
 
-__all__ = ["TRANSPORTS", "ScaffoldError", "Scaffold", "plan_scaffold", "write_scaffold", "check_scaffold",
-           "render_schema"]
+__all__ = [
+    "TRANSPORTS",
+    "ScaffoldError",
+    "Scaffold",
+    "plan_scaffold",
+    "write_scaffold",
+    "check_scaffold",
+    "render_schema",
+]
 
 TRANSPORTS = {
     "python": "a Python adapter class, run in the kit's process (--adapter module:Adapter)",
@@ -39,13 +47,14 @@ class ScaffoldError(ConformanceError):
 
 @dataclass
 class Scaffold:
-    files: dict[str, str]   # file name (in the target directory) -> content
-    run_command: str        # `conformance run ...`, from the target directory
+    files: dict[str, str]  # file name (in the target directory) -> content
+    run_command: str  # `conformance run ...`, from the target directory
     test_command: str
     programs: tuple[str, ...] = ()  # files to mark executable
 
 
 # ------------------------------------------------------------------ schemas in comments
+
 
 def _merge(a: dict, b: dict) -> dict:
     """allOf, shallowly: properties merged key by key, required lists joined."""
@@ -54,8 +63,9 @@ def _merge(a: dict, b: dict) -> dict:
         if key == "properties" and isinstance(out.get(key), dict) and isinstance(value, dict):
             props = dict(out[key])
             for name, sub in value.items():
-                props[name] = _merge(props[name], sub) if isinstance(props.get(name), dict) and \
-                    isinstance(sub, dict) else sub
+                props[name] = (
+                    _merge(props[name], sub) if isinstance(props.get(name), dict) and isinstance(sub, dict) else sub
+                )
             out[key] = props
         elif key == "required":
             out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
@@ -96,8 +106,13 @@ def render_schema(schema, depth: int = 0) -> str:
                 parts.append("{...}")
             else:
                 required = set(schema.get("required") or ())
-                parts.append("{" + ", ".join(f"{k}{'' if k in required else '?'}: {render_schema(v, depth + 1)}"
-                                             for k, v in props.items()) + "}")
+                parts.append(
+                    "{"
+                    + ", ".join(
+                        f"{k}{'' if k in required else '?'}: {render_schema(v, depth + 1)}" for k, v in props.items()
+                    )
+                    + "}"
+                )
         elif type_ == "array":
             parts.append(f"[{render_schema(schema.get('items'), depth + 1)}]")
         elif type_:
@@ -111,8 +126,9 @@ def _arg_lines(schema: dict | None) -> list[str]:
     props = schema.get("properties") or {}
     if not props:
         return ["(none)"]
-    return [f"{name}: {render_schema(sub, 1)}{' (required)' if name in required else ''}"
-            for name, sub in props.items()]
+    return [
+        f"{name}: {render_schema(sub, 1)}{' (required)' if name in required else ''}" for name, sub in props.items()
+    ]
 
 
 def _wrap(text: str, width: int = 88) -> list[str]:
@@ -145,11 +161,16 @@ def _header(spec: Spec) -> list[str]:
     if spec.parameters:
         lines.append("Parameters (declare the values your implementation uses in describe()):")
         for p in spec.parameters.values():
-            bounds = "" if p.minimum is None and p.maximum is None else \
-                f", {'' if p.minimum is None else p.minimum}..{'' if p.maximum is None else p.maximum}"
+            bounds = (
+                ""
+                if p.minimum is None and p.maximum is None
+                else f", {'' if p.minimum is None else p.minimum}..{'' if p.maximum is None else p.maximum}"
+            )
             choices = f", one of {', '.join(map(str, p.enum))}" if p.enum else ""
-            lines += [f"  {line}" for line in
-                      _wrap(f"{p.name}: {p.type}, default {json.dumps(p.default)}{bounds}{choices}", 84)]
+            lines += [
+                f"  {line}"
+                for line in _wrap(f"{p.name}: {p.type}, default {json.dumps(p.default)}{bounds}{choices}", 84)
+            ]
         lines.append("")
     if spec.effects:
         lines.append("Effects (what the implementation does to its environment; list them in each answer):")
@@ -170,12 +191,15 @@ def _identifier(name: str) -> str:
 
 # ------------------------------------------------------------------ templates
 
+
 def _python_adapter(spec: Spec, run_command: str, test_command: str) -> str:
     stubs = []
     for name in spec.operations:
-        stubs.append(f"    def op_{_identifier(name)}(self, args: dict) -> dict:\n"
-                     f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
-                     "        return not_implemented()\n")
+        stubs.append(
+            f"    def op_{_identifier(name)}(self, args: dict) -> dict:\n"
+            f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
+            "        return not_implemented()\n"
+        )
     table = ",\n".join(f"        {name!r}: op_{_identifier(name)}" for name in spec.operations)
     return f'''"""Adapter for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
 
@@ -236,9 +260,11 @@ class Adapter(AdapterBase):
 def _stdio_python_adapter(spec: Spec, run_command: str, test_command: str) -> str:
     stubs = []
     for name in spec.operations:
-        stubs.append(f"    def op_{_identifier(name)}(self, args):\n"
-                     f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
-                     "        return not_implemented()\n")
+        stubs.append(
+            f"    def op_{_identifier(name)}(self, args):\n"
+            f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
+            "        return not_implemented()\n"
+        )
     table = ",\n".join(f"    {name!r}: Implementation.op_{_identifier(name)}" for name in spec.operations)
     return f'''#!/usr/bin/env python3
 """Adapter program for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
@@ -324,9 +350,11 @@ if __name__ == "__main__":
 def _node_adapter(spec: Spec, run_command: str, test_command: str) -> str:
     stubs = []
     for name in spec.operations:
-        stubs.append(f"  {json.dumps(name)}(args) {{\n"
-                     f"{_comment(_operation_doc(spec, name), '//', '    ')}\n"
-                     "    return notImplemented();\n  },\n")
+        stubs.append(
+            f"  {json.dumps(name)}(args) {{\n"
+            f"{_comment(_operation_doc(spec, name), '//', '    ')}\n"
+            "    return notImplemented();\n  },\n"
+        )
     return f'''#!/usr/bin/env node
 'use strict';
 // Adapter program for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
@@ -419,8 +447,10 @@ Written by `conformance init`.{where}"""
 
 # ------------------------------------------------------------------ planning and writing
 
-def plan_scaffold(spec: Spec, spec_ref: str, transport: str, *, python: str = "python3",
-                  pytest: str = "pytest") -> Scaffold:
+
+def plan_scaffold(
+    spec: Spec, spec_ref: str, transport: str, *, python: str = "python3", pytest: str = "pytest"
+) -> Scaffold:
     """The files for ``spec`` (named ``spec_ref`` in them: a bundled name, or a
     path relative to the target directory) and ``transport``. ``python`` and
     ``pytest`` are how the commands in the files start those programs."""
@@ -439,10 +469,15 @@ def plan_scaffold(spec: Spec, spec_ref: str, transport: str, *, python: str = "p
         run = f"conformance run {shlex.quote(spec_ref)} --adapter-cmd {shlex.quote(f'node {adapter_file}')}"
     test = f"{pytest} {test_file}"
     render = {"python": _python_adapter, "stdio-python": _stdio_python_adapter, "stdio-node": _node_adapter}
-    return Scaffold(files={adapter_file: render[transport](spec, run, test),
-                           test_file: _test_file(spec, spec_ref, transport, adapter_file, f"test_{slug}")},
-                    run_command=run, test_command=test,
-                    programs=() if transport == "python" else (adapter_file,))
+    return Scaffold(
+        files={
+            adapter_file: render[transport](spec, run, test),
+            test_file: _test_file(spec, spec_ref, transport, adapter_file, f"test_{slug}"),
+        },
+        run_command=run,
+        test_command=test,
+        programs=() if transport == "python" else (adapter_file,),
+    )
 
 
 def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: bool = False) -> list[Path]:
@@ -450,8 +485,10 @@ def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: b
     target = Path(directory)
     existing = [name for name in scaffold.files if (target / name).exists()]
     if existing and not force:
-        raise ScaffoldError(f"{', '.join(str(target / n) for n in existing)} already exist(s); "
-                            f"choose another --dir or pass --force to overwrite")
+        raise ScaffoldError(
+            f"{', '.join(str(target / n) for n in existing)} already exist(s); "
+            f"choose another --dir or pass --force to overwrite"
+        )
     try:
         target.mkdir(parents=True, exist_ok=True)
         written = []
@@ -466,16 +503,17 @@ def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: b
     return written
 
 
-def check_scaffold(spec: Spec, spec_path: str, transport: str, directory: str | os.PathLike,
-                   adapter_file: str) -> str | None:
+def check_scaffold(
+    spec: Spec, spec_path: str, transport: str, directory: str | os.PathLike, adapter_file: str
+) -> str | None:
     """Start the written adapter and take its handshake, as a run would; None if
     it answers, else what went wrong (e.g. Node.js is not installed)."""
     from statemachines import SpecError
 
-    from .errors import AdapterLoadError
     from .adapters.python import adapter_factory
-    from .engine.runner import RunConfig, prepare
     from .adapters.stdio import stdio_factory
+    from .engine.runner import RunConfig, prepare
+    from .errors import AdapterLoadError
 
     where = str(Path(directory).resolve())
     try:
@@ -488,8 +526,9 @@ def check_scaffold(spec: Spec, spec_path: str, transport: str, directory: str | 
         else:
             program = [sys.executable] if transport == "stdio-python" else ["node"]
             factory = stdio_factory([*program, adapter_file], spec, cwd=where)
-        prepared = prepare(RunConfig(spec_path=spec_path, adapter_factory=factory, adapter_label=adapter_file,
-                                     report_dir=None))
+        prepared = prepare(
+            RunConfig(spec_path=spec_path, adapter_factory=factory, adapter_label=adapter_file, report_dir=None)
+        )
     except (SpecError, AdapterLoadError) as exc:
         return str(exc)
     prepared.session.close()

@@ -6,16 +6,18 @@ Editors validate spec files against the spec format's schema (a
 schema is read through the module that uses it, so what is printed is what
 the kit checks against.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["SCHEMA_NAMES", "schema_document", "schema_json"]
 
 
 def _spec() -> dict:
     from statemachines.schema_check import spec_format_schema
+
     return spec_format_schema()
 
 
@@ -30,11 +32,13 @@ def _spec_fragment() -> dict:
 
 def _report() -> dict:
     from .reporting.json_report import load_schema
+
     return load_schema()
 
 
 def _command_adapter() -> dict:
     from .adapters.command_config import SCHEMA_PATH
+
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
@@ -42,25 +46,33 @@ def _protocol() -> dict:
     """Every message of the stdio protocol in one document: a message is valid
     when it matches one of them (the kit itself checks each against its own)."""
     from .adapters.stdio_protocol import MESSAGE_TYPES, load_schema
-    defs = {f"{type_}.{direction}": load_schema(type_, direction)
-            for type_ in MESSAGE_TYPES for direction in ("request", "response")}
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": "https://lifecycle-conformance.dev/schemas/protocol.json",
-            "title": "stdio adapter protocol v1: every request and response line "
-                     "(docs/adapter-protocol.md)",
-            "$defs": defs,
-            "anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}
+
+    defs = {
+        f"{type_}.{direction}": load_schema(type_, direction)
+        for type_ in MESSAGE_TYPES
+        for direction in ("request", "response")
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://lifecycle-conformance.dev/schemas/protocol.json",
+        "title": "stdio adapter protocol v1: every request and response line (docs/adapter-protocol.md)",
+        "$defs": defs,
+        "anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs],
+    }
 
 
 def _deviations() -> dict:
     """A deviations file (docs/deviations.md); the engine checks files against this same document."""
     from importlib import resources
-    return json.loads(resources.files("conformance").joinpath("schemas", "deviations.schema.json")
-                      .read_text(encoding="utf-8"))
+
+    return json.loads(
+        resources.files("conformance").joinpath("schemas", "deviations.schema.json").read_text(encoding="utf-8")
+    )
 
 
 def _trace() -> dict:
     from .traces.format import trace_schema
+
     return trace_schema()
 
 

@@ -1,11 +1,12 @@
 """A spec as it was at a git revision: ``git show REV:path`` for the file and
 the fragments it includes, written to a temporary directory and loaded there.
 Git runs only because the user asked for a revision (``--rev``)."""
+
 from __future__ import annotations
 
 import subprocess
-from dataclasses import replace
 import tempfile
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -19,18 +20,34 @@ GIT_TIMEOUT_S = 30
 
 def _show(directory: Path, rev: str, name: str) -> bytes:
     try:
-        done = subprocess.run(["git", "-C", str(directory), "show", f"{rev}:./{name}"], capture_output=True,
-                              timeout=GIT_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(directory), "show", f"{rev}:./{name}"],
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
     except FileNotFoundError:
-        raise SpecError([Problem("git is not installed, so --rev cannot read an old version",
-                                 hint="pass the old file instead: conformance diff OLD NEW")]) from None
+        raise SpecError(
+            [
+                Problem(
+                    "git is not installed, so --rev cannot read an old version",
+                    hint="pass the old file instead: conformance diff OLD NEW",
+                )
+            ]
+        ) from None
     except subprocess.TimeoutExpired:
         raise SpecError([Problem(f"git show {rev}:{name} took over {GIT_TIMEOUT_S} s")]) from None
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise SpecError([Problem(f"cannot read {name} at revision {rev!r}: {detail[-1] if detail else 'git failed'}",
-                                 str(directory / name), hint="check the revision (a commit, branch or tag) and "
-                                 "that the file existed there")])
+        raise SpecError(
+            [
+                Problem(
+                    f"cannot read {name} at revision {rev!r}: {detail[-1] if detail else 'git failed'}",
+                    str(directory / name),
+                    hint="check the revision (a commit, branch or tag) and that the file existed there",
+                )
+            ]
+        )
     return done.stdout
 
 
@@ -50,8 +67,14 @@ def load_spec_at_revision(path: str | Path, rev: str) -> Spec:
         for fragment in includes if isinstance(includes, list) else []:
             rel = PurePosixPath(str(fragment))
             if rel.is_absolute() or ".." in rel.parts:
-                raise SpecError([Problem(f"include {fragment!r} leaves the spec's directory; --rev reads only "
-                                         f"files beside the spec", str(path))])
+                raise SpecError(
+                    [
+                        Problem(
+                            f"include {fragment!r} leaves the spec's directory; --rev reads only files beside the spec",
+                            str(path),
+                        )
+                    ]
+                )
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(_show(directory, rev, str(rel)))

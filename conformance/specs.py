@@ -13,6 +13,7 @@ Each such file can then be named by its file name without ``.yaml``
 (entry point ``bundled``, package ``lifecycle_specs``). Fragments (files
 meant for another spec's ``include:``) and scenario matrices are not listed.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -24,8 +25,15 @@ from pathlib import Path
 
 from .errors import ConformanceError
 
-__all__ = ["ENTRY_POINT_GROUP", "BundledSpec", "SpecNotFound", "bundled_specs", "resolve_spec", "is_spec_name",
-           "spec_target_problem"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BundledSpec",
+    "SpecNotFound",
+    "bundled_specs",
+    "resolve_spec",
+    "is_spec_name",
+    "spec_target_problem",
+]
 
 ENTRY_POINT_GROUP = "lifecycle_conformance.specs"
 
@@ -36,9 +44,9 @@ class SpecNotFound(ConformanceError):
 
 @dataclass(frozen=True)
 class BundledSpec:
-    name: str          # what a user types: thread-jobs
-    path: Path         # a real file (extracted if the package is zipped)
-    source: str        # the entry point that contributed it, e.g. "bundled (lifecycle_specs)"
+    name: str  # what a user types: thread-jobs
+    path: Path  # a real file (extracted if the package is zipped)
+    source: str  # the entry point that contributed it, e.g. "bundled (lifecycle_specs)"
 
 
 _files = contextlib.ExitStack()
@@ -100,8 +108,10 @@ def resolve_spec(name_or_path: str, *, relative_to: str | os.PathLike | None = N
             if spec.name == name_or_path:
                 return str(spec.path)
         names = ", ".join(s.name for s in specs) or "none"
-        raise SpecNotFound(f"{name_or_path!r} is neither a spec file nor the name of an installed spec "
-                           f"(installed: {names}; `conformance specs` lists them)")
+        raise SpecNotFound(
+            f"{name_or_path!r} is neither a spec file nor the name of an installed spec "
+            f"(installed: {names}; `conformance specs` lists them)"
+        )
     return name_or_path  # a path: loading it says what is wrong with it, with the file's name
 
 
@@ -121,14 +131,20 @@ def spec_target_problem(target: str, key: str = "reference") -> str | None:
     top = module.split(".", 1)[0]
     trusted = {KIT_REFERENCES}
     try:
-        trusted |= {point.value.split(":")[0].split(".", 1)[0]
-                    for point in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    except Exception:  # noqa: BLE001 - broken metadata trusts nothing more
+        trusted |= {
+            point.value.split(":")[0].split(".", 1)[0] for point in metadata.entry_points(group=ENTRY_POINT_GROUP)
+        }
+    except Exception:
         pass
     if top in trusted and attr.isidentifier():
         return None
-    fix = (f"if you trust that code, name it yourself: --adapter {target}" if key == "reference" else
-           "if you trust that code, ship the spec from a package with that entry point")
-    return (f"the spec names {target!r} as its {key} implementation, but a spec cannot choose code for the kit to "
-            f"run (only the kit's own references or a package that ships specs through the "
-            f"{ENTRY_POINT_GROUP} entry point); {fix}")
+    fix = (
+        f"if you trust that code, name it yourself: --adapter {target}"
+        if key == "reference"
+        else "if you trust that code, ship the spec from a package with that entry point"
+    )
+    return (
+        f"the spec names {target!r} as its {key} implementation, but a spec cannot choose code for the kit to "
+        f"run (only the kit's own references or a package that ships specs through the "
+        f"{ENTRY_POINT_GROUP} entry point); {fix}"
+    )

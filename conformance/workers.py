@@ -16,6 +16,7 @@ process is passed to every worker (each runs in a session of its own, so a
 terminal's Ctrl-C reaches them once, through here); each writes its report of
 what finished, and the merged report says ``interrupted``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -60,8 +61,10 @@ def parse_workers(value: str | None) -> int:
     try:
         number = int(str(text).strip())
     except ValueError:
-        raise ValueError(f"{where} {text!r}: give a whole number of worker processes (1 or more) or 'auto' "
-                         f"(the cores available: {available_cores()})") from None
+        raise ValueError(
+            f"{where} {text!r}: give a whole number of worker processes (1 or more) or 'auto' "
+            f"(the cores available: {available_cores()})"
+        ) from None
     if number < 1:
         raise ValueError(f"{where} {text!r}: at least 1 worker process (1 runs everything in this process)")
     return number
@@ -152,10 +155,10 @@ def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - the worker's own failure: said on its stderr, which the parent logs
+    except BaseException:
         try:
             traceback.print_exc()
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     finally:
         try:
@@ -178,8 +181,19 @@ class _Worker:
         name = f"shard-{index}-of-{count}"
         self.index, self.count = index, count
         self.dir, self.log, self.console = tmp / name, tmp / f"{name}.log", tmp / f"{name}.stdout.log"
-        self.args = ["run", *run_args, "--shard", f"{index}/{count}", "--workers", "1", "--report-dir", str(self.dir),
-                     "--scenario-claims", str(tmp / "claims"), "--verbose"]
+        self.args = [
+            "run",
+            *run_args,
+            "--shard",
+            f"{index}/{count}",
+            "--workers",
+            "1",
+            "--report-dir",
+            str(self.dir),
+            "--scenario-claims",
+            str(tmp / "claims"),
+            "--verbose",
+        ]
         self.command = worker_command() + self.args
         self.examples = 0
         self.scenarios: deque = deque()  # (id, verdict, note) not yet shown
@@ -199,9 +213,16 @@ class _Worker:
             self.proc = forked
         else:
             with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
-                self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.PIPE,
-                                             stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                             env={**os.environ, **env}, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    self.command,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    errors="replace",
+                    env={**os.environ, **env},
+                    start_new_session=True,
+                )
 
     def read(self) -> None:
         """Start reading its stderr (after every worker has started: a
@@ -253,7 +274,9 @@ def _show(workers: list[_Worker], progress, shown: dict) -> None:
     for worker in workers:
         while worker.scenarios:
             scenario_id, verdict, note = worker.scenarios.popleft()
-            progress.scenario_done(SimpleNamespace(verdict=verdict, note=note, scenario=SimpleNamespace(id=scenario_id)))
+            progress.scenario_done(
+                SimpleNamespace(verdict=verdict, note=note, scenario=SimpleNamespace(id=scenario_id))
+            )
     examples = sum(w.examples for w in workers)
     if examples and not shown["stateful"] and shown["examples_total"]:
         shown["stateful"] = True
@@ -274,8 +297,14 @@ def start_workers(run_args: list[str], count: int, report_dir: str, entry=None) 
     clear_report_files(cleared, report_dir)  # never an earlier verdict, whatever happens next
     tmp = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
     (tmp / "claims").mkdir()
-    begun = SimpleNamespace(started=time.perf_counter(), cleared=cleared, tmp=tmp, run_args=run_args, count=count,
-                            workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)])
+    begun = SimpleNamespace(
+        started=time.perf_counter(),
+        cleared=cleared,
+        tmp=tmp,
+        run_args=run_args,
+        count=count,
+        workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)],
+    )
     try:
         for worker in begun.workers:
             worker.start(entry)
@@ -288,13 +317,22 @@ def start_workers(run_args: list[str], count: int, report_dir: str, entry=None) 
     return begun
 
 
-def run_in_workers(run_args: list[str], count: int, report_dir: str, progress, *, scenarios_total: int,
-                   examples_total: int, spec=None, begun: SimpleNamespace | None = None) -> dict:
+def run_in_workers(
+    run_args: list[str],
+    count: int,
+    report_dir: str,
+    progress,
+    *,
+    scenarios_total: int,
+    examples_total: int,
+    spec=None,
+    begun: SimpleNamespace | None = None,
+) -> dict:
     """Run ``conformance run RUN_ARGS`` as ``count`` shards in parallel and
     return the merged report, written to ``report_dir``. ``begun``: the
     workers ``start_workers`` started (else they are started here)."""
     from .engine.interrupts import Interrupted, acknowledge, checkpoint
-    from .engine.runner import mark_interrupted, new_report, write_report_files, RunConfig
+    from .engine.runner import RunConfig, mark_interrupted, new_report, write_report_files
     from .engine.shards import ShardError, load_shard_report, merge_reports
 
     if begun is None:
@@ -340,17 +378,22 @@ def run_in_workers(run_args: list[str], count: int, report_dir: str, progress, *
             report = merge_reports(loaded, report_dir, spec=spec, allow_missing=True)
         except ShardError as exc:
             report = new_report(RunConfig(spec_path=run_args[0]))
-            report["problems"].append({"kind": "internal-error", "where": None,
-                                       "message": f"the workers' reports could not be merged: {exc}"})
+            report["problems"].append(
+                {"kind": "internal-error", "where": None, "message": f"the workers' reports could not be merged: {exc}"}
+            )
     else:
         report = new_report(RunConfig(spec_path=run_args[0]))
     report["problems"] = cleared["problems"] + report["problems"]
     for worker in missing:
         said = "; ".join(line for line in worker.tail if line.strip())[-600:] or "nothing"
-        report["problems"].append({
-            "kind": "internal-error" if interrupt is None else "interrupted", "where": f"worker {worker.index}/{count}",
-            "message": f"worker {worker.index}/{count} wrote no report (exit code "
-                       f"{worker.proc.returncode if worker.proc else None}); it said: {said}. Its log: {worker.log}"})
+        report["problems"].append(
+            {
+                "kind": "internal-error" if interrupt is None else "interrupted",
+                "where": f"worker {worker.index}/{count}",
+                "message": f"worker {worker.index}/{count} wrote no report (exit code "
+                f"{worker.proc.returncode if worker.proc else None}); it said: {said}. Its log: {worker.log}",
+            }
+        )
     if missing and interrupt is None:
         report["verdict"], report["exit_code"] = "error", 2
     if interrupt is not None and report["verdict"] != "interrupted":

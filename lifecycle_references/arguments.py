@@ -1,6 +1,7 @@
 """Reading a call's arguments and an adapter's parameter overrides, for the
 reference adapters: wrong shapes become ``BadArguments`` (answered as an
 ``invalid_arguments`` error), never a crash."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,14 +22,17 @@ def text(args: dict, name: str, optional: bool = False) -> str | None:
     return value
 
 
-def whole(args: dict, name: str, optional: bool = False, minimum: int = 1,
-          maximum: int | None = None) -> int | None:
+def whole(args: dict, name: str, optional: bool = False, minimum: int = 1, maximum: int | None = None) -> int | None:
     """A whole number within [minimum, maximum] (booleans are not numbers)."""
     value = args.get(name)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-            maximum is not None and value > maximum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
         raise BadArguments(f"{name} must be a whole number {bound}")
     return value

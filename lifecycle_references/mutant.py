@@ -1,8 +1,9 @@
 """The record every shipped mutant is described by."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from conformance.adapters.adapter import Adapter
 

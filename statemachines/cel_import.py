@@ -1,6 +1,7 @@
 """The CEL implementation the kit evaluates spec expressions with (the
 ``common-expression-language`` package), imported without its interactive
 command line."""
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -21,8 +22,11 @@ def import_cel():  # -> the cel module
     if "cel" not in sys.modules and "cel.cli" not in sys.modules:
         try:
             package = importlib.util.find_spec("cel")
-            found = (importlib.machinery.PathFinder.find_spec("cel.cli", package.submodule_search_locations)
-                     if package is not None and package.submodule_search_locations else None)
+            found = (
+                importlib.machinery.PathFinder.find_spec("cel.cli", package.submodule_search_locations)
+                if package is not None and package.submodule_search_locations
+                else None
+            )
         except (ImportError, ValueError):
             found = None
         if found is not None and found.loader is not None and hasattr(found.loader, "exec_module"):

@@ -24,10 +24,12 @@ binding counts in bytes) raises ``NotSubset``, and the caller lets CEL
 evaluate the whole expression instead, errors and all. tests/test_expressions.py
 checks every expression of the bundled specs both ways.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["NotSubset", "compile_subset"]
 
@@ -43,13 +45,16 @@ class _Unsupported(Exception):
     """The text uses CEL the subset does not compile."""
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     \s*(?:
       (?P<int>\d+)(?![.\deEuU])
     | (?P<str>'[^'\\\n]*'|"[^"\\\n]*")
     | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
     | (?P<op>==|!=|<=|>=|&&|\|\||[-+*/%<>!?:.,()\[\]{}])
-    )""", re.VERBOSE)
+    )""",
+    re.VERBOSE,
+)
 
 _RESERVED = frozenset({"true", "false", "null", "in"})
 _MACROS = frozenset({"all", "exists", "filter", "map"})
@@ -61,7 +66,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while i < len(text):
         match = _TOKEN.match(text, i)
         if not match or match.end() == i:
-            raise _Unsupported(text[i:i + 10])
+            raise _Unsupported(text[i : i + 10])
         kind = match.lastgroup
         out.append((kind, match.group(kind)))
         i = match.end()
@@ -170,6 +175,7 @@ def _arith(op: str):
         if op == "/":
             return _checked(quotient)
         return a - quotient * b
+
     return apply
 
 
@@ -235,6 +241,7 @@ class _Parser:
                 if _bool(left(env, ctx)):
                     return True
                 return _bool(right(env, ctx))
+
             node = either
         return node
 
@@ -248,6 +255,7 @@ class _Parser:
                 if not _bool(left(env, ctx)):
                     return False
                 return _bool(right(env, ctx))
+
             node = both
         return node
 
@@ -255,8 +263,11 @@ class _Parser:
         node = self.addition()
         while True:
             token = self.peek()
-            if token is None or token[1] not in ("==", "!=", "<", "<=", ">", ">=", "in") \
-                    or (token[1] == "in" and token[0] != "name"):
+            if (
+                token is None
+                or token[1] not in ("==", "!=", "<", "<=", ">", ">=", "in")
+                or (token[1] == "in" and token[0] != "name")
+            ):
                 return node
             self.take()
             left, right, op = node, self.addition(), token[1]
@@ -336,6 +347,7 @@ class _Parser:
             if not isinstance(value, dict) or name not in value:
                 raise NotSubset()  # CEL: no such key (an error)
             return value[name]
+
         self.selections[select] = (node, name)  # has() takes it apart
         return select
 
@@ -348,6 +360,7 @@ class _Parser:
             if isinstance(value, dict) and isinstance(key, str) and key in value:
                 return value[key]
             raise NotSubset()  # out of range, no such key, or a key of another kind: CEL says which
+
         return at
 
     def _method(self, target: Node, name: str) -> Node:
@@ -438,11 +451,13 @@ class _Parser:
         if self.at("("):
             return self._call(value)
         name = value
+
         # a dotted name may be a message or package name in CEL; the spec's are all variables
         def variable(env, ctx):
             if name not in env:
                 raise NotSubset()
             return env[name]
+
         return variable
 
     def _call(self, name: str) -> Node:
@@ -459,11 +474,13 @@ class _Parser:
                 if not isinstance(value, dict):
                     raise NotSubset()
                 return field in value
+
             return has
         args = self._arguments()
         if name == "size" and len(args) == 1:
             return lambda env, ctx: _size(args[0](env, ctx))
         if name == "string" and len(args) == 1:
+
             def string(env, ctx):
                 value = args[0](env, ctx)
                 kind = _kind(value)
@@ -472,6 +489,7 @@ class _Parser:
                 if kind == "int":
                     return str(value)
                 raise NotSubset()
+
             return string
         if name not in self.functions:
             raise _Unsupported(f"function {name}")
@@ -487,6 +505,7 @@ class _Parser:
             result = fn(*values)
             _plain(result)
             return result
+
         return call
 
 
@@ -560,6 +579,7 @@ def _macro(name: str, target: Node, var: str, body: Node) -> Node:
         if name == "exists":
             return False
         return out
+
     return run
 
 
@@ -582,6 +602,7 @@ def compile_subset(text: str, functions: dict[str, Callable | None] | None = Non
             return value
         except NotSubset:
             raise
-        except Exception:  # noqa: BLE001 - a function failed, or a value was odd: CEL says it properly
+        except Exception:
             raise NotSubset() from None
+
     return evaluate

@@ -5,6 +5,7 @@ safe YAML load (with ``include:`` fragments) -> structure against the JSON
 Schema of the format -> build with CEL compilation -> semantic checks
 (unknown states, triggers, operations, fields, variables, bounds).
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,14 +15,27 @@ from typing import Any
 
 from . import steps as S
 from .errors import ExpressionError, Problem, SpecError
-from .expressions import (MAX_EXPRESSION_CHARS, PURE_FUNCTIONS, Expression, compile_expression, fields_used,
-                          type_name)
+from .expressions import MAX_EXPRESSION_CHARS, PURE_FUNCTIONS, Expression, compile_expression, fields_used, type_name
+from .includes import IncludeRefused, is_spec_fragment, resolve_include
 from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
 from .schema_check import check_structure, spec_format_schema
-from .includes import IncludeRefused, is_spec_fragment, resolve_include
 from .source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
-from .spec import (EffectDecl, Entity, Exploration, Invariant, Lifecycle, Operation, Ordering, Parameter,
-                   Policy, Profile, Scenario, Spec, State, Transition)
+from .spec import (
+    EffectDecl,
+    Entity,
+    Exploration,
+    Invariant,
+    Lifecycle,
+    Operation,
+    Ordering,
+    Parameter,
+    Policy,
+    Profile,
+    Scenario,
+    Spec,
+    State,
+    Transition,
+)
 
 __all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
 
@@ -44,9 +58,34 @@ _POLICY_EXPRS = {"keep_newest": ("limit",), "expire": ("when",), "inline_or_spil
 _POLICY_OPTIONAL_EXPRS = {"inline_or_spill": ("payload", "serialised")}
 _POLICY_CONDITIONS = {"when", "serialised"}  # policy expressions that must be booleans
 # Functions a constant expression may call and still be evaluated at load time.
-_CEL_BUILTINS = frozenset({"size", "int", "uint", "double", "string", "bool", "type", "dyn", "matches", "contains",
-                           "startsWith", "endsWith", "lowerAscii", "upperAscii", "join", "split", "replace", "trim",
-                           "indexOf", "lastIndexOf", "substring", "max", "min", "_[_]"}) | frozenset(PURE_FUNCTIONS)
+_CEL_BUILTINS = frozenset(
+    {
+        "size",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bool",
+        "type",
+        "dyn",
+        "matches",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "lowerAscii",
+        "upperAscii",
+        "join",
+        "split",
+        "replace",
+        "trim",
+        "indexOf",
+        "lastIndexOf",
+        "substring",
+        "max",
+        "min",
+        "_[_]",
+    }
+) | frozenset(PURE_FUNCTIONS)
 
 
 def _schema_types(schema: Any) -> list[str] | None:
@@ -58,8 +97,9 @@ def _schema_types(schema: Any) -> list[str] | None:
         return [declared]
     if isinstance(declared, list) and all(isinstance(d, str) for d in declared):
         return list(declared)
-    values = schema["enum"] if isinstance(schema.get("enum"), list) else (
-        [schema["const"]] if "const" in schema else None)
+    values = (
+        schema["enum"] if isinstance(schema.get("enum"), list) else ([schema["const"]] if "const" in schema else None)
+    )
     if values:
         return sorted({type_name(v).split()[-1] if not isinstance(v, bool) else "boolean" for v in values})
     return None
@@ -70,8 +110,15 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
     path = Path(path)
     data, smap = load_yaml_file(path)
     if not isinstance(data, dict):
-        raise SpecError([smap.problem((), "a spec must be a YAML mapping at the top level",
-                                      "start the file with `format: lifecycle-spec/1`")])
+        raise SpecError(
+            [
+                smap.problem(
+                    (),
+                    "a spec must be a YAML mapping at the top level",
+                    "start the file with `format: lifecycle-spec/1`",
+                )
+            ]
+        )
     problems: list[Problem] = []
     includes = data.get("include") or []
     for index, name in enumerate(includes if isinstance(includes, list) else []):
@@ -94,15 +141,22 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
             elif isinstance(data[key], dict) and isinstance(value, dict):
                 for sub_key, sub_value in value.items():
                     if sub_key in data[key]:
-                        problems.append(part_map.problem((key, sub_key),
-                                                         f"{key}.{sub_key} is defined both here and in {path.name}",
-                                                         "define it in one file only"))
+                        problems.append(
+                            part_map.problem(
+                                (key, sub_key),
+                                f"{key}.{sub_key} is defined both here and in {path.name}",
+                                "define it in one file only",
+                            )
+                        )
                     else:
                         data[key][sub_key] = sub_value
                 smap.merge(_sub(part_map, (key,)))
             else:
-                problems.append(part_map.problem((key,), f"`{key}` cannot be merged from an included file "
-                                                         f"(only lists and mappings merge)"))
+                problems.append(
+                    part_map.problem(
+                        (key,), f"`{key}` cannot be merged from an included file (only lists and mappings merge)"
+                    )
+                )
     if problems:
         # Keep checking what did load, so every problem is reported in one go.
         data["__load_problems__"] = problems
@@ -113,6 +167,7 @@ def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Pr
     """One included fragment, read only from where includes may come from
     (``includes.py``); refusals are problems at the `include:` entry's line.
     Returns (data, source map) or (None, None)."""
+
     def refuse(message: str, hint: str) -> tuple[None, None]:
         problems.append(Problem(message, entry.file, entry.line, hint))
         return None, None
@@ -126,10 +181,12 @@ def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Pr
         first = exc.problems[0]
         return refuse(f"cannot read included file {name}: {first.message}", first.hint or "check the file")
     if text.strip() and is_spec_fragment(text, _TOP_LEVEL_KEYS) is False:
-        return refuse(f"included file {name} is not a spec fragment: none of its top-level keys is a key of "
-                      f"the spec format (its content is not shown)",
-                      f"include only spec fragments (keys such as scenarios, operations, definitions); "
-                      f"known keys: {', '.join(sorted(_TOP_LEVEL_KEYS))}")
+        return refuse(
+            f"included file {name} is not a spec fragment: none of its top-level keys is a key of "
+            f"the spec format (its content is not shown)",
+            f"include only spec fragments (keys such as scenarios, operations, definitions); "
+            f"known keys: {', '.join(sorted(_TOP_LEVEL_KEYS))}",
+        )
     try:
         return load_yaml_text(text, str(shown))
     except SpecError as exc:
@@ -178,7 +235,7 @@ class _Builder:
         self.data, self.smap, self.path = data, smap, path
         self.problems: list[Problem] = []
         self._records: set[str] = set()  # names bound to an entity record where a condition is compiled
-        self._op_args: dict = {}         # the arguments schema of the operation being compiled
+        self._op_args: dict = {}  # the arguments schema of the operation being compiled
 
     # -- helpers ----------------------------------------------------------
     def where(self, path: tuple) -> str:
@@ -188,19 +245,26 @@ class _Builder:
     def problem(self, path: tuple, message: str, hint: str | None = None, code: str | None = None) -> None:
         self.problems.append(self.smap.problem(path, message, hint, code))
 
-    def expr(self, source: Any, path: tuple, allowed: set[str] | None = None, *,
-             max_chars: int | None = MAX_EXPRESSION_CHARS) -> Expression | None:
+    def expr(
+        self, source: Any, path: tuple, allowed: set[str] | None = None, *, max_chars: int | None = MAX_EXPRESSION_CHARS
+    ) -> Expression | None:
         try:
             expression = compile_expression(source, self.where(path), max_chars=max_chars)
         except ExpressionError as exc:
-            self.problem(path, str(exc).split(": ", 1)[-1], "write a CEL expression; quote string literals "
-                                                             "with single quotes inside the YAML string")
+            self.problem(
+                path,
+                str(exc).split(": ", 1)[-1],
+                "write a CEL expression; quote string literals with single quotes inside the YAML string",
+            )
             return None
         if allowed is not None:
             unknown = expression.unknown_names(allowed)
             if unknown:
-                self.problem(path, f"`{expression.source}` uses unknown name(s): {', '.join(unknown)}",
-                             f"names available here: {', '.join(sorted(allowed))}")
+                self.problem(
+                    path,
+                    f"`{expression.source}` uses unknown name(s): {', '.join(unknown)}",
+                    f"names available here: {', '.join(sorted(allowed))}",
+                )
         return expression
 
     def cond(self, source: Any, path: tuple, allowed: set[str] | None, role: str) -> Expression | None:
@@ -211,8 +275,11 @@ class _Builder:
         if expression is not None:
             what = self._known_type(expression)
             if what is not None:
-                self.problem(path, f"`{expression.source}` is {role} and must be true or false, but it is {what}",
-                             "write a comparison or a boolean, e.g. `job.status == 'done'` or `size(xs) > 0`")
+                self.problem(
+                    path,
+                    f"`{expression.source}` is {role} and must be true or false, but it is {what}",
+                    "write a comparison or a boolean, e.g. `job.status == 'done'` or `size(xs) > 0`",
+                )
         return expression
 
     def _known_type(self, expression: Expression) -> str | None:
@@ -239,15 +306,23 @@ class _Builder:
             if name == self.lifecycle.field:
                 return f"the lifecycle field {name} (a string)"
             kinds = _schema_types(schema)
-            return (None if kinds is None or "boolean" in kinds
-                    else f"field {name} of {self.entity.name} ({' or '.join(kinds)})")
+            return (
+                None
+                if kinds is None or "boolean" in kinds
+                else f"field {name} of {self.entity.name} ({' or '.join(kinds)})"
+            )
         return None
 
     def _assumes(self, source: Any, path: tuple) -> Expression | None:
         """An `assumes` (over parameters): a boolean under the defaults and every profile."""
-        return self._over_params(source, path, "an `assumes`", lambda v: isinstance(v, bool),
-                                 "an `assumes` condition and must be true or false",
-                                 "write a comparison over params, e.g. `params.max_running > 0`")
+        return self._over_params(
+            source,
+            path,
+            "an `assumes`",
+            lambda v: isinstance(v, bool),
+            "an `assumes` condition and must be true or false",
+            "write a comparison over params, e.g. `params.max_running > 0`",
+        )
 
     def _over_params(self, source: Any, path: tuple, role: str, fits, must: str, hint: str) -> Expression | None:
         """An expression over parameters that must evaluate, to a value ``fits``
@@ -256,18 +331,25 @@ class _Builder:
         if expression is None:
             return None
         defaults = {name: p.default for name, p in self.parameters.items()}
-        settings = [("the defaults", defaults)] + [(f"profile {name}", {**defaults, **prof.parameters})
-                                                    for name, prof in self.profiles.items()]
+        settings = [("the defaults", defaults)] + [
+            (f"profile {name}", {**defaults, **prof.parameters}) for name, prof in self.profiles.items()
+        ]
         for label, params in settings:
             try:
                 value = expression.evaluate({"params": params})
             except ExpressionError as exc:
-                self.problem(path, f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
-                             f"{role} must evaluate under every profile")
+                self.problem(
+                    path,
+                    f"`{expression.source}` fails under {label}: {str(exc).split(': ', 1)[-1]}",
+                    f"{role} must evaluate under every profile",
+                )
                 return expression
             if not fits(value):
-                self.problem(path, f"`{expression.source}` is {must}, but under {label} "
-                                   f"it gives {value!r} ({type_name(value)})", hint)
+                self.problem(
+                    path,
+                    f"`{expression.source}` is {must}, but under {label} it gives {value!r} ({type_name(value)})",
+                    hint,
+                )
                 return expression
         return expression
 
@@ -278,13 +360,17 @@ class _Builder:
         self.profiles = self._profiles()
         self.definitions = d.get("definitions") or {}
         self.lifecycle = self._lifecycle()
-        self.orderings = {name: Ordering(name, tuple(o["by"]), o.get("description", ""))
-                          for name, o in (d.get("orderings") or {}).items()}
+        self.orderings = {
+            name: Ordering(name, tuple(o["by"]), o.get("description", ""))
+            for name, o in (d.get("orderings") or {}).items()
+        }
         self.entity = self._entity()
         self.tables = tuple((d.get("state") or {}).get("tables") or {})
         self.counters = tuple((d.get("state") or {}).get("counters") or {})
-        self.effects = {name: EffectDecl(name, e.get("schema") or {"type": "object"}, e.get("description", ""))
-                        for name, e in (d.get("effects") or {}).items()}
+        self.effects = {
+            name: EffectDecl(name, e.get("schema") or {"type": "object"}, e.get("description", ""))
+            for name, e in (d.get("effects") or {}).items()
+        }
         self.policies = self._policies()
         self._check_orderings()
         self.operations = {name: self._operation(name, op) for name, op in d["operations"].items()}
@@ -293,27 +379,54 @@ class _Builder:
         timers = tuple(d.get("timers") or ())
         for i, name in enumerate(timers):
             if name not in self.entity.fields and name not in self.entity.internal:
-                self.problem(("timers", i), f"timer field {name!r} is not a field of {self.entity.name}",
-                             f"fields: {', '.join(sorted(set(self.entity.fields) | set(self.entity.internal)))}")
+                self.problem(
+                    ("timers", i),
+                    f"timer field {name!r} is not a field of {self.entity.name}",
+                    f"fields: {', '.join(sorted(set(self.entity.fields) | set(self.entity.internal)))}",
+                )
         invariants = self._invariants()
         exploration = self._exploration()
         scenarios = self._scenarios()
         return Spec(
-            id=d["id"], version=d["version"], title=d["title"], description=d.get("description", ""),
-            path=self.path, parameters=self.parameters, profiles=self.profiles, entity=self.entity,
-            lifecycle=self.lifecycle, tables=self.tables, counters=self.counters, orderings=self.orderings,
-            policies=self.policies, effects=self.effects, definitions=self.definitions,
-            operations=self.operations, invariants=invariants, scenarios=scenarios, exploration=exploration,
-            implementations=dict(d.get("implementations") or {}), on_clock=on_clock, timers=timers,
-            source_map=self.smap, raw=d,
+            id=d["id"],
+            version=d["version"],
+            title=d["title"],
+            description=d.get("description", ""),
+            path=self.path,
+            parameters=self.parameters,
+            profiles=self.profiles,
+            entity=self.entity,
+            lifecycle=self.lifecycle,
+            tables=self.tables,
+            counters=self.counters,
+            orderings=self.orderings,
+            policies=self.policies,
+            effects=self.effects,
+            definitions=self.definitions,
+            operations=self.operations,
+            invariants=invariants,
+            scenarios=scenarios,
+            exploration=exploration,
+            implementations=dict(d.get("implementations") or {}),
+            on_clock=on_clock,
+            timers=timers,
+            source_map=self.smap,
+            raw=d,
         )
 
     def _parameters(self) -> dict[str, Parameter]:
         out = {}
         for name, p in (self.data.get("parameters") or {}).items():
-            param = Parameter(name=name, type=p["type"], default=p["default"], minimum=p.get("minimum"),
-                              maximum=p.get("maximum"), enum=tuple(p["enum"]) if "enum" in p else None,
-                              fixed=bool(p.get("fixed", False)), description=p.get("description", ""))
+            param = Parameter(
+                name=name,
+                type=p["type"],
+                default=p["default"],
+                minimum=p.get("minimum"),
+                maximum=p.get("maximum"),
+                enum=tuple(p["enum"]) if "enum" in p else None,
+                fixed=bool(p.get("fixed", False)),
+                description=p.get("description", ""),
+            )
             why = param.violation(param.default)
             if why:
                 self.problem(("parameters", name, "default"), f"default out of its own bounds: {why}")
@@ -327,8 +440,11 @@ class _Builder:
             for key, value in values.items():
                 path = ("profiles", name, "parameters", key)
                 if key not in self.parameters:
-                    self.problem(path, f"profile {name} sets unknown parameter {key}",
-                                 f"known parameters: {', '.join(self.parameters)}")
+                    self.problem(
+                        path,
+                        f"profile {name} sets unknown parameter {key}",
+                        f"known parameters: {', '.join(self.parameters)}",
+                    )
                 elif self.parameters[key].violation(value):
                     self.problem(path, f"profile {name}: {self.parameters[key].violation(value)}")
             out[name] = Profile(name, prof.get("description", ""), dict(values))
@@ -336,29 +452,45 @@ class _Builder:
 
     def _lifecycle(self) -> Lifecycle:
         lc = self.data["lifecycle"]
-        states = {name: State(name, bool((s or {}).get("initial")), bool((s or {}).get("terminal")),
-                              (s or {}).get("description", "")) for name, s in lc["states"].items()}
+        states = {
+            name: State(
+                name, bool((s or {}).get("initial")), bool((s or {}).get("terminal")), (s or {}).get("description", "")
+            )
+            for name, s in lc["states"].items()
+        }
         initials = [s.name for s in states.values() if s.initial]
         if len(initials) != 1:
             self.problem(("lifecycle", "states"), f"exactly one state must be `initial: true` (found {len(initials)})")
         if not any(s.terminal for s in states.values()):
-            self.problem(("lifecycle", "states"), "no state is `terminal: true`",
-                         "mark the states where a lifecycle ends as terminal")
+            self.problem(
+                ("lifecycle", "states"),
+                "no state is `terminal: true`",
+                "mark the states where a lifecycle ends as terminal",
+            )
         transitions = []
         for i, t in enumerate(lc["transitions"]):
             path = ("lifecycle", "transitions", i)
             sources = tuple([t["source"]] if isinstance(t["source"], str) else t["source"])
             for src in sources:
                 if src not in states:
-                    self.problem(path + ("source",), f"unknown state {src!r} in transition {t['trigger']}",
-                                 f"states: {', '.join(states)}")
+                    self.problem(
+                        path + ("source",),
+                        f"unknown state {src!r} in transition {t['trigger']}",
+                        f"states: {', '.join(states)}",
+                    )
                 elif states[src].terminal:
-                    self.problem(path + ("source",), f"transition {t['trigger']} leaves terminal state {src!r}",
-                                 "terminal states are final; remove the transition or unmark the state",
-                                 code="terminal-exit")
+                    self.problem(
+                        path + ("source",),
+                        f"transition {t['trigger']} leaves terminal state {src!r}",
+                        "terminal states are final; remove the transition or unmark the state",
+                        code="terminal-exit",
+                    )
             if t["dest"] not in states:
-                self.problem(path + ("dest",), f"unknown state {t['dest']!r} in transition {t['trigger']}",
-                             f"states: {', '.join(states)}")
+                self.problem(
+                    path + ("dest",),
+                    f"unknown state {t['dest']!r} in transition {t['trigger']}",
+                    f"states: {', '.join(states)}",
+                )
             guard = self.cond(t["guard"], path + ("guard",), _BASE_VARS, "a transition guard") if "guard" in t else None
             transitions.append(Transition(t["trigger"], sources, t["dest"], guard, self.where(path)))
         lifecycle = Lifecycle(lc["field"], states, tuple(transitions))
@@ -372,8 +504,11 @@ class _Builder:
                         frontier.append(t.dest)
             for name in states:
                 if name not in reach:
-                    self.problem(("lifecycle", "states", name), f"state {name!r} cannot be reached from "
-                                 f"the initial state {initials[0]!r}", "add a transition into it or remove it")
+                    self.problem(
+                        ("lifecycle", "states", name),
+                        f"state {name!r} cannot be reached from the initial state {initials[0]!r}",
+                        "add a transition into it or remove it",
+                    )
         return lifecycle
 
     def _entity(self) -> Entity:
@@ -382,9 +517,12 @@ class _Builder:
         if e["key"] not in fields:
             self.problem(("entity", "key"), f"key field {e['key']!r} is not among the entity fields")
         if self.lifecycle.field not in fields:
-            self.problem(("lifecycle", "field"), f"lifecycle field {self.lifecycle.field!r} is not an entity field",
-                         "add it under entity.fields")
-        indexes = tuple((e.get("indexes") or {}))
+            self.problem(
+                ("lifecycle", "field"),
+                f"lifecycle field {self.lifecycle.field!r} is not an entity field",
+                "add it under entity.fields",
+            )
+        indexes = tuple(e.get("indexes") or {})
         for name in indexes:
             if name not in fields:
                 self.problem(("entity", "indexes", name), f"index on unknown field {name!r}")
@@ -413,21 +551,33 @@ class _Builder:
             self._records = {self.entity.name}
             for key in _POLICY_EXPRS.get(kind, ()):
                 allowed = {"params", "now", "terminal_states", self.entity.name}
-                exprs[key] = (self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
-                              if key in _POLICY_CONDITIONS else self.expr(config[key], path + (key,), allowed))
+                exprs[key] = (
+                    self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
+                    if key in _POLICY_CONDITIONS
+                    else self.expr(config[key], path + (key,), allowed)
+                )
             for key in _POLICY_OPTIONAL_EXPRS.get(kind, ()):
                 if key in config:
                     allowed = {"args", "params", "now", "terminal_states", self.entity.name}
-                    exprs[key] = (self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
-                                  if key in _POLICY_CONDITIONS else self.expr(config[key], path + (key,), allowed))
+                    exprs[key] = (
+                        self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
+                        if key in _POLICY_CONDITIONS
+                        else self.expr(config[key], path + (key,), allowed)
+                    )
             self._records = set()
             if "ordering" in config and config["ordering"] not in self.orderings:
-                self.problem(path + ("ordering",), f"unknown ordering {config['ordering']!r}",
-                             f"orderings: {', '.join(self.orderings) or '(none declared)'}")
+                self.problem(
+                    path + ("ordering",),
+                    f"unknown ordering {config['ordering']!r}",
+                    f"orderings: {', '.join(self.orderings) or '(none declared)'}",
+                )
             if kind == "keep_newest":
                 if config.get("scope") and config["scope"] != self.entity.scope_field:
-                    self.problem(path + ("scope",), f"retention scope {config['scope']!r} must be the scope "
-                                 f"policy's field ({self.entity.scope_field!r})")
+                    self.problem(
+                        path + ("scope",),
+                        f"retention scope {config['scope']!r} must be the scope "
+                        f"policy's field ({self.entity.scope_field!r})",
+                    )
                 self._states_filter(config.get("states"), path + ("states",))
             if kind == "at_most_once":
                 if config["flag"] not in self.entity.fields:
@@ -454,10 +604,12 @@ class _Builder:
         if used is not None and hasattr(self, "entity"):
             known = set(self.entity.fields) | set(self.entity.internal) | {self.lifecycle.field}
             for name in sorted(used - known):
-                self.problem(path, f"`{source}` reads {var}.{name}, but {name!r} is not a field of "
-                                   f"{self.entity.name}",
-                             f"fields of {self.entity.name}: {', '.join(sorted(known))} (declare it under "
-                             f"`entity: fields:` or `internal:`, or fix the name)")
+                self.problem(
+                    path,
+                    f"`{source}` reads {var}.{name}, but {name!r} is not a field of {self.entity.name}",
+                    f"fields of {self.entity.name}: {', '.join(sorted(known))} (declare it under "
+                    f"`entity: fields:` or `internal:`, or fix the name)",
+                )
         return used
 
     def _projection(self, sources: list, var: str) -> frozenset | None:
@@ -514,8 +666,16 @@ class _Builder:
         steps = self._steps(op["steps"], path + ("steps",), set(_BASE_VARS))
         self._op_args = {}
         assumes = self._assumes(op["assumes"], path + ("assumes",)) if "assumes" in op else None
-        return Operation(name, op.get("summary", ""), args_schema, result_schema, errors, steps,
-                         bool(op.get("read_only", False)), assumes)
+        return Operation(
+            name,
+            op.get("summary", ""),
+            args_schema,
+            result_schema,
+            errors,
+            steps,
+            bool(op.get("read_only", False)),
+            assumes,
+        )
 
     def _check_draws(self, schema: dict, path: tuple) -> None:
         pools = (self.data.get("exploration") or {}).get("pools") or {}
@@ -527,8 +687,7 @@ class _Builder:
                 continue
             where = path + ("properties", prop, "x-draw")
             if "pool" in draw and draw["pool"] not in pools:
-                self.problem(where, f"x-draw names unknown pool {draw['pool']!r}",
-                             "declare it under exploration.pools")
+                self.problem(where, f"x-draw names unknown pool {draw['pool']!r}", "declare it under exploration.pools")
             if "keys" in draw and draw["keys"] != self.entity.name:
                 self.problem(where, f"x-draw keys must name the entity ({self.entity.name!r})")
             if "policy" in draw and draw["policy"] not in self.policies:
@@ -536,9 +695,12 @@ class _Builder:
 
     def _error_spec(self, raw: dict, path: tuple, scope: set[str]) -> S.ErrorSpec:
         if raw["kind"] not in self._op_errors:
-            self.problem(path + ("kind",), f"error kind {raw['kind']!r} is not listed in operation "
-                         f"{self._op_name}'s errors", f"add it: errors: [{', '.join(sorted(self._op_errors | {raw['kind']}))}]",
-                         code="undeclared-error")
+            self.problem(
+                path + ("kind",),
+                f"error kind {raw['kind']!r} is not listed in operation {self._op_name}'s errors",
+                f"add it: errors: [{', '.join(sorted(self._op_errors | {raw['kind']}))}]",
+                code="undeclared-error",
+            )
         return S.ErrorSpec(raw["kind"], self.expr(raw["message"], path + ("message",), scope))
 
     def _fields(self, raw: dict, path: tuple, scope: set[str], *, creating: bool) -> dict[str, Expression]:
@@ -546,11 +708,18 @@ class _Builder:
         out = {}
         for fname, source in raw.items():
             if fname not in known:
-                self.problem(path + (fname,), f"unknown field {fname!r} of {self.entity.name}",
-                             f"fields: {', '.join(sorted(known))}")
+                self.problem(
+                    path + (fname,),
+                    f"unknown field {fname!r} of {self.entity.name}",
+                    f"fields: {', '.join(sorted(known))}",
+                )
             elif fname == self.lifecycle.field:
-                self.problem(path + (fname,), f"{fname!r} is the lifecycle field; it changes only by `fire`"
-                             if not creating else f"{fname!r} is set to the initial state on create; do not set it")
+                self.problem(
+                    path + (fname,),
+                    f"{fname!r} is the lifecycle field; it changes only by `fire`"
+                    if not creating
+                    else f"{fname!r} is set to the initial state on create; do not set it",
+                )
             out[fname] = self.expr(source, path + (fname,), scope)
         return out
 
@@ -566,7 +735,7 @@ class _Builder:
         if name not in scope:
             self.problem(path, f"{name!r} is not bound here", "bind it first with `find`, `create` or `for_each`")
 
-    def _step(self, raw: dict, path: tuple, scope: set[str]):  # noqa: C901 - one branch per step kind
+    def _step(self, raw: dict, path: tuple, scope: set[str]):
         kind = next(k for k in S.STEP_KINDS if k in raw)
         body = raw[kind]
         where = self.where(path)
@@ -578,8 +747,11 @@ class _Builder:
             self._records.difference_update(body)  # a let rebinds: its type is not known
             return S.Let(values, where)
         if kind == "require":
-            return S.Require(self.cond(body, p, scope, "a `require` condition"),
-                             self._error_spec(raw["error"], path + ("error",), scope), where)
+            return S.Require(
+                self.cond(body, p, scope, "a `require` condition"),
+                self._error_spec(raw["error"], path + ("error",), scope),
+                where,
+            )
         if kind == "reject":
             return S.Reject(self._error_spec(body, p, scope), where)
         if kind == "check":
@@ -591,16 +763,28 @@ class _Builder:
             if "by" in body:
                 by_field, by_source = next(iter(body["by"].items()))
                 if by_field not in self.entity.unique_indexes and by_field != self.entity.key:
-                    self.problem(p + ("by",), f"find by {by_field!r} needs a unique index on it",
-                                 f"declare entity.indexes.{by_field}: {{unique: true}}")
+                    self.problem(
+                        p + ("by",),
+                        f"find by {by_field!r} needs a unique index on it",
+                        f"declare entity.indexes.{by_field}: {{unique: true}}",
+                    )
                 by_value = self.expr(by_source, p + ("by", by_field), scope)
             scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
             if scope_expr is not None and not self.entity.scope_field:
-                self.problem(p + ("scope",), "find with `scope` needs a scope policy", "add policies: {scope: {kind: scope, field: ...}}")
-            step = S.Find(body["as"], self.expr(body["key"], p + ("key",), scope) if "key" in body else None,
-                          by_field, by_value, scope_expr,
-                          self._error_spec(body["missing"], p + ("missing",), scope) if "missing" in body else None,
-                          where)
+                self.problem(
+                    p + ("scope",),
+                    "find with `scope` needs a scope policy",
+                    "add policies: {scope: {kind: scope, field: ...}}",
+                )
+            step = S.Find(
+                body["as"],
+                self.expr(body["key"], p + ("key",), scope) if "key" in body else None,
+                by_field,
+                by_value,
+                scope_expr,
+                self._error_spec(body["missing"], p + ("missing",), scope) if "missing" in body else None,
+                where,
+            )
             scope.add(body["as"])
             self._records.add(body["as"])
             return step
@@ -613,8 +797,11 @@ class _Builder:
             return S.Create(body["as"], fields, where)
         if kind == "fire":
             if body["trigger"] not in self.lifecycle.triggers:
-                self.problem(p + ("trigger",), f"unknown trigger {body['trigger']!r}",
-                             f"triggers: {', '.join(sorted(self.lifecycle.triggers))}")
+                self.problem(
+                    p + ("trigger",),
+                    f"unknown trigger {body['trigger']!r}",
+                    f"triggers: {', '.join(sorted(self.lifecycle.triggers))}",
+                )
             self._need_bound(body["on"], scope, p + ("on",))
             otherwise = body.get("otherwise", "ignore")
             err = None if otherwise == "ignore" else self._error_spec(otherwise, p + ("otherwise",), scope)
@@ -632,25 +819,36 @@ class _Builder:
             return S.When(cond, then, other, where)
         if kind == "emit":
             if body["effect"] not in self.effects:
-                self.problem(p + ("effect",), f"unknown effect {body['effect']!r}",
-                             f"declared effects: {', '.join(self.effects) or '(none)'}")
+                self.problem(
+                    p + ("effect",),
+                    f"unknown effect {body['effect']!r}",
+                    f"declared effects: {', '.join(self.effects) or '(none)'}",
+                )
             fields = {}
             declared = set((self.effects.get(body["effect"]) or EffectDecl("", {})).schema.get("properties") or {})
             for fname, value in (body.get("fields") or {}).items():
                 if declared and fname not in declared:
-                    self.problem(p + ("fields", fname), f"effect {body['effect']} has no field {fname!r}",
-                                 f"its fields: {', '.join(sorted(declared))}")
+                    self.problem(
+                        p + ("fields", fname),
+                        f"effect {body['effect']} has no field {fname!r}",
+                        f"its fields: {', '.join(sorted(declared))}",
+                    )
                 if isinstance(value, dict):
-                    checks = tuple((k, None if k == "any" else self.expr(v, p + ("fields", fname, k), scope))
-                                   for k, v in value.items())
+                    checks = tuple(
+                        (k, None if k == "any" else self.expr(v, p + ("fields", fname, k), scope))
+                        for k, v in value.items()
+                    )
                     fields[fname] = S.MatcherSpec(checks)
                 else:
                     fields[fname] = self.expr(value, p + ("fields", fname), scope)
             return S.Emit(body["effect"], fields, where)
         if kind in ("for_each", "collect"):
             if body.get("ordering") and body["ordering"] not in self.orderings:
-                self.problem(p + ("ordering",), f"unknown ordering {body['ordering']!r}",
-                             f"orderings: {', '.join(self.orderings) or '(none)'}")
+                self.problem(
+                    p + ("ordering",),
+                    f"unknown ordering {body['ordering']!r}",
+                    f"orderings: {', '.join(self.orderings) or '(none)'}",
+                )
             scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
             states = self._states_filter(body.get("states"), p + ("states",))
             inner = scope | {ent}
@@ -658,8 +856,11 @@ class _Builder:
             self._records.add(ent)
             cond = self.cond(body["where"], p + ("where",), inner, "a `where` condition") if "where" in body else None
             self._records = records
-            cond_all = (self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None, max_chars=None)
-                        if cond is not None else None)
+            cond_all = (
+                self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None, max_chars=None)
+                if cond is not None
+                else None
+            )
             if kind == "for_each":
                 loop_scope = set(inner)
                 loop_scope.discard(body["as"]) if body["as"] != ent else None
@@ -667,26 +868,52 @@ class _Builder:
                 self._records.add(body["as"])
                 steps = self._steps(body["do"], p + ("do",), loop_scope)
                 scope.update(n for n in loop_scope if n not in (ent, body["as"]))
-                step = S.ForEach(bind=body["as"], scope=scope_expr, states=states, condition=cond,
-                                 ordering=body.get("ordering"), condition_all=cond_all, body=steps, where=where)
+                step = S.ForEach(
+                    bind=body["as"],
+                    scope=scope_expr,
+                    states=states,
+                    condition=cond,
+                    ordering=body.get("ordering"),
+                    condition_all=cond_all,
+                    body=steps,
+                    where=where,
+                )
                 step.fields = self._projection([(body.get("where"), p + ("where",))], ent)
                 return step
             select = self.expr(body["select"], p + ("select",), inner)
-            select_all = (self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
-                          if select else None)
+            select_all = (
+                self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
+                if select
+                else None
+            )
             scope.add(body["as"])
-            step = S.Collect(bind=body["as"], scope=scope_expr, states=states, condition=cond,
-                             ordering=body.get("ordering"), condition_all=cond_all, select=select, where=where,
-                             select_all=select_all)
-            step.fields = self._projection([(body.get("where"), p + ("where",)), (body["select"], p + ("select",))], ent)
+            step = S.Collect(
+                bind=body["as"],
+                scope=scope_expr,
+                states=states,
+                condition=cond,
+                ordering=body.get("ordering"),
+                condition_all=cond_all,
+                select=select,
+                where=where,
+                select_all=select_all,
+            )
+            step.fields = self._projection(
+                [(body.get("where"), p + ("where",)), (body["select"], p + ("select",))], ent
+            )
             return step
         if kind == "apply":
             policy = self.policies.get(body["policy"])
             if policy is None:
-                self.problem(p + ("policy",), f"unknown policy {body['policy']!r}",
-                             f"policies: {', '.join(self.policies) or '(none)'}")
+                self.problem(
+                    p + ("policy",),
+                    f"unknown policy {body['policy']!r}",
+                    f"policies: {', '.join(self.policies) or '(none)'}",
+                )
             elif policy.kind == "inline_or_spill" and not (body.get("on") and body.get("as")):
-                self.problem(p, "apply of an inline_or_spill policy needs `on` (the entity) and `as` (a name for the verdict)")
+                self.problem(
+                    p, "apply of an inline_or_spill policy needs `on` (the entity) and `as` (a name for the verdict)"
+                )
             elif policy.kind == "keep_newest" and policy.config.get("scope") and "scope" not in body:
                 self.problem(p, f"apply of {body['policy']} needs `scope` (which {policy.config['scope']} to trim)")
             elif policy.kind not in ("inline_or_spill", "keep_newest"):
@@ -699,8 +926,11 @@ class _Builder:
             return S.Apply(body["policy"], body.get("on"), body.get("as"), scope_expr, where)
         if kind in ("put", "drop"):
             if body["table"] not in self.tables:
-                self.problem(p + ("table",), f"unknown table {body['table']!r}",
-                             f"declare it under state.tables (known: {', '.join(self.tables) or 'none'})")
+                self.problem(
+                    p + ("table",),
+                    f"unknown table {body['table']!r}",
+                    f"declare it under state.tables (known: {', '.join(self.tables) or 'none'})",
+                )
             key = self.expr(body["key"], p + ("key",), scope)
             if kind == "drop":
                 return S.Drop(body["table"], key, where)
@@ -747,8 +977,9 @@ class _Builder:
                 if inv["each"] != ent:
                     self.problem(path + ("each",), f"`each` must name the entity ({ent!r})")
                 self._records = {ent}
-                check = self.cond(inv["check"], path + ("check",), {ent, "params", "now", "terminal_states"},
-                                  f"invariant {inv['id']}")
+                check = self.cond(
+                    inv["check"], path + ("check",), {ent, "params", "now", "terminal_states"}, f"invariant {inv['id']}"
+                )
                 self._records = set()
                 if check is not None:
                     self._record_fields_read(check.source, ent, path + ("check",))
@@ -756,11 +987,20 @@ class _Builder:
             elif "scope" in inv:
                 if inv["scope"] != self.entity.scope_field:
                     self.problem(path + ("scope",), f"`scope` must be the scope field ({self.entity.scope_field!r})")
-                check = self.cond(inv["check"], path + ("check",),
-                                  {self.entity.collection, "params", "now", "terminal_states"}, f"invariant {inv['id']}")
+                check = self.cond(
+                    inv["check"],
+                    path + ("check",),
+                    {self.entity.collection, "params", "now", "terminal_states"},
+                    f"invariant {inv['id']}",
+                )
                 if check is not None:  # the records a macro over the collection binds, e.g. jobs.all(j, j.status ...)
-                    for var in dict.fromkeys(re.findall(rf"\b{re.escape(self.entity.collection)}\s*\.\s*(?:all|exists|"
-                                                        rf"exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", check.source)):
+                    for var in dict.fromkeys(
+                        re.findall(
+                            rf"\b{re.escape(self.entity.collection)}\s*\.\s*(?:all|exists|"
+                            rf"exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,",
+                            check.source,
+                        )
+                    ):
                         # the binding itself, `filter(j, ...`, is not a use of the whole record
                         body = re.sub(rf"\(\s*{var}\s*,", "(", check.source)
                         self._record_fields_read(check.source, var, path + ("check",), reads=body)
@@ -772,7 +1012,7 @@ class _Builder:
     def _exploration(self) -> Exploration:
         ex = self.data.get("exploration") or {}
         ops = self.data["operations"]
-        for op in (ex.get("weights") or {}):
+        for op in ex.get("weights") or {}:
             if op not in ops:
                 self.problem(("exploration", "weights", op), f"weight for unknown operation {op!r}")
         probe = None
@@ -782,8 +1022,11 @@ class _Builder:
                 self.problem(("exploration", "probe", "call"), f"unknown operation {pr['call']!r}")
             if pr.get("for_pool") and pr["for_pool"] not in (ex.get("pools") or {}):
                 self.problem(("exploration", "probe", "for_pool"), f"unknown pool {pr['for_pool']!r}")
-            probe = {"call": pr["call"], "for_pool": pr.get("for_pool"),
-                     "args": self.expr(pr["args"], ("exploration", "probe", "args"), {"params", "pool_value"})}
+            probe = {
+                "call": pr["call"],
+                "for_pool": pr.get("for_pool"),
+                "args": self.expr(pr["args"], ("exploration", "probe", "args"), {"params", "pool_value"}),
+            }
         batches = []
         for i, b in enumerate(ex.get("batches") or []):
             path = ("exploration", "batches", i)
@@ -800,14 +1043,34 @@ class _Builder:
                     if a not in props:
                         self.problem(ppath, f"operation {ph['call']} has no argument {a!r}")
                 if ph.get("once") and j == 0:
-                    self.problem(ppath + ("once",), "the first phase cannot run once: there is no item yet",
-                                 hint="start the items in an earlier phase, then add the phase that runs once")
-                phases.append({"call": ph["call"], "order": ph.get("order", "given"), "once": bool(ph.get("once")),
-                               "advance_ms": list(ph.get("advance_ms") or [0]), "omit": list(ph.get("omit") or []),
-                               "args": {k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()}})
+                    self.problem(
+                        ppath + ("once",),
+                        "the first phase cannot run once: there is no item yet",
+                        hint="start the items in an earlier phase, then add the phase that runs once",
+                    )
+                phases.append(
+                    {
+                        "call": ph["call"],
+                        "order": ph.get("order", "given"),
+                        "once": bool(ph.get("once")),
+                        "advance_ms": list(ph.get("advance_ms") or [0]),
+                        "omit": list(ph.get("omit") or []),
+                        "args": {
+                            k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()
+                        },
+                    }
+                )
             assumes = self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None
-            batches.append({"name": b["name"], "description": b.get("description", ""), "count": count,
-                            "shared": dict(b.get("shared") or {}), "phases": phases, "assumes": assumes})
+            batches.append(
+                {
+                    "name": b["name"],
+                    "description": b.get("description", ""),
+                    "count": count,
+                    "shared": dict(b.get("shared") or {}),
+                    "phases": phases,
+                    "assumes": assumes,
+                }
+            )
         concurrent = []
         for i, c in enumerate(ex.get("concurrent") or []):
             path = ("exploration", "concurrent", i)
@@ -820,19 +1083,35 @@ class _Builder:
                     if a not in props:
                         self.problem(path + ("same_args",), f"operation {op} has no argument {a!r}")
             assumes = self._assumes(c["assumes"], path + ("assumes",)) if "assumes" in c else None
-            concurrent.append({"name": c["name"], "calls": list(c["calls"]), "same_args": list(c.get("same_args") or []),
-                               "assumes": assumes})
-        return Exploration(pools=dict(ex.get("pools") or {}), weights=dict(ex.get("weights") or {}),
-                           advance_ms=list(ex.get("advance_ms") or [0, 1]), probe=probe, batches=batches,
-                           concurrent=concurrent, limits=self._limits(ex.get("limits") or [], batches),
-                           derived_races=bool(ex.get("derived_races", True)))
+            concurrent.append(
+                {
+                    "name": c["name"],
+                    "calls": list(c["calls"]),
+                    "same_args": list(c.get("same_args") or []),
+                    "assumes": assumes,
+                }
+            )
+        return Exploration(
+            pools=dict(ex.get("pools") or {}),
+            weights=dict(ex.get("weights") or {}),
+            advance_ms=list(ex.get("advance_ms") or [0, 1]),
+            probe=probe,
+            batches=batches,
+            concurrent=concurrent,
+            limits=self._limits(ex.get("limits") or [], batches),
+            derived_races=bool(ex.get("derived_races", True)),
+        )
 
     def _limit_value(self, source: str, path: tuple) -> Expression | None:
         """A limit's value (over parameters): an integer under the defaults and every profile."""
-        return self._over_params(source, path, "a limit's value",
-                                 lambda v: isinstance(v, int) and not isinstance(v, bool),
-                                 "a limit and must be an integer",
-                                 "write an integer parameter or arithmetic over params, e.g. `params.max_running`")
+        return self._over_params(
+            source,
+            path,
+            "a limit's value",
+            lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "a limit and must be an integer",
+            "write an integer parameter or arithmetic over params, e.g. `params.max_running`",
+        )
 
     def _limits(self, raw: list, batches: list) -> list[dict]:
         """``exploration.limits``: each limit's value (CEL over params) and what
@@ -845,8 +1124,11 @@ class _Builder:
                 self.problem(path + ("name",), f"duplicate limit name {lim['name']!r} (also at {seen[lim['name']]})")
             seen[lim["name"]] = self.where(path)
             if not (lim.get("clock") or lim.get("args") or lim.get("batches")):
-                self.problem(path, f"limit {lim['name']!r} probes nothing",
-                             hint="give it `clock: true`, `args: [operation.argument]` or `batches: [name]`")
+                self.problem(
+                    path,
+                    f"limit {lim['name']!r} probes nothing",
+                    hint="give it `clock: true`, `args: [operation.argument]` or `batches: [name]`",
+                )
             args = []
             for j, target in enumerate(lim.get("args") or []):
                 op, _, arg = target.partition(".")
@@ -859,14 +1141,22 @@ class _Builder:
                     args.append((op, arg))
             for j, name in enumerate(lim.get("batches") or []):
                 if name not in batch_names:
-                    self.problem(path + ("batches", j), f"unknown batch {name!r}",
-                                 hint="name one of exploration.batches")
+                    self.problem(
+                        path + ("batches", j), f"unknown batch {name!r}", hint="name one of exploration.batches"
+                    )
             value = lim["value"]
-            out.append({"name": lim["name"], "description": lim.get("description", ""),
-                        "value": value if isinstance(value, int) else self._limit_value(value, path + ("value",)),
-                        "assumes": self._assumes(lim["assumes"], path + ("assumes",)) if "assumes" in lim else None,
-                        "unit": lim.get("unit", "chars"), "clock": bool(lim.get("clock")), "args": args,
-                        "batches": list(lim.get("batches") or [])})
+            out.append(
+                {
+                    "name": lim["name"],
+                    "description": lim.get("description", ""),
+                    "value": value if isinstance(value, int) else self._limit_value(value, path + ("value",)),
+                    "assumes": self._assumes(lim["assumes"], path + ("assumes",)) if "assumes" in lim else None,
+                    "unit": lim.get("unit", "chars"),
+                    "clock": bool(lim.get("clock")),
+                    "args": args,
+                    "batches": list(lim.get("batches") or []),
+                }
+            )
         return out
 
     def _scenarios(self) -> list:
@@ -881,16 +1171,31 @@ class _Builder:
             requires = tuple(sc.get("requires") or ())
             for feature in requires:
                 if feature not in FEATURES:
-                    self.problem(path + ("requires",), f"unknown feature {feature!r}",
-                                 f"features: {', '.join(sorted(FEATURES))}")
+                    self.problem(
+                        path + ("requires",), f"unknown feature {feature!r}", f"features: {', '.join(sorted(FEATURES))}"
+                    )
             assumes = self._assumes(sc["assumes"], path + ("assumes",)) if "assumes" in sc else None
             if sc.get("not_applicable") and "assumes" not in sc:
-                self.problem(path + ("not_applicable",), "not_applicable says why the scenario does not hold where "
-                             "its assumes fails, but the scenario has no assumes",
-                             "add `assumes:` (a CEL condition over params) or remove not_applicable")
-            out.append(Scenario(sc["id"], sc["title"], sc["category"], sc.get("description", ""), steps,
-                                self.where(path), requires, assumes, str(sc.get("not_applicable") or ""),
-                                sc.get("race_runs")))
+                self.problem(
+                    path + ("not_applicable",),
+                    "not_applicable says why the scenario does not hold where "
+                    "its assumes fails, but the scenario has no assumes",
+                    "add `assumes:` (a CEL condition over params) or remove not_applicable",
+                )
+            out.append(
+                Scenario(
+                    sc["id"],
+                    sc["title"],
+                    sc["category"],
+                    sc.get("description", ""),
+                    steps,
+                    self.where(path),
+                    requires,
+                    assumes,
+                    str(sc.get("not_applicable") or ""),
+                    sc.get("race_runs"),
+                )
+            )
         return out
 
     def _template(self, value: Any, path: tuple, names: set[str]) -> Any:
@@ -903,23 +1208,30 @@ class _Builder:
         if isinstance(value, str):
             for name in template_names(value):
                 if name not in names:
-                    self.problem(path, f"${{{name}}} is not defined at this point",
-                                 "save it from an earlier step with `save:` or use a repeat variable")
+                    self.problem(
+                        path,
+                        f"${{{name}}} is not defined at this point",
+                        "save it from an earlier step with `save:` or use a repeat variable",
+                    )
         return value
 
     def _call_step(self, raw: dict, path: tuple, names: set[str]) -> CallStep | None:
         op_name = raw["call"]
         op = self.operations.get(op_name)
         if op is None:
-            self.problem(path + ("call",), f"unknown operation {op_name!r}",
-                         f"operations: {', '.join(self.operations)}")
+            self.problem(
+                path + ("call",), f"unknown operation {op_name!r}", f"operations: {', '.join(self.operations)}"
+            )
             return None
         args = raw.get("args") or {}
         props = op.args_schema.get("properties") or {}
         for a in args:
             if a not in props:
-                self.problem(path + ("args", a), f"operation {op_name} has no argument {a!r}",
-                             f"its arguments: {', '.join(props) or '(none)'}")
+                self.problem(
+                    path + ("args", a),
+                    f"operation {op_name} has no argument {a!r}",
+                    f"its arguments: {', '.join(props) or '(none)'}",
+                )
         for a in op.args_schema.get("required") or []:
             if a not in args:
                 self.problem(path + ("args",), f"operation {op_name} needs argument {a!r}")
@@ -927,13 +1239,21 @@ class _Builder:
         if expect:
             err = expect.get("error")
             if err and err["kind"] not in op.errors:
-                self.problem(path + ("expect", "error", "kind"), f"{op_name} never fails with {err['kind']!r}",
-                             f"its errors: {', '.join(op.errors) or '(none)'}")
+                self.problem(
+                    path + ("expect", "error", "kind"),
+                    f"{op_name} never fails with {err['kind']!r}",
+                    f"its errors: {', '.join(op.errors) or '(none)'}",
+                )
             for j, eff in enumerate(expect.get("effects") or []):
                 if eff.get("effect") not in self.effects:
                     self.problem(path + ("expect", "effects", j), f"unknown effect {eff.get('effect')!r}")
-        step = CallStep(op_name, self._template(args, path + ("args",), names), dict(raw.get("save") or {}),
-                        self._template(expect, path + ("expect",), names) if expect else None, self.where(path))
+        step = CallStep(
+            op_name,
+            self._template(args, path + ("args",), names),
+            dict(raw.get("save") or {}),
+            self._template(expect, path + ("expect",), names) if expect else None,
+            self.where(path),
+        )
         for name, target in step.save.items():
             if target.split(".", 1)[0] not in ("result", "error", "effects"):
                 self.problem(path + ("save", name), f"save path {target!r} must start with result., error. or effects.")
@@ -948,15 +1268,21 @@ class _Builder:
                 step = self._call_step(raw, p, names)
             elif "advance_ms" in raw:
                 ms = raw["advance_ms"]
-                step = AdvanceStep(ms if isinstance(ms, int) else self.expr(ms, p + ("advance_ms",), names), self.where(p))
+                step = AdvanceStep(
+                    ms if isinstance(ms, int) else self.expr(ms, p + ("advance_ms",), names), self.where(p)
+                )
             elif "repeat" in raw:
                 rep = raw["repeat"]
                 times = rep["times"]
                 if not isinstance(times, int):
                     times = self.expr(times, p + ("repeat", "times"), names)
                 inner = set(names) | ({rep["as"]} if rep.get("as") else set())
-                step = RepeatStep(times, rep.get("as"), self._scenario_steps(rep["steps"], p + ("repeat", "steps"), inner),
-                                  self.where(p))
+                step = RepeatStep(
+                    times,
+                    rep.get("as"),
+                    self._scenario_steps(rep["steps"], p + ("repeat", "steps"), inner),
+                    self.where(p),
+                )
                 names.update(n for n in inner if n != rep.get("as"))
             else:
                 calls = [self._call_step(c, p + ("concurrently", j), names) for j, c in enumerate(raw["concurrently"])]
@@ -976,6 +1302,12 @@ def load_replay_file(spec: Spec, path: str | Path):
     steps = builder._scenario_steps(data["steps"], ("steps",), {"params"})
     if builder.problems:
         raise SpecError(builder.problems)
-    return Scenario(str(data.get("id", "replay")), str(data.get("title", f"replay of {Path(path).name}")),
-                    "edge", str(data.get("failure", "")), steps, f"{path}:1",
-                    tuple(data.get("requires") or ()))
+    return Scenario(
+        str(data.get("id", "replay")),
+        str(data.get("title", f"replay of {Path(path).name}")),
+        "edge",
+        str(data.get("failure", "")),
+        steps,
+        f"{path}:1",
+        tuple(data.get("requires") or ()),
+    )

@@ -11,6 +11,7 @@ versions (scenarios are followed on each model with ``dryrun``). The
 suggested version bump follows: major for anything stricter, minor for
 looser, patch for neutral.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,16 @@ from .dryrun import ScenarioWalk, parameter_sets, scenario_operations, walk_scen
 from .lint import parameters_read
 from .spec import Spec
 
-__all__ = ["Change", "SpecDiff", "diff_specs", "schema_direction", "render_diff_markdown", "STRICTER", "LOOSER",
-           "NEUTRAL"]
+__all__ = [
+    "Change",
+    "SpecDiff",
+    "diff_specs",
+    "schema_direction",
+    "render_diff_markdown",
+    "STRICTER",
+    "LOOSER",
+    "NEUTRAL",
+]
 
 STRICTER, LOOSER, NEUTRAL = "stricter", "looser", "neutral"
 _BUMP = {STRICTER: "major", LOOSER: "minor", NEUTRAL: "patch"}
@@ -32,16 +41,22 @@ _RANK = {"none": 0, "patch": 1, "minor": 2, "major": 3}
 
 @dataclass
 class Change:
-    area: str      # state, transition, operation, parameter, profile, policy, effect, invariant, scenario, ...
-    subject: str   # e.g. "retention_limit", "start_job.args", "running -finish-> completed"
-    what: str      # human description: "default 20 -> 5"
-    impact: str    # stricter | looser | neutral
-    why: str       # why that impact
+    area: str  # state, transition, operation, parameter, profile, policy, effect, invariant, scenario, ...
+    subject: str  # e.g. "retention_limit", "start_job.args", "running -finish-> completed"
+    what: str  # human description: "default 20 -> 5"
+    impact: str  # stricter | looser | neutral
+    why: str  # why that impact
     scenarios: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"area": self.area, "subject": self.subject, "what": self.what, "impact": self.impact,
-                "why": self.why, "scenarios": self.scenarios}
+        return {
+            "area": self.area,
+            "subject": self.subject,
+            "what": self.what,
+            "impact": self.impact,
+            "why": self.why,
+            "scenarios": self.scenarios,
+        }
 
 
 @dataclass
@@ -78,13 +93,24 @@ class SpecDiff:
             major, minor, patch = (int(x) for x in self.old["version"].split("."))
         except (ValueError, AttributeError):
             return self.old.get("version") or "?"
-        return {"major": f"{major + 1}.0.0", "minor": f"{major}.{minor + 1}.0", "patch": f"{major}.{minor}.{patch + 1}",
-                "none": self.old["version"]}[self.bump]
+        return {
+            "major": f"{major + 1}.0.0",
+            "minor": f"{major}.{minor + 1}.0",
+            "patch": f"{major}.{minor}.{patch + 1}",
+            "none": self.old["version"],
+        }[self.bump]
 
     def to_dict(self) -> dict:
-        return {"old": self.old, "new": self.new, "bump": self.bump, "declared_bump": self.declared_bump,
-                "suggested_version": self.suggested_version(), "version_ok": self.version_ok,
-                "changes": [c.to_dict() for c in self.changes], "predictions": self.predictions}
+        return {
+            "old": self.old,
+            "new": self.new,
+            "bump": self.bump,
+            "declared_bump": self.declared_bump,
+            "suggested_version": self.suggested_version(),
+            "version_ok": self.version_ok,
+            "changes": [c.to_dict() for c in self.changes],
+            "predictions": self.predictions,
+        }
 
 
 # -- JSON Schema direction ---------------------------------------------------
@@ -203,8 +229,9 @@ class _Differ:
         self.walks_new = self._walks(new, sets_new)
         self.predictions = self._prediction_changes()
         self.changed_ids = {p["scenario"] for p in self.predictions}
-        self.scenario_ids = [s.id for s in new.scenarios] + [s.id for s in old.scenarios
-                                                             if s.id not in {x.id for x in new.scenarios}]
+        self.scenario_ids = [s.id for s in new.scenarios] + [
+            s.id for s in old.scenarios if s.id not in {x.id for x in new.scenarios}
+        ]
 
     @staticmethod
     def _walks(spec: Spec, sets: dict) -> dict[tuple[str, str], ScenarioWalk]:
@@ -212,17 +239,21 @@ class _Differ:
 
     def add(self, area, subject, what, impact, why, scenarios=()) -> None:
         order = {sid: i for i, sid in enumerate(self.scenario_ids)}
-        self.changes.append(Change(area, subject, what, impact, why,
-                                   sorted(set(scenarios), key=lambda s: order.get(s, len(order)))))
+        self.changes.append(
+            Change(area, subject, what, impact, why, sorted(set(scenarios), key=lambda s: order.get(s, len(order))))
+        )
 
     # which scenarios relate to what -------------------------------------------------
     def _calling(self, op: str) -> set[str]:
-        return {sc.id for spec in (self.old, self.new) for sc in spec.scenarios
-                if op in scenario_operations(sc.steps)}
+        return {sc.id for spec in (self.old, self.new) for sc in spec.scenarios if op in scenario_operations(sc.steps)}
 
     def _walked(self, test) -> set[str]:
-        return {w.scenario for walks in (self.walks_old, self.walks_new) for w in walks.values()
-                if w.skipped is None and test(w)}
+        return {
+            w.scenario
+            for walks in (self.walks_old, self.walks_new)
+            for w in walks.values()
+            if w.skipped is None and test(w)
+        }
 
     def _reading_param(self, name: str) -> set[str]:
         """Scenarios whose own text reads the parameter, or that call an operation
@@ -235,11 +266,14 @@ class _Differ:
                     direct.add(sc.id)
                 if name in parameters_read({"assumes": raw.get("assumes")}):
                     gated.add(sc.id)  # counts only when it now applies where it did not, or the reverse
-        readers = {op for spec in (self.old, self.new) for op in spec.operations
-                   if name in _op_reads(spec, op)}
+        readers = {op for spec in (self.old, self.new) for op in spec.operations if name in _op_reads(spec, op)}
         clock = any(name in _clock_reads(spec) for spec in (self.old, self.new))
-        related = {sc.id for spec in (self.old, self.new) for sc in spec.scenarios
-                   if scenario_operations(sc.steps) & readers or (clock and _advances(sc.steps))}
+        related = {
+            sc.id
+            for spec in (self.old, self.new)
+            for sc in spec.scenarios
+            if scenario_operations(sc.steps) & readers or (clock and _advances(sc.steps))
+        }
         return direct | ((related | gated) & self.changed_ids)
 
     def _prediction_changes(self) -> list[dict]:
@@ -249,9 +283,15 @@ class _Differ:
             if old_walk is None:
                 continue
             if bool(old_walk.skipped) != bool(new_walk.skipped):
-                out.append({"scenario": sid, "parameters": label, "step": 0,
-                            "old": {"skipped": old_walk.skipped} if old_walk.skipped else {"applies": True},
-                            "new": {"skipped": new_walk.skipped} if new_walk.skipped else {"applies": True}})
+                out.append(
+                    {
+                        "scenario": sid,
+                        "parameters": label,
+                        "step": 0,
+                        "old": {"skipped": old_walk.skipped} if old_walk.skipped else {"applies": True},
+                        "new": {"skipped": new_walk.skipped} if new_walk.skipped else {"applies": True},
+                    }
+                )
                 continue
             if old_walk.skipped:
                 continue
@@ -262,9 +302,15 @@ class _Differ:
             else:
                 if len(old_walk.trace) != len(new_walk.trace):
                     n = min(len(old_walk.trace), len(new_walk.trace))
-                    out.append({"scenario": sid, "parameters": label, "step": n + 1,
-                                "old": old_walk.trace[n] if n < len(old_walk.trace) else None,
-                                "new": new_walk.trace[n] if n < len(new_walk.trace) else None})
+                    out.append(
+                        {
+                            "scenario": sid,
+                            "parameters": label,
+                            "step": n + 1,
+                            "old": old_walk.trace[n] if n < len(old_walk.trace) else None,
+                            "new": new_walk.trace[n] if n < len(new_walk.trace) else None,
+                        }
+                    )
         return out
 
     # the areas -----------------------------------------------------------------------
@@ -295,32 +341,69 @@ class _Differ:
         for name in sorted(set(old) | set(new)):
             a, b = old.get(name), new.get(name)
             if a is None:
-                self.add("parameter", name, f"added (default {_fmt(b.default)}, {b.bounds()})", NEUTRAL,
-                         "a new parameter changes nothing by itself; what reads it is compared separately")
+                self.add(
+                    "parameter",
+                    name,
+                    f"added (default {_fmt(b.default)}, {b.bounds()})",
+                    NEUTRAL,
+                    "a new parameter changes nothing by itself; what reads it is compared separately",
+                )
                 continue
             if b is None:
-                self.add("parameter", name, "removed", STRICTER,
-                         "implementations that declare it are now refused", self._reading_param(name))
+                self.add(
+                    "parameter",
+                    name,
+                    "removed",
+                    STRICTER,
+                    "implementations that declare it are now refused",
+                    self._reading_param(name),
+                )
                 continue
             scenarios = self._reading_param(name)
             if a.type != b.type:
-                self.add("parameter", name, f"type {a.type} -> {b.type}", STRICTER,
-                         "declared values of the old type are refused", scenarios)
+                self.add(
+                    "parameter",
+                    name,
+                    f"type {a.type} -> {b.type}",
+                    STRICTER,
+                    "declared values of the old type are refused",
+                    scenarios,
+                )
             if a.default != b.default:
-                self.add("parameter", name, f"default {_fmt(a.default)} -> {_fmt(b.default)}", STRICTER,
-                         "an implementation that follows the default (no profile, nothing declared) must now "
-                         f"behave as {name} = {_fmt(b.default)}", scenarios)
+                self.add(
+                    "parameter",
+                    name,
+                    f"default {_fmt(a.default)} -> {_fmt(b.default)}",
+                    STRICTER,
+                    "an implementation that follows the default (no profile, nothing declared) must now "
+                    f"behave as {name} = {_fmt(b.default)}",
+                    scenarios,
+                )
             bounds = schema_direction(_param_schema(a), _param_schema(b))
             if bounds != "same":
                 impact = LOOSER if bounds == "wider" else STRICTER
-                self.add("parameter", name, f"bounds {a.bounds()} -> {b.bounds()}", impact,
-                         "more values may be declared" if impact == LOOSER
-                         else "values implementations could declare before are now refused", scenarios)
+                self.add(
+                    "parameter",
+                    name,
+                    f"bounds {a.bounds()} -> {b.bounds()}",
+                    impact,
+                    "more values may be declared"
+                    if impact == LOOSER
+                    else "values implementations could declare before are now refused",
+                    scenarios,
+                )
             if a.fixed != b.fixed:
                 impact = STRICTER if b.fixed else LOOSER
-                self.add("parameter", name, "now fixed" if b.fixed else "no longer fixed", impact,
-                         "implementations may no longer declare another value" if b.fixed
-                         else "implementations may now declare their own value", scenarios)
+                self.add(
+                    "parameter",
+                    name,
+                    "now fixed" if b.fixed else "no longer fixed",
+                    impact,
+                    "implementations may no longer declare another value"
+                    if b.fixed
+                    else "implementations may now declare their own value",
+                    scenarios,
+                )
             if a.description != b.description:
                 self.add("parameter", name, "description changed", NEUTRAL, "prose only")
 
@@ -337,11 +420,21 @@ class _Differ:
                 a, b = old[name].parameters, new[name].parameters
                 for key in sorted(set(a) | set(b)):
                     if a.get(key, "∅") != b.get(key, "∅"):
-                        what = (f"sets {key} = {_fmt(b[key])}" if key not in a else
-                                f"no longer sets {key} (was {_fmt(a[key])})" if key not in b else
-                                f"{key} {_fmt(a[key])} -> {_fmt(b[key])}")
-                        self.add("profile", name, what, STRICTER,
-                                 f"implementations of profile {name} must now behave differently", affected)
+                        what = (
+                            f"sets {key} = {_fmt(b[key])}"
+                            if key not in a
+                            else f"no longer sets {key} (was {_fmt(a[key])})"
+                            if key not in b
+                            else f"{key} {_fmt(a[key])} -> {_fmt(b[key])}"
+                        )
+                        self.add(
+                            "profile",
+                            name,
+                            what,
+                            STRICTER,
+                            f"implementations of profile {name} must now behave differently",
+                            affected,
+                        )
                 if old[name].description != new[name].description:
                     self.add("profile", name, "description changed", NEUTRAL, "prose only")
 
@@ -357,15 +450,27 @@ class _Differ:
                 a, b = old[name], new[name]
                 for flag in ("initial", "terminal"):
                     if getattr(a, flag) != getattr(b, flag):
-                        self.add("state", name, f"{flag}: {getattr(a, flag)} -> {getattr(b, flag)}", STRICTER,
-                                 "what the model predicts around this state changes", touched)
+                        self.add(
+                            "state",
+                            name,
+                            f"{flag}: {getattr(a, flag)} -> {getattr(b, flag)}",
+                            STRICTER,
+                            "what the model predicts around this state changes",
+                            touched,
+                        )
         if self.old.lifecycle.field != self.new.lifecycle.field:
-            self.add("lifecycle", "field", f"{self.old.lifecycle.field} -> {self.new.lifecycle.field}", STRICTER,
-                     "records report their state under another field")
+            self.add(
+                "lifecycle",
+                "field",
+                f"{self.old.lifecycle.field} -> {self.new.lifecycle.field}",
+                STRICTER,
+                "records report their state under another field",
+            )
 
     def transitions(self) -> None:
         def index(spec):
             return {_transition_key(t): t for t in spec.lifecycle.transitions}
+
         old, new = index(self.old), index(self.new)
         for key in sorted(set(old) | set(new)):
             trigger = key[0]
@@ -373,16 +478,34 @@ class _Differ:
             related = self._walked(lambda w, t=trigger: any(f" -{t}-> " in x for x in w.transitions))
             label = _transition_label(key)
             if key not in old:
-                self.add("transition", label, "added", STRICTER, "the model now lets records move this way",
-                         touched | (related & self.changed_ids))
+                self.add(
+                    "transition",
+                    label,
+                    "added",
+                    STRICTER,
+                    "the model now lets records move this way",
+                    touched | (related & self.changed_ids),
+                )
             elif key not in new:
-                self.add("transition", label, "removed", STRICTER, "implementations that still move this way diverge",
-                         touched | (related & self.changed_ids))
+                self.add(
+                    "transition",
+                    label,
+                    "removed",
+                    STRICTER,
+                    "implementations that still move this way diverge",
+                    touched | (related & self.changed_ids),
+                )
             else:
                 ga, gb = (t.guard.source if t.guard else None for t in (old[key], new[key]))
                 if ga != gb:
-                    self.add("transition", label, f"guard {ga!r} -> {gb!r}", STRICTER,
-                             "the model predicts this move in other cases", touched | (related & self.changed_ids))
+                    self.add(
+                        "transition",
+                        label,
+                        f"guard {ga!r} -> {gb!r}",
+                        STRICTER,
+                        "the model predicts this move in other cases",
+                        touched | (related & self.changed_ids),
+                    )
 
     def operations(self) -> None:
         old, new = self.old.operations, self.new.operations
@@ -399,55 +522,108 @@ class _Differ:
             args = schema_direction(a.args_schema, b.args_schema)
             if args != "same":
                 impact = LOOSER if args == "narrower" else STRICTER
-                self.add("operation", f"{name}.args", f"argument schema {_direction_words(args)}", impact,
-                         "the kit sends only arguments implementations already accept" if impact == LOOSER
-                         else "the kit may now send arguments implementations never had to accept", callers)
+                self.add(
+                    "operation",
+                    f"{name}.args",
+                    f"argument schema {_direction_words(args)}",
+                    impact,
+                    "the kit sends only arguments implementations already accept"
+                    if impact == LOOSER
+                    else "the kit may now send arguments implementations never had to accept",
+                    callers,
+                )
             elif _strip_prose(raw_old[name].get("args")) != _strip_prose(raw_new[name].get("args")):
-                self.add("operation", f"{name}.args", "argument generation hints (x-draw) changed", NEUTRAL,
-                         "what the exploration draws, not what is allowed", callers)
+                self.add(
+                    "operation",
+                    f"{name}.args",
+                    "argument generation hints (x-draw) changed",
+                    NEUTRAL,
+                    "what the exploration draws, not what is allowed",
+                    callers,
+                )
             result = schema_direction(a.result_schema, b.result_schema)
             if result != "same":
                 impact = LOOSER if result == "wider" else STRICTER
-                self.add("operation", f"{name}.result", f"result schema {_direction_words(result)}", impact,
-                         "more results are accepted" if impact == LOOSER else "results accepted before may now be refused",
-                         callers)
+                self.add(
+                    "operation",
+                    f"{name}.result",
+                    f"result schema {_direction_words(result)}",
+                    impact,
+                    "more results are accepted" if impact == LOOSER else "results accepted before may now be refused",
+                    callers,
+                )
             if a.errors != b.errors:
                 added, removed = sorted(set(b.errors) - set(a.errors)), sorted(set(a.errors) - set(b.errors))
                 what = "errors " + ", ".join([f"+{k}" for k in added] + [f"-{k}" for k in removed])
-                self.add("operation", f"{name}.errors", what, NEUTRAL,
-                         "the declared list alone predicts nothing; its steps decide which error is expected", callers)
+                self.add(
+                    "operation",
+                    f"{name}.errors",
+                    what,
+                    NEUTRAL,
+                    "the declared list alone predicts nothing; its steps decide which error is expected",
+                    callers,
+                )
             if _strip_prose(raw_old[name].get("steps")) != _strip_prose(raw_new[name].get("steps")):
-                self.add("operation", f"{name}.steps", "steps changed", STRICTER,
-                         "the model's prediction for this operation changed", callers)
+                self.add(
+                    "operation",
+                    f"{name}.steps",
+                    "steps changed",
+                    STRICTER,
+                    "the model's prediction for this operation changed",
+                    callers,
+                )
             if (a.assumes.source if a.assumes else None) != (b.assumes.source if b.assumes else None):
-                self.add("operation", f"{name}.assumes", "offered under other parameters", STRICTER,
-                         "some profiles must now offer it (or no longer may)", callers)
+                self.add(
+                    "operation",
+                    f"{name}.assumes",
+                    "offered under other parameters",
+                    STRICTER,
+                    "some profiles must now offer it (or no longer may)",
+                    callers,
+                )
             if a.summary != b.summary:
                 self.add("operation", name, "summary changed", NEUTRAL, "prose only")
         if _strip_prose(self.old.raw.get("on_clock")) != _strip_prose(self.new.raw.get("on_clock")):
-            self.add("operation", "on_clock", "clock steps changed", STRICTER, "what time must produce changed",
-                     {sc.id for spec in (self.old, self.new) for sc in spec.scenarios if _advances(sc.steps)}
-                     & self.changed_ids)
+            self.add(
+                "operation",
+                "on_clock",
+                "clock steps changed",
+                STRICTER,
+                "what time must produce changed",
+                {sc.id for spec in (self.old, self.new) for sc in spec.scenarios if _advances(sc.steps)}
+                & self.changed_ids,
+            )
 
     def policies(self) -> None:
         old, new = self.old.policies, self.new.policies
         for name in sorted(set(old) | set(new)):
             acted = self._walked(lambda w, n=name: any(e.startswith(n + ".") for e in w.policies))
-            appliers = {op for spec in (self.old, self.new) for op in spec.operations
-                        if name in _policies_applied(spec, op)}
+            appliers = {
+                op for spec in (self.old, self.new) for op in spec.operations if name in _policies_applied(spec, op)
+            }
             related = {sid for op in appliers for sid in self._calling(op)} & self.changed_ids
             if name not in old:
-                self.add("policy", name, f"added ({new[name].kind})", STRICTER, "the model now enforces it",
-                         acted | related)
+                self.add(
+                    "policy", name, f"added ({new[name].kind})", STRICTER, "the model now enforces it", acted | related
+                )
             elif name not in new:
-                self.add("policy", name, f"removed ({old[name].kind})", STRICTER,
-                         "implementations that still enforce it now diverge", acted | related)
+                self.add(
+                    "policy",
+                    name,
+                    f"removed ({old[name].kind})",
+                    STRICTER,
+                    "implementations that still enforce it now diverge",
+                    acted | related,
+                )
             else:
                 a, b = old[name], new[name]
                 if a.kind != b.kind or _strip_prose(a.config) != _strip_prose(b.config):
                     changed = sorted(k for k in set(a.config) | set(b.config) if a.config.get(k) != b.config.get(k))
-                    what = ("kind " + f"{a.kind} -> {b.kind}" if a.kind != b.kind else
-                            "; ".join(f"{k} {_fmt(a.config.get(k))} -> {_fmt(b.config.get(k))}" for k in changed))
+                    what = (
+                        "kind " + f"{a.kind} -> {b.kind}"
+                        if a.kind != b.kind
+                        else "; ".join(f"{k} {_fmt(a.config.get(k))} -> {_fmt(b.config.get(k))}" for k in changed)
+                    )
                     self.add("policy", name, what, STRICTER, "the model enforces it differently", acted | related)
                 elif a.description != b.description:
                     self.add("policy", name, "description changed", NEUTRAL, "prose only")
@@ -457,22 +633,37 @@ class _Differ:
         for name in sorted(set(old) | set(new)):
             seen = self._walked_effect(name)
             if name not in old:
-                self.add("effect", name, "added", NEUTRAL, "declared only; emit steps (compared with the steps) "
-                         "decide when it is expected", seen)
+                self.add(
+                    "effect",
+                    name,
+                    "added",
+                    NEUTRAL,
+                    "declared only; emit steps (compared with the steps) decide when it is expected",
+                    seen,
+                )
             elif name not in new:
-                self.add("effect", name, "removed", NEUTRAL, "declared only; the steps that emitted it changed too",
-                         seen)
+                self.add(
+                    "effect", name, "removed", NEUTRAL, "declared only; the steps that emitted it changed too", seen
+                )
             else:
                 direction = schema_direction(old[name].schema, new[name].schema)
                 if direction != "same":
                     impact = LOOSER if direction == "wider" else STRICTER
-                    self.add("effect", name, f"schema {_direction_words(direction)}", impact,
-                             "more effect payloads are accepted" if impact == LOOSER
-                             else "effect payloads accepted before may now be refused", seen)
+                    self.add(
+                        "effect",
+                        name,
+                        f"schema {_direction_words(direction)}",
+                        impact,
+                        "more effect payloads are accepted"
+                        if impact == LOOSER
+                        else "effect payloads accepted before may now be refused",
+                        seen,
+                    )
 
     def _walked_effect(self, name: str) -> set[str]:
         def emits(w):
             return any(e.get("effect") == name for step in w.trace for e in step.get("effects") or [])
+
         return self._walked(emits)
 
     def invariants(self) -> None:
@@ -483,17 +674,37 @@ class _Differ:
             # Observed invariants judge the implementation; the others check the model's own consistency.
             observed = (a or b).kind == "observed" or (b is not None and b.kind == "observed")
             if a is None:
-                self.add("invariant", name, "added", STRICTER if observed else NEUTRAL,
-                         "checked on what implementations do" if observed else "checks the model's own consistency")
+                self.add(
+                    "invariant",
+                    name,
+                    "added",
+                    STRICTER if observed else NEUTRAL,
+                    "checked on what implementations do" if observed else "checks the model's own consistency",
+                )
             elif b is None:
-                self.add("invariant", name, "removed", LOOSER if a.kind == "observed" else NEUTRAL,
-                         "no longer checked on implementations" if a.kind == "observed"
-                         else "checked the model's own consistency")
+                self.add(
+                    "invariant",
+                    name,
+                    "removed",
+                    LOOSER if a.kind == "observed" else NEUTRAL,
+                    "no longer checked on implementations"
+                    if a.kind == "observed"
+                    else "checked the model's own consistency",
+                )
             elif (a.kind, a.check.source if a.check else None, a.observed) != (
-                    b.kind, b.check.source if b.check else None, b.observed):
-                self.add("invariant", name, "check changed", STRICTER if observed else NEUTRAL,
-                         "checked differently on what implementations do" if observed
-                         else "checks the model's own consistency")
+                b.kind,
+                b.check.source if b.check else None,
+                b.observed,
+            ):
+                self.add(
+                    "invariant",
+                    name,
+                    "check changed",
+                    STRICTER if observed else NEUTRAL,
+                    "checked differently on what implementations do"
+                    if observed
+                    else "checks the model's own consistency",
+                )
 
     def scenarios(self) -> None:
         # A scenario runs in lockstep with the model: an implementation that matches the model passes
@@ -502,23 +713,46 @@ class _Differ:
         new = {s.id: s for s in self.new.scenarios}
         for sid in [s.id for s in self.old.scenarios if s.id not in new] + [s.id for s in self.new.scenarios]:
             if sid not in old:
-                self.add("scenario", sid, f"added ({new[sid].title})", NEUTRAL,
-                         "a new case of what the model already demands", [sid])
+                self.add(
+                    "scenario",
+                    sid,
+                    f"added ({new[sid].title})",
+                    NEUTRAL,
+                    "a new case of what the model already demands",
+                    [sid],
+                )
             elif sid not in new:
-                self.add("scenario", sid, f"removed ({old[sid].title})", NEUTRAL,
-                         "one case fewer; the model still demands the behaviour", [sid])
+                self.add(
+                    "scenario",
+                    sid,
+                    f"removed ({old[sid].title})",
+                    NEUTRAL,
+                    "one case fewer; the model still demands the behaviour",
+                    [sid],
+                )
             else:
                 ra, rb = _raw_scenario(self.old, sid), _raw_scenario(self.new, sid)
                 if _strip_prose(ra) != _strip_prose(rb):
-                    self.add("scenario", sid, "steps or expectations changed", NEUTRAL,
-                             "another case of what the model demands", [sid])
+                    self.add(
+                        "scenario",
+                        sid,
+                        "steps or expectations changed",
+                        NEUTRAL,
+                        "another case of what the model demands",
+                        [sid],
+                    )
                 elif ra != rb:
                     self.add("scenario", sid, "title or description changed", NEUTRAL, "prose only", [sid])
 
     def exploration(self) -> None:
         if _strip_prose(self.old.raw.get("exploration")) != _strip_prose(self.new.raw.get("exploration")):
-            self.add("exploration", "exploration", "changed", NEUTRAL,
-                     "what the stateful exploration tries, not what the spec demands")
+            self.add(
+                "exploration",
+                "exploration",
+                "changed",
+                NEUTRAL,
+                "what the stateful exploration tries, not what the spec demands",
+            )
 
 
 def _param_schema(p) -> dict:
@@ -533,8 +767,7 @@ def _param_schema(p) -> dict:
 
 
 def _direction_words(direction: str) -> str:
-    return {"wider": "widened (accepts more)", "narrower": "narrowed (accepts less)",
-            "changed": "changed"}[direction]
+    return {"wider": "widened (accepts more)", "narrower": "narrowed (accepts less)", "changed": "changed"}[direction]
 
 
 def _raw_scenario(spec: Spec, sid: str) -> dict:
@@ -543,6 +776,7 @@ def _raw_scenario(spec: Spec, sid: str) -> dict:
 
 def _advances(steps) -> bool:
     from .scenario import AdvanceStep, RepeatStep
+
     return any(isinstance(s, AdvanceStep) or (isinstance(s, RepeatStep) and _advances(s.steps)) for s in steps)
 
 
@@ -598,23 +832,32 @@ def render_diff_markdown(diff: SpecDiff, max_predictions: int = 30) -> str:
     if not diff.changes:
         return "\n".join(lines + ["No change that affects implementations or scenarios.", ""])
     counts = {k: sum(1 for c in diff.changes if c.impact == k) for k in (STRICTER, LOOSER, NEUTRAL)}
-    lines.append(f"**{len(diff.changes)} change(s):** {counts[STRICTER]} stricter, {counts[LOOSER]} looser, "
-                 f"{counts[NEUTRAL]} neutral. **Suggested version bump: {diff.bump}** "
-                 f"(`{old['version']}` → `{diff.suggested_version()}`).")
+    lines.append(
+        f"**{len(diff.changes)} change(s):** {counts[STRICTER]} stricter, {counts[LOOSER]} looser, "
+        f"{counts[NEUTRAL]} neutral. **Suggested version bump: {diff.bump}** "
+        f"(`{old['version']}` → `{diff.suggested_version()}`)."
+    )
     if not diff.version_ok:
         lines.append("")
         said = "the same version" if diff.declared_bump == "none" else f"a {diff.declared_bump} bump"
-        lines.append(f"> ⚠️ The new file says `{new['version']}` ({said}); these changes call for a "
-                     f"{diff.bump} bump: `{diff.suggested_version()}`.")
+        lines.append(
+            f"> ⚠️ The new file says `{new['version']}` ({said}); these changes call for a "
+            f"{diff.bump} bump: `{diff.suggested_version()}`."
+        )
     lines += ["", "| Change | Impact | Why | Affected scenarios |", "|---|---|---|---|"]
     for c in diff.changes:
         scenarios = ", ".join(c.scenarios) if c.scenarios else "—"
-        lines.append(f"| {c.area} `{_cell(c.subject)}`: {_cell(c.what)} | {_ICON[c.impact]} | {_cell(c.why)} "
-                     f"| {_cell(scenarios)} |")
+        lines.append(
+            f"| {c.area} `{_cell(c.subject)}`: {_cell(c.what)} | {_ICON[c.impact]} | {_cell(c.why)} "
+            f"| {_cell(scenarios)} |"
+        )
     lines.append("")
     if diff.predictions:
-        lines += ["<details><summary>Scenarios whose predicted outcome changes "
-                  f"({len({p['scenario'] for p in diff.predictions})})</summary>", ""]
+        lines += [
+            "<details><summary>Scenarios whose predicted outcome changes "
+            f"({len({p['scenario'] for p in diff.predictions})})</summary>",
+            "",
+        ]
         by_scenario: dict[str, list[dict]] = {}
         for p in diff.predictions:
             by_scenario.setdefault(p["scenario"], []).append(p)
@@ -622,8 +865,10 @@ def render_diff_markdown(diff: SpecDiff, max_predictions: int = 30) -> str:
             p = entries[0]
             where = ", ".join(e["parameters"] for e in entries)
             step = "whether it runs" if p["step"] == 0 else f"step {p['step']}"
-            lines.append(f"- **{sid}** ({where}), {step}: was `{_cell(_step_text(p['old']))}`, "
-                         f"now `{_cell(_step_text(p['new']))}`")
+            lines.append(
+                f"- **{sid}** ({where}), {step}: was `{_cell(_step_text(p['old']))}`, "
+                f"now `{_cell(_step_text(p['new']))}`"
+            )
         if len(by_scenario) > max_predictions:
             lines.append(f"- … and {len(by_scenario) - max_predictions} more scenarios (see `--json`)")
         lines += ["", "</details>", ""]

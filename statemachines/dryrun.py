@@ -8,6 +8,7 @@ Where the model would read a value the implementation chooses
 (``observed(...)``) a fresh placeholder stands in, and ``check`` steps (which
 judge such choices) are skipped: the walk follows the spec's own logic only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -155,8 +156,9 @@ class _Walker:
 
 def _walk(spec: Spec, scenario: Scenario, label: str, params: dict) -> ScenarioWalk:
     walk = ScenarioWalk(scenario.id, label)
-    if scenario.assumes is not None and not scenario.assumes.evaluate_bool({"params": params},
-                                                                           role="a scenario's `assumes`"):
+    if scenario.assumes is not None and not scenario.assumes.evaluate_bool(
+        {"params": params}, role="a scenario's `assumes`"
+    ):
         walk.skipped = f"assumes {scenario.assumes.source}"
         return walk
     absent = sorted(scenario_operations(scenario.steps) - spec.offered_operations(params))

@@ -1,4 +1,5 @@
 """Errors of the spec layer. ``StatemachinesError`` is the root."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,22 +4,35 @@ Guards, computed values and invariants in a spec are CEL expressions
 (Common Expression Language). They are parsed by a CEL implementation, never
 by Python's ``eval``; a spec can only call the functions listed here.
 """
+
 from __future__ import annotations
 
 import copy
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .cel_import import cel
 from .cel_subset import NotSubset, compile_subset
-
 from .errors import ExpressionError
 
-__all__ = ["Expression", "compile_expression", "fields_used", "PURE_FUNCTIONS", "MODEL_FUNCTIONS", "text_of_size", "fill",
-           "MAX_EVALUATION_STEPS", "MAX_EVALUATION_SECONDS", "MAX_EXPRESSION_CHARS", "MAX_TEXT_BYTES", "type_name"]
+__all__ = [
+    "Expression",
+    "compile_expression",
+    "fields_used",
+    "PURE_FUNCTIONS",
+    "MODEL_FUNCTIONS",
+    "text_of_size",
+    "fill",
+    "MAX_EVALUATION_STEPS",
+    "MAX_EVALUATION_SECONDS",
+    "MAX_EXPRESSION_CHARS",
+    "MAX_TEXT_BYTES",
+    "type_name",
+]
 
 # The cost budget of one evaluation: how many iterations of comprehension
 # bodies (`all`, `exists`, `exists_one`, `filter`, `map`, nested ones
@@ -45,18 +58,50 @@ _MACRO_VAR = re.compile(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_][
 _DOTTED = re.compile(r"^(?!(?:true|false|null|in)$)[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OPERATOR = re.compile(r"^(_.*_|@.*|!_|-_)$")
 _BUILTINS = {
-    "size", "has", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "duration",
-    "timestamp", "matches", "contains", "startsWith", "endsWith", "exists", "all", "exists_one",
-    "filter", "map", "max", "min", "lowerAscii", "upperAscii", "join", "split", "replace", "trim",
-    "indexOf", "lastIndexOf", "substring", "in",
+    "size",
+    "has",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "duration",
+    "timestamp",
+    "matches",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "exists",
+    "all",
+    "exists_one",
+    "filter",
+    "map",
+    "max",
+    "min",
+    "lowerAscii",
+    "upperAscii",
+    "join",
+    "split",
+    "replace",
+    "trim",
+    "indexOf",
+    "lastIndexOf",
+    "substring",
+    "in",
     "_[_]",  # indexing a list or map
 }
 
 
 def fill(template: str, values: dict) -> str:
     """Fill ``{name}`` placeholders; unknown placeholders stay as written."""
-    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
-                  lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+    return re.sub(
+        r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
+        lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0),
+        template,
+    )
 
 
 def text_of_size(size_bytes: int, lines: int) -> str:
@@ -81,7 +126,7 @@ PURE_FUNCTIONS: dict[str, Callable] = {
     # a payload before measuring or writing it produces.
     "to_json": lambda v: json.dumps(v, ensure_ascii=False),
     # The last n items of a list (all of it when shorter; none when n <= 0).
-    "last_n": lambda xs, n: list(xs)[max(0, len(list(xs)) - int(n)):] if int(n) > 0 else [],
+    "last_n": lambda xs, n: list(xs)[max(0, len(list(xs)) - int(n)) :] if int(n) > 0 else [],
     # The smallest / largest item of a list, or `default` when it is empty.
     "least": lambda xs, default: min(list(xs), default=default),
     "greatest": lambda xs, default: max(list(xs), default=default),
@@ -115,7 +160,7 @@ def _pow(base: int, exponent: int) -> int:
         return -1 if exponent % 2 else 1
     if exponent > 64:
         raise OverflowError(f"pow({base}, {exponent}) overflows a 64-bit integer")
-    value = base ** exponent
+    value = base**exponent
     if not -(1 << 63) <= value < (1 << 63):
         raise OverflowError(f"pow({base}, {exponent}) overflows a 64-bit integer")
     return value
@@ -166,10 +211,22 @@ class _Budget:
     def spent(self) -> bool:
         return self.why is not None
 
+
 # Provided by the model at evaluation time (they read model state or the
 # implementation's observation); listed here so specs can be checked statically.
-MODEL_FUNCTIONS = frozenset({"known", "table_has", "table_get", "record", "observed", "observed_effect",
-                             "smallest_free_key", "free_key", "lookup"})
+MODEL_FUNCTIONS = frozenset(
+    {
+        "known",
+        "table_has",
+        "table_get",
+        "record",
+        "observed",
+        "observed_effect",
+        "smallest_free_key",
+        "free_key",
+        "lookup",
+    }
+)
 
 
 @dataclass
@@ -203,9 +260,13 @@ class Expression:
         # hand it only the ones this expression uses (payloads can be large).
         # A map is handed over with only the fields the expression reads (a
         # spec's params hold long message templates that no guard reads).
-        env = {name: env[name] if fields is None or not isinstance(env[name], dict)
-               else {f: env[name][f] for f in fields if f in env[name]}
-               for name, fields in self.reads if name in env}
+        env = {
+            name: env[name]
+            if fields is None or not isinstance(env[name], dict)
+            else {f: env[name][f] for f in fields if f in env[name]}
+            for name, fields in self.reads
+            if name in env
+        }
         budget = None
         if self.functions or self.ticked:
             context = cel.Context()
@@ -229,11 +290,12 @@ class Expression:
         except ZeroDivisionError as exc:
             raise ExpressionError(f"`{self.source}`: {_plain(exc, 'division by zero')}", self.where) from None
         except OverflowError as exc:
-            raise ExpressionError(f"`{self.source}`: integer overflow ({_plain(exc, 'overflow')})",
-                                  self.where) from None
+            raise ExpressionError(
+                f"`{self.source}`: integer overflow ({_plain(exc, 'overflow')})", self.where
+            ) from None
         except RecursionError:
             raise ExpressionError(f"`{self.source}`: nested too deeply to evaluate", self.where) from None
-        except Exception as exc:  # noqa: BLE001 - any failure of a spec's expression is the spec's error
+        except Exception as exc:
             if budget is not None and budget.spent:
                 raise self._over_budget(budget) from None
             raise ExpressionError(f"`{self.source}`: {_plain(exc, type(exc).__name__)}", self.where) from None
@@ -258,8 +320,9 @@ class Expression:
             return None
         return out
 
-    def evaluate_bool(self, env: dict, functions: dict[str, Callable] | None = None, *,
-                      role: str = "a condition") -> bool:
+    def evaluate_bool(
+        self, env: dict, functions: dict[str, Callable] | None = None, *, role: str = "a condition"
+    ) -> bool:
         """The value of a guard, requirement, check, condition or invariant,
         which must be a boolean: anything else (a string, a number, null) is
         an ExpressionError, never silently true or false."""
@@ -268,13 +331,19 @@ class Expression:
     def boolean(self, value: Any, role: str = "a condition") -> bool:
         """``value`` (this expression's result) if it is a boolean, else the ExpressionError saying so."""
         if not isinstance(value, bool):
-            raise ExpressionError(f"`{self.source}` is {role} and must be true or false, but it gave "
-                                  f"{_shown(value)} ({type_name(value)})", self.where)
+            raise ExpressionError(
+                f"`{self.source}` is {role} and must be true or false, but it gave "
+                f"{_shown(value)} ({type_name(value)})",
+                self.where,
+            )
         return value
 
-    def _over_budget(self, budget: "_Budget") -> ExpressionError:
-        return ExpressionError(f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
-                               f"evaluation); loop over fewer values or nest fewer comprehensions", self.where)
+    def _over_budget(self, budget: _Budget) -> ExpressionError:
+        return ExpressionError(
+            f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
+            f"evaluation); loop over fewer values or nest fewer comprehensions",
+            self.where,
+        )
 
     reads: tuple = ()  # (variable, the fields it reads, or None for all of it), for every variable
     path: tuple[str, ...] | None = None  # set when the expression is a plain dotted name
@@ -298,8 +367,11 @@ class Expression:
     def unknown_names(self, variables: set[str] | frozenset[str]) -> list[str]:
         """Free variables and functions this expression uses that are not available."""
         missing = sorted(v for v in self.variables if v not in variables)
-        missing += sorted(f"{f}()" for f in self.functions
-                          if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS)
+        missing += sorted(
+            f"{f}()"
+            for f in self.functions
+            if f not in PURE_FUNCTIONS and f not in MODEL_FUNCTIONS and f not in _BUILTINS
+        )
         return missing
 
 
@@ -339,10 +411,11 @@ def _constant(program):
         if not box:
             try:
                 box.append(program.execute({}))
-            except Exception:  # noqa: BLE001 - CEL reports it, with the spec's location
+            except Exception:
                 raise _NotFast() from None
         found = box[0]
         return copy.deepcopy(found) if isinstance(found, (list, dict)) else found
+
     return value
 
 
@@ -356,6 +429,7 @@ def _getter(path: str):
             if isinstance(value, dict) and field_name in value:
                 return value[field_name]
             raise _NotFast()
+
         return get_field
 
     def get(env: dict):
@@ -367,6 +441,7 @@ def _getter(path: str):
                 raise _NotFast()
             value = value[part]
         return value
+
     return get
 
 
@@ -389,6 +464,7 @@ def _fast_path(source: str):
             if not isinstance(pool, list) or not isinstance(value, str) or not all(isinstance(p, str) for p in pool):
                 raise _NotFast()
             return value in pool
+
         return contains
     match = _EQUALS.match(text)
     if match:
@@ -401,6 +477,7 @@ def _fast_path(source: str):
                 raise _NotFast()
             same = value is None if wanted is None else (isinstance(value, str) and value == wanted)
             return same is not negated
+
         return equals
     match = _NOT.match(text)
     if match:
@@ -411,6 +488,7 @@ def _fast_path(source: str):
             if not isinstance(value, bool):
                 raise _NotFast()
             return not value
+
         return negate
     return None
 
@@ -424,10 +502,41 @@ def fields_used(source: str, var: str) -> frozenset[str] | None:
 
 
 # Names that follow a value's dot without being one of its fields.
-_METHOD_NAMES = frozenset({"all", "exists", "exists_one", "map", "filter", "size", "contains", "startsWith",
-                           "endsWith", "matches", "keys", "values", "optMap", "optFlatMap", "orValue", "hasValue",
-                           "value", "or", "join", "split", "lowerAscii", "upperAscii", "trim", "replace",
-                           "indexOf", "lastIndexOf", "substring", "charAt", "format", "sort", "sortBy"})
+_METHOD_NAMES = frozenset(
+    {
+        "all",
+        "exists",
+        "exists_one",
+        "map",
+        "filter",
+        "size",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "keys",
+        "values",
+        "optMap",
+        "optFlatMap",
+        "orValue",
+        "hasValue",
+        "value",
+        "or",
+        "join",
+        "split",
+        "lowerAscii",
+        "upperAscii",
+        "trim",
+        "replace",
+        "indexOf",
+        "lastIndexOf",
+        "substring",
+        "charAt",
+        "format",
+        "sort",
+        "sortBy",
+    }
+)
 
 
 def _fields_read(source: str, var: str) -> frozenset[str] | None:
@@ -436,8 +545,15 @@ def _fields_read(source: str, var: str) -> frozenset[str] | None:
     field in a way the plain ``var.field`` reading does not see)."""
     fields = fields_used(source, var)
     name = re.escape(var)
-    if fields is None or fields & _METHOD_NAMES or re.search(rf"\b{name}\s*\.\s*(?![A-Za-z_])|\b{name}\s+\.|"
-                                                            rf"\b{name}\.\s", source):
+    if (
+        fields is None
+        or fields & _METHOD_NAMES
+        or re.search(
+            rf"\b{name}\s*\.\s*(?![A-Za-z_])|\b{name}\s+\.|"
+            rf"\b{name}\.\s",
+            source,
+        )
+    ):
         return None
     return fields
 
@@ -455,8 +571,11 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("an expression must be a non-empty CEL string", where)
     if max_chars is not None and len(source) > max_chars:
-        raise ExpressionError(f"the expression is {len(source)} characters long, over the {max_chars}-character "
-                              f"limit of one expression (`{source[:60]}...`)", where)
+        raise ExpressionError(
+            f"the expression is {len(source)} characters long, over the {max_chars}-character "
+            f"limit of one expression (`{source[:60]}...`)",
+            where,
+        )
     if _TICK in source:
         raise ExpressionError(f"`{_TICK}` is a name the kit reserves; use another name", where)
     try:
@@ -472,13 +591,31 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
     path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
     variables = frozenset(v for v in program.variables() if v not in bound)
     functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
-    fast = None if path else (_constant(program) if not variables and not functions and executable is program
-                              else _fast_path(source))
-    subset = None if path or fast else compile_subset(source, {
-        name: PURE_FUNCTIONS.get(name) for name in functions if name in PURE_FUNCTIONS or name in MODEL_FUNCTIONS})
-    return Expression(source=source, where=where, program=executable, variables=variables, functions=functions,
-                      reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
-                      ticked=executable is not program, path=path, fast=fast, subset=subset)
+    fast = (
+        None
+        if path
+        else (_constant(program) if not variables and not functions and executable is program else _fast_path(source))
+    )
+    subset = (
+        None
+        if path or fast
+        else compile_subset(
+            source,
+            {name: PURE_FUNCTIONS.get(name) for name in functions if name in PURE_FUNCTIONS or name in MODEL_FUNCTIONS},
+        )
+    )
+    return Expression(
+        source=source,
+        where=where,
+        program=executable,
+        variables=variables,
+        functions=functions,
+        reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
+        ticked=executable is not program,
+        path=path,
+        fast=fast,
+        subset=subset,
+    )
 
 
 # -------------------------------------------------- the cost budget's ticks
@@ -555,7 +692,7 @@ def _with_ticks(text: str) -> str:
             parsed = _arguments(text, match.end())
             if parsed is not None and len(parsed[0]) >= 2:
                 spans, close = parsed
-                first = text[spans[0][0]:spans[0][1]]
+                first = text[spans[0][0] : spans[0][1]]
                 bodies = [f"{_TICK}() ? ({_with_ticks(text[a:b])}) : null" for a, b in spans[1:]]
                 out.append(f".{match.group(1)}({first}, {', '.join(bodies)})")
                 i = close + 1

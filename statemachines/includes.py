@@ -10,6 +10,7 @@ without being opened). A file that is not a spec fragment (none of its
 top-level keys belongs to the spec format) is refused without quoting any of
 its content: a spec someone sent you cannot read your files into a report.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,13 +50,18 @@ def resolve_include(spec_dir: Path, name: str) -> tuple[Path, Path]:
     """``(shown, real)`` for an include entry: the path problems name and the
     verified real path to read. Raises IncludeRefused (FileNotFoundError when
     no allowed directory holds it)."""
-    hint_path = (f"name a fragment by its path relative to the spec's directory, or put it in a directory "
-                 f"named in {INCLUDE_PATH_ENV}")
+    hint_path = (
+        f"name a fragment by its path relative to the spec's directory, or put it in a directory "
+        f"named in {INCLUDE_PATH_ENV}"
+    )
     if not name or "\x00" in name:
         raise IncludeRefused("an include entry must be a non-empty file name", hint_path)
     if os.path.isabs(name) or name.startswith("~"):
-        raise IncludeRefused(f"include {name!r} is an absolute path; includes are read only from the spec's "
-                             f"directory (or a directory named in {INCLUDE_PATH_ENV})", hint_path)
+        raise IncludeRefused(
+            f"include {name!r} is an absolute path; includes are read only from the spec's "
+            f"directory (or a directory named in {INCLUDE_PATH_ENV})",
+            hint_path,
+        )
     roots = include_roots(spec_dir)
     escaped = None
     for root in roots:
@@ -65,33 +71,48 @@ def resolve_include(spec_dir: Path, name: str) -> tuple[Path, Path]:
         real = os.path.realpath(shown)
         if not _inside(lexical, os.path.abspath(root)):
             escaped = escaped or IncludeRefused(
-                f"include {name!r} leads outside the spec's directory ({root}); it was not read", hint_path)
+                f"include {name!r} leads outside the spec's directory ({root}); it was not read", hint_path
+            )
             continue
         if not _inside(real, real_root):
             if os.path.lexists(lexical):
                 escaped = escaped or IncludeRefused(
                     f"include {name!r} is a symbolic link to a file outside the directory it is in ({root}); "
-                    f"it was not read", "copy the fragment beside the spec instead of linking to it")
+                    f"it was not read",
+                    "copy the fragment beside the spec instead of linking to it",
+                )
             continue
         try:
             status = os.stat(real)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise IncludeRefused(f"cannot read included file {name}: {exc.strerror or exc}",
-                                 "check the path and permissions") from None
+            raise IncludeRefused(
+                f"cannot read included file {name}: {exc.strerror or exc}", "check the path and permissions"
+            ) from None
         if not stat.S_ISREG(status.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(status.st_mode) else "a FIFO" if stat.S_ISFIFO(status.st_mode)
-                    else "a device" if stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)
-                    else "a socket" if stat.S_ISSOCK(status.st_mode) else "not a regular file")
-            raise IncludeRefused(f"include {name!r} is {kind}, not a regular file; it was not opened",
-                                 "include regular spec files only")
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(status.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(status.st_mode)
+                else "a device"
+                if stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(status.st_mode)
+                else "not a regular file"
+            )
+            raise IncludeRefused(
+                f"include {name!r} is {kind}, not a regular file; it was not opened", "include regular spec files only"
+            )
         return shown, Path(real)
     if escaped is not None:
         raise escaped
     looked = ", ".join(str(root) for root in roots)
-    raise IncludeRefused(f"cannot read included file {name}: no such file (looked in {looked})",
-                         "check the file name in `include:`; paths are relative to the spec's directory")
+    raise IncludeRefused(
+        f"cannot read included file {name}: no such file (looked in {looked})",
+        "check the file name in `include:`; paths are relative to the spec's directory",
+    )
 
 
 def is_spec_fragment(text: str, known_keys: frozenset[str] | set[str]) -> bool | None:

@@ -11,6 +11,7 @@ declared for coverage ("boundary-classes").
 
 Pure data: no Hypothesis here; the engine builds its strategies from this.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -123,7 +124,7 @@ def limit_edges(spec: Spec, params: dict) -> list[LimitEdges]:
             schema = strip_hints((spec.operations[op].args_schema.get("properties") or {}).get(arg) or {})
             table = {}
             for edge, n in wanted.items():
-                candidates = ([n] if schema.get("type") != "string" else text_edges(n, limit["unit"]))
+                candidates = [n] if schema.get("type") != "string" else text_edges(n, limit["unit"])
                 values = [v for v in candidates if _accepts(schema, v)]
                 if values:
                     table[edge] = values

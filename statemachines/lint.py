@@ -17,13 +17,15 @@ A spec silences a finding it accepts, with a reason, under ``lint.suppress``::
 ``at`` matches the finding's subject (shell-style wildcards allowed; a list
 for several).
 """
+
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import steps as S
 from .compiler import compile_spec, load_spec_data
@@ -32,8 +34,18 @@ from .errors import Problem, SpecError
 from .model import POLICY_ACTS
 from .spec import Spec
 
-__all__ = ["RULES", "Finding", "LintReport", "lint_spec", "lint_loaded", "fired_triggers", "raised_errors",
-           "emitted_effects", "parameters_read", "walk_steps"]
+__all__ = [
+    "RULES",
+    "Finding",
+    "LintReport",
+    "lint_spec",
+    "lint_loaded",
+    "fired_triggers",
+    "raised_errors",
+    "emitted_effects",
+    "parameters_read",
+    "walk_steps",
+]
 
 # Rule name -> what it finds. The spec schema's `lint.suppress[].rule` enum lists the same names.
 RULES = {
@@ -53,6 +65,7 @@ RULES = {
     "scenario-not-followed": "a scenario the model alone could not follow to its end (what it exercises is then partly unknown)",
     "unused-suppression": "a lint.suppress entry that matches no finding",
 }
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -76,8 +89,16 @@ class Finding:
         return f"{text}\n    hint: {self.hint}" if self.hint else text
 
     def to_dict(self) -> dict:
-        return {"rule": self.rule, "severity": self.severity, "subject": self.subject, "message": self.message,
-                "file": self.file, "line": self.line, "hint": self.hint, "suppressed": self.suppressed}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "subject": self.subject,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "hint": self.hint,
+            "suppressed": self.suppressed,
+        }
 
 
 @dataclass
@@ -95,8 +116,11 @@ class LintReport:
         return [f for f in self.findings if f.suppressed is not None]
 
     def to_dict(self) -> dict:
-        return {"spec": self.path, "findings": [f.to_dict() for f in self.findings],
-                "problems": [{"where": p.where, "message": p.message, "hint": p.hint} for p in self.problems]}
+        return {
+            "spec": self.path,
+            "findings": [f.to_dict() for f in self.findings],
+            "problems": [{"where": p.where, "message": p.message, "hint": p.hint} for p in self.problems],
+        }
 
 
 # -- what the spec's steps do (static) ----------------------------------------
@@ -118,23 +142,30 @@ def _all_step_lists(spec: Spec) -> Iterator[tuple[str, list]]:
 
 
 def fired_triggers(spec: Spec) -> set[str]:
-    return {step.trigger for _, steps in _all_step_lists(spec) for step in walk_steps(steps)
-            if isinstance(step, S.Fire)}
+    return {
+        step.trigger for _, steps in _all_step_lists(spec) for step in walk_steps(steps) if isinstance(step, S.Fire)
+    }
 
 
 def raised_errors(steps: list) -> set[str]:
     kinds = set()
     for step in walk_steps(steps):
-        err = (step.error if isinstance(step, (S.Require, S.Reject)) else step.missing if isinstance(step, S.Find)
-               else step.otherwise if isinstance(step, S.Fire) else None)
+        err = (
+            step.error
+            if isinstance(step, (S.Require, S.Reject))
+            else step.missing
+            if isinstance(step, S.Find)
+            else step.otherwise
+            if isinstance(step, S.Fire)
+            else None
+        )
         if err is not None:
             kinds.add(err.kind)
     return kinds
 
 
 def emitted_effects(spec: Spec) -> set[str]:
-    return {step.effect for _, steps in _all_step_lists(spec) for step in walk_steps(steps)
-            if isinstance(step, S.Emit)}
+    return {step.effect for _, steps in _all_step_lists(spec) for step in walk_steps(steps) if isinstance(step, S.Emit)}
 
 
 _PARAM_READ = re.compile(r"\bparams\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([A-Za-z_]\w*)['\"]\s*\])")
@@ -205,11 +236,16 @@ class _Linter:
         fired = fired_triggers(self.spec)
         for i, t in enumerate(lc.transitions):
             if t.trigger not in fired:
-                self.add("unfired-transition", _transition_names(t)[0] if len(t.sources) == 1 else
-                         f"{'|'.join(t.sources)} -{t.trigger}-> {t.dest}", ("lifecycle", "transitions", i),
-                         f"no operation fires {t.trigger!r}, so {', '.join(_transition_names(t))} never happens",
-                         f"add `- fire: {{trigger: {t.trigger}, on: <record>}}` to the operation that causes it, "
-                         f"or remove the transition")
+                self.add(
+                    "unfired-transition",
+                    _transition_names(t)[0]
+                    if len(t.sources) == 1
+                    else f"{'|'.join(t.sources)} -{t.trigger}-> {t.dest}",
+                    ("lifecycle", "transitions", i),
+                    f"no operation fires {t.trigger!r}, so {', '.join(_transition_names(t))} never happens",
+                    f"add `- fire: {{trigger: {t.trigger}, on: <record>}}` to the operation that causes it, "
+                    f"or remove the transition",
+                )
         reach, frontier = {lc.initial}, [lc.initial]
         while frontier:
             here = frontier.pop()
@@ -220,60 +256,88 @@ class _Linter:
         for name in lc.states:
             if name not in reach:
                 self.unreachable.add(name)
-                self.add("unreachable-state", name, ("lifecycle", "states", name),
-                         f"no sequence of operations reaches state {name!r} from {lc.initial!r}: every transition "
-                         f"into it has a trigger no operation fires, or starts from another unreachable state",
-                         "fire the transition into it from an operation (or on_clock), or remove the state")
+                self.add(
+                    "unreachable-state",
+                    name,
+                    ("lifecycle", "states", name),
+                    f"no sequence of operations reaches state {name!r} from {lc.initial!r}: every transition "
+                    f"into it has a trigger no operation fires, or starts from another unreachable state",
+                    "fire the transition into it from an operation (or on_clock), or remove the state",
+                )
 
     def unused(self) -> None:
         spec = self.spec
         read = parameters_read(spec.raw)
         for name in spec.parameters:
             if name not in read:
-                self.add("unused-parameter", name, ("parameters", name),
-                         f"parameter {name!r} is declared but no expression reads params.{name}",
-                         f"use params.{name} where it matters, or remove it (an implementation may still "
-                         f"declare it only if the spec keeps it)")
+                self.add(
+                    "unused-parameter",
+                    name,
+                    ("parameters", name),
+                    f"parameter {name!r} is declared but no expression reads params.{name}",
+                    f"use params.{name} where it matters, or remove it (an implementation may still "
+                    f"declare it only if the spec keeps it)",
+                )
         used = _refs({k: v for k, v in spec.raw.items() if k != "lint"})
         for name in spec.definitions:
             if name not in used:
-                self.add("unused-definition", name, ("definitions", name),
-                         f"definition {name!r} is never referenced",
-                         f'refer to it with {{$ref: "#/definitions/{name}"}} or remove it')
+                self.add(
+                    "unused-definition",
+                    name,
+                    ("definitions", name),
+                    f"definition {name!r} is never referenced",
+                    f'refer to it with {{$ref: "#/definitions/{name}"}} or remove it',
+                )
         emitted = emitted_effects(spec)
         for name in spec.effects:
             if name not in emitted:
-                self.add("unemitted-effect", name, ("effects", name),
-                         f"effect {name!r} is declared but no emit step produces it",
-                         f"add `- emit: {{effect: {name}, fields: {{...}}}}` where it happens, or remove it")
+                self.add(
+                    "unemitted-effect",
+                    name,
+                    ("effects", name),
+                    f"effect {name!r} is declared but no emit step produces it",
+                    f"add `- emit: {{effect: {name}, fields: {{...}}}}` where it happens, or remove it",
+                )
 
     def errors(self) -> None:
         for name, op in self.spec.operations.items():
             raised = raised_errors(op.steps)
             for i, kind in enumerate(op.errors):
                 if kind not in raised:
-                    self.add("unraised-error", f"{name}: {kind}", ("operations", name, "errors", i),
-                             f"operation {name} declares error {kind!r} but none of its steps raises it",
-                             f"raise it (`require` ... `error: {{kind: {kind}, ...}}`, `reject`, `find` ... "
-                             f"`missing`) or remove it from errors")
+                    self.add(
+                        "unraised-error",
+                        f"{name}: {kind}",
+                        ("operations", name, "errors", i),
+                        f"operation {name} declares error {kind!r} but none of its steps raises it",
+                        f"raise it (`require` ... `error: {{kind: {kind}, ...}}`, `reject`, `find` ... "
+                        f"`missing`) or remove it from errors",
+                    )
 
     def profiles(self) -> None:
         for pname, profile in self.spec.profiles.items():
             for key, value in profile.parameters.items():
                 param = self.spec.parameters.get(key)
                 if param is not None and value == param.default and type(value) is type(param.default):
-                    self.add("default-profile-value", f"{pname}.{key}", ("profiles", pname, "parameters", key),
-                             f"profile {pname} sets {key} to {value!r}, which is already its default",
-                             f"remove the line (the profile inherits the default), or change the default")
+                    self.add(
+                        "default-profile-value",
+                        f"{pname}.{key}",
+                        ("profiles", pname, "parameters", key),
+                        f"profile {pname} sets {key} to {value!r}, which is already its default",
+                        "remove the line (the profile inherits the default), or change the default",
+                    )
 
     def scenarios(self, walks: list[ScenarioWalk]) -> None:
         spec = self.spec
         called = set().union(*(scenario_operations(sc.steps) for sc in spec.scenarios)) if spec.scenarios else set()
         for name in spec.operations:
             if name not in called:
-                self.add("uncalled-operation", name, ("operations", name),
-                         f"no scenario calls operation {name}",
-                         f"add a scenario step `- call: {name}` (a nominal case at least)")
+                self.add(
+                    "uncalled-operation",
+                    name,
+                    ("operations", name),
+                    f"no scenario calls operation {name}",
+                    f"add a scenario step `- call: {name}` (a nominal case at least)",
+                )
         ran = [w for w in walks if w.skipped is None]
         transitions = set().union(*(w.transitions for w in ran)) if ran else set()
         outcomes = set().union(*(w.outcomes for w in ran)) if ran else set()
@@ -284,34 +348,48 @@ class _Linter:
                 continue  # already reported as unfired
             for src, name in zip(t.sources, _transition_names(t)):
                 if name not in transitions and src not in self.unreachable:
-                    self.add("untested-transition", name, ("lifecycle", "transitions", i),
-                             f"no scenario takes transition {name}",
-                             "add a scenario whose steps take it (the model must fire it: check guards and "
-                             "arguments)")
+                    self.add(
+                        "untested-transition",
+                        name,
+                        ("lifecycle", "transitions", i),
+                        f"no scenario takes transition {name}",
+                        "add a scenario whose steps take it (the model must fire it: check guards and arguments)",
+                    )
         for name, op in spec.operations.items():
             raised = raised_errors(op.steps)
             for i, kind in enumerate(op.errors):
                 if kind in raised and name in called and f"{name}: {kind}" not in outcomes:
-                    self.add("untested-error", f"{name}: {kind}", ("operations", name, "errors", i),
-                             f"no scenario makes {name} fail with {kind!r}",
-                             f"add an edge scenario: `- call: {name}` with arguments that fail, and "
-                             f"`expect: {{error: {{kind: {kind}}}}}`")
+                    self.add(
+                        "untested-error",
+                        f"{name}: {kind}",
+                        ("operations", name, "errors", i),
+                        f"no scenario makes {name} fail with {kind!r}",
+                        f"add an edge scenario: `- call: {name}` with arguments that fail, and "
+                        f"`expect: {{error: {{kind: {kind}}}}}`",
+                    )
         for name, policy in spec.policies.items():
-            missing = [what for event, what in POLICY_ACTS.get(policy.kind, ())
-                       if f"{name}.{event}" not in events]
+            missing = [what for event, what in POLICY_ACTS.get(policy.kind, ()) if f"{name}.{event}" not in events]
             if missing:
-                self.add("untested-policy", name, ("policies", name),
-                         f"no scenario makes {policy.kind} policy {name} act: none {' or '.join(missing)}",
-                         "add a scenario that drives it there (a boundary scenario just past its limit)")
+                self.add(
+                    "untested-policy",
+                    name,
+                    ("policies", name),
+                    f"no scenario makes {policy.kind} policy {name} act: none {' or '.join(missing)}",
+                    "add a scenario that drives it there (a boundary scenario just past its limit)",
+                )
         seen = set()
         for walk in walks:
             if walk.problem and walk.scenario not in seen:
                 seen.add(walk.scenario)
                 index = next(i for i, sc in enumerate(spec.scenarios) if sc.id == walk.scenario)
-                self.add("scenario-not-followed", walk.scenario, ("scenarios", index),
-                         f"the model alone could not follow scenario {walk.scenario} ({walk.parameters}): "
-                         f"{walk.problem}; what it exercises is counted only up to there",
-                         "a run against an implementation shows whether the scenario itself is wrong")
+                self.add(
+                    "scenario-not-followed",
+                    walk.scenario,
+                    ("scenarios", index),
+                    f"the model alone could not follow scenario {walk.scenario} ({walk.parameters}): "
+                    f"{walk.problem}; what it exercises is counted only up to there",
+                    "a run against an implementation shows whether the scenario itself is wrong",
+                )
 
 
 def _transition_names(t) -> list[str]:
@@ -320,13 +398,15 @@ def _transition_names(t) -> list[str]:
 
 # -- suppressions ---------------------------------------------------------------
 def _suppress(spec: Spec, findings: list[Finding]) -> list[Finding]:
-    entries = ((spec.raw.get("lint") or {}).get("suppress") or [])
+    entries = (spec.raw.get("lint") or {}).get("suppress") or []
     used = [False] * len(entries)
     out = []
     for finding in findings:
         for i, entry in enumerate(entries):
             patterns = entry.get("at") if isinstance(entry.get("at"), list) else [entry.get("at", "*")]
-            if entry.get("rule") == finding.rule and any(fnmatch.fnmatchcase(finding.subject, str(p)) for p in patterns):
+            if entry.get("rule") == finding.rule and any(
+                fnmatch.fnmatchcase(finding.subject, str(p)) for p in patterns
+            ):
                 finding = replace(finding, suppressed=str(entry.get("reason", "")))
                 used[i] = True
                 break
@@ -334,9 +414,16 @@ def _suppress(spec: Spec, findings: list[Finding]) -> list[Finding]:
     for i, entry in enumerate(entries):
         if not used[i]:
             file, line = spec.source_map.locate(("lint", "suppress", i))
-            out.append(Finding("unused-suppression", f"{entry.get('rule')} {entry.get('at')}",
-                               f"suppression of {entry.get('rule')} at {entry.get('at')!r} matches no finding",
-                               file, line, "remove it: what it silenced is fixed (or `at` is misspelled)"))
+            out.append(
+                Finding(
+                    "unused-suppression",
+                    f"{entry.get('rule')} {entry.get('at')}",
+                    f"suppression of {entry.get('rule')} at {entry.get('at')!r} matches no finding",
+                    file,
+                    line,
+                    "remove it: what it silenced is fixed (or `at` is misspelled)",
+                )
+            )
     return out
 
 

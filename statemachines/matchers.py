@@ -3,6 +3,7 @@
 Predictions are JSON values, except where the implementation may choose
 (a temp-file path, a message's wording): there the model puts a ``Matcher``.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,15 @@ from typing import Any
 
 from .expressions import type_name
 
-__all__ = ["Matcher", "Difference", "NotARegularFile", "first_difference", "read_regular_file", "to_jsonable", "use_file_reader"]
+__all__ = [
+    "Matcher",
+    "Difference",
+    "NotARegularFile",
+    "first_difference",
+    "read_regular_file",
+    "to_jsonable",
+    "use_file_reader",
+]
 
 
 # Past the payload's own size, how much more a file may hold before
@@ -32,9 +41,13 @@ _NotAFile = NotARegularFile
 
 
 def _kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -86,8 +99,11 @@ def _bytes_needed(kind: str, operand: Any) -> int:
     for file_contains and file_json."""
     if kind == "file_equals":
         return len(str(operand).encode("utf-8", "surrogatepass")) + 1
-    size = len(str(operand).encode("utf-8", "surrogatepass")) if kind == "file_contains" else \
-        len(json.dumps(operand, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    size = (
+        len(str(operand).encode("utf-8", "surrogatepass"))
+        if kind == "file_contains"
+        else len(json.dumps(operand, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    )
     return size * _SLACK_FACTOR + _SLACK_BYTES
 
 
@@ -109,8 +125,9 @@ def _read_file(kind: str, operand: Any, path: str) -> tuple[str | None, str | No
         return None, f"expected a readable file, but {exc.strerror or exc}"
     if len(data) >= limit:
         if kind == "file_equals":
-            return None, (f"expected the file to hold exactly the payload ({limit - 1} bytes as UTF-8), "
-                          f"but it holds more")
+            return None, (
+                f"expected the file to hold exactly the payload ({limit - 1} bytes as UTF-8), but it holds more"
+            )
         return None, f"expected the file to hold the payload, but it is larger than {limit:,} bytes (not read further)"
     try:
         return data.decode("utf-8"), None
@@ -162,16 +179,20 @@ def _file_failure(kind: str, operand: Any, content: str) -> str | None:
             return f"expected the file to hold the payload ({len(str(operand))} chars)"
     elif kind == "file_equals":
         if content != str(operand):
-            return (f"expected the file to hold exactly the payload ({len(str(operand))} chars), "
-                    f"got {len(content)} chars: {_short(content, 60)!r}")
+            return (
+                f"expected the file to hold exactly the payload ({len(str(operand))} chars), "
+                f"got {len(content)} chars: {_short(content, 60)!r}"
+            )
     else:  # file_json: one JSON document whose value is the operand
         try:
             document = json.loads(content)
         except ValueError as exc:
             return f"expected the file to be one JSON document, but it is not ({exc})"
         if document != operand:
-            return (f"expected the file's JSON document to be the payload ({_short(operand, 60)!r}), "
-                    f"got {_short(document, 60)!r}")
+            return (
+                f"expected the file's JSON document to be the payload ({_short(operand, 60)!r}), "
+                f"got {_short(document, 60)!r}"
+            )
     return None
 
 
@@ -261,8 +282,9 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
         return Difference(path or "(value)", expected.describe(), observed, why) if why else None
     if isinstance(expected, dict):
         if not isinstance(observed, dict):
-            return Difference(path or "(value)", to_jsonable(expected), observed,
-                              f"expected an object, got {_kind(observed)}")
+            return Difference(
+                path or "(value)", to_jsonable(expected), observed, f"expected an object, got {_kind(observed)}"
+            )
         for key, value in expected.items():
             got = observed.get(key, _MISSING)
             if got is _MISSING or (not _plainly_same(value, got) and first_difference(value, got) is not None):
@@ -275,8 +297,9 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
         return None
     if isinstance(expected, list):
         if not isinstance(observed, list):
-            return Difference(path or "(value)", to_jsonable(expected), observed,
-                              f"expected a list, got {_kind(observed)}")
+            return Difference(
+                path or "(value)", to_jsonable(expected), observed, f"expected a list, got {_kind(observed)}"
+            )
         for i, (e, o) in enumerate(zip(expected, observed)):
             if _plainly_same(e, o):
                 continue
@@ -284,8 +307,12 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
             if diff:
                 return diff
         if len(expected) != len(observed):
-            return Difference(path or "(value)", to_jsonable(expected), observed,
-                              f"expected {len(expected)} item(s), got {len(observed)}")
+            return Difference(
+                path or "(value)",
+                to_jsonable(expected),
+                observed,
+                f"expected {len(expected)} item(s), got {len(observed)}",
+            )
         return None
     if not _same(expected, observed):
         return Difference(path or "(value)", expected, observed, f"expected {_brief(expected)}, got {_brief(observed)}")

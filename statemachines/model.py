@@ -8,11 +8,12 @@ return and which effects it must produce; it reads the implementation's
 observation only where the spec lets the implementation choose (a generated
 id, a temp-file path).
 """
+
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +42,11 @@ POLICY_ACTS = {
 # The sides of a policy's limit where behaviour switches, per kind.
 BOUNDARY_CLASSES = {
     "keep_newest": (("at_limit", "exactly at the limit"), ("evicted", "over the limit")),
-    "inline_or_spill": (("inline", "within the limits"), ("at_limit", "exactly at a limit"),
-                        ("spilled", "over a limit")),
+    "inline_or_spill": (
+        ("inline", "within the limits"),
+        ("at_limit", "exactly at a limit"),
+        ("spilled", "over a limit"),
+    ),
 }
 
 
@@ -80,13 +84,13 @@ class Coverage:
         counts = self.counts[category]
         counts[name] = counts.get(name, 0) + n
 
-    def merge(self, other: "Coverage") -> None:
+    def merge(self, other: Coverage) -> None:
         for c, theirs in other.counts.items():
             mine = self.counts[c]
             for name, n in theirs.items():
                 mine[name] = mine.get(name, 0) + n
 
-    def copy(self) -> "Coverage":
+    def copy(self) -> Coverage:
         out = Coverage.__new__(Coverage)
         out.counts = {c: dict(v) for c, v in self.counts.items()}
         return out
@@ -192,18 +196,25 @@ class Model:
         self.track_reads = False  # set by the harness around a prediction it may want to reuse
         self._reads: list | None = None  # while tracked: [scopes read, read every record, read a table]
         self.last_reads: tuple | None = None  # what the last tracked prediction read
-        self.last_hits: "Coverage | None" = None  # and what it counted in the coverage
+        self.last_hits: Coverage | None = None  # and what it counted in the coverage
         # All per-record invariants in one CEL evaluation per touched record.
         self._each = [inv for inv in spec.invariants if inv.kind == "each"]
-        self._each_all = (compile_expression("[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]",
-                                             "invariants", max_chars=None) if self._each else None)
+        self._each_all = (
+            compile_expression(
+                "[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]", "invariants", max_chars=None
+            )
+            if self._each
+            else None
+        )
         self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each else None
         self._scope_fields = {}
         for inv in spec.invariants:
             if inv.kind == "scope":
                 macro = re.search(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", inv.check.source)
-                bare = re.search(rf"\b{self.entity.collection}\b(?!\s*\.(?:all|exists|exists_one|filter|map|size)\()",
-                                 inv.check.source)
+                bare = re.search(
+                    rf"\b{self.entity.collection}\b(?!\s*\.(?:all|exists|exists_one|filter|map|size)\()",
+                    inv.check.source,
+                )
                 var = macro.group(1) if macro else None
                 # the macro's own binding, `filter(j, ...`, is not a use of the whole record
                 body = re.sub(rf"\(\s*{var}\s*,", "(", inv.check.source) if var else ""
@@ -218,13 +229,21 @@ class Model:
             if t.guard is not None:
                 spec["conditions"] = [self._guard(t.guard)]
             transitions.append(spec)
-        return Machine(model=None, states=list(lifecycle.states), transitions=transitions,
-                       initial=lifecycle.initial, auto_transitions=False, send_event=True,
-                       model_attribute=self.field, ignore_invalid_triggers=True)
+        return Machine(
+            model=None,
+            states=list(lifecycle.states),
+            transitions=transitions,
+            initial=lifecycle.initial,
+            auto_transitions=False,
+            send_event=True,
+            model_attribute=self.field,
+            ignore_invalid_triggers=True,
+        )
 
     def _guard(self, expression):
         def condition(event) -> bool:
             return expression.evaluate_bool(event.kwargs["env"], event.kwargs["functions"], role="a transition guard")
+
         return condition
 
     # -- lifecycle of the model itself ------------------------------------
@@ -242,8 +261,14 @@ class Model:
             self.counters[name] = 0
 
     def snapshot(self) -> tuple:
-        return (self.now, self.store.copy(), {k: dict(v) for k, v in self.tables.items()},
-                dict(self.counters), self.coverage.copy(), dict(self.births))
+        return (
+            self.now,
+            self.store.copy(),
+            {k: dict(v) for k, v in self.tables.items()},
+            dict(self.counters),
+            self.coverage.copy(),
+            dict(self.births),
+        )
 
     def restore(self, snap: tuple, *, again: bool = True) -> None:
         """Go back to a snapshot. ``again=False``: the snapshot is never
@@ -255,7 +280,13 @@ class Model:
             self.now, self.store, self.tables, self.counters, self.coverage, self.births = snap
             return
         self.now, self.store, self.tables, self.counters, self.coverage, self.births = (
-            now, store.copy(), {k: dict(v) for k, v in tables.items()}, dict(counters), coverage.copy(), dict(births))
+            now,
+            store.copy(),
+            {k: dict(v) for k, v in tables.items()},
+            dict(counters),
+            coverage.copy(),
+            dict(births),
+        )
 
     def advance(self, now_ms: int) -> Prediction:
         """Move the virtual clock; run the spec's ``on_clock`` steps and
@@ -271,8 +302,12 @@ class Model:
         target = max(self.now, int(target))
         self.revision += 1
         while self.spec.timers:
-            due = [rec[f] for rec in self.store.all() for f in self.spec.timers
-                   if rec.get(f) is not None and self.now < rec[f] < target]
+            due = [
+                rec[f]
+                for rec in self.store.all()
+                for f in self.spec.timers
+                if rec.get(f) is not None and self.now < rec[f] < target
+            ]
             if not due:
                 break
             self.now = min(due)
@@ -371,9 +406,12 @@ class Model:
         if its operation's steps read it."""
         scopes, everything, tables, clock = reads
         versions = self._scope_versions
-        return (self.epoch, self.now if clock else None,
-                self._records_version if everything else tuple(versions.get(scope, 0) for scope in scopes),
-                self._tables_version if tables else None)
+        return (
+            self.epoch,
+            self.now if clock else None,
+            self._records_version if everything else tuple(versions.get(scope, 0) for scope in scopes),
+            self._tables_version if tables else None,
+        )
 
     def _changed(self, record: dict) -> None:
         """A record was created, changed or removed: what read it may differ now."""
@@ -400,8 +438,9 @@ class Model:
             "observed": self._observed,
             "observed_effect": self._observed_effect,
             "smallest_free_key": lambda prefix, start: self._read_all() or self._smallest_free_key(prefix, start),
-            "free_key": lambda preferred, separator, start: self._read_all() or self._free_key(preferred, separator,
-                                                                                              start),
+            "free_key": lambda preferred, separator, start: (
+                self._read_all() or self._free_key(preferred, separator, start)
+            ),
             "lookup": lambda key: self._read_all() or self.record(key),  # a record's public fields, or null
         }
 
@@ -447,8 +486,7 @@ class Model:
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             else:
-                self._observation_problem = (f"the spec takes {path} from the implementation's response, "
-                                             f"which has none")
+                self._observation_problem = f"the spec takes {path} from the implementation's response, which has none"
                 return None
         self._note_chosen(node)
         return node
@@ -461,12 +499,17 @@ class Model:
         """The field of the first reported effect of this kind (whose fields
         equal those of ``where``, when given: one of several spills in a call)."""
         for item in (self._observation or {}).get("effects") or []:
-            if (isinstance(item, dict) and item.get("effect") == effect and field_name in item
-                    and all(item.get(k) == v for k, v in dict(where or {}).items())):
+            if (
+                isinstance(item, dict)
+                and item.get("effect") == effect
+                and field_name in item
+                and all(item.get(k) == v for k, v in dict(where or {}).items())
+            ):
                 self._note_chosen(item[field_name])
                 return item[field_name]
-        self._observation_problem = (f"the spec takes {field_name} from a {effect} effect, "
-                                     f"but the implementation reported none")
+        self._observation_problem = (
+            f"the spec takes {field_name} from a {effect} effect, but the implementation reported none"
+        )
         return None
 
     def _run(self, steps: list, frame: dict, out: Prediction) -> None:
@@ -513,7 +556,9 @@ class Model:
             if record.get(self.entity.scope_field) != self._eval(step.scope, frame):
                 record = None
                 if self._scope_policy:
-                    self.coverage.hit("policies", f"{self._scope_policy}.excluded")  # another scope's record stayed hidden
+                    self.coverage.hit(
+                        "policies", f"{self._scope_policy}.excluded"
+                    )  # another scope's record stayed hidden
         if record is None and step.missing is not None:
             raise self._error(step.missing, frame)
         frame[step.bind] = record
@@ -526,8 +571,11 @@ class Model:
         record[self.field] = self.spec.lifecycle.initial
         key = record[self.entity.key]
         if key in self.store.records:
-            raise ExpressionError(f"create: a {self.entity.name} with key {key!r} already exists; the spec "
-                                  f"must reject duplicates before creating", step.where)
+            raise ExpressionError(
+                f"create: a {self.entity.name} with key {key!r} already exists; the spec "
+                f"must reject duplicates before creating",
+                step.where,
+            )
         self.store.add(record)
         self.births[key] = self.births.get(key, 0) + 1
         self._touch(record)
@@ -569,8 +617,9 @@ class Model:
         effect = {"effect": step.effect}
         for name, value in step.fields.items():
             if isinstance(value, S.MatcherSpec):
-                effect[name] = Matcher(tuple((kind, None if expr is None else self._eval(expr, frame))
-                                             for kind, expr in value.checks))
+                effect[name] = Matcher(
+                    tuple((kind, None if expr is None else self._eval(expr, frame)) for kind, expr in value.checks)
+                )
             else:
                 effect[name] = self._eval(value, frame)
         for policy in self.spec.policies.values():
@@ -647,12 +696,14 @@ class Model:
                     a, b = rec.get(first), rec.get(second)
                     return (a is not None, a, b is not None, b)
             else:
+
                 def key(rec):
                     out = []
                     for f in fields:
                         value = rec.get(f)
                         out += (value is not None, value)
                     return tuple(out)
+
             self._sort_keys[ordering_name] = key
         return key
 
@@ -677,8 +728,11 @@ class Model:
             # The policy's `payload` is evaluated with the entity's name bound
             # to the record being judged (`on`), whatever the step called it.
             scoped = {**frame, self.entity.name: frame.get(step.target)} if step.target in frame else frame
-            payload = (self._eval(policy.exprs["payload"], scoped) if "payload" in policy.exprs
-                       else frame["args"].get(policy.config["arg"], ""))
+            payload = (
+                self._eval(policy.exprs["payload"], scoped)
+                if "payload" in policy.exprs
+                else frame["args"].get(policy.config["arg"], "")
+            )
             text = payload if isinstance(payload, str) else str(payload)
             if "serialised" in policy.exprs and self._cond(policy.exprs["serialised"], scoped, "`serialised`"):
                 text = json.dumps(text, ensure_ascii=False)
@@ -695,9 +749,15 @@ class Model:
 
     def _keep_newest(self, policy, scope_value, frame) -> None:
         states = policy.config.get("states")
-        wanted = (self.spec.lifecycle.terminal if states == "terminal" else
-                  frozenset(self.spec.lifecycle.states) - self.spec.lifecycle.terminal if states == "non_terminal"
-                  else frozenset(states) if states else None)
+        wanted = (
+            self.spec.lifecycle.terminal
+            if states == "terminal"
+            else frozenset(self.spec.lifecycle.states) - self.spec.lifecycle.terminal
+            if states == "non_terminal"
+            else frozenset(states)
+            if states
+            else None
+        )
         pool = self.store.in_scope(scope_value) if scope_value is not None else self.store.all()
         candidates = [r for r in pool if wanted is None or r[self.field] in wanted]
         limit = int(self._eval(policy.exprs["limit"], frame))
@@ -768,10 +828,26 @@ class Model:
             self._touched_scopes.add(record.get(self.entity.scope_field))
 
     _STEP = {
-        S.Let: _let, S.Require: _require, S.Reject: _reject, S.Check: _check, S.Find: _find,
-        S.Create: _create, S.Fire: _fire, S.SetFields: _set, S.When: _when, S.Emit: _emit,
-        S.ForEach: _for_each, S.Collect: _collect, S.Apply: _apply, S.Put: _put, S.Drop: _drop,
-        S.Counter: _counter, S.Reset: _reset, S.Result: _result, S.Remove: _remove, S.Advance: _advance,
+        S.Let: _let,
+        S.Require: _require,
+        S.Reject: _reject,
+        S.Check: _check,
+        S.Find: _find,
+        S.Create: _create,
+        S.Fire: _fire,
+        S.SetFields: _set,
+        S.When: _when,
+        S.Emit: _emit,
+        S.ForEach: _for_each,
+        S.Collect: _collect,
+        S.Apply: _apply,
+        S.Put: _put,
+        S.Drop: _drop,
+        S.Counter: _counter,
+        S.Reset: _reset,
+        S.Result: _result,
+        S.Remove: _remove,
+        S.Advance: _advance,
     }
 
     # -- invariants -----------------------------------------------------------
@@ -799,10 +875,15 @@ class Model:
             if inv.kind == "scope":
                 for scope_value in self._touched_scopes:
                     records = self._project(list(self.store.in_scope(scope_value)), self._scope_fields.get(inv.id))
-                    if not inv.check.evaluate_bool({**base, self.entity.collection: records},
-                                                   role=f"invariant {inv.id}"):
-                        violations.append((inv.id, f"{inv.description or inv.id} (violated in "
-                                                   f"{self.entity.scope_field} {scope_value})"))
+                    if not inv.check.evaluate_bool(
+                        {**base, self.entity.collection: records}, role=f"invariant {inv.id}"
+                    ):
+                        violations.append(
+                            (
+                                inv.id,
+                                f"{inv.description or inv.id} (violated in {self.entity.scope_field} {scope_value})",
+                            )
+                        )
         self._touched.clear()
         self._touched_scopes.clear()
         return violations

@@ -23,11 +23,13 @@ others and tries them when a later answer contradicts its choice
 
 Pure data: no Hypothesis here.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import re
+
 from . import steps as S
 from .lint import walk_steps
 from .spec import Spec
@@ -130,18 +132,37 @@ def derived_races(spec: Spec) -> list[dict]:
             if op in seen or _declared(spec, (op, op), arg):
                 continue
             seen.add(op)
-            out.append({"name": f"{op}_twice", "calls": [op, op], "same_args": [arg], "assumes": None,
-                        "identical": True, "derived": True,
-                        "description": f"derived: {op} writes the record found by {arg}; the same call twice at once"})
+            out.append(
+                {
+                    "name": f"{op}_twice",
+                    "calls": [op, op],
+                    "same_args": [arg],
+                    "assumes": None,
+                    "identical": True,
+                    "derived": True,
+                    "description": f"derived: {op} writes the record found by {arg}; the same call twice at once",
+                }
+            )
     pairs = set()
     for arg, ops in writers.items():
         for first, second in itertools.combinations(ops, 2):
-            if ((first, second) in pairs or _declared(spec, (first, second), arg)
-                    or not _conflict(spec, first, second, arg)):
+            if (
+                (first, second) in pairs
+                or _declared(spec, (first, second), arg)
+                or not _conflict(spec, first, second, arg)
+            ):
                 continue
             pairs.add((first, second))
-            out.append({"name": f"{first}_and_{second}", "calls": [first, second], "same_args": [arg],
-                        "assumes": None, "identical": False, "derived": True,
-                        "description": f"derived: {first} and {second} both write the record found by {arg}; "
-                                       f"both at once on the same record"})
+            out.append(
+                {
+                    "name": f"{first}_and_{second}",
+                    "calls": [first, second],
+                    "same_args": [arg],
+                    "assumes": None,
+                    "identical": False,
+                    "derived": True,
+                    "description": f"derived: {first} and {second} both write the record found by {arg}; "
+                    f"both at once on the same record",
+                }
+            )
     return out

@@ -3,6 +3,7 @@
 A template is JSON in which ``{$expr: CEL}`` computes a value and ``${name}``
 inside a string substitutes a saved value or a repeat counter.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,7 @@ from typing import Any
 
 from .expressions import Expression
 
-__all__ = ["CallStep", "AdvanceStep", "RepeatStep", "ConcurrentStep", "render", "template_names",
-           "PLACEHOLDER"]
+__all__ = ["CallStep", "AdvanceStep", "RepeatStep", "ConcurrentStep", "render", "template_names", "PLACEHOLDER"]
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

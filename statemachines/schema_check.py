@@ -1,4 +1,5 @@
 """Structural check of a spec against the JSON Schema of the spec format."""
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,11 @@ def check_structure(data, smap: SourceMap) -> list[Problem]:
                 # Point at each unexpected key's own line, not at its parent mapping.
                 allowed = set(leaf.schema.get("properties", {}))
                 for key in (k for k in leaf.instance if k not in allowed):
-                    problems.append(smap.problem(path + [key], f"{_fmt_path(path)}: unknown key, {key!r} was unexpected",
-                                                 _hint(leaf)))
+                    problems.append(
+                        smap.problem(
+                            path + [key], f"{_fmt_path(path)}: unknown key, {key!r} was unexpected", _hint(leaf)
+                        )
+                    )
                 continue
             if leaf.validator == "oneOf" and isinstance(leaf.instance, dict):
                 message = f"{_fmt_path(path)}: not a known entry (keys: {', '.join(map(str, leaf.instance))})"

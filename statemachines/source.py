@@ -4,6 +4,7 @@ Specs are data: they are loaded with PyYAML's safe constructor only, and each
 mapping key and sequence item is mapped to its file and line so that every
 later error can say ``file:line``.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ class SourceMap:
     def add(self, path: tuple, file: str, line: int) -> None:
         self._lines.setdefault(path, (file, line))
 
-    def merge(self, other: "SourceMap", prefix: tuple = ()) -> None:
+    def merge(self, other: SourceMap, prefix: tuple = ()) -> None:
         for path, where in other._lines.items():
             self._lines.setdefault(prefix + path, where)
 
@@ -64,17 +65,31 @@ class _Budget:
         self.left = MAX_NODES
 
 
-def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Builder,
-           problems: list[Problem], budget: _Budget) -> Any:
+def _build(
+    node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Builder, problems: list[Problem], budget: _Budget
+) -> Any:
     budget.left -= 1
     if budget.left < 0:
-        raise SpecError([Problem(f"the document expands to more than {MAX_NODES} values (YAML aliases "
-                                 f"repeated over and over?)", file, node.start_mark.line + 1,
-                                 "a spec needs no more than a few thousand values; remove the alias chain")])
+        raise SpecError(
+            [
+                Problem(
+                    f"the document expands to more than {MAX_NODES} values (YAML aliases repeated over and over?)",
+                    file,
+                    node.start_mark.line + 1,
+                    "a spec needs no more than a few thousand values; remove the alias chain",
+                )
+            ]
+        )
     smap.add(path, file, node.start_mark.line + 1)
     if not isinstance(node, yaml.ScalarNode) and node.tag not in _STANDARD_TAGS:
-        problems.append(Problem(f"unsupported YAML tag {node.tag!r}", file, node.start_mark.line + 1,
-                                "specs are plain data: remove the tag"))
+        problems.append(
+            Problem(
+                f"unsupported YAML tag {node.tag!r}",
+                file,
+                node.start_mark.line + 1,
+                "specs are plain data: remove the tag",
+            )
+        )
         return None
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
@@ -84,13 +99,20 @@ def _build(node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Bu
             if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode):
                 key = key_node.value  # YAML 1.1 reads `on:`/`yes:` keys as booleans; keep the word
             if not isinstance(key, (str, int, float, bool)) or key is None:
-                problems.append(Problem(f"mapping key {key!r} is not a plain scalar", file,
-                                        key_node.start_mark.line + 1))
+                problems.append(
+                    Problem(f"mapping key {key!r} is not a plain scalar", file, key_node.start_mark.line + 1)
+                )
                 continue
             key = str(key) if not isinstance(key, str) else key
             if key in out:
-                problems.append(Problem(f"duplicate key {key!r}", file, key_node.start_mark.line + 1,
-                                        "each key may appear once in a mapping; remove or rename one"))
+                problems.append(
+                    Problem(
+                        f"duplicate key {key!r}",
+                        file,
+                        key_node.start_mark.line + 1,
+                        "each key may appear once in a mapping; remove or rename one",
+                    )
+                )
             smap.add(path + (key,), file, key_node.start_mark.line + 1)  # point at the key, not the block under it
             out[key] = _build(value_node, path + (key,), file, smap, loader, problems, budget)
         return out
@@ -110,8 +132,12 @@ def _too_deep(text: str, file: str) -> Problem | None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return Problem(f"values are nested more than {MAX_DEPTH} levels deep", file,
-                                   event.start_mark.line + 1, "flatten the structure")
+                    return Problem(
+                        f"values are nested more than {MAX_DEPTH} levels deep",
+                        file,
+                        event.start_mark.line + 1,
+                        "flatten the structure",
+                    )
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
     except yaml.YAMLError:
@@ -129,25 +155,41 @@ def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: 
     try:
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
-                                 hint="check the path and permissions")]) from None
+        raise SpecError(
+            [Problem(f"cannot read spec: {exc.strerror or exc}", file, hint="check the path and permissions")]
+        ) from None
     try:
         status = os.fstat(fd)
         if regular_only and not stat.S_ISREG(status.st_mode):
-            raise SpecError([Problem("is not a regular file (a FIFO, device or directory); it was not read",
-                                     file, hint="include regular spec files only")])
+            raise SpecError(
+                [
+                    Problem(
+                        "is not a regular file (a FIFO, device or directory); it was not read",
+                        file,
+                        hint="include regular spec files only",
+                    )
+                ]
+            )
         with os.fdopen(fd, "rb", closefd=False) as handle:  # never a whole huge file
             raw = handle.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
-        raise SpecError([Problem(f"cannot read spec: {exc.strerror or exc}", file,
-                                 hint="check the path and permissions")]) from None
+        raise SpecError(
+            [Problem(f"cannot read spec: {exc.strerror or exc}", file, hint="check the path and permissions")]
+        ) from None
     finally:
         os.close(fd)
     if len(raw) > MAX_SPEC_BYTES:
         size = status.st_size
         how_big = f"{size} bytes, over" if size > MAX_SPEC_BYTES else "over"  # devices and pipes report 0
-        raise SpecError([Problem(f"file is {how_big} the {MAX_SPEC_BYTES}-byte limit for a spec",
-                                 file, hint="split the spec with `include:` or remove generated content")])
+        raise SpecError(
+            [
+                Problem(
+                    f"file is {how_big} the {MAX_SPEC_BYTES}-byte limit for a spec",
+                    file,
+                    hint="split the spec with `include:` or remove generated content",
+                )
+            ]
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -173,13 +215,15 @@ def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise SpecError([Problem(f"YAML syntax error: {what}", file, line,
-                                 "fix the indentation or quoting near this line")]) from None
+        raise SpecError(
+            [Problem(f"YAML syntax error: {what}", file, line, "fix the indentation or quoting near this line")]
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError([Problem(f"YAML error: {exc}", file)]) from None
     except RecursionError:
-        raise SpecError([Problem("the document is nested too deeply to be a spec", file, None,
-                                 "flatten the structure")]) from None
+        raise SpecError(
+            [Problem("the document is nested too deeply to be a spec", file, None, "flatten the structure")]
+        ) from None
     finally:
         loader.dispose()
     if node is None:
@@ -189,12 +233,12 @@ def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
     try:
         data = _build(node, (), file, smap, _Builder(""), problems, _Budget())
     except RecursionError:
-        raise SpecError([Problem("the document is nested too deeply to be a spec", file, None,
-                                 "flatten the structure")]) from None
+        raise SpecError(
+            [Problem("the document is nested too deeply to be a spec", file, None, "flatten the structure")]
+        ) from None
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
-        raise SpecError([Problem(f"YAML value error: {exc.problem}", file,
-                                 mark.line + 1 if mark else None)]) from None
+        raise SpecError([Problem(f"YAML value error: {exc.problem}", file, mark.line + 1 if mark else None)]) from None
     if problems:
         raise SpecError(problems)
     return data, smap

@@ -1,4 +1,5 @@
 """The compiled form of a lifecycle spec: plain dataclasses, no behaviour."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,8 +9,20 @@ from .expressions import Expression
 from .source import SourceMap
 
 __all__ = [
-    "Parameter", "Profile", "Entity", "State", "Transition", "Lifecycle", "Ordering", "Policy",
-    "EffectDecl", "Operation", "Invariant", "Scenario", "Exploration", "Spec",
+    "Parameter",
+    "Profile",
+    "Entity",
+    "State",
+    "Transition",
+    "Lifecycle",
+    "Ordering",
+    "Policy",
+    "EffectDecl",
+    "Operation",
+    "Invariant",
+    "Scenario",
+    "Exploration",
+    "Spec",
 ]
 
 
@@ -140,8 +153,7 @@ class Operation:
     assumes: Expression | None = None  # over params: is the operation offered under these parameters?
 
     def offered(self, params: dict) -> bool:
-        return self.assumes is None or self.assumes.evaluate_bool({"params": params},
-                                                                  role="an operation's `assumes`")
+        return self.assumes is None or self.assumes.evaluate_bool({"params": params}, role="an operation's `assumes`")
 
 
 @dataclass(frozen=True)
@@ -220,9 +232,16 @@ class Spec:
         return {
             "entity": self.entity.name,
             "field": self.lifecycle.field,
-            "states": [{"name": s.name, "initial": s.initial, "terminal": s.terminal}
-                       for s in self.lifecycle.states.values()],
-            "transitions": [{"trigger": t.trigger, "source": list(t.sources), "dest": t.dest,
-                             "guard": t.guard.source if t.guard else None}
-                            for t in self.lifecycle.transitions],
+            "states": [
+                {"name": s.name, "initial": s.initial, "terminal": s.terminal} for s in self.lifecycle.states.values()
+            ],
+            "transitions": [
+                {
+                    "trigger": t.trigger,
+                    "source": list(t.sources),
+                    "dest": t.dest,
+                    "guard": t.guard.source if t.guard else None,
+                }
+                for t in self.lifecycle.transitions
+            ],
         }

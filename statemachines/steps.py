@@ -1,6 +1,7 @@
 """Operation steps: the small imperative vocabulary a spec uses to say what an
 operation does to the model. Each step kind is a dataclass; the model
 (``model.py``) interprets them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,9 +9,28 @@ from dataclasses import dataclass, field
 from .expressions import Expression
 
 __all__ = [
-    "ErrorSpec", "MatcherSpec", "Let", "Require", "Reject", "Check", "Find", "Create", "Fire", "SetFields",
-    "When", "Emit", "ForEach", "Collect", "Apply", "Put", "Drop", "Counter", "Reset", "Result",
-    "Remove", "Advance",
+    "ErrorSpec",
+    "MatcherSpec",
+    "Let",
+    "Require",
+    "Reject",
+    "Check",
+    "Find",
+    "Create",
+    "Fire",
+    "SetFields",
+    "When",
+    "Emit",
+    "ForEach",
+    "Collect",
+    "Apply",
+    "Put",
+    "Drop",
+    "Counter",
+    "Reset",
+    "Result",
+    "Remove",
+    "Advance",
     "STEP_KINDS",
 ]
 
@@ -168,6 +188,7 @@ class Reset:
 @dataclass
 class Remove:
     """Forget one record: it is gone as if it never existed."""
+
     target: str
     where: str = ""
 
@@ -175,6 +196,7 @@ class Remove:
 @dataclass
 class Advance:
     """The operation waits: the virtual clock runs to ``to`` (timers fire on the way)."""
+
     to: Expression
     where: str = ""
 
@@ -185,5 +207,25 @@ class Result:
     where: str = ""
 
 
-STEP_KINDS = ("let", "require", "reject", "check", "find", "create", "fire", "set", "when", "emit",
-              "for_each", "collect", "apply", "put", "drop", "counter", "reset", "result", "remove", "advance")
+STEP_KINDS = (
+    "let",
+    "require",
+    "reject",
+    "check",
+    "find",
+    "create",
+    "fire",
+    "set",
+    "when",
+    "emit",
+    "for_each",
+    "collect",
+    "apply",
+    "put",
+    "drop",
+    "counter",
+    "reset",
+    "result",
+    "remove",
+    "advance",
+)

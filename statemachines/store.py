@@ -1,8 +1,9 @@
 """Entity storage for the model: records by key, grouped by scope, with unique
 indexes, so an operation touches only its own records whatever the total."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["EntityStore"]
 
@@ -70,7 +71,7 @@ class EntityStore:
         for index in self.unique.values():
             index.clear()
 
-    def copy(self) -> "EntityStore":
+    def copy(self) -> EntityStore:
         other = EntityStore(self.key, self.scope_field, self.unique_fields)
         other.records = {k: dict(r) for k, r in self.records.items()}
         other.by_scope = {s: dict(g) for s, g in self.by_scope.items()}

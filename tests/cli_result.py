@@ -1,6 +1,7 @@
 """What one run of the kit's command line returned and printed, for the tests
 that run it as a user would (test_bad_input, test_hostile_inputs, test_hostile_data),
 and ``kit``: one run of the command line with this interpreter."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ class Result:
         return self.stdout + self.stderr
 
     def describe(self) -> str:
-        return (f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-_SHOWN:]}\n"
-                f"--- stderr\n{self.stderr[-_SHOWN:]}")
+        return (
+            f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-_SHOWN:]}\n"
+            f"--- stderr\n{self.stderr[-_SHOWN:]}"
+        )
 
 
 def kit(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
@@ -36,7 +39,13 @@ def kit(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.Com
     env = {**os.environ, "COLUMNS": "200"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     return proc

@@ -1,5 +1,6 @@
 """Shared test set-up. Under tests/run_installed.py (CONFORMANCE_TEST_INSTALLED=1)
 every kit package must come from the installed wheel, never from this checkout."""
+
 import os
 from pathlib import Path
 
@@ -18,13 +19,16 @@ os.environ.setdefault("CONFORMANCE_WORKERS", "1")
 def pytest_sessionstart(session):
     if not INSTALLED:
         return
+    import lifecycle_specs
+
     import conformance
     import lifecycle_references
-    import lifecycle_specs
     import statemachines
 
     for module in (conformance, statemachines, lifecycle_references, lifecycle_specs):
         where = Path(module.__file__).resolve()
         if where.is_relative_to(ROOT):
-            raise pytest.UsageError(f"{module.__name__} was imported from the checkout ({where}), not from the "
-                                    f"installed wheel: the tests would not see packaging bugs")
+            raise pytest.UsageError(
+                f"{module.__name__} was imported from the checkout ({where}), not from the "
+                f"installed wheel: the tests would not see packaging bugs"
+            )

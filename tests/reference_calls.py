@@ -1,6 +1,7 @@
 """Calling a reference adapter in the reference tests: a call expected to
 succeed, one expected to be refused, and a whole call sequence on a fresh
 instance (to compare a mutant's behaviour with the reference's)."""
+
 from __future__ import annotations
 
 __all__ = ["err", "observe", "ok"]

@@ -10,6 +10,7 @@ Python 3.11+ with venv; everything else comes from the package index.
     python3 tests/run_installed.py            # the whole suite
     python3 tests/run_installed.py -k stdio   # extra arguments go to pytest
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,18 @@ def main(argv: list[str]) -> int:
         _run([python, "-m", "pip", "install", "-q", f"{wheel}[{TEST_EXTRAS}]"])
         env = dict(os.environ, CONFORMANCE_TEST_INSTALLED="1", CONFORMANCE_REPO=str(ROOT))
         env.pop("PYTHONPATH", None)
-        command = [python, "-P", "-m", "pytest", "-c", ROOT / "pyproject.toml", "--rootdir", ROOT, ROOT / "tests",
-                   *argv]
+        command = [
+            python,
+            "-P",
+            "-m",
+            "pytest",
+            "-c",
+            ROOT / "pyproject.toml",
+            "--rootdir",
+            ROOT,
+            ROOT / "tests",
+            *argv,
+        ]
         print("+ " + " ".join(str(a) for a in command), flush=True)
         return subprocess.run(command, cwd=outside, env=env).returncode
     except subprocess.CalledProcessError as exc:

@@ -1,12 +1,14 @@
 """Answers checked against the spec's schemas: the compiled subset
 (conformance/engine/answer_schemas.py) agrees with jsonschema exactly, and
 every schema of the bundled specs is compiled."""
+
 import copy
 import json
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from hypothesis_jsonschema import from_schema
 
@@ -28,11 +30,19 @@ def _bundled_schemas():
 SCHEMAS = _bundled_schemas()
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-2, 2, allow_nan=False) | st.sampled_from(
-        [0.0, 1.0, "", "a", "running", "completed", "job-1", "é", "x" * 5]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["job_id", "status", "jobs", "effect", "thread_id", "kind", "text", "x"]), inner, max_size=4),
-    max_leaves=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(-2, 2, allow_nan=False)
+    | st.sampled_from([0.0, 1.0, "", "a", "running", "completed", "job-1", "é", "x" * 5]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["job_id", "status", "jobs", "effect", "thread_id", "kind", "text", "x"]), inner, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
 
 
 def test_every_bundled_schema_is_compiled():
@@ -76,6 +86,7 @@ def _valid_examples(schema, n: int = 12) -> list:
     @given(from_schema(schema))
     def draw(value):
         found.append(value)
+
     try:
         draw()
     except Unsatisfiable:
@@ -90,11 +101,11 @@ def test_the_compiled_subset_agrees_with_jsonschema_on_each_bundled_schema(label
     examples = _valid_examples(schema)
     others: list = []  # random JSON values, drawn with a fixed seed
 
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(other=json_values)
     def random_values(other):
         others.append(other)
+
     random_values()
     for value in [*(m for e in examples for m in _mutations(e)), *others]:
         expected = full.is_valid(value)
@@ -107,20 +118,56 @@ def test_the_compiled_subset_agrees_with_jsonschema_on_each_bundled_schema(label
 
 
 KEYWORD_SCHEMAS = [
-    {"type": "integer"}, {"type": ["string", "null"]}, {"type": "number", "minimum": 0, "exclusiveMaximum": 2},
-    {"enum": [1, "a", None, [1], {"a": True}]}, {"const": True}, {"const": 1}, {"const": {"a": [1, 2]}},
+    {"type": "integer"},
+    {"type": ["string", "null"]},
+    {"type": "number", "minimum": 0, "exclusiveMaximum": 2},
+    {"enum": [1, "a", None, [1], {"a": True}]},
+    {"const": True},
+    {"const": 1},
+    {"const": {"a": [1, 2]}},
     {"type": "string", "minLength": 1, "maxLength": 2, "pattern": "^a"},
     {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2, "uniqueItems": True},
-    {"contains": {"const": "a"}}, {"allOf": [{"type": "object"}, {"required": ["a"]}]},
-    {"anyOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "number"}, {"type": "integer"}]},
-    {"not": {"type": "null"}}, {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    {"contains": {"const": "a"}},
+    {"allOf": [{"type": "object"}, {"required": ["a"]}]},
+    {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    {"oneOf": [{"type": "number"}, {"type": "integer"}]},
+    {"not": {"type": "null"}},
+    {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
     {"properties": {"a": {}}, "additionalProperties": {"type": "string"}, "required": ["a"]},
     {"type": "object", "description": "annotations only", "title": "t", "format": "date-time"},
-    True, False,
+    True,
+    False,
 ]
-EDGE_VALUES = [None, True, False, 0, 1, 1.0, 1.5, 2, -1, "", "a", "ab", "abc", "b", [], [1], [1, 1], [1, 1.0],
-               [True, 1], ["a"], [1, 2, 3], {}, {"a": 1}, {"a": True}, {"a": 1, "b": "x"}, {"a": [1, 2]},
-               {"b": 2}, {"a": 1.0}]
+EDGE_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    1.0,
+    1.5,
+    2,
+    -1,
+    "",
+    "a",
+    "ab",
+    "abc",
+    "b",
+    [],
+    [1],
+    [1, 1],
+    [1, 1.0],
+    [True, 1],
+    ["a"],
+    [1, 2, 3],
+    {},
+    {"a": 1},
+    {"a": True},
+    {"a": 1, "b": "x"},
+    {"a": [1, 2]},
+    {"b": 2},
+    {"a": 1.0},
+]
 
 
 @pytest.mark.parametrize("schema", KEYWORD_SCHEMAS, ids=[str(s)[:60] for s in KEYWORD_SCHEMAS])
@@ -131,9 +178,19 @@ def test_each_compiled_keyword_agrees_with_jsonschema_at_its_edges(schema):
         assert fast(value) == full.is_valid(value), (schema, value)
 
 
-@pytest.mark.parametrize("schema", [{"$ref": "#/definitions/a"}, {"if": {"type": "string"}}, {"items": [{}]},
-                                    {"prefixItems": [{}], "items": {}}, {"patternProperties": {"a": {}}},
-                                    {"type": "float"}, {"contains": {}, "minContains": 2}, {"minimum": "1"}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#/definitions/a"},
+        {"if": {"type": "string"}},
+        {"items": [{}]},
+        {"prefixItems": [{}], "items": {}},
+        {"patternProperties": {"a": {}}},
+        {"type": "float"},
+        {"contains": {}, "minContains": 2},
+        {"minimum": "1"},
+    ],
+)
 def test_anything_outside_the_subset_is_left_to_jsonschema(schema):
     assert compile_subset(schema) is None
     assert AnswerSchema(schema).compiled is False
@@ -151,7 +208,7 @@ def test_the_answer_walk_passes_exactly_what_the_careful_walk_passes(value):
     assert is_plain_answer(value) == (json_problem(value) is None)
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2 ** 63, {1: "a"}, "\ud800", b"x", {"a": ("t",)}])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2**63, {1: "a"}, "\ud800", b"x", {"a": ("t",)}])
 def test_the_answer_walk_refuses_what_json_cannot_carry(bad):
     assert not is_plain_answer({"result": {"v": [bad]}})
     assert json_problem({"result": {"v": [bad]}}) is not None

@@ -1,5 +1,6 @@
 """The layering in ARCHITECTURE.md holds, there are no import circles, and
 public names are declared."""
+
 import ast
 import importlib
 import re
@@ -22,11 +23,23 @@ ROOMS = {
     "conformance.adapters": {"conformance.adapters", "conformance.errors"},
     "conformance.reporting": {"conformance.reporting"},
     "conformance.traces.format": {"statemachines"},  # the trace format: the engine records with it
-    "conformance.traces": {"conformance.traces", "conformance.engine", "conformance.adapters", "conformance.errors",
-                           "conformance.specs", "statemachines"},
-    "conformance.engine": {"conformance.engine", "conformance.traces.format", "conformance.adapters",
-                           "conformance.errors", "conformance.specs",
-                           "conformance.reporting", "statemachines"},
+    "conformance.traces": {
+        "conformance.traces",
+        "conformance.engine",
+        "conformance.adapters",
+        "conformance.errors",
+        "conformance.specs",
+        "statemachines",
+    },
+    "conformance.engine": {
+        "conformance.engine",
+        "conformance.traces.format",
+        "conformance.adapters",
+        "conformance.errors",
+        "conformance.specs",
+        "conformance.reporting",
+        "statemachines",
+    },
     # front doors: everything below them
     "conformance.cli": {"conformance", "statemachines"},
     "conformance.pytest_plugin": {"conformance", "statemachines"},
@@ -36,8 +49,12 @@ ROOMS = {
     "conformance.progress": {"conformance"},
     "conformance.workers": {"conformance", "statemachines"},
     "conformance.spec_revision": {"statemachines"},
-    "conformance.schema_files": {"statemachines", "conformance.adapters", "conformance.reporting",
-                                 "conformance.traces.format"},
+    "conformance.schema_files": {
+        "statemachines",
+        "conformance.adapters",
+        "conformance.reporting",
+        "conformance.traces.format",
+    },
     "conformance.__main__": {"conformance"},
     "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim
     # references: the adapter protocol only (the CLI reference's wiring also reaches the command adapter)
@@ -129,9 +146,14 @@ def test_no_import_circles():
             imported = imported.rpartition(".")[0]
         return imported or None
 
-    graph = {name: {t for n in kit_imports(path) if (t := target(n)) and t != name and not name.startswith(t + ".")
-                    and not t.startswith(name + ".")}
-             for name, path in names.items()}
+    graph = {
+        name: {
+            t
+            for n in kit_imports(path)
+            if (t := target(n)) and t != name and not name.startswith(t + ".") and not t.startswith(name + ".")
+        }
+        for name, path in names.items()
+    }
     # a package's __init__ importing its own submodules is not a circle; anything else is
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -141,7 +163,7 @@ def test_no_import_circles():
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = stack[stack.index(nxt) :] + [nxt]
                 pytest.fail("import circle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt)

@@ -2,6 +2,7 @@
 follows the YAML (a changed cap or finished limit is demanded, with no Python
 edited), reports and the pytest plugin work per profile, bad input is
 explained."""
+
 import re
 import shutil
 import subprocess
@@ -21,8 +22,15 @@ FRAGMENTS = ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.sce
 def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
     if profile:
         options["profile"] = profile
-    return run_conformance(RunConfig(spec_path=str(spec), adapter_options=options, profile="quick",
-                                     report_dir=str(report_dir) if report_dir else None, stateful=stateful))
+    return run_conformance(
+        RunConfig(
+            spec_path=str(spec),
+            adapter_options=options,
+            profile="quick",
+            report_dir=str(report_dir) if report_dir else None,
+            stateful=stateful,
+        )
+    )
 
 
 # Scenarios of a profile's own surface written for a real system's reading
@@ -32,7 +40,8 @@ REAL_SYSTEM_EQUIVALENTS = {"job-manager": {"JM-E18"}, "task-table": {"TT-N10"}}
 
 @pytest.mark.parametrize("profile, own, other", [("job-manager", "JM-", "TT-"), ("task-table", "TT-", "JM-")])
 def test_each_reference_profile_conforms_and_lists_the_other_profiles_scenarios_as_not_applicable(
-        profile, own, other, tmp_path):
+    profile, own, other, tmp_path
+):
     report = _run(profile=profile, report_dir=tmp_path)
     assert report["verdict"] == "pass", report.get("problems") or report["stateful"].get("failure")
     verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}
@@ -76,8 +85,11 @@ def test_a_lower_cap_in_the_spec_is_demanded(tmp_path):
 
 def test_a_smaller_finished_limit_in_the_task_table_profile_is_found_by_exploration(tmp_path):
     # The task-table profile's limit (the defect profile restates it; this changes only the one).
-    spec = _copy_spec(tmp_path, r"max_finished: 64(?=\n      ids: counter\n      id_prefix: bg-\n      preferred_ids)",
-                      "max_finished: 5")
+    spec = _copy_spec(
+        tmp_path,
+        r"max_finished: 64(?=\n      ids: counter\n      id_prefix: bg-\n      preferred_ids)",
+        "max_finished: 5",
+    )
     report = _run(spec, profile="task-table", report_dir=tmp_path / "r")
     assert report["verdict"] == "fail" and report["parameters"]["max_finished"] == 5
     failure = report["stateful"]["failure"]
@@ -88,30 +100,63 @@ def test_a_smaller_finished_limit_in_the_task_table_profile_is_found_by_explorat
 
 def test_the_pytest_plugin_gives_items_only_for_the_declared_profiles_scenarios(tmp_path):
     test_file = tmp_path / "test_my_tasks.py"
-    test_file.write_text(textwrap.dedent(f"""
+    test_file.write_text(
+        textwrap.dedent(f"""
         from conformance.pytest_plugin import conformance_suite
         test_tasks = conformance_suite({str(SPEC)!r}, adapter_options={{"profile": "task-table"}}, profile="quick")
-    """))
-    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
-                           "-o", "addopts=", "-k", "TT-N1 or TT-B1 or JM-N1 or stateful", "-rs"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    """)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "pytest",
+            str(test_file),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "-k",
+            "TT-N1 or TT-B1 or JM-N1 or stateful",
+            "-rs",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout  # TT-N1, TT-B1, stateful
     # the job manager's scenarios are no items; one line says how many and which
     assert "of test_tasks not applicable to profile task-table" in proc.stdout and "JM-N1" in proc.stdout
 
 
-@pytest.mark.parametrize("pattern, replacement, phrase", [
-    (r"max_finished: 64(?=\n      ids: counter\n      id_prefix: bg-\n      preferred_ids)", "max_finished: 0",
-     "max_finished must be >= 1"),
-    (r"timers: \[ends_at, dq_next_at, evict_at\]", "timers: [ends_at, due_at]", "timer field 'due_at'"),
-    (r'assumes: "params.surface == \'task_table\'"\n    args:\n      type: object\n      required: \[job_id\]',
-     'assumes: "args.job_id == \'x\'"\n    args:\n      type: object\n      required: [job_id]', "unknown name"),
-])
+@pytest.mark.parametrize(
+    "pattern, replacement, phrase",
+    [
+        (
+            r"max_finished: 64(?=\n      ids: counter\n      id_prefix: bg-\n      preferred_ids)",
+            "max_finished: 0",
+            "max_finished must be >= 1",
+        ),
+        (r"timers: \[ends_at, dq_next_at, evict_at\]", "timers: [ends_at, due_at]", "timer field 'due_at'"),
+        (
+            r'assumes: "params.surface == \'task_table\'"\n    args:\n      type: object\n      required: \[job_id\]',
+            'assumes: "args.job_id == \'x\'"\n    args:\n      type: object\n      required: [job_id]',
+            "unknown name",
+        ),
+    ],
+)
 def test_bad_input_names_file_line_and_what(tmp_path, pattern, replacement, phrase):
     spec = _copy_spec(tmp_path, pattern, replacement)
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "validate", str(spec)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", "validate", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out
     assert phrase in out and re.search(r"async-jobs\.yaml:\d+", out), out

@@ -27,6 +27,7 @@ parent mapping, huge or alias-bomb files read whole, timeouts an
 implementation could swallow, an implementation's sys.exit ending the kit...);
 each now has a test stating the required behaviour.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,9 +78,15 @@ def _env(columns: str | None = "1000") -> dict:
 
 def conformance(*args: str, timeout: float = 120, columns: str | None = "1000", preexec_fn=None) -> Result:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, env=_env(columns), timeout=timeout,
-                          preexec_fn=preexec_fn)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=_env(columns),
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
@@ -155,8 +162,9 @@ def scenario(report: dict, sid: str) -> dict:
 def run_adapter(tmp_path: Path, adapter: str, *args: str, timeout: float = 120) -> tuple[Result, Path]:
     report_dir = tmp_path / "reports"
     target = adapter if ":" in adapter or "." in adapter or "-" in adapter else f"{ADAPTERS}:{adapter}"
-    result = conformance("run", SPEC, "--adapter", target,
-                         "--profile", "quick", "--report-dir", report_dir, *args, timeout=timeout)
+    result = conformance(
+        "run", SPEC, "--adapter", target, "--profile", "quick", "--report-dir", report_dir, *args, timeout=timeout
+    )
     return result, report_dir
 
 
@@ -167,6 +175,7 @@ def only(*ids: str) -> list[str]:
 def _limit_memory(megabytes: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (megabytes << 20, megabytes << 20))
+
     return apply
 
 
@@ -188,95 +197,179 @@ class Case:
 
     id: str
     edits: tuple
-    file: str      # the file the problem must be reported in
-    marker: str    # text on the line the problem must be reported at (in the edited file)
-    phrase: str    # part of the message saying what is wrong
+    file: str  # the file the problem must be reported in
+    marker: str  # text on the line the problem must be reported at (in the edited file)
+    phrase: str  # part of the message saying what is wrong
 
 
 CASES = [
-    Case("yaml-syntax-error",
-         ((MAIN, r"^title: ", "title: broken: "),), MAIN, "title: broken:",
-         "YAML syntax error"),
-    Case("yaml-syntax-error-in-included-file",
-         ((SCEN, r"^    title: ", "    title: broken: "),), SCEN, "title: broken:",
-         "YAML syntax error"),
-    Case("schema-wrong-type",
-         ((MAIN, r"^version: .*$", "version: [1, 0, 0]"),), MAIN, "version: [1, 0, 0]",
-         "is not of type 'string'"),
-    Case("schema-unknown-key-in-transition",
-         ((MAIN, r"(dest: pending_cancel)\}", r"\1, colour: red}"),), MAIN, "colour: red",
-         "'colour' was unexpected"),
-    Case("schema-wrong-type-in-included-file",
-         ((SCEN, r"^    title: .*$", "    title: [not, a, string]"),), SCEN, "title: [not, a, string]",
-         "is not of type 'string'"),
-    Case("transition-unknown-state",
-         ((MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),), MAIN, "pending_cancell",
-         "unknown state 'pending_cancell'"),
-    Case("scenario-unknown-operation",
-         ((SCEN, r"- call: complete_sync$", "- call: complete_synk"),), SCEN, "complete_synk",
-         "unknown operation 'complete_synk'"),
-    Case("scenario-unknown-argument",
-         ((SCEN, r"(- call: complete_sync\n\s+args: \{)", r"\1colour: red, "),), SCEN, "colour: red",
-         "operation complete_sync has no argument 'colour'"),
-    Case("guard-cel-syntax-error",
-         ((MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),), MAIN,
-         "'completed' &&", "invalid CEL expression"),
-    Case("guard-unknown-variable",
-         ((MAIN, r"guard: \"args\.outcome == 'failed'\"", "guard: \"argz.outcome == 'failed'\""),), MAIN,
-         "argz.outcome", "unknown name(s): argz"),
-    Case("scenario-expression-unknown-variable",
-         ((SCEN, r"\{\$expr: \"params\.", "{$expr: \"parms."),), SCEN, "parms.",
-         "unknown name(s): parms"),
-    Case("scenario-expression-syntax-error",
-         ((SCEN, r"\{\$expr: \"params\.(\w+)\"\}", r'{$expr: "params.\1 +"}'),), SCEN, " +\"}",
-         "invalid CEL expression"),
-    Case("scenario-undefined-saved-value",
-         ((SCEN, r"\$\{gen\}", "${gne}"),), SCEN, "${gne}",
-         "${gne} is not defined"),
-    Case("fire-unknown-trigger",
-         ((MAIN, r"fire: \{trigger: finish,", "fire: {trigger: finnish,"),), MAIN, "finnish",
-         "unknown trigger 'finnish'"),
-    Case("emit-undeclared-effect",
-         ((MAIN, r"(emit:\n\s+effect: )payload_spilled", r"\1payload_spilt"),), MAIN, "payload_spilt",
-         "unknown effect 'payload_spilt'"),
-    Case("scenario-expects-undeclared-effect",
-         ((SCEN, r"\{effect: turn_requested,", "{effect: turn_requestd,"),), SCEN, "turn_requestd",
-         "unknown effect 'turn_requestd'"),
-    Case("duplicate-key",
-         ((MAIN, r"^(title: .*)$", r"\1\ntitle: again"),), MAIN, "title: again",
-         "duplicate key 'title'"),
-    Case("duplicate-operation",
-         ((MAIN, r"^  restart:$", "  retry_job:  # again\n    steps: [{result: \"{}\"}]\n  restart:"),), MAIN,
-         "retry_job:  # again", "duplicate key 'retry_job'"),
-    Case("limit-unknown-argument",
-         ((MAIN, r"args: \[observe_outcome\.payload\]", "args: [observe_outcome.paylod]"),), MAIN,
-         "observe_outcome.paylod", "operation observe_outcome has no argument 'paylod'"),
-    Case("limit-unknown-batch",
-         ((MAIN, r"batches: \[fill_thread\]", "batches: [fill_threads]"),), MAIN, "fill_threads",
-         "unknown batch 'fill_threads'"),
-    Case("batch-first-phase-once",
-         ((MAIN, r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)", r"\1\2once: true\n\2\3"),),
-         MAIN, "once: true", "the first phase cannot run once"),
-    Case("limit-value-unknown-parameter",
-         ((MAIN, r"value: params\.retention_limit$", "value: params.retention_limt"),), MAIN,
-         "params.retention_limt", "retention_limt"),
-    Case("empty-included-file",
-         ((SCEN, r"\A[\s\S]*\Z", ""),), SCEN, None, "file is empty"),
+    Case("yaml-syntax-error", ((MAIN, r"^title: ", "title: broken: "),), MAIN, "title: broken:", "YAML syntax error"),
+    Case(
+        "yaml-syntax-error-in-included-file",
+        ((SCEN, r"^    title: ", "    title: broken: "),),
+        SCEN,
+        "title: broken:",
+        "YAML syntax error",
+    ),
+    Case(
+        "schema-wrong-type",
+        ((MAIN, r"^version: .*$", "version: [1, 0, 0]"),),
+        MAIN,
+        "version: [1, 0, 0]",
+        "is not of type 'string'",
+    ),
+    Case(
+        "schema-unknown-key-in-transition",
+        ((MAIN, r"(dest: pending_cancel)\}", r"\1, colour: red}"),),
+        MAIN,
+        "colour: red",
+        "'colour' was unexpected",
+    ),
+    Case(
+        "schema-wrong-type-in-included-file",
+        ((SCEN, r"^    title: .*$", "    title: [not, a, string]"),),
+        SCEN,
+        "title: [not, a, string]",
+        "is not of type 'string'",
+    ),
+    Case(
+        "transition-unknown-state",
+        ((MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),),
+        MAIN,
+        "pending_cancell",
+        "unknown state 'pending_cancell'",
+    ),
+    Case(
+        "scenario-unknown-operation",
+        ((SCEN, r"- call: complete_sync$", "- call: complete_synk"),),
+        SCEN,
+        "complete_synk",
+        "unknown operation 'complete_synk'",
+    ),
+    Case(
+        "scenario-unknown-argument",
+        ((SCEN, r"(- call: complete_sync\n\s+args: \{)", r"\1colour: red, "),),
+        SCEN,
+        "colour: red",
+        "operation complete_sync has no argument 'colour'",
+    ),
+    Case(
+        "guard-cel-syntax-error",
+        ((MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),),
+        MAIN,
+        "'completed' &&",
+        "invalid CEL expression",
+    ),
+    Case(
+        "guard-unknown-variable",
+        ((MAIN, r"guard: \"args\.outcome == 'failed'\"", "guard: \"argz.outcome == 'failed'\""),),
+        MAIN,
+        "argz.outcome",
+        "unknown name(s): argz",
+    ),
+    Case(
+        "scenario-expression-unknown-variable",
+        ((SCEN, r"\{\$expr: \"params\.", "{$expr: \"parms."),),
+        SCEN,
+        "parms.",
+        "unknown name(s): parms",
+    ),
+    Case(
+        "scenario-expression-syntax-error",
+        ((SCEN, r"\{\$expr: \"params\.(\w+)\"\}", r'{$expr: "params.\1 +"}'),),
+        SCEN,
+        " +\"}",
+        "invalid CEL expression",
+    ),
+    Case("scenario-undefined-saved-value", ((SCEN, r"\$\{gen\}", "${gne}"),), SCEN, "${gne}", "${gne} is not defined"),
+    Case(
+        "fire-unknown-trigger",
+        ((MAIN, r"fire: \{trigger: finish,", "fire: {trigger: finnish,"),),
+        MAIN,
+        "finnish",
+        "unknown trigger 'finnish'",
+    ),
+    Case(
+        "emit-undeclared-effect",
+        ((MAIN, r"(emit:\n\s+effect: )payload_spilled", r"\1payload_spilt"),),
+        MAIN,
+        "payload_spilt",
+        "unknown effect 'payload_spilt'",
+    ),
+    Case(
+        "scenario-expects-undeclared-effect",
+        ((SCEN, r"\{effect: turn_requested,", "{effect: turn_requestd,"),),
+        SCEN,
+        "turn_requestd",
+        "unknown effect 'turn_requestd'",
+    ),
+    Case(
+        "duplicate-key", ((MAIN, r"^(title: .*)$", r"\1\ntitle: again"),), MAIN, "title: again", "duplicate key 'title'"
+    ),
+    Case(
+        "duplicate-operation",
+        ((MAIN, r"^  restart:$", "  retry_job:  # again\n    steps: [{result: \"{}\"}]\n  restart:"),),
+        MAIN,
+        "retry_job:  # again",
+        "duplicate key 'retry_job'",
+    ),
+    Case(
+        "limit-unknown-argument",
+        ((MAIN, r"args: \[observe_outcome\.payload\]", "args: [observe_outcome.paylod]"),),
+        MAIN,
+        "observe_outcome.paylod",
+        "operation observe_outcome has no argument 'paylod'",
+    ),
+    Case(
+        "limit-unknown-batch",
+        ((MAIN, r"batches: \[fill_thread\]", "batches: [fill_threads]"),),
+        MAIN,
+        "fill_threads",
+        "unknown batch 'fill_threads'",
+    ),
+    Case(
+        "batch-first-phase-once",
+        ((MAIN, r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)", r"\1\2once: true\n\2\3"),),
+        MAIN,
+        "once: true",
+        "the first phase cannot run once",
+    ),
+    Case(
+        "limit-value-unknown-parameter",
+        ((MAIN, r"value: params\.retention_limit$", "value: params.retention_limt"),),
+        MAIN,
+        "params.retention_limt",
+        "retention_limt",
+    ),
+    Case("empty-included-file", ((SCEN, r"\A[\s\S]*\Z", ""),), SCEN, None, "file is empty"),
 ]
 
 
 UNKNOWN_KEY_LINE_BUG = (
     "kit bug: an unknown key is located at the mapping that holds it, not at the key's own line "
     "(statemachines/schema_check.py check_structure locates error.absolute_path, which for "
-    "`additionalProperties` is the parent mapping); at the top level that is the document's first line")
+    "`additionalProperties` is the parent mapping); at the top level that is the document's first line"
+)
 
 CASES += [
-    pytest.param(Case("schema-unknown-key-in-scenario-step",
-                      ((SCEN, r"^(\s+)- call: complete_sync$", r"\1- call: complete_sync\n\1  colour: red"),), SCEN,
-                      "colour: red", "'colour' was unexpected")),
-    pytest.param(Case("schema-unknown-top-level-key",
-                      ((MAIN, r"^(version: .*)$", r"\1\ncolour: blue"),), MAIN, "colour: blue",
-                      "'colour' was unexpected")),
+    pytest.param(
+        Case(
+            "schema-unknown-key-in-scenario-step",
+            ((SCEN, r"^(\s+)- call: complete_sync$", r"\1- call: complete_sync\n\1  colour: red"),),
+            SCEN,
+            "colour: red",
+            "'colour' was unexpected",
+        )
+    ),
+    pytest.param(
+        Case(
+            "schema-unknown-top-level-key",
+            ((MAIN, r"^(version: .*)$", r"\1\ncolour: blue"),),
+            MAIN,
+            "colour: blue",
+            "'colour' was unexpected",
+        )
+    ),
 ]
 
 
@@ -331,21 +424,22 @@ def _first_id_line(path: Path, sid: str) -> int:
 
 
 def test_two_independent_problems_in_two_files_are_both_reported(tmp):
-    spec = broken_spec(tmp,
-                       (MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),
-                       (SCEN, r"- call: complete_sync$", "- call: complete_synk"))
+    spec = broken_spec(
+        tmp,
+        (MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),
+        (SCEN, r"- call: complete_sync$", "- call: complete_synk"),
+    )
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
     assert_problem(result, spec, line_of(spec, "pending_cancell"), "unknown state 'pending_cancell'")
-    assert_problem(result, tmp / SCEN, line_of(tmp / SCEN, "complete_synk"),
-                   "unknown operation 'complete_synk'")
+    assert_problem(result, tmp / SCEN, line_of(tmp / SCEN, "complete_synk"), "unknown operation 'complete_synk'")
 
 
 def test_two_schema_violations_in_two_files_are_both_reported(tmp):
-    spec = broken_spec(tmp,
-                       (MAIN, r"^version: .*$", "version: [1, 0, 0]"),
-                       (SCEN, r"^    title: .*$", "    title: [not, a, string]"))
+    spec = broken_spec(
+        tmp, (MAIN, r"^version: .*$", "version: [1, 0, 0]"), (SCEN, r"^    title: .*$", "    title: [not, a, string]")
+    )
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
@@ -354,9 +448,11 @@ def test_two_schema_violations_in_two_files_are_both_reported(tmp):
 
 
 def test_two_bad_expressions_in_one_file_are_both_reported(tmp):
-    spec = broken_spec(tmp,
-                       (MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),
-                       (MAIN, r"guard: \"args\.outcome == 'failed'\"", "guard: \"argz.outcome == 'failed'\""))
+    spec = broken_spec(
+        tmp,
+        (MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),
+        (MAIN, r"guard: \"args\.outcome == 'failed'\"", "guard: \"argz.outcome == 'failed'\""),
+    )
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
@@ -365,9 +461,9 @@ def test_two_bad_expressions_in_one_file_are_both_reported(tmp):
 
 
 def test_problems_in_different_stages_are_reported_together(tmp):
-    spec = broken_spec(tmp,
-                       (MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),
-                       (SCEN, r"^    title: ", "    title: broken: "))
+    spec = broken_spec(
+        tmp, (MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"), (SCEN, r"^    title: ", "    title: broken: ")
+    )
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_problem(result, tmp / SCEN, line_of(tmp / SCEN, "title: broken:"), "YAML syntax error")
@@ -380,8 +476,9 @@ def test_unknown_top_level_key_is_reported(tmp):
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
-    assert any(p.startswith(f"{spec}:") and "'colour' was unexpected" in p for p in problem_lines(result)), \
+    assert any(p.startswith(f"{spec}:") and "'colour' was unexpected" in p for p in problem_lines(result)), (
         result.describe()
+    )
 
 
 def test_validate_goes_on_to_the_next_file(tmp):
@@ -395,12 +492,15 @@ def test_validate_goes_on_to_the_next_file(tmp):
 
 
 # ------------------------------------------------------- whole-file problems
-@pytest.mark.parametrize("name, line, phrase", [
-    ("empty.yaml", 1, "file is empty"),
-    ("blank.yaml", 1, "file is empty"),
-    ("comments-only.yaml", 1, "holds no YAML document"),
-    ("top-level-list.yaml", 1, "must be a YAML mapping at the top level"),
-])
+@pytest.mark.parametrize(
+    "name, line, phrase",
+    [
+        ("empty.yaml", 1, "file is empty"),
+        ("blank.yaml", 1, "file is empty"),
+        ("comments-only.yaml", 1, "holds no YAML document"),
+        ("top-level-list.yaml", 1, "must be a YAML mapping at the top level"),
+    ],
+)
 def test_empty_and_shapeless_files(name, line, phrase):
     path = FIXTURE_SPECS / name
     result = conformance("validate", path)
@@ -417,12 +517,15 @@ def test_missing_file():
 
 
 def test_missing_included_file_is_named(tmp):
-    spec = broken_spec(tmp, (MAIN, r"^include: \[thread-jobs\.scenarios\.yaml\]$",
-                                  "include: [thread-jobs.scenarioz.yaml]"))
+    spec = broken_spec(
+        tmp, (MAIN, r"^include: \[thread-jobs\.scenarios\.yaml\]$", "include: [thread-jobs.scenarioz.yaml]")
+    )
     result = conformance("validate", spec)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
-    assert "thread-jobs.scenarioz.yaml" in flat(result.stderr) and "cannot read" in flat(result.stderr), result.describe()
+    assert "thread-jobs.scenarioz.yaml" in flat(result.stderr) and "cannot read" in flat(result.stderr), (
+        result.describe()
+    )
 
 
 def test_file_over_the_size_limit(tmp):
@@ -436,8 +539,9 @@ def test_file_over_the_size_limit(tmp):
     result = conformance("validate", path, timeout=60)
     assert result.returncode == 2, result.describe()
     assert_clean(result)
-    assert f"{path}: file is {path.stat().st_size} bytes, over the {MAX_SPEC_BYTES}-byte limit" in flat(result.stderr), \
-        result.describe()
+    assert f"{path}: file is {path.stat().st_size} bytes, over the {MAX_SPEC_BYTES}-byte limit" in flat(
+        result.stderr
+    ), result.describe()
     assert result.seconds < 20, f"refusing an oversized file took {result.seconds:.1f}s"
 
 
@@ -516,16 +620,32 @@ def test_user_text_is_printed_verbatim(tmp):
 
 
 # ------------------------------------------------- `run` on a broken spec
-@pytest.mark.parametrize("edits, expected", [
-    pytest.param(((MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),
-                  (SCEN, r"- call: complete_sync$", "- call: complete_synk")),
-                 [(MAIN, "pending_cancell", "unknown state 'pending_cancell'"),
-                  (SCEN, "complete_synk", "unknown operation 'complete_synk'")], id="two-semantic-problems"),
-    pytest.param(((MAIN, r"^title: ", "title: broken: "),),
-                 [(MAIN, "title: broken:", "YAML syntax error")], id="yaml-syntax-error"),
-    pytest.param(((MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),),
-                 [(MAIN, "'completed' &&", "invalid CEL expression")], id="bad-expression"),
-])
+@pytest.mark.parametrize(
+    "edits, expected",
+    [
+        pytest.param(
+            (
+                (MAIN, r"dest: pending_cancel\}", "dest: pending_cancell}"),
+                (SCEN, r"- call: complete_sync$", "- call: complete_synk"),
+            ),
+            [
+                (MAIN, "pending_cancell", "unknown state 'pending_cancell'"),
+                (SCEN, "complete_synk", "unknown operation 'complete_synk'"),
+            ],
+            id="two-semantic-problems",
+        ),
+        pytest.param(
+            ((MAIN, r"^title: ", "title: broken: "),),
+            [(MAIN, "title: broken:", "YAML syntax error")],
+            id="yaml-syntax-error",
+        ),
+        pytest.param(
+            ((MAIN, r"guard: \"args\.outcome == 'completed'\"", "guard: \"args.outcome == 'completed' &&\""),),
+            [(MAIN, "'completed' &&", "invalid CEL expression")],
+            id="bad-expression",
+        ),
+    ],
+)
 def test_run_on_a_broken_spec_still_writes_the_report(tmp, edits, expected):
     spec = broken_spec(tmp, *edits)
     report_dir = tmp / "reports"
@@ -537,8 +657,9 @@ def test_run_on_a_broken_spec_still_writes_the_report(tmp, edits, expected):
     assert report["scenarios"] == [] and report["stateful"] is None
     for name, marker, phrase in expected:
         where = f"{tmp / name}:{line_of(tmp / name, marker)}"
-        assert any(p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"]
-                   for p in report["problems"]), (where, phrase, report["problems"])
+        assert any(
+            p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"] for p in report["problems"]
+        ), (where, phrase, report["problems"])
         assert f"{where}: {phrase}" in flat(result.stderr), result.describe()
         junit = (report_dir / "junit.xml").read_text(encoding="utf-8")
         assert phrase in junit and where in junit
@@ -552,8 +673,9 @@ def test_run_on_an_empty_spec_file_still_writes_the_report(tmp):
     assert_clean(result)
     report = load_report(report_dir)
     assert report["verdict"] == "error"
-    assert [(p["where"], "file is empty" in p["message"]) for p in report["problems"]] == \
-        [(f"{FIXTURE_SPECS / 'empty.yaml'}:1", True)]
+    assert [(p["where"], "file is empty" in p["message"]) for p in report["problems"]] == [
+        (f"{FIXTURE_SPECS / 'empty.yaml'}:1", True)
+    ]
 
 
 def test_mutants_on_a_broken_spec(tmp):
@@ -569,8 +691,9 @@ def test_replay_of_a_broken_steps_file(tmp):
     report_dir = tmp / "reports"
     result = conformance("replay", SPEC, steps, "--report-dir", report_dir)
     assert result.returncode == 2, result.describe()
-    assert f"{steps}:{line_of(steps, 'inspect_jbo')}: unknown operation 'inspect_jbo'" in flat(result.stderr), \
+    assert f"{steps}:{line_of(steps, 'inspect_jbo')}: unknown operation 'inspect_jbo'" in flat(result.stderr), (
         result.describe()
+    )
     assert_clean(result)
     report = load_report(report_dir)
     assert report["verdict"] == "error"
@@ -636,8 +759,14 @@ def test_hang_that_swallows_the_timeout_is_still_a_timeout(tmp_path):
 def concurrent_hang(tmp_path_factory):
     """One run (shared by two tests: it takes a while) against an implementation
     whose start_job hangs for 10 s when called concurrently."""
-    return run_adapter(tmp_path_factory.mktemp("concurrent-hang"), "HangsWhenConcurrent", *only("N1", "B1"),
-                       "--timeout", "0.5", timeout=60)
+    return run_adapter(
+        tmp_path_factory.mktemp("concurrent-hang"),
+        "HangsWhenConcurrent",
+        *only("N1", "B1"),
+        "--timeout",
+        "0.5",
+        timeout=60,
+    )
 
 
 def test_concurrent_hang_is_reported_as_a_timeout(concurrent_hang):
@@ -658,12 +787,15 @@ def test_concurrent_hang_does_not_keep_the_kit_alive(concurrent_hang):
     assert result.seconds < 7, f"the kit took {result.seconds:.1f}s to exit after a 0.5 s timeout"
 
 
-@pytest.mark.parametrize("adapter, path, phrase", [
-    ("ListJobsNotAList", "result.jobs", "list_jobs: result.jobs breaks the result schema"),
-    ("ListJobsMissingStatus", "result.jobs[0]", "'status' is a required property"),
-    ("UndeclaredEffectOnStart", "effects[0]", "effects[0] is 'telemetry_sent', which the spec does not declare"),
-    ("BadEffectFieldsOnCancel", "effects[0]", "cancel_job: effects[0] (cancellation_requested) breaks its schema"),
-])
+@pytest.mark.parametrize(
+    "adapter, path, phrase",
+    [
+        ("ListJobsNotAList", "result.jobs", "list_jobs: result.jobs breaks the result schema"),
+        ("ListJobsMissingStatus", "result.jobs[0]", "'status' is a required property"),
+        ("UndeclaredEffectOnStart", "effects[0]", "effects[0] is 'telemetry_sent', which the spec does not declare"),
+        ("BadEffectFieldsOnCancel", "effects[0]", "cancel_job: effects[0] (cancellation_requested) breaks its schema"),
+    ],
+)
 def test_result_or_effect_breaking_the_schema(tmp_path, adapter, path, phrase):
     result, report_dir = run_adapter(tmp_path, adapter, *only("N2", "N6", "N10"))
     assert result.returncode == 1, result.describe()
@@ -679,13 +811,16 @@ def test_result_or_effect_breaking_the_schema(tmp_path, adapter, path, phrase):
     assert phrase in flat(result.stdout)  # the console summary says it too
 
 
-@pytest.mark.parametrize("adapter, phrase", [
-    ("InspectNeitherResultNorError", "a response must have exactly one of `result` and `error`"),
-    ("InspectBothResultAndError", "a response must have exactly one of `result` and `error`"),
-    ("InspectReturnsList", "a response must be an object, got list"),
-    ("InspectReturnsNone", "a response must be an object, got NoneType"),
-    ("InspectErrorWithoutKind", "`error` must be {\"kind\": string, \"message\": string}"),
-])
+@pytest.mark.parametrize(
+    "adapter, phrase",
+    [
+        ("InspectNeitherResultNorError", "a response must have exactly one of `result` and `error`"),
+        ("InspectBothResultAndError", "a response must have exactly one of `result` and `error`"),
+        ("InspectReturnsList", "a response must be an object, got list"),
+        ("InspectReturnsNone", "a response must be an object, got NoneType"),
+        ("InspectErrorWithoutKind", "`error` must be {\"kind\": string, \"message\": string}"),
+    ],
+)
 def test_malformed_response(tmp_path, adapter, phrase):
     result, report_dir = run_adapter(tmp_path, adapter, *only("N1", "N2", "N10"))
     assert result.returncode == 1, result.describe()
@@ -755,28 +890,36 @@ def test_implementation_misbehaviour_never_crashes_the_kit(tmp_path, adapter, op
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
 def test_timeout_must_be_positive(tmp_path, value):
-    result = conformance("run", SPEC, "--no-stateful", "--scenario", "N1", f"--timeout={value}",
-                         "--report-dir", tmp_path / "reports")
+    result = conformance(
+        "run", SPEC, "--no-stateful", "--scenario", "N1", f"--timeout={value}", "--report-dir", tmp_path / "reports"
+    )
     assert result.returncode == 2, result.describe()
     assert_clean(result)
     assert "--timeout" in result.stderr and "describe()" not in result.stderr, result.describe()
 
 
 # ------------------------------------------------ describe() and loading
-@pytest.mark.parametrize("adapter, phrases", [
-    ("RetentionZero", ["retention_limit must be >= 1, got 0", "the spec allows 1..100000"]),
-    ("UnknownProfile", ["profile 'no-such-profile' is not defined by spec thread-jobs"]),
-    ("DescribeRaises", ["describe() failed: RuntimeError: describe exploded"]),
-    ("DescribeNotADict", ["describe() must return an object, got str"]),
-    ("ConstructorRaises", ["failed to start: RuntimeError: cannot connect to the job runtime"]),
-    ("NOT_CALLABLE", ["is not callable"]),
-    ("NoCallMethod", ["has no call() method"]),
-    ("NoSuchAttr", [f"module '{ADAPTERS}' has no attribute 'NoSuchAttr'"]),
-    ("no.such.module:X", ["cannot import module 'no.such.module'", "is it installed or on PYTHONPATH?"]),
-    ("tests.fixtures.broken_import:Adapter",
-     ["importing 'tests.fixtures.broken_import' failed: RuntimeError: this adapter module fails while importing"]),
-    ("no-colon", ["must look like package.module:Attribute"]),
-])
+@pytest.mark.parametrize(
+    "adapter, phrases",
+    [
+        ("RetentionZero", ["retention_limit must be >= 1, got 0", "the spec allows 1..100000"]),
+        ("UnknownProfile", ["profile 'no-such-profile' is not defined by spec thread-jobs"]),
+        ("DescribeRaises", ["describe() failed: RuntimeError: describe exploded"]),
+        ("DescribeNotADict", ["describe() must return an object, got str"]),
+        ("ConstructorRaises", ["failed to start: RuntimeError: cannot connect to the job runtime"]),
+        ("NOT_CALLABLE", ["is not callable"]),
+        ("NoCallMethod", ["has no call() method"]),
+        ("NoSuchAttr", [f"module '{ADAPTERS}' has no attribute 'NoSuchAttr'"]),
+        ("no.such.module:X", ["cannot import module 'no.such.module'", "is it installed or on PYTHONPATH?"]),
+        (
+            "tests.fixtures.broken_import:Adapter",
+            [
+                "importing 'tests.fixtures.broken_import' failed: RuntimeError: this adapter module fails while importing"
+            ],
+        ),
+        ("no-colon", ["must look like package.module:Attribute"]),
+    ],
+)
 def test_adapter_that_cannot_be_used_is_exit_2(tmp_path, adapter, phrases):
     result, report_dir = run_adapter(tmp_path, adapter, *only("N1"))
     assert result.returncode == 2, result.describe()
@@ -790,11 +933,14 @@ def test_adapter_that_cannot_be_used_is_exit_2(tmp_path, adapter, phrases):
     assert all(phrase in report["problems"][0]["message"] for phrase in phrases)
 
 
-@pytest.mark.parametrize("adapter, phrases", [
-    pytest.param("ParametersNotAnObject", ["parameters"], id="parameters-not-an-object"),
-    pytest.param("CapabilitiesNotAnObject", ["capabilities"], id="capabilities-not-an-object"),
-    pytest.param("HangsInDescribe", ["did not answer within 0.5s"], id="describe-hangs"),
-])
+@pytest.mark.parametrize(
+    "adapter, phrases",
+    [
+        pytest.param("ParametersNotAnObject", ["parameters"], id="parameters-not-an-object"),
+        pytest.param("CapabilitiesNotAnObject", ["capabilities"], id="capabilities-not-an-object"),
+        pytest.param("HangsInDescribe", ["did not answer within 0.5s"], id="describe-hangs"),
+    ],
+)
 def test_describe_breaking_the_protocol_is_exit_2(tmp_path, adapter, phrases):
     result, report_dir = run_adapter(tmp_path, adapter, *only("N1"), "--timeout", "0.5")
     assert result.returncode == 2, result.describe()

@@ -3,6 +3,7 @@
 No timing thresholds here: the numbers depend on the machine. The targets are
 checked by reading the benchmark's own ``meets_targets``, not by this test.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,17 +14,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
 
-METRICS = ("kit_steps_per_s", "bare_steps_per_s", "overhead_ratio", "model_cost_ratio_100k_vs_100",
-           "stdio_steps_per_s", "inprocess_steps_per_s", "stdio_vs_inprocess_ratio",
-           "trace_events", "trace_events_per_s", "trace_peak_rss_mb", "trace_rss_ratio_vs_tenth",
-           "peer_steps_per_s", "peer_ratio", "peer_ratio_over_seeds")
-TARGETED = ("overhead_ratio", "model_cost_ratio_100k_vs_100", "ci_wall_s", "peer_ratio", "ttff_ratio",
-            "workers_speedup", "cli_ci_wall_s")
+METRICS = (
+    "kit_steps_per_s",
+    "bare_steps_per_s",
+    "overhead_ratio",
+    "model_cost_ratio_100k_vs_100",
+    "stdio_steps_per_s",
+    "inprocess_steps_per_s",
+    "stdio_vs_inprocess_ratio",
+    "trace_events",
+    "trace_events_per_s",
+    "trace_peak_rss_mb",
+    "trace_rss_ratio_vs_tenth",
+    "peer_steps_per_s",
+    "peer_ratio",
+    "peer_ratio_over_seeds",
+)
+TARGETED = (
+    "overhead_ratio",
+    "model_cost_ratio_100k_vs_100",
+    "ci_wall_s",
+    "peer_ratio",
+    "ttff_ratio",
+    "workers_speedup",
+    "cli_ci_wall_s",
+)
 
 
 def test_quick_benchmark_reports_every_number():
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--quick", "--skip-ci-run"],
-                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", "--quick", "--skip-ci-run"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)  # stdout is exactly one JSON object
 
@@ -66,8 +92,10 @@ def test_quick_benchmark_reports_every_number():
     assert all(run["verdict"] == "pass" and run["steps"] > 0 for run in peer["peer_runs"])
     across = details["peer_seeds"]
     assert [row["seed"] for row in across["seeds"]] == [result["seed"], result["seed"] + 1]  # 2 seeds with --quick
-    assert abs(result["peer_ratio_over_seeds"] - across["kit_median_steps_per_s"]
-               / across["peer_median_steps_per_s"]) < 0.01
+    assert (
+        abs(result["peer_ratio_over_seeds"] - across["kit_median_steps_per_s"] / across["peer_median_steps_per_s"])
+        < 0.01
+    )
     rows = details["ttff"]["mutants"]
     assert rows and all(isinstance(row["kit_found"], bool) and isinstance(row["peer_found"], bool) for row in rows)
     # a mutant found has a positive time to first failure; one not found has none

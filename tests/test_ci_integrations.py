@@ -1,5 +1,6 @@
 """The GitHub Actions composite action and the pre-commit hook (docs/ci.md), exercised for real:
 the action's shell steps run as a script with their inputs, the hook's entry runs on spec files."""
+
 import json
 import os
 import re
@@ -20,6 +21,7 @@ EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
 # ---------------------------------------------------------------- the action
+
 
 class _Action:
     """Runs the composite action's `run:` steps the way a GitHub runner does (bash -eo pipefail,
@@ -47,6 +49,7 @@ class _Action:
             if step:
                 return self.outputs.get(step.group(1), {}).get(step.group(2), "")
             raise AssertionError(f"the test does not know expression {name!r}; teach it deliberately")
+
         return EXPRESSION.sub(value, str(text))
 
     def run(self, *, skip: tuple[str, ...] = ()) -> int:
@@ -60,18 +63,29 @@ class _Action:
             assert step["shell"] == "bash"
             output = self.workspace / "github-output"
             output.write_text("")
-            env = {**os.environ, "PATH": f"{self.path_prefix}{os.pathsep}{os.environ['PATH']}",
-                   "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(self.summary),
-                   **{k: self.expand(v) for k, v in step.get("env", {}).items()}}
+            env = {
+                **os.environ,
+                "PATH": f"{self.path_prefix}{os.pathsep}{os.environ['PATH']}",
+                "GITHUB_OUTPUT": str(output),
+                "GITHUB_STEP_SUMMARY": str(self.summary),
+                **{k: self.expand(v) for k, v in step.get("env", {}).items()},
+            }
             env.pop("VIRTUAL_ENV", None)
             assert "${{" not in step["run"], "inputs reach scripts through env, never spliced into them"
             cwd = self.workspace / self.expand(step.get("working-directory", "."))
-            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-                                  cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             self.log = getattr(self, "log", "") + proc.stdout + proc.stderr
             if step.get("id"):
-                self.outputs[step["id"]] = dict(line.split("=", 1) for line in output.read_text().splitlines()
-                                                if "=" in line)
+                self.outputs[step["id"]] = dict(
+                    line.split("=", 1) for line in output.read_text().splitlines() if "=" in line
+                )
             if proc.returncode != 0:
                 return proc.returncode
         return 0
@@ -87,8 +101,11 @@ def fresh_python(tmp_path_factory):
 
 def test_action_runs_a_bundled_spec_and_gates_on_the_verdict(tmp_path, fresh_python):
     # The action's default: a plain (not editable) install of the action's own repository.
-    action = _Action(tmp_path, fresh_python, {"spec": "thread-jobs", "profile": "quick",
-                                              "adapter-opts": "  profile=runtime-code\n\n"})
+    action = _Action(
+        tmp_path,
+        fresh_python,
+        {"spec": "thread-jobs", "profile": "quick", "adapter-opts": "  profile=runtime-code\n\n"},
+    )
     assert action.run() == 0, action.log
     out = action.outputs["run"]
     assert (out["exit-code"], out["verdict"]) == ("0", "pass")
@@ -108,10 +125,19 @@ def test_action_runs_a_bundled_spec_and_gates_on_the_verdict(tmp_path, fresh_pyt
     (tmp_path / "project").mkdir()
     (tmp_path / "project/mutant_adapter.py").write_text(
         "from lifecycle_references.thread_jobs.mutants import MUTANTS\n"
-        "def Adapter(**options):\n    return MUTANTS['evict_at_limit'].factory(**options)\n")
-    action = _Action(tmp_path, fresh_python, {"spec": "thread-jobs", "profile": "quick", "adapter":
-                                              "mutant_adapter:Adapter", "working-directory": "project",
-                                              "report-dir": "out"})
+        "def Adapter(**options):\n    return MUTANTS['evict_at_limit'].factory(**options)\n"
+    )
+    action = _Action(
+        tmp_path,
+        fresh_python,
+        {
+            "spec": "thread-jobs",
+            "profile": "quick",
+            "adapter": "mutant_adapter:Adapter",
+            "working-directory": "project",
+            "report-dir": "out",
+        },
+    )
     assert action.run(skip=("Install the conformance kit",)) == 1, action.log
     assert action.outputs["run"]["verdict"] == "fail"
     assert json.loads((tmp_path / "project/out/report.json").read_text())["verdict"] == "fail"
@@ -130,6 +156,7 @@ def test_action_inputs_are_documented_and_used():
 
 
 # ---------------------------------------------------------------- the pre-commit hook
+
 
 def _hook() -> dict:
     try:
@@ -151,8 +178,9 @@ def _run_hook(hook: dict, files: list[str], cwd: Path):
     program = shutil.which("conformance", path=str(Path(sys.executable).parent))
     assert program, "the kit's conformance command is not installed next to this Python"
     selected = [f for f in files if re.search(hook["files"], f)]
-    return selected, subprocess.run([program, *argv[1:], *selected], cwd=cwd, capture_output=True, text=True,
-                                    timeout=300)
+    return selected, subprocess.run(
+        [program, *argv[1:], *selected], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_hook_manifest_is_valid_and_selects_spec_files():
@@ -167,8 +195,9 @@ def test_hook_entry_passes_good_specs_and_fails_bad_ones(tmp_path):
     (tmp_path / "spec").mkdir()
     for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml"):
         shutil.copy(ROOT / "spec" / name, tmp_path / "spec" / name)
-    selected, proc = _run_hook(hook, ["spec/thread-jobs.yaml", "spec/thread-jobs.scenarios.yaml", "README.md"],
-                               tmp_path)
+    selected, proc = _run_hook(
+        hook, ["spec/thread-jobs.yaml", "spec/thread-jobs.scenarios.yaml", "README.md"], tmp_path
+    )
     assert selected == ["spec/thread-jobs.yaml", "spec/thread-jobs.scenarios.yaml"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

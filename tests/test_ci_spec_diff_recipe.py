@@ -3,6 +3,7 @@ shell step, run for real in a git repository whose branch changes a spec,
 lints nothing itself but posts `conformance diff` of every whole spec that
 changed (to the job summary and, through `gh pr comment`, to the pull
 request) and fails when the version is bumped too little."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = ROOT / "spec"
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None or shutil.which("bash") is None,
-                                reason="needs git and bash")
+pytestmark = pytest.mark.skipif(
+    shutil.which("git") is None or shutil.which("bash") is None, reason="needs git and bash"
+)
 
 
 def _recipe_script() -> str:
@@ -41,9 +43,20 @@ def _executable(path: Path, text: str) -> None:
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"})
+    subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.org",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.org",
+        },
+    )
 
 
 def test_the_recipe_posts_the_diff_of_each_changed_spec_and_fails_on_a_missing_bump(tmp_path):
@@ -56,23 +69,36 @@ def test_the_recipe_posts_the_diff_of_each_changed_spec_and_fails_on_a_missing_b
     _git(repo, "commit", "-q", "-m", "base")
     _git(repo, "branch", "-f", "base")
     spec = repo / "spec" / "thread-jobs.yaml"
-    text, count = re.subn(r"(\n  retention_limit:\n    type: integer\n    default: )20\n", r"\g<1>5\n",
-                          spec.read_text(encoding="utf-8"))
+    text, count = re.subn(
+        r"(\n  retention_limit:\n    type: integer\n    default: )20\n", r"\g<1>5\n", spec.read_text(encoding="utf-8")
+    )
     assert count == 1
     spec.write_text(text, encoding="utf-8")
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _executable(bin_dir / "conformance",
-                f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m conformance.cli \"$@\"\n")
+    _executable(bin_dir / "conformance", f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m conformance.cli \"$@\"\n")
     posted = tmp_path / "gh-calls.txt"
-    _executable(bin_dir / "gh", f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(posted))}\n"
-                                f"cat \"$5\" >> {shlex.quote(str(posted))}\n")
+    _executable(
+        bin_dir / "gh",
+        f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(posted))}\ncat \"$5\" >> {shlex.quote(str(posted))}\n",
+    )
     summary = tmp_path / "summary.md"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "BASE": "base",
-           "GITHUB_STEP_SUMMARY": str(summary), "GH_TOKEN": "unused"}
-    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", _recipe_script()], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "BASE": "base",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GH_TOKEN": "unused",
+    }
+    proc = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _recipe_script()],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)  # 2.0.3 kept: too little a bump
     assert "Traceback" not in proc.stderr, proc.stderr

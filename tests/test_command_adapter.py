@@ -4,6 +4,7 @@ command-line tool run as an implementation, one invocation per operation.
 Small stdlib programs written into tmp_path play the tool: one echoes its
 argv, others hang, crash, print garbage or leave a detached process behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,12 @@ def write_tool(tmp_path: Path, name: str, body: str) -> Path:
 
 
 def write_config(tmp_path: Path, operations: dict, **extra) -> Path:
-    data = {"command_adapter": 1, "implementation": {"name": "fixture", "version": "0.1"},
-            "operations": operations, **extra}
+    data = {
+        "command_adapter": 1,
+        "implementation": {"name": "fixture", "version": "0.1"},
+        "operations": operations,
+        **extra,
+    }
     path = tmp_path / "adapter.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
@@ -52,10 +57,15 @@ ECHO = """
 @pytest.fixture
 def echo(tmp_path):
     tool = write_tool(tmp_path, "echo", ECHO)
-    config = write_config(tmp_path, {
-        "say": {"argv": ["{python}", str(tool), "say", "{text}", ["--count", "{count}"], "{*extra}"]},
-        "now": {"argv": ["{python}", str(tool), "--now={now_ms}"]},
-    }, env={"CLOCK": "{clock_file}", "STATE": "{state_dir}"}, vars={"extra": ["x", "y z"]})
+    config = write_config(
+        tmp_path,
+        {
+            "say": {"argv": ["{python}", str(tool), "say", "{text}", ["--count", "{count}"], "{*extra}"]},
+            "now": {"argv": ["{python}", str(tool), "--now={now_ms}"]},
+        },
+        env={"CLOCK": "{clock_file}", "STATE": "{state_dir}"},
+        vars={"extra": ["x", "y z"]},
+    )
     adapter = CommandAdapter(config)
     adapter.reset(0)
     yield adapter
@@ -64,12 +74,16 @@ def echo(tmp_path):
 
 # ------------------------------------------------------------------ templates
 
+
 def test_templates_fill_placeholders_groups_and_splices():
     values = {"a": "one two", "n": 3, "flag": True, "words": ["p", "q r"], "line": "prog 'x y' z", "none": None}
     assert expand_argv(["{a}", "n={n}", "{flag}", "{{literal}}"], values) == ["one two", "n=3", "true", "{literal}"]
     assert expand_argv(["{*words}", "{*line}"], values) == ["p", "q r", "prog", "x y", "z"]
-    assert expand_argv(["x", ["--n", "{n}"], ["--gone", "{none}"], ["--missing", "{nope}"]], values) == \
-        ["x", "--n", "3"]
+    assert expand_argv(["x", ["--n", "{n}"], ["--gone", "{none}"], ["--missing", "{nope}"]], values) == [
+        "x",
+        "--n",
+        "3",
+    ]
     with pytest.raises(TemplateError, match=r"needs \{nope\}"):
         expand_argv(["{nope}"], values)
 
@@ -114,12 +128,23 @@ def test_reset_gives_a_fresh_state_directory_and_run_token(echo):
 
 
 def test_describe_comes_from_the_config_and_options_override(tmp_path):
-    config = write_config(tmp_path, {"op": {"argv": ["true"]}}, profile="p1", parameters={"limit": 3},
-                          capabilities={"concurrent": True}, vars={"tool": "mytool"})
+    config = write_config(
+        tmp_path,
+        {"op": {"argv": ["true"]}},
+        profile="p1",
+        parameters={"limit": 3},
+        capabilities={"concurrent": True},
+        vars={"tool": "mytool"},
+    )
     adapter = CommandAdapter(config, profile="strict", tool="other")
     try:
-        assert adapter.describe() == {"name": "fixture", "version": "0.1", "profile": "strict",
-                                      "parameters": {"limit": 3}, "capabilities": {"concurrent": True}}
+        assert adapter.describe() == {
+            "name": "fixture",
+            "version": "0.1",
+            "profile": "strict",
+            "parameters": {"limit": 3},
+            "capabilities": {"concurrent": True},
+        }
         assert adapter.vars["tool"] == "other"
     finally:
         adapter.close()
@@ -129,13 +154,18 @@ def test_describe_comes_from_the_config_and_options_override(tmp_path):
 
 # ------------------------------------------------------- what goes wrong
 
+
 def test_timeout_is_reported_and_the_process_group_killed(tmp_path):
-    tool = write_tool(tmp_path, "hang", """
+    tool = write_tool(
+        tmp_path,
+        "hang",
+        """
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         open(sys.argv[1], "w").write(f"{os.getpid()} {child.pid}")
         time.sleep(60)
-    """)
+    """,
+    )
     pids = tmp_path / "pids"
     config = write_config(tmp_path, {"wait": {"argv": ["{python}", str(tool), str(pids)], "timeout_s": 1}})
     adapter = CommandAdapter(config)
@@ -153,11 +183,15 @@ def test_timeout_is_reported_and_the_process_group_killed(tmp_path):
 
 
 def test_a_background_process_holding_stdout_is_named(tmp_path):
-    tool = write_tool(tmp_path, "holder", """
+    tool = write_tool(
+        tmp_path,
+        "holder",
+        """
         import subprocess, sys
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
         print("{}")
-    """)
+    """,
+    )
     config = write_config(tmp_path, {"go": {"argv": ["{python}", str(tool)], "timeout_s": 1}})
     adapter = CommandAdapter(config)
     try:
@@ -170,14 +204,18 @@ def test_a_background_process_holding_stdout_is_named(tmp_path):
 
 
 def test_crashes_and_exit_codes(tmp_path):
-    tool = write_tool(tmp_path, "crash", """
+    tool = write_tool(
+        tmp_path,
+        "crash",
+        """
         import os, signal, sys
         sys.stderr.write("about to fail\\n"); sys.stderr.flush()
         if sys.argv[1] == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
         print('{"ok": false}')
         sys.exit(int(sys.argv[1]))
-    """)
+    """,
+    )
     config = write_config(tmp_path, {"run": {"argv": ["{python}", str(tool), "{how}"]}})
     adapter = CommandAdapter(config)
     try:
@@ -195,8 +233,9 @@ def test_missing_and_non_executable_programs(tmp_path):
     plain = tmp_path / "not-executable"
     plain.write_text("#!/bin/sh\necho hi\n")
     plain.chmod(0o644)
-    config = write_config(tmp_path, {"missing": {"argv": [str(tmp_path / "no-such-tool"), "x"]},
-                                     "plain": {"argv": [str(plain)]}})
+    config = write_config(
+        tmp_path, {"missing": {"argv": [str(tmp_path / "no-such-tool"), "x"]}, "plain": {"argv": [str(plain)]}}
+    )
     adapter = CommandAdapter(config)
     try:
         adapter.reset(0)
@@ -226,20 +265,34 @@ def test_non_json_stdout_fails_the_spec_schema_with_the_text(tmp_path):
 
 # ---------------------------------------------------------- config errors
 
-@pytest.mark.parametrize("text, expected", [
-    ("command_adapter: 1\noperations: [\n", r"adapter\.yaml:\d+: not valid YAML/JSON"),
-    ("command_adapter: 1\nimplementation: {name: t, version: '1'}\noperations:\n  op:\n    argv: [tool, 5]\n",
-     r"adapter\.yaml:5: operations\.op\.argv\[1\]: 5 is not of type 'string'.*fix: each argv element is a string.*quote numbers"),
-    ("command_adapter: 1\nimplementation: {name: t, version: '1'}\noperatons: {}\n",
-     r"adapter\.yaml:\d+: .*unknown key\(s\) 'operatons'"),
-    ("command_adapter: 1\nimplementation: {name: t, version: 1.0}\noperations: {op: {argv: [x]}}\n",
-     r"adapter\.yaml:2: implementation\.version: 1\.0 is not of type 'string' \(fix: the tool's version as a string"),
-    ("command_adapter: 1\nimplementation: {name: t, version: '1'}\nvars: {state_dir: /tmp}\noperations: {op: {argv: [x]}}\n",
-     r"adapter\.yaml:3: vars\.state_dir: 'state_dir' is a built-in placeholder"),
-    ("command_adapter: 1\nimplementation: {name: t, version: '1'}\nenv: {X: '{target}'}\noperations: {op: {argv: [x]}}\n",
-     r"adapter\.yaml:3: env\.X: refers to \{target\}, which is neither a var nor a built-in"),
-    ("- just\n- a list\n", r"must hold a mapping"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("command_adapter: 1\noperations: [\n", r"adapter\.yaml:\d+: not valid YAML/JSON"),
+        (
+            "command_adapter: 1\nimplementation: {name: t, version: '1'}\noperations:\n  op:\n    argv: [tool, 5]\n",
+            r"adapter\.yaml:5: operations\.op\.argv\[1\]: 5 is not of type 'string'.*fix: each argv element is a string.*quote numbers",
+        ),
+        (
+            "command_adapter: 1\nimplementation: {name: t, version: '1'}\noperatons: {}\n",
+            r"adapter\.yaml:\d+: .*unknown key\(s\) 'operatons'",
+        ),
+        (
+            "command_adapter: 1\nimplementation: {name: t, version: 1.0}\noperations: {op: {argv: [x]}}\n",
+            r"adapter\.yaml:2: implementation\.version: 1\.0 is not of type 'string' \(fix: the tool's version as a string",
+        ),
+        (
+            "command_adapter: 1\nimplementation: {name: t, version: '1'}\nvars: {state_dir: /tmp}\noperations: {op: {argv: [x]}}\n",
+            r"adapter\.yaml:3: vars\.state_dir: 'state_dir' is a built-in placeholder",
+        ),
+        (
+            "command_adapter: 1\nimplementation: {name: t, version: '1'}\nenv: {X: '{target}'}\noperations: {op: {argv: [x]}}\n",
+            r"adapter\.yaml:3: env\.X: refers to \{target\}, which is neither a var nor a built-in",
+        ),
+        ("- just\n- a list\n", r"must hold a mapping"),
+    ],
+)
 def test_bad_config_files_say_where_and_how_to_fix(tmp_path, text, expected):
     path = tmp_path / "adapter.yaml"
     path.write_text(text, encoding="utf-8")
@@ -250,20 +303,45 @@ def test_bad_config_files_say_where_and_how_to_fix(tmp_path, text, expected):
 def test_cli_reports_a_bad_config_without_traceback(tmp_path):
     path = tmp_path / "adapter.yaml"
     path.write_text("command_adapter: 2\nimplementation: {name: t, version: '1'}\noperations: {op: {argv: [x]}}\n")
-    proc = subprocess.run([PY, "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(path), "--no-stateful",
-                           "--report-dir", str(tmp_path / "r")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            PY,
+            "-m",
+            "conformance.cli",
+            "run",
+            SPEC,
+            "--adapter-cli",
+            str(path),
+            "--no-stateful",
+            "--report-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "adapter.yaml:1: command_adapter: 1 was expected" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    missing = subprocess.run([PY, "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(tmp_path / "nope.yaml"),
-                              "--adapter", "x:y"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    missing = subprocess.run(
+        [PY, "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(tmp_path / "nope.yaml"), "--adapter", "x:y"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert missing.returncode == 2 and "cannot be combined with --adapter" in missing.stderr
 
 
 # ------------------------------------------------------- leftover workers
 
+
 def test_reset_and_close_kill_detached_leftovers(tmp_path):
-    tool = write_tool(tmp_path, "spawner", """
+    tool = write_tool(
+        tmp_path,
+        "spawner",
+        """
         import json, os, sys, time
         if os.fork() == 0:          # a detached worker: new session, stdio on /dev/null
             os.setsid()
@@ -281,7 +359,8 @@ def test_reset_and_close_kill_detached_leftovers(tmp_path):
         while not os.path.exists(sys.argv[1]) and time.time() < deadline:
             time.sleep(0.01)
         print(json.dumps({"worker": int(open(sys.argv[1]).read())}))
-    """)
+    """,
+    )
     config = write_config(tmp_path, {"spawn": {"argv": ["{python}", str(tool), "{run_dir}/pid"]}})
     adapter = CommandAdapter(config)
     try:
@@ -329,11 +408,15 @@ PRINTER = """
 @pytest.fixture
 def printer(tmp_path):
     tool = write_tool(tmp_path, "printer", PRINTER)
-    config = write_config(tmp_path, {
-        "describe": {"argv": ["{*tool}", "describe", "{text}"]},
-        "run": {"argv": ["{*command}"]},
-        "run_allowed": {"argv": ["{*command}"], "allowed_prefixes": [["{*tool}", "ok"]]},
-    }, vars={"tool": ["{python}", str(tool)]})
+    config = write_config(
+        tmp_path,
+        {
+            "describe": {"argv": ["{*tool}", "describe", "{text}"]},
+            "run": {"argv": ["{*command}"]},
+            "run_allowed": {"argv": ["{*command}"], "allowed_prefixes": [["{*tool}", "ok"]]},
+        },
+        vars={"tool": ["{python}", str(tool)]},
+    )
     adapter = CommandAdapter(config)
     adapter.reset(0)
     yield adapter, tool
@@ -372,8 +455,9 @@ def test_allowed_prefixes_let_a_config_name_what_else_may_run(printer, tmp_path)
 
 def test_an_argument_never_replaces_a_var_or_built_in(printer, tmp_path):
     adapter, tool = printer
-    out = adapter.call("describe", {"text": "t", "tool": ["touch", str(tmp_path / "PWNED")],
-                                    "python": "/bin/false"})["result"]
+    out = adapter.call("describe", {"text": "t", "tool": ["touch", str(tmp_path / "PWNED")], "python": "/bin/false"})[
+        "result"
+    ]
     assert out["exit_code"] == 0 and out["stdout"]["echo"] == "t"
     assert not (tmp_path / "PWNED").exists()
 
@@ -389,8 +473,13 @@ def test_values_a_command_line_cannot_carry_are_refused(echo):
 
 def test_allowed_prefixes_may_use_only_vars_and_built_ins(tmp_path):
     path = tmp_path / "adapter.yaml"
-    path.write_text("command_adapter: 1\nimplementation: {name: t, version: '1'}\n"
-                    "operations:\n  op:\n    argv: ['{*command}']\n    allowed_prefixes: [['{command}']]\n")
-    with pytest.raises(CommandConfigError, match=r"adapter\.yaml:6: operations\.op\.allowed_prefixes\[0\]: refers "
-                                                 r"to \{command\}.*vars and built-ins only"):
+    path.write_text(
+        "command_adapter: 1\nimplementation: {name: t, version: '1'}\n"
+        "operations:\n  op:\n    argv: ['{*command}']\n    allowed_prefixes: [['{command}']]\n"
+    )
+    with pytest.raises(
+        CommandConfigError,
+        match=r"adapter\.yaml:6: operations\.op\.allowed_prefixes\[0\]: refers "
+        r"to \{command\}.*vars and built-ins only",
+    ):
         load_command_config(path)

@@ -4,6 +4,7 @@ replays the failing steps against the implementation and keeps only what
 the failure needs (conformance/engine/reduce.py); the result is the same in
 two runs with the same seed, and Hypothesis's example database lets a re-run
 try the known failure first."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cli_result import kit
-from conformance.engine.failures import Failure
-from conformance.engine.failures import signature
+
+from conformance.engine.failures import Failure, signature
 from conformance.engine.reduce import _simpler_values
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.mutants import load_mutants
-from statemachines import load_spec
 from conformance.specs import resolve_spec
+from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "accepted-deviation"
@@ -40,13 +40,16 @@ def _sequential(factory):
     """The same implementation declaring no concurrency: the exploration then has no
     concurrent groups, so what it generates does not depend on thread scheduling.
     ``factory`` is an adapter class or a function making one."""
+
     def no_concurrency(identity: dict) -> dict:
         return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
 
     if isinstance(factory, type):
+
         class Sequential(factory):
             def describe(self):
                 return no_concurrency(super().describe())
+
         return Sequential
 
     def make(*args, **kwargs):
@@ -54,6 +57,7 @@ def _sequential(factory):
         describe = adapter.describe
         adapter.describe = lambda: no_concurrency(describe())
         return adapter
+
     return make
 
 
@@ -62,8 +66,15 @@ def _demo_factory():
 
 
 def _explore(tmp_path: Path, name: str, factory, **extra) -> dict:
-    config = RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label=name, scenarios=False,
-                       profile="ci", report_dir=str(tmp_path / name), **extra)
+    config = RunConfig(
+        spec_path="thread-jobs",
+        adapter_factory=factory,
+        adapter_label=name,
+        scenarios=False,
+        profile="ci",
+        report_dir=str(tmp_path / name),
+        **extra,
+    )
     return run_conformance(config)
 
 
@@ -111,8 +122,10 @@ def test_the_example_database_lets_a_rerun_find_the_failure_first(tmp_path):
     assert len(databases) == 1 and any(p.is_file() for p in databases[0].rglob("*")), databases
     again = _explore(tmp_path, "same", factory, deviations=deviations, shrink_s=0)
     assert again["stateful"]["verdict"] == "fail"
-    assert again["stateful"]["examples"] <= 2 < first["stateful"]["examples"] or \
-        again["stateful"]["examples"] < first["stateful"]["examples"], (first["stateful"], again["stateful"])
+    assert (
+        again["stateful"]["examples"] <= 2 < first["stateful"]["examples"]
+        or again["stateful"]["examples"] < first["stateful"]["examples"]
+    ), (first["stateful"], again["stateful"])
     off = _explore(tmp_path, "off", factory, deviations=deviations, shrink_s=0, example_db="none")
     assert not (tmp_path / "off" / "example-db").exists() and off["stateful"]["verdict"] == "fail"
 
@@ -130,13 +143,22 @@ def test_one_argument_of_every_call_is_simplified_at_once():
 
     assert _common_simpler(["ééé", "x", ""]) == ["", "a"] and _common_simpler([5, 0]) == [0, 1]
     assert _common_simpler(["x", 3]) == []  # values of different kinds take no common value
-    step = {"concurrently": [{"call": "start_job", "args": {"label": "b", "text": "ü"}},
-                             {"call": "get_job", "args": {"job_id": "k1"}}]}
+    step = {
+        "concurrently": [
+            {"call": "start_job", "args": {"label": "b", "text": "ü"}},
+            {"call": "get_job", "args": {"job_id": "k1"}},
+        ]
+    }
     left_out = _with_argument(step, "start_job", "text", _LEAVE_OUT)
-    assert left_out["concurrently"][0]["args"] == {"label": "b"} and left_out["concurrently"][1] is step["concurrently"][1]
+    assert (
+        left_out["concurrently"][0]["args"] == {"label": "b"} and left_out["concurrently"][1] is step["concurrently"][1]
+    )
     assert _with_argument({"advance_ms": 5}, "start_job", "text", "") == {"advance_ms": 5}
     assert [_kind(s) for s in ({"advance_ms": 1}, {"call": "get_job", "args": {}}, step)] == [
-        "clock move", "call get_job", "concurrent start_job get_job"]
+        "clock move",
+        "call get_job",
+        "concurrent start_job get_job",
+    ]
 
 
 def test_each_retry_of_a_race_starts_another_call_last():
@@ -157,8 +179,9 @@ def test_the_same_bug_is_recognised_whatever_the_list_index():
 
 
 def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_path):
-    from conformance.reporting import validate_report
     from conformance.engine.failures import signature as sig
+    from conformance.reporting import validate_report
+
     TwoBugsAdapter = _sequential(_load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter"))
 
     report = _explore(tmp_path, "two-bugs", TwoBugsAdapter, max_failures=3, shrink_s=10)
@@ -179,8 +202,9 @@ def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_
 def _session_for(adapter_class):
     from conformance.engine.runner import prepare
 
-    return prepare(RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture",
-                             report_dir=None)).session
+    return prepare(
+        RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture", report_dir=None)
+    ).session
 
 
 def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergence():
@@ -189,10 +213,15 @@ def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergen
     fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
     session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))
     start = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
-    race = [{"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
-            {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}}]
-    failure = Failure(kind="linearizability", message="2 concurrent calls match no sequential order",
-                      steps=[{"index": 0, "operation": "start_job", "args": start}, {"index": 1, "concurrently": race}])
+    race = [
+        {"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
+        {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}},
+    ]
+    failure = Failure(
+        kind="linearizability",
+        message="2 concurrent calls match no sequential order",
+        steps=[{"index": 0, "operation": "start_job", "args": start}, {"index": 1, "concurrently": race}],
+    )
     try:
         explained = explain_race(session, failure)
     finally:
@@ -204,14 +233,28 @@ def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergen
 def test_a_real_race_stays_a_linearizability_failure_and_says_what_each_order_did():
     from conformance.engine.reduce import explain_race
 
-    session = _session_for(load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])
-                           ["double_inject_race"].factory)
-    steps = [{"index": 0, "operation": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1",
-                                                               "tool_name": "build", "job_id": "k1"}},
-             {"index": 1, "operation": "observe_outcome", "args": {"job_id": "k1", "outcome": "completed",
-                                                                   "payload": "done"}},
-             {"index": 2, "concurrently": [{"operation": "turn_boundary", "args": {"thread_id": "t1"}},
-                                           {"operation": "turn_boundary", "args": {"thread_id": "t1"}}]}]
+    session = _session_for(
+        load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])["double_inject_race"].factory
+    )
+    steps = [
+        {
+            "index": 0,
+            "operation": "start_job",
+            "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"},
+        },
+        {
+            "index": 1,
+            "operation": "observe_outcome",
+            "args": {"job_id": "k1", "outcome": "completed", "payload": "done"},
+        },
+        {
+            "index": 2,
+            "concurrently": [
+                {"operation": "turn_boundary", "args": {"thread_id": "t1"}},
+                {"operation": "turn_boundary", "args": {"thread_id": "t1"}},
+            ],
+        },
+    ]
     failure = Failure(kind="linearizability", message="2 concurrent calls match no sequential order", steps=steps)
     try:
         explained = explain_race(session, failure)
@@ -267,10 +310,19 @@ def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
         runtime_class = RarelyRacingCancel
 
     cancel = {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}
-    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "build",
-                                            "job_id": f"k{i}"}} for i in (2, 3, 1, 4)]
-    steps += [{"advance_ms": 5}, {"call": "list_jobs", "args": {"thread_id": "t1"}}, {"advance_ms": 7},
-              {"concurrently": [{"call": "cancel_job", "args": cancel}, {"call": "cancel_job", "args": cancel}]}]
+    steps = [
+        {
+            "call": "start_job",
+            "args": {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "build", "job_id": f"k{i}"},
+        }
+        for i in (2, 3, 1, 4)
+    ]
+    steps += [
+        {"advance_ms": 5},
+        {"call": "list_jobs", "args": {"thread_id": "t1"}},
+        {"advance_ms": 7},
+        {"concurrently": [{"call": "cancel_job", "args": cancel}, {"call": "cancel_job", "args": cancel}]},
+    ]
     session = _session_for(Adapter)
     try:
         failure = None
@@ -299,14 +351,18 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
     from conformance.engine.runner import prepare
 
     factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
-        "job-manager.cancel_not_sticky"].factory
-    session = prepare(RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture",
-                                report_dir=None)).session
-    steps = [{"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
-             {"call": "start_job", "args": {"id": "bg_1", "label": "", "stop_ms": 1}, "chosen": ["bg_1-2"]},
-             {"call": "job_tool", "args": {"cancel": ["bg_1-2"]}},
-             {"call": "job_tool", "args": {}},
-             {"call": "list_jobs", "args": {}}]
+        "job-manager.cancel_not_sticky"
+    ].factory
+    session = prepare(
+        RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
+    ).session
+    steps = [
+        {"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
+        {"call": "start_job", "args": {"id": "bg_1", "label": "", "stop_ms": 1}, "chosen": ["bg_1-2"]},
+        {"call": "job_tool", "args": {"cancel": ["bg_1-2"]}},
+        {"call": "job_tool", "args": {}},
+        {"call": "list_jobs", "args": {}},
+    ]
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.operation == "list_jobs", failure and failure.message
@@ -326,20 +382,26 @@ def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_r
     stopped there. With the dropped ids, job-10 moves down too."""
     from conformance.engine.reduce import _shifted, reduce_failure, replay_steps, steps_of_trace
 
-    dropped_steps = [{"call": "start_job", "args": {"job_id": "job-33", "n": "build-0007"}, "chosen": ["job-33"]},
-                     {"call": "get_job", "args": {"job_id": "job-4"}}]
+    dropped_steps = [
+        {"call": "start_job", "args": {"job_id": "job-33", "n": "build-0007"}, "chosen": ["job-33"]},
+        {"call": "get_job", "args": {"job_id": "job-4"}},
+    ]
     assert _shifted(dropped_steps, ["job-2", "job-3", "job-40", "build-0003"], "job_id") == [
         {"call": "start_job", "args": {"job_id": "job-31", "n": "build-0006"}, "chosen": ["job-31"]},
-        {"call": "get_job", "args": {"job_id": "job-2"}}]
+        {"call": "get_job", "args": {"job_id": "job-2"}},
+    ]
     assert _shifted(dropped_steps, ["job-40"], "job_id") is None  # nothing below job-33 went: nothing to try
 
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "generated_id_collides"].factory
-    starts = [{"call": "start_job", "args": {"thread_id": "a", "tool_call_id": f"c{i}", "tool_name": "a"}}
-              for i in range(9)]
-    steps = starts + [{"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "x", "tool_name": "a",
-                                                     "job_id": "job-10"}},
-                      {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "y", "tool_name": "a"}}]
+        "generated_id_collides"
+    ].factory
+    starts = [
+        {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": f"c{i}", "tool_name": "a"}} for i in range(9)
+    ]
+    steps = starts + [
+        {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "x", "tool_name": "a", "job_id": "job-10"}},
+        {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": "y", "tool_name": "a"}},
+    ]
     session = _session_for(factory)
     try:
         failure = replay_steps(session, steps)
@@ -361,14 +423,21 @@ def test_calls_that_lost_a_race_are_dropped_from_their_group():
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
 
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "outcome_check_then_act"].factory
+        "outcome_check_then_act"
+    ].factory
     start = {"thread_id": "a", "tool_call_id": "a", "tool_name": "a"}
     outcome = {"job_id": "k4", "outcome": "failed", "payload": ""}
-    steps = [{"concurrently": [{"call": "start_job", "args": start}, {"call": "start_job", "args": start},
-                               {"call": "start_job", "args": {**start, "job_id": "k4"}},
-                               {"call": "start_job", "args": start}]},
-             {"concurrently": [{"call": "observe_outcome", "args": outcome},
-                               {"call": "observe_outcome", "args": outcome}]}]
+    steps = [
+        {
+            "concurrently": [
+                {"call": "start_job", "args": start},
+                {"call": "start_job", "args": start},
+                {"call": "start_job", "args": {**start, "job_id": "k4"}},
+                {"call": "start_job", "args": start},
+            ]
+        },
+        {"concurrently": [{"call": "observe_outcome", "args": outcome}, {"call": "observe_outcome", "args": outcome}]},
+    ]
     session = _session_for(factory)
     try:
         failure = None
@@ -396,11 +465,20 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     from conformance.engine.reduce import _Reducer, replay_steps, signature
 
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "unstable_tie_order"].factory
-    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"},
-              "chosen": [f"job-{n + 4}"]} for n in (1, 2, 3, 4)]
-    steps += [{"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
-              for job in ("job-4", "job-2")]
+        "unstable_tie_order"
+    ].factory
+    steps = [
+        {
+            "call": "start_job",
+            "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"},
+            "chosen": [f"job-{n + 4}"],
+        }
+        for n in (1, 2, 3, 4)
+    ]
+    steps += [
+        {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
+        for job in ("job-4", "job-2")
+    ]
     steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
     session = _session_for(factory)
     try:
@@ -415,8 +493,13 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
         assert reducer.in_own_names(steps[:1]) is None  # a list that does not fail gives nothing
     finally:
         session.close()
-    assert [s["call"] for s in kept] == ["start_job", "start_job", "observe_outcome", "observe_outcome",
-                                         "turn_boundary"], kept
+    assert [s["call"] for s in kept] == [
+        "start_job",
+        "start_job",
+        "observe_outcome",
+        "observe_outcome",
+        "turn_boundary",
+    ], kept
 
 
 def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go():
@@ -429,28 +512,51 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
     from conformance.engine.reduce import _first_free, reduce_failure, replay_steps, steps_of_trace
     from conformance.engine.runner import prepare
 
-    created = [{"call": "start_job", "args": {}, "chosen": [f"build-000{n}", f"tool job status build-000{n}"]}
-               for n in (1, 2)]
+    created = [
+        {"call": "start_job", "args": {}, "chosen": [f"build-000{n}", f"tool job status build-000{n}"]} for n in (1, 2)
+    ]
     asked = {"call": "job_status", "args": {"job_id": "build-0003"}}
     assert _first_free([asked], created, "job_id") == [{"call": "job_status", "args": {"job_id": "build-0001"}}]
     assert _first_free(created[1:] + [asked], created[:1], "job_id")[-1]["args"]["job_id"] == "build-0002"
     assert _first_free([asked], [], "job_id") is None  # nothing dropped: nothing to renumber
 
     factory = load_mutants(load_spec(resolve_spec("async-command")).implementations["mutants"])[
-        "next_id_crashes"].factory
-    session = prepare(RunConfig(spec_path="async-command", adapter_factory=factory, adapter_label="fixture",
-                                report_dir=None)).session
+        "next_id_crashes"
+    ].factory
+    session = prepare(
+        RunConfig(spec_path="async-command", adapter_factory=factory, adapter_label="fixture", report_dir=None)
+    ).session
     # The list the exploration found (seed 1), its racing group already run one call at a time:
     # fifteen builds, then the status of build-0010.
-    plans = [("app", 5000, "failed", None), ("app", 1, "complete", 1000), ("docs; echo pwned", 5000, "complete", None),
-             ("lib core", 1000, "complete", None), ("$(id)", 500, "failed", 1000),
-             ("docs; echo pwned", 5000, "complete", 500), ("app", 500, "failed", 5000),
-             ("docs; echo pwned", 1000, "failed", 5000), ("app", 500, "failed", 5000), ("docs; echo pwned", 1, "failed", None),
-             ("docs; echo pwned", 500, "failed", 500), ("$(id)", 1000, "complete", 1000), ("lib core", 5000, "complete", None),
-             ("lib core", 1, "failed", None), ("lib core", 500, "complete", 1000)]
-    steps = [{"call": "start_job", "args": {"target": target, "work_ms": work, "outcome": outcome,
-                                            **({"timeout_ms": timeout} if timeout else {})}}
-             for target, work, outcome, timeout in plans]
+    plans = [
+        ("app", 5000, "failed", None),
+        ("app", 1, "complete", 1000),
+        ("docs; echo pwned", 5000, "complete", None),
+        ("lib core", 1000, "complete", None),
+        ("$(id)", 500, "failed", 1000),
+        ("docs; echo pwned", 5000, "complete", 500),
+        ("app", 500, "failed", 5000),
+        ("docs; echo pwned", 1000, "failed", 5000),
+        ("app", 500, "failed", 5000),
+        ("docs; echo pwned", 1, "failed", None),
+        ("docs; echo pwned", 500, "failed", 500),
+        ("$(id)", 1000, "complete", 1000),
+        ("lib core", 5000, "complete", None),
+        ("lib core", 1, "failed", None),
+        ("lib core", 500, "complete", 1000),
+    ]
+    steps = [
+        {
+            "call": "start_job",
+            "args": {
+                "target": target,
+                "work_ms": work,
+                "outcome": outcome,
+                **({"timeout_ms": timeout} if timeout else {}),
+            },
+        }
+        for target, work, outcome, timeout in plans
+    ]
     steps += [{"call": "job_status", "args": {"job_id": "build-0010"}}]
     try:
         failure = replay_steps(session, steps)
@@ -468,11 +574,16 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
     from conformance.engine.reduce import _Reducer, replay_steps, signature
 
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "progress_injects"].factory
-    starts = [{"call": "start_job", "args": {"thread_id": "t", "tool_call_id": f"c{n}", "tool_name": "a"}}
-              for n in (1, 2)]
-    steps = [{"concurrently": starts}, {"call": "observe_progress", "args": {"job_id": "job-1", "note": ""}},
-             {"call": "turn_boundary", "args": {"thread_id": "t"}}]
+        "progress_injects"
+    ].factory
+    starts = [
+        {"call": "start_job", "args": {"thread_id": "t", "tool_call_id": f"c{n}", "tool_name": "a"}} for n in (1, 2)
+    ]
+    steps = [
+        {"concurrently": starts},
+        {"call": "observe_progress", "args": {"job_id": "job-1", "note": ""}},
+        {"call": "turn_boundary", "args": {"thread_id": "t"}},
+    ]
     session = _session_for(factory)
     try:
         failure = replay_steps(session, steps)
@@ -491,10 +602,14 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
 # twice as a user would: two `conformance run` processes with the same seed and the
 # defaults of the ci profile (Hypothesis's shrinking, then the replay reduction).
 SAME_IN_TWO_RUNS = [
-    ("thread-jobs", "spill_off_by_one"), ("thread-jobs", "cancel_finished_job"),
-    ("async-jobs", "job-manager.cancel_not_sticky"), ("async-jobs", "task-table.lost_wakeup"),
-    ("task-progress", "summary_lost_on_update"), ("task-progress", "kill_finished_changes_it"),
-    ("async-command", "not_found_exits_one"), ("async-command", "timeout_not_failed"),
+    ("thread-jobs", "spill_off_by_one"),
+    ("thread-jobs", "cancel_finished_job"),
+    ("async-jobs", "job-manager.cancel_not_sticky"),
+    ("async-jobs", "task-table.lost_wakeup"),
+    ("task-progress", "summary_lost_on_update"),
+    ("task-progress", "kill_finished_changes_it"),
+    ("async-command", "not_found_exits_one"),
+    ("async-command", "timeout_not_failed"),
 ]
 
 _MUTANT_MODULE = """\
@@ -519,9 +634,25 @@ def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same
     (tmp_path / "mutant_under_test.py").write_text(_MUTANT_MODULE.format(spec=spec, name=name), encoding="utf-8")
     runs = []
     for run in ("one", "two"):
-        proc = kit("run", spec, "--adapter", "mutant_under_test:Adapter", "--no-scenarios", "--workers", "1",
-                   "--seed", "1", "--example-db", "none", "--max-failures", "1",
-                   "--report-dir", str(tmp_path / run), cwd=tmp_path, pythonpath=tmp_path)
+        proc = kit(
+            "run",
+            spec,
+            "--adapter",
+            "mutant_under_test:Adapter",
+            "--no-scenarios",
+            "--workers",
+            "1",
+            "--seed",
+            "1",
+            "--example-db",
+            "none",
+            "--max-failures",
+            "1",
+            "--report-dir",
+            str(tmp_path / run),
+            cwd=tmp_path,
+            pythonpath=tmp_path,
+        )
         assert proc.returncode == 1, proc.stdout + proc.stderr
         runs.append(_steps(json.loads((tmp_path / run / "report.json").read_text(encoding="utf-8"))))
     assert runs[0] == runs[1], runs
@@ -560,10 +691,20 @@ def test_shrinking_keeps_to_the_first_failures_signature():
     where shrinking stops cannot change which bug a run reports."""
     from conformance.engine.stateful import _Stats
 
-    first = Failure(kind="divergence", message="m", operation="cancel_job", path="error.kind",
-                    steps=[{"operation": "start_job", "args": {}}, {"operation": "cancel_job", "args": {}}])
-    other = Failure(kind="divergence", message="m", operation="job_status", path="error.kind",
-                    steps=[{"operation": "job_status", "args": {}}])
+    first = Failure(
+        kind="divergence",
+        message="m",
+        operation="cancel_job",
+        path="error.kind",
+        steps=[{"operation": "start_job", "args": {}}, {"operation": "cancel_job", "args": {}}],
+    )
+    other = Failure(
+        kind="divergence",
+        message="m",
+        operation="job_status",
+        path="error.kind",
+        steps=[{"operation": "job_status", "args": {}}],
+    )
     shorter = replace(first, steps=first.steps[1:])
     stats = _Stats(shrink_s=60, shrink_examples=100)
     assert stats.failed(first) is True
@@ -580,10 +721,19 @@ def test_shrinking_may_slip_to_another_wrong_answer_of_the_same_operation():
     from conformance.engine.failures import same_bug
     from conformance.engine.stateful import _Stats
 
-    crash = Failure(kind="implementation-error", message="turn_boundary raised TypeError", operation="turn_boundary",
-                    steps=[{"operation": "start_job"}] * 4 + [{"operation": "turn_boundary"}])
-    wrong = Failure(kind="divergence", message="m", operation="turn_boundary", path="result.injected[0]",
-                    steps=[{"operation": "start_job"}, {"operation": "observe_progress"}, {"operation": "turn_boundary"}])
+    crash = Failure(
+        kind="implementation-error",
+        message="turn_boundary raised TypeError",
+        operation="turn_boundary",
+        steps=[{"operation": "start_job"}] * 4 + [{"operation": "turn_boundary"}],
+    )
+    wrong = Failure(
+        kind="divergence",
+        message="m",
+        operation="turn_boundary",
+        path="result.injected[0]",
+        steps=[{"operation": "start_job"}, {"operation": "observe_progress"}, {"operation": "turn_boundary"}],
+    )
     broken = Failure(kind="invariant", message="m", operation="turn_boundary", path=None, steps=[{}])
     stats = _Stats(shrink_s=60, shrink_examples=100)
     assert stats.failed(crash) is True
@@ -604,6 +754,7 @@ def test_an_example_hypothesis_has_ended_is_not_probed_in_its_teardown():
     from hypothesis.control import BuildContext
     from hypothesis.errors import UnsatisfiedAssumption
     from hypothesis.internal.conjecture.data import ConjectureData
+
     from conformance.engine.stateful import Explorer, _Stats, build_example
     from statemachines import load_spec as load
 
@@ -640,8 +791,9 @@ def test_the_failures_found_survive_trouble_while_more_are_sought(tmp_path, monk
         raise KeyboardInterrupt() if trouble == "interrupt" else RuntimeError("the search broke")
 
     monkeypatch.setattr(runner, "_more_failures", search)
-    report = _explore(tmp_path, "trouble", _demo_factory(), deviations=str(DEMO / "deviations.yaml"),
-                      max_failures=3, shrink_s=1)
+    report = _explore(
+        tmp_path, "trouble", _demo_factory(), deviations=str(DEMO / "deviations.yaml"), max_failures=3, shrink_s=1
+    )
     stateful = report["stateful"]
     assert stateful is not None, report["problems"]
     failures = [stateful["failure"], *stateful.get("more_failures", [])]
@@ -680,10 +832,20 @@ def test_shrinking_may_slip_from_a_race_to_a_plain_failure_which_then_pins_its_b
     and from there keeps to that failure's signature."""
     from conformance.engine.stateful import _Stats
 
-    race = Failure(kind="linearizability", message="m", operation="cancel_job", path="result.jobs[0].status",
-                   steps=[{"concurrently": []}])
-    plain = Failure(kind="divergence", message="m", operation="cancel_job", path="result.status",
-                    steps=[{"operation": "start_job"}, {"operation": "observe_outcome"}, {"operation": "cancel_job"}])
+    race = Failure(
+        kind="linearizability",
+        message="m",
+        operation="cancel_job",
+        path="result.jobs[0].status",
+        steps=[{"concurrently": []}],
+    )
+    plain = Failure(
+        kind="divergence",
+        message="m",
+        operation="cancel_job",
+        path="result.status",
+        steps=[{"operation": "start_job"}, {"operation": "observe_outcome"}, {"operation": "cancel_job"}],
+    )
     stats = _Stats(shrink_s=60, shrink_examples=100)
     assert stats.failed(race) is True and stats.pinned is None
     assert stats.failed(plain) is True
@@ -701,13 +863,18 @@ def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lift
     fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
     session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))
     start = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
-    race = [{"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
-            {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}}]
+    race = [
+        {"operation": "cancel_job", "args": {"thread_id": "t1", "job_id": "k1", "requested_by": "user"}},
+        {"operation": "inspect_job", "args": {"thread_id": "t1", "job_id": "k1"}},
+    ]
 
     def failure():
-        return Failure(kind="linearizability", message="2 concurrent calls match no sequential order",
-                       steps=[{"index": 0, "operation": "start_job", "args": start},
-                              {"index": 1, "concurrently": race}])
+        return Failure(
+            kind="linearizability",
+            message="2 concurrent calls match no sequential order",
+            steps=[{"index": 0, "operation": "start_job", "args": start}, {"index": 1, "concurrently": race}],
+        )
+
     try:
         session.known_failures.append(("cancel_job", "result.status"))
         masked = explain_race(session, failure())
@@ -729,21 +896,31 @@ def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_
 
     class Explorations(Progress):
         """Counts the explorations run: each one's example count starts again at 1."""
+
         runs = 0
 
         def stateful_example(self, count: int) -> None:
             self.runs += count == 1
 
     seen = Explorations()
-    config = RunConfig(spec_path="thread-jobs", adapter_factory=_demo_factory(), adapter_label="one-bug",
-                       scenarios=False, profile="ci", report_dir=str(tmp_path / "one-bug"),
-                       deviations=str(DEMO / "deviations.yaml"), max_failures=3, shrink_s=10)
+    config = RunConfig(
+        spec_path="thread-jobs",
+        adapter_factory=_demo_factory(),
+        adapter_label="one-bug",
+        scenarios=False,
+        profile="ci",
+        report_dir=str(tmp_path / "one-bug"),
+        deviations=str(DEMO / "deviations.yaml"),
+        max_failures=3,
+        shrink_s=10,
+    )
     report = run_conformance(config, seen)
     stateful = report["stateful"]
     assert stateful is not None and not report["problems"], report["problems"]
     failures = [stateful["failure"], *stateful.get("more_failures", [])]
     assert [(f["operation"], f["path"]) for f in failures] == [("observe_progress", "result.status")], [
-        f["message"].splitlines()[0] for f in failures]
+        f["message"].splitlines()[0] for f in failures
+    ]
     assert seen.runs >= 2, seen.runs  # the search for distinct failures did run after the first one
 
 
@@ -758,14 +935,18 @@ def test_the_reduction_may_end_at_the_shorter_face_of_the_same_bug():
     from conformance.engine.runner import prepare
 
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "progress_injects"].factory
-    session = prepare(RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label="fixture",
-                                report_dir=None)).session
-    steps = [{"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build"}},
-             {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c2", "tool_name": "build"}},
-             {"call": "observe_progress", "args": {"job_id": "job-1", "note": "half"}},
-             {"call": "observe_outcome", "args": {"job_id": "job-2", "outcome": "completed", "payload": "ok"}},
-             {"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+        "progress_injects"
+    ].factory
+    session = prepare(
+        RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
+    ).session
+    steps = [
+        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build"}},
+        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c2", "tool_name": "build"}},
+        {"call": "observe_progress", "args": {"job_id": "job-1", "note": "half"}},
+        {"call": "observe_outcome", "args": {"job_id": "job-2", "outcome": "completed", "payload": "ok"}},
+        {"call": "turn_boundary", "args": {"thread_id": "t1"}},
+    ]
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.kind == "implementation-error", failure and failure.message

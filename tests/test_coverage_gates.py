@@ -1,5 +1,6 @@
 """--min-coverage: per-category coverage of a run, gates that fail it with their
 own failure kind, and what summary.md, report.json and junit.xml say about it."""
+
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,7 +20,10 @@ SPEC = str(ROOT / "spec" / "thread-jobs.yaml")
 
 def test_parse_min_coverage():
     assert parse_min_coverage(["transitions=90", "errors=50%", "boundary-classes=100"]) == {
-        "transitions": 90.0, "error-kinds": 50.0, "boundary-classes": 100.0}
+        "transitions": 90.0,
+        "error-kinds": 50.0,
+        "boundary-classes": 100.0,
+    }
     for bad in ("transitions", "lines=90", "states=abc", "states=101"):
         with pytest.raises(ValueError):
             parse_min_coverage([bad])
@@ -27,9 +31,13 @@ def test_parse_min_coverage():
 
 def test_categories_count_what_was_hit_and_list_the_rest():
     spec = load_spec(SPEC)
-    counts = {"transitions": {"running -request_cancel-> pending_cancel": 3}, "states": {"running": 2},
-              "operations": {"start_job": 1}, "outcomes": {"start_job: duplicate_job_id": 1},
-              "policies": {"retention.at_limit": 1, "retention.evicted": 1, "payload.inline": 1}}
+    counts = {
+        "transitions": {"running -request_cancel-> pending_cancel": 3},
+        "states": {"running": 2},
+        "operations": {"start_job": 1},
+        "outcomes": {"start_job: duplicate_job_id": 1},
+        "policies": {"retention.at_limit": 1, "retention.evicted": 1, "payload.inline": 1},
+    }
     cats = coverage_categories(spec, counts, spec.default_parameters())
     assert set(cats) == set(CATEGORIES)
     assert cats["transitions"]["covered"] == 1 and cats["transitions"]["total"] == 9

@@ -6,6 +6,7 @@ The demonstration runtime (examples/accepted-deviation) refuses to cancel a
 finished job (accepted in its deviations.yaml) and has a real bug: a progress
 report after a cancel request puts the job back to running.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,9 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from cli_result import kit as run_kit
-
 import pytest
 import yaml
+from cli_result import kit as run_kit
 
 from conformance.engine.deviations import path_matches
 from conformance.reporting import validate_report
@@ -53,38 +53,51 @@ def deviations_file(tmp_path: Path, entries: list[dict], **top) -> Path:
     return path
 
 
-@pytest.mark.parametrize("pattern, path, matches", [
-    ("error", "error", True),
-    ("error", "error.message", True),            # a path covers what is below it
-    ("error.message", "error", False),
-    ("error.message", "error.messages", False),  # whole keys only
-    ("result.jobs[*].status", "result.jobs[3].status", True),
-    ("result.jobs[*].status", "result.jobs[3].tool_name", False),
-    ("result.*.status", "result.job.status", True),
-    ("result.*.status", "result.jobs[0].status", False),
-    ("**.status", "result.jobs[0].status", True),
-    ("effects[0]", "effects[0].text", True),
-    ("effects[0]", "effects[1].text", False),
-])
+@pytest.mark.parametrize(
+    "pattern, path, matches",
+    [
+        ("error", "error", True),
+        ("error", "error.message", True),  # a path covers what is below it
+        ("error.message", "error", False),
+        ("error.message", "error.messages", False),  # whole keys only
+        ("result.jobs[*].status", "result.jobs[3].status", True),
+        ("result.jobs[*].status", "result.jobs[3].tool_name", False),
+        ("result.*.status", "result.job.status", True),
+        ("result.*.status", "result.jobs[0].status", False),
+        ("**.status", "result.jobs[0].status", True),
+        ("effects[0]", "effects[0].text", True),
+        ("effects[0]", "effects[1].text", False),
+    ],
+)
 def test_path_patterns(pattern, path, matches):
     assert path_matches(pattern, path) is matches
 
 
 def test_without_a_deviations_file_the_difference_is_reported(tmp_path):
-    proc = kit("run", "thread-jobs", "--adapter", ADAPTER, "--no-stateful", "--report-dir", str(tmp_path / "r"),
-               cwd=tmp_path)
+    proc = kit(
+        "run", "thread-jobs", "--adapter", ADAPTER, "--no-stateful", "--report-dir", str(tmp_path / "r"), cwd=tmp_path
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = report_of(tmp_path / "r")
     assert "deviations" not in report
     messages = [f["message"] for f in failures_of(report)]
-    assert any("already_finished" in m for m in messages), messages   # the accepted-to-be difference
+    assert any("already_finished" in m for m in messages), messages  # the accepted-to-be difference
     assert any("pending_cancel" in m and "running" in m for m in messages), messages  # the bug
 
 
 def test_with_it_the_difference_is_accepted_listed_everywhere_and_the_bug_still_found(tmp_path):
     out = tmp_path / "r"
-    proc = kit("run", "thread-jobs", "--adapter", ADAPTER, "--deviations", str(DEMO / "deviations.yaml"),
-               "--report-dir", str(out), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(DEMO / "deviations.yaml"),
+        "--report-dir",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = report_of(out)
     failures = failures_of(report)
@@ -111,12 +124,34 @@ def test_with_it_the_difference_is_accepted_listed_everywhere_and_the_bug_still_
 
 def test_the_counterexample_replays_with_the_deviations_file(tmp_path):
     out = tmp_path / "r"
-    kit("run", "thread-jobs", "--adapter", ADAPTER, "--deviations", str(DEMO / "deviations.yaml"),
-        "--no-scenarios", "--max-failures", "1", "--report-dir", str(out), cwd=tmp_path)
+    kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(DEMO / "deviations.yaml"),
+        "--no-scenarios",
+        "--max-failures",
+        "1",
+        "--report-dir",
+        str(out),
+        cwd=tmp_path,
+    )
     counterexample = out / "counterexample-stateful.yaml"
     assert counterexample.is_file()
-    proc = kit("replay", "thread-jobs", str(counterexample), "--adapter", ADAPTER, "--deviations",
-               str(DEMO / "deviations.yaml"), "--report-dir", str(tmp_path / "replayed"), cwd=tmp_path)
+    proc = kit(
+        "replay",
+        "thread-jobs",
+        str(counterexample),
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(DEMO / "deviations.yaml"),
+        "--report-dir",
+        str(tmp_path / "replayed"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [scenario] = report_of(tmp_path / "replayed")["scenarios"]
     assert 'expected "pending_cancel", got "running"' in scenario["failure"]["message"]
@@ -127,46 +162,102 @@ def test_an_expired_entry_is_not_applied_and_fails_the_run(tmp_path):
     doc["entries"][0]["expires"] = "2020-01-31"
     path = tmp_path / "expired.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    proc = kit("run", "thread-jobs", "--adapter", ADAPTER, "--deviations", str(path), "--no-stateful",
-               "--scenario", "E6", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(path),
+        "--no-stateful",
+        "--scenario",
+        "E6",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = report_of(tmp_path / "r")
     assert report["scenarios"][0]["verdict"] == "fail"  # not applied any more
     assert report["deviations"]["expired"] == ["CANCEL-FINISHED"]
     [problem] = [p for p in report["problems"] if p["kind"] == "deviation-expired"]
-    entry_line = next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                      if line.startswith("- "))
+    entry_line = next(
+        i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.startswith("- ")
+    )
     assert "CANCEL-FINISHED expired on 2020-01-31" in problem["message"]
     assert problem["where"] == f"{path}:{entry_line}"  # the entry, by file and line
 
 
 def test_the_reference_with_an_expired_entry_still_fails(tmp_path):
-    path = deviations_file(tmp_path, [{"id": "OLD", "reason": "a text we used to have", "expires": "2021-05-01",
-                                       "accept": {"path": "error.message"}}])
-    proc = kit("run", "thread-jobs", "--deviations", str(path), "--no-stateful", "--scenario", "N1",
-               "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    path = deviations_file(
+        tmp_path,
+        [
+            {
+                "id": "OLD",
+                "reason": "a text we used to have",
+                "expires": "2021-05-01",
+                "accept": {"path": "error.message"},
+            }
+        ],
+    )
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--deviations",
+        str(path),
+        "--no-stateful",
+        "--scenario",
+        "N1",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "deviation-expired" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("entries, expected", [
-    ([{"id": "D1", "accept": {"path": "error"}}], "'reason' is a required property"),
-    ([{"id": "D1", "reason": "x", "accept": {"path": "error"}, "avoid": {"operation": "retry_job"}}],
-     "is valid under each of"),
-    ([{"id": "D1", "reason": "x", "accept": {"path": "error", "operation": "no_such_op"}}],
-     "the spec has no operation 'no_such_op'"),
-    ([{"id": "D1", "reason": "x", "accept": {"path": "error", "when": "result.kind == 'x'"}}],
-     "`when` reads result"),
-    ([{"id": "D1", "reason": "x", "accept": {"path": "error", "when": "observed.kind =="}}],
-     "invalid CEL expression"),
-    ([{"id": "D1", "reason": "x", "expires": "next year", "accept": {"path": "error"}}], "is not a 'date'"),
-    ([{"id": "D1", "reason": "x", "accept": {"path": "error"}}, {"id": "D1", "reason": "y", "avoid":
-      {"operation": "retry_job"}}], "id 'D1' is used twice"),
-])
+@pytest.mark.parametrize(
+    "entries, expected",
+    [
+        ([{"id": "D1", "accept": {"path": "error"}}], "'reason' is a required property"),
+        (
+            [{"id": "D1", "reason": "x", "accept": {"path": "error"}, "avoid": {"operation": "retry_job"}}],
+            "is valid under each of",
+        ),
+        (
+            [{"id": "D1", "reason": "x", "accept": {"path": "error", "operation": "no_such_op"}}],
+            "the spec has no operation 'no_such_op'",
+        ),
+        (
+            [{"id": "D1", "reason": "x", "accept": {"path": "error", "when": "result.kind == 'x'"}}],
+            "`when` reads result",
+        ),
+        (
+            [{"id": "D1", "reason": "x", "accept": {"path": "error", "when": "observed.kind =="}}],
+            "invalid CEL expression",
+        ),
+        ([{"id": "D1", "reason": "x", "expires": "next year", "accept": {"path": "error"}}], "is not a 'date'"),
+        (
+            [
+                {"id": "D1", "reason": "x", "accept": {"path": "error"}},
+                {"id": "D1", "reason": "y", "avoid": {"operation": "retry_job"}},
+            ],
+            "id 'D1' is used twice",
+        ),
+    ],
+)
 def test_a_broken_file_is_refused_with_file_and_line(tmp_path, entries, expected):
     path = deviations_file(tmp_path, entries)
-    proc = kit("run", "thread-jobs", "--deviations", str(path), "--no-stateful", "--report-dir",
-               str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--deviations",
+        str(path),
+        "--no-stateful",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     report = report_of(tmp_path / "r")
     messages = [p["message"] for p in report["problems"] if p["kind"] == "deviations-error"]
@@ -177,18 +268,28 @@ def test_a_broken_file_is_refused_with_file_and_line(tmp_path, entries, expected
 
 def test_a_file_for_another_spec_is_refused(tmp_path):
     path = deviations_file(tmp_path, [{"id": "D1", "reason": "x", "accept": {"path": "error"}}], spec="async-jobs")
-    proc = kit("run", "thread-jobs", "--deviations", str(path), "--no-stateful", "--report-dir",
-               str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--deviations",
+        str(path),
+        "--no-stateful",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert "the file is for spec 'async-jobs'" in proc.stderr
 
 
 def test_avoided_inputs_are_never_sent_and_are_counted(tmp_path):
-    path = deviations_file(tmp_path, [{"id": "NO-RETRY", "reason": "we never retry jobs",
-                                       "avoid": {"operation": "retry_job"}}])
+    path = deviations_file(
+        tmp_path, [{"id": "NO-RETRY", "reason": "we never retry jobs", "avoid": {"operation": "retry_job"}}]
+    )
     out = tmp_path / "r"
-    proc = kit("run", "thread-jobs", "--deviations", str(path), "--profile", "quick", "--report-dir", str(out),
-               cwd=tmp_path)
+    proc = kit(
+        "run", "thread-jobs", "--deviations", str(path), "--profile", "quick", "--report-dir", str(out), cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = report_of(out)
     skipped = [s for s in report["scenarios"] if s["verdict"] == "skip"]
@@ -203,45 +304,117 @@ def test_avoided_inputs_are_never_sent_and_are_counted(tmp_path):
 def test_a_condition_narrows_what_is_accepted(tmp_path):
     # Only refusals of *completed* jobs are accepted: E6 (a completed job) passes; the
     # exploration also cancels failed, cancelled and timed-out jobs and reports that.
-    path = deviations_file(tmp_path, [{"id": "D1", "reason": "completed jobs only", "accept": {
-        "operation": "cancel_job", "path": "error", "when": "observed.message.endsWith('(completed)')"}}])
+    path = deviations_file(
+        tmp_path,
+        [
+            {
+                "id": "D1",
+                "reason": "completed jobs only",
+                "accept": {
+                    "operation": "cancel_job",
+                    "path": "error",
+                    "when": "observed.message.endsWith('(completed)')",
+                },
+            }
+        ],
+    )
     out = tmp_path / "r"
-    proc = kit("run", "thread-jobs", "--adapter", ADAPTER, "--deviations", str(path), "--scenario", "E6",
-               "--no-stateful", "--report-dir", str(out), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(path),
+        "--scenario",
+        "E6",
+        "--no-stateful",
+        "--report-dir",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report_of(out)["deviations"]["entries"][0]["count"] >= 1
-    other = deviations_file(tmp_path, [{"id": "D1", "reason": "failed jobs only", "accept": {
-        "operation": "cancel_job", "path": "error", "when": "observed.message.endsWith('(failed)')"}}])
-    proc = kit("run", "thread-jobs", "--adapter", ADAPTER, "--deviations", str(other), "--scenario", "E6",
-               "--no-stateful", "--report-dir", str(out), cwd=tmp_path)
+    other = deviations_file(
+        tmp_path,
+        [
+            {
+                "id": "D1",
+                "reason": "failed jobs only",
+                "accept": {"operation": "cancel_job", "path": "error", "when": "observed.message.endsWith('(failed)')"},
+            }
+        ],
+    )
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--deviations",
+        str(other),
+        "--scenario",
+        "E6",
+        "--no-stateful",
+        "--report-dir",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert report_of(out)["deviations"]["entries"][0]["count"] == 0
 
 
 def test_check_trace_applies_accepted_deviations(tmp_path):
-    kit("run", "thread-jobs", "--adapter", ADAPTER, "--no-stateful", "--scenario", "E6", "--record",
-        str(tmp_path / "traces"), "--report-dir", str(tmp_path / "live"), cwd=tmp_path)
+    kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        ADAPTER,
+        "--no-stateful",
+        "--scenario",
+        "E6",
+        "--record",
+        str(tmp_path / "traces"),
+        "--report-dir",
+        str(tmp_path / "live"),
+        cwd=tmp_path,
+    )
     trace = tmp_path / "traces" / "E6.jsonl"
     assert trace.is_file()
     plain = kit("check-trace", "thread-jobs", str(trace), "--report-dir", str(tmp_path / "plain"), cwd=tmp_path)
     assert plain.returncode == 1, plain.stdout + plain.stderr
-    accepted = kit("check-trace", "thread-jobs", str(trace), "--deviations", str(DEMO / "deviations.yaml"),
-                   "--report-dir", str(tmp_path / "accepted"), cwd=tmp_path)
+    accepted = kit(
+        "check-trace",
+        "thread-jobs",
+        str(trace),
+        "--deviations",
+        str(DEMO / "deviations.yaml"),
+        "--report-dir",
+        str(tmp_path / "accepted"),
+        cwd=tmp_path,
+    )
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert report_of(tmp_path / "accepted")["deviations"]["entries"][0]["count"] >= 1
 
 
 def test_the_pytest_plugin_takes_a_deviations_file(tmp_path):
     shutil.copy(DEMO / "deviations.yaml", tmp_path / "deviations.yaml")
-    (tmp_path / "test_demo.py").write_text(textwrap.dedent('''\
+    (tmp_path / "test_demo.py").write_text(
+        textwrap.dedent('''\
         from conformance.pytest_plugin import conformance_suite
 
         test_demo = conformance_suite("thread-jobs", adapter="runtime:DemoAdapter", stateful=False,
                                       deviations="deviations.yaml")
-        '''), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_demo.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(DEMO)})
+        '''),
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_demo.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(DEMO)},
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "test_demo[E6] PASSED" in proc.stdout or "1 failed" in proc.stdout, proc.stdout[-3000:]
     assert "FAILED test_demo.py::test_demo[E3]" in proc.stdout, proc.stdout[-3000:]

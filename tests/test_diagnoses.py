@@ -2,6 +2,7 @@
 records that differs in which records it holds says so first, with counts and
 keys, not the first field that happens to differ once the items shifted; every
 value in a message is JSON."""
+
 from __future__ import annotations
 
 from conformance.engine.compare import compare
@@ -27,8 +28,9 @@ def test_a_list_keeping_the_wrong_record_names_both():
     observed = {"result": {"jobs": _jobs("bg-1", "bg-2")}}
     path, _, _, reason = compare(expected, observed, key="job_id")
     assert path == "result.jobs"
-    assert reason.startswith('2 item(s) as expected, but not the same ones; missing job_id "bg-3"; '
-                             'unexpected job_id "bg-1"'), reason
+    assert reason.startswith(
+        '2 item(s) as expected, but not the same ones; missing job_id "bg-3"; unexpected job_id "bg-1"'
+    ), reason
 
 
 def test_the_right_records_in_the_wrong_order_say_both_orders():

@@ -1,4 +1,5 @@
 """`conformance diff`: what changed, stricter/looser/neutral, affected scenarios, version bump."""
+
 import json
 import shutil
 import subprocess
@@ -28,8 +29,10 @@ def copy_thread_jobs(tmp_path: Path, edit=None) -> Path:
 
 
 def retention_5(text: str) -> str:
-    return text.replace("  retention_limit:\n    type: integer\n    default: 20\n",
-                        "  retention_limit:\n    type: integer\n    default: 5\n")
+    return text.replace(
+        "  retention_limit:\n    type: integer\n    default: 20\n",
+        "  retention_limit:\n    type: integer\n    default: 5\n",
+    )
 
 
 def test_retention_limit_20_to_5_is_stricter_and_names_b6_b7_b8(tmp_path):
@@ -39,7 +42,11 @@ def test_retention_limit_20_to_5_is_stricter_and_names_b6_b7_b8(tmp_path):
     data = json.loads(result.output)
     [change] = data["changes"]
     assert (change["area"], change["subject"], change["what"], change["impact"]) == (
-        "parameter", "retention_limit", "default 20 -> 5", "stricter")
+        "parameter",
+        "retention_limit",
+        "default 20 -> 5",
+        "stricter",
+    )
     assert {"B6", "B7", "B8"} <= set(change["scenarios"])
     assert data["bump"] == "major" and data["suggested_version"] == "3.0.0" and not data["version_ok"]
     # The model predicts differently for those scenarios, and says where.
@@ -56,9 +63,12 @@ def test_unrelated_scenarios_are_not_listed(tmp_path):
 
 
 def test_wider_bounds_are_looser_and_a_minor_bump(tmp_path):
-    new = copy_thread_jobs(tmp_path, lambda t: t.replace("    minimum: 1\n    maximum: 100000\n",
-                                                          "    minimum: 1\n    maximum: 200000\n", 1)
-                           .replace("version: 2.0.3", "version: 2.1.0"))
+    new = copy_thread_jobs(
+        tmp_path,
+        lambda t: t.replace(
+            "    minimum: 1\n    maximum: 100000\n", "    minimum: 1\n    maximum: 200000\n", 1
+        ).replace("version: 2.0.3", "version: 2.1.0"),
+    )
     d = diff_specs(load_spec(SPEC / "thread-jobs.yaml"), load_spec(new))
     assert [(c.subject, c.impact) for c in d.changes] == [("retention_limit", "looser")]
     assert d.bump == "minor" and d.version_ok
@@ -66,11 +76,16 @@ def test_wider_bounds_are_looser_and_a_minor_bump(tmp_path):
 
 def test_operation_steps_and_result_schema_changes(tmp_path):
     def edit(text):
-        text = text.replace("        status: {const: running}\n    errors: [tool_call_resolved, job_exists_for_tool_call",
-                            "        status: {enum: [running, pending_cancel]}\n    errors: [tool_call_resolved, "
-                            "job_exists_for_tool_call")
-        return text.replace("      - put: {table: busy_threads, key: args.thread_id, value: \"true\"}\n",
-                            "      - put: {table: busy_threads, key: args.thread_id, value: \"false\"}\n")
+        text = text.replace(
+            "        status: {const: running}\n    errors: [tool_call_resolved, job_exists_for_tool_call",
+            "        status: {enum: [running, pending_cancel]}\n    errors: [tool_call_resolved, "
+            "job_exists_for_tool_call",
+        )
+        return text.replace(
+            "      - put: {table: busy_threads, key: args.thread_id, value: \"true\"}\n",
+            "      - put: {table: busy_threads, key: args.thread_id, value: \"false\"}\n",
+        )
+
     d = diff_specs(load_spec(SPEC / "thread-jobs.yaml"), load_spec(copy_thread_jobs(tmp_path, edit)))
     found = {(c.subject, c.impact) for c in d.changes}
     assert ("start_job.result", "looser") in found
@@ -87,17 +102,23 @@ def test_same_spec_has_no_change():
     assert d.changes == [] and d.bump == "none" and d.predictions == []
 
 
-@pytest.mark.parametrize("old, new, direction", [
-    ({"type": "string"}, {"type": "string", "maxLength": 5}, "narrower"),
-    ({"type": "integer", "minimum": 1}, {"type": "integer", "minimum": 0}, "wider"),
-    ({"enum": ["a", "b"]}, {"enum": ["a", "b", "c"]}, "wider"),
-    ({"required": ["a"]}, {"required": ["a", "b"]}, "narrower"),
-    ({"type": "object", "additionalProperties": False, "properties": {"a": {}}},
-     {"type": "object", "additionalProperties": False, "properties": {"a": {}, "b": {}}}, "wider"),
-    ({"type": "string", "x-draw": {"pool": "p"}}, {"type": "string"}, "same"),
-    ({"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}, "changed"),
-    ({"minimum": 1, "maximum": 5}, {"minimum": 0, "maximum": 4}, "changed"),
-])
+@pytest.mark.parametrize(
+    "old, new, direction",
+    [
+        ({"type": "string"}, {"type": "string", "maxLength": 5}, "narrower"),
+        ({"type": "integer", "minimum": 1}, {"type": "integer", "minimum": 0}, "wider"),
+        ({"enum": ["a", "b"]}, {"enum": ["a", "b", "c"]}, "wider"),
+        ({"required": ["a"]}, {"required": ["a", "b"]}, "narrower"),
+        (
+            {"type": "object", "additionalProperties": False, "properties": {"a": {}}},
+            {"type": "object", "additionalProperties": False, "properties": {"a": {}, "b": {}}},
+            "wider",
+        ),
+        ({"type": "string", "x-draw": {"pool": "p"}}, {"type": "string"}, "same"),
+        ({"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}, "changed"),
+        ({"minimum": 1, "maximum": 5}, {"minimum": 0, "maximum": 4}, "changed"),
+    ],
+)
 def test_schema_direction(old, new, direction):
     assert schema_direction(old, new) == direction
 
@@ -105,8 +126,10 @@ def test_schema_direction(old, new, direction):
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_rev_reads_the_old_version_and_its_fragments_from_git(tmp_path):
     path = copy_thread_jobs(tmp_path)
+
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
     git("init", "-q")
     git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "spec")

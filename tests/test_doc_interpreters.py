@@ -1,6 +1,7 @@
 """No doc or example tells a user to start a program that needs the kit with
 whichever `python` comes first on PATH: that interpreter may lack the kit
 (issue 9), so commands name the environment's own (`.venv/bin/python`)."""
+
 import re
 from pathlib import Path
 
@@ -24,9 +25,12 @@ def test_the_documents_are_found():
 
 
 def test_no_adapter_command_starts_a_bare_python():
-    bad = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
-           for p in documents()
-           for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if BARE.search(line)]
+    bad = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in documents()
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if BARE.search(line)
+    ]
     assert not bad, "commands that depend on which python is on PATH:\n" + "\n".join(bad)
 
 

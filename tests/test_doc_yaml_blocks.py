@@ -2,6 +2,7 @@
 a reader can copy it as it is (a GitHub Actions `${{ }}` inside a {flow
 mapping} does not parse). A block that is meant as a fragment says so in its
 fence: ```yaml fragment."""
+
 import re
 from pathlib import Path
 
@@ -9,8 +10,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>ya?ml\b[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
-                   re.MULTILINE | re.DOTALL)
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<info>ya?ml\b[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.MULTILINE | re.DOTALL
+)
 
 
 def yaml_blocks(text: str) -> list[tuple[int, str, str]]:
@@ -18,15 +20,21 @@ def yaml_blocks(text: str) -> list[tuple[int, str, str]]:
     blocks = []
     for match in FENCE.finditer(text):
         indent = match.group("indent")
-        body = "".join(line[len(indent):] if line.startswith(indent) else line
-                       for line in match.group("body").splitlines(keepends=True))
+        body = "".join(
+            line[len(indent) :] if line.startswith(indent) else line
+            for line in match.group("body").splitlines(keepends=True)
+        )
         blocks.append((text.count("\n", 0, match.start()) + 1, match.group("info").strip(), body))
     return blocks
 
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-BLOCKS = [(path, line, body) for path in DOCUMENTS
-          for line, info, body in yaml_blocks(path.read_text(encoding="utf-8")) if "fragment" not in info.split()]
+BLOCKS = [
+    (path, line, body)
+    for path in DOCUMENTS
+    for line, info, body in yaml_blocks(path.read_text(encoding="utf-8"))
+    if "fragment" not in info.split()
+]
 
 
 def test_the_blocks_are_found():
@@ -34,8 +42,9 @@ def test_the_blocks_are_found():
     assert any(path.name == "ci.md" for path, _, _ in BLOCKS)
 
 
-@pytest.mark.parametrize("path, line, body", BLOCKS,
-                         ids=[f"{p.relative_to(ROOT).as_posix()}:{n}" for p, n, _ in BLOCKS])
+@pytest.mark.parametrize(
+    "path, line, body", BLOCKS, ids=[f"{p.relative_to(ROOT).as_posix()}:{n}" for p, n, _ in BLOCKS]
+)
 def test_yaml_block_parses(path, line, body):
     try:
         yaml.safe_load(body)
@@ -52,8 +61,14 @@ def test_the_check_catches_an_expression_in_a_flow_mapping():
 
 
 def test_the_sharding_workflow_names_each_shards_artifact():
-    [workflow] = [yaml.safe_load(body) for path, _, body in BLOCKS
-                  if path.name == "ci.md" and "--shard ${{ matrix.shard }}/4" in body]
-    uploads = [step["with"] for step in workflow["jobs"]["conformance"]["steps"]
-               if step.get("uses", "").startswith("actions/upload-artifact")]
+    [workflow] = [
+        yaml.safe_load(body)
+        for path, _, body in BLOCKS
+        if path.name == "ci.md" and "--shard ${{ matrix.shard }}/4" in body
+    ]
+    uploads = [
+        step["with"]
+        for step in workflow["jobs"]["conformance"]["steps"]
+        if step.get("uses", "").startswith("actions/upload-artifact")
+    ]
     assert uploads == [{"name": "shard-${{ matrix.shard }}", "path": "shard-${{ matrix.shard }}"}]

@@ -1,4 +1,5 @@
 """The generated exploration reaches the deep states on its own (default ci profile)."""
+
 from pathlib import Path
 
 from conformance.engine.runner import RunConfig, run_conformance
@@ -7,26 +8,36 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
-    report = run_conformance(RunConfig(spec_path=str(ROOT / "spec" / "thread-jobs.yaml"), profile="ci",
-                                       scenarios=False, report_dir=str(tmp_path)))
+    report = run_conformance(
+        RunConfig(
+            spec_path=str(ROOT / "spec" / "thread-jobs.yaml"), profile="ci", scenarios=False, report_dir=str(tmp_path)
+        )
+    )
     stateful = report["stateful"]
     assert stateful["verdict"] == "pass"
     policies = stateful["coverage"]["policies"]
-    assert policies.get("retention.evicted", 0) > 0      # more than retention_limit terminal jobs in a thread
-    assert policies.get("retention.at_limit", 0) > 0     # exactly at the limit
-    assert policies.get("completion_order.tie", 0) > 0   # equal completion times ordered by the tie-break
+    assert policies.get("retention.evicted", 0) > 0  # more than retention_limit terminal jobs in a thread
+    assert policies.get("retention.at_limit", 0) > 0  # exactly at the limit
+    assert policies.get("completion_order.tie", 0) > 0  # equal completion times ordered by the tie-break
     assert policies.get("payload.spilled", 0) > 0 and policies.get("payload.at_limit", 0) > 0
     transitions = stateful["coverage"]["transitions"]
     assert transitions.get("running -request_cancel-> pending_cancel", 0) > 0
-    assert transitions.get("pending_cancel -finish-> completed", 0) > 0   # best-effort cancel, then completion
+    assert transitions.get("pending_cancel -finish-> completed", 0) > 0  # best-effort cancel, then completion
     # Values drawn at the edges of the spec's declared limits. A batch's count is one draw per batch
     # (about 130 batches per run), so a run draws each edge many times; but which values a seed draws
     # also depends on the process (Hypothesis mixes in constants of the modules loaded), and one CI run
     # of the whole suite drew no batch of retention_limit + 1 at seed 1. The exploration must reach
     # every edge; the runs of two seeds together are asked to, each edge at least twice.
     limits = dict(stateful["coverage"]["limits"])
-    other = run_conformance(RunConfig(spec_path=str(ROOT / "spec" / "thread-jobs.yaml"), profile="ci", seed=2,
-                                      scenarios=False, report_dir=str(tmp_path / "seed-2")))
+    other = run_conformance(
+        RunConfig(
+            spec_path=str(ROOT / "spec" / "thread-jobs.yaml"),
+            profile="ci",
+            seed=2,
+            scenarios=False,
+            report_dir=str(tmp_path / "seed-2"),
+        )
+    )
     assert other["stateful"]["verdict"] == "pass"
     for edge, count in other["stateful"]["coverage"]["limits"].items():
         limits[edge] = limits.get(edge, 0) + count
@@ -35,8 +46,12 @@ def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
     boundary = report["coverage"]["categories"]["boundary-classes"]
     assert "retention: at (20)" not in boundary["missed"] and "payload_bytes: above (25601)" not in boundary["missed"]
     outcomes = stateful["coverage"]["outcomes"]
-    for rejected in ("start_job: duplicate_job_id", "inspect_job: not_found_in_thread",
-                     "cancel_job: not_found_in_thread", "retry_job: retry_not_supported"):
+    for rejected in (
+        "start_job: duplicate_job_id",
+        "inspect_job: not_found_in_thread",
+        "cancel_job: not_found_in_thread",
+        "retry_job: retry_not_supported",
+    ):
         assert outcomes.get(rejected, 0) > 0, rejected  # forbidden calls were tried and rejected
 
 
@@ -45,8 +60,8 @@ def test_fresh_keys_take_the_shape_of_the_keys_the_implementation_handed_out():
 
     seen = ["job-1", "job-3", "k2"]  # k2: one of the kit's own fresh names, never a shape
     assert [shaped_key(seen, pick) for pick in (129, 130, 131)] == ["job-4", "job-5", "job-6"]
-    assert shaped_key(["task-007"], 0) == "task-008"   # padding kept
-    assert shaped_key(["abc", "k1", 7], 0) is None      # nothing numbered to imitate
+    assert shaped_key(["task-007"], 0) == "task-008"  # padding kept
+    assert shaped_key(["abc", "k1", 7], 0) is None  # nothing numbered to imitate
 
 
 def test_a_generated_id_that_collides_with_an_explicit_one_is_found_by_the_exploration():
@@ -63,33 +78,44 @@ def test_a_generated_id_that_collides_with_an_explicit_one_is_found_by_the_explo
 
 
 def test_coverage_says_which_races_the_exploration_reached(tmp_path):
-    report = run_conformance(RunConfig(spec_path=str(ROOT / "spec" / "thread-jobs.yaml"), profile="quick",
-                                       scenarios=False, report_dir=str(tmp_path)))
+    report = run_conformance(
+        RunConfig(
+            spec_path=str(ROOT / "spec" / "thread-jobs.yaml"),
+            profile="quick",
+            scenarios=False,
+            report_dir=str(tmp_path),
+        )
+    )
     races = report["coverage"]["categories"]["races"]
     # the spec's four concurrent groups and the two it implies (a job-writing operation twice at once),
     # each named with the calls it races
     assert races["total"] == 6, races
     assert races["covered"] == 6 - len(races["missed"]) and races["covered"] >= 2, races
-    assert all(report["coverage"]["races"].get(name) for name in ("racing_emitters", "cancel_races_completion")
-               if not any(m.startswith(name) for m in races["missed"])), report["coverage"]["races"]
+    assert all(
+        report["coverage"]["races"].get(name)
+        for name in ("racing_emitters", "cancel_races_completion")
+        if not any(m.startswith(name) for m in races["missed"])
+    ), report["coverage"]["races"]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "| Races |" in summary, summary
 
 
 def test_races_are_not_counted_against_an_implementation_that_takes_no_concurrent_calls():
-    from statemachines import load_spec
     from conformance.engine.coverage import coverage_categories
+    from statemachines import load_spec
 
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
     empty = {c: {} for c in ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")}
     assert coverage_categories(spec, empty, spec.default_parameters(), concurrent=False)["races"]["total"] == 0
     declared = coverage_categories(spec, empty, spec.default_parameters(), concurrent=True)["races"]
-    assert declared["missed"] == ["racing_emitters: turn_boundary | turn_boundary | turn_boundary",
-                                  "cancel_races_completion: cancel_job | observe_outcome",
-                                  "sync_races_background: complete_sync | start_job",
-                                  "concurrent_starts: start_job | start_job | start_job | start_job",
-                                  "observe_outcome_twice: observe_outcome | observe_outcome",
-                                  "cancel_job_twice: cancel_job | cancel_job"], declared
+    assert declared["missed"] == [
+        "racing_emitters: turn_boundary | turn_boundary | turn_boundary",
+        "cancel_races_completion: cancel_job | observe_outcome",
+        "sync_races_background: complete_sync | start_job",
+        "concurrent_starts: start_job | start_job | start_job | start_job",
+        "observe_outcome_twice: observe_outcome | observe_outcome",
+        "cancel_job_twice: cancel_job | cancel_job",
+    ], declared
 
 
 def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
@@ -106,7 +132,7 @@ def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
     edges = {limit.name: limit for limit in limit_edges(spec, spec.default_parameters())}
     lines = edges["payload_lines"].args[("observe_outcome", "payload")]
-    assert "x\n" * 1000 in lines["at"]          # 1000 lines ending in a newline (1001 by the rule)
+    assert "x\n" * 1000 in lines["at"]  # 1000 lines ending in a newline (1001 by the rule)
     assert "\n".join(["x"] * 1001) in lines["above"]
     size = edges["payload_bytes"].args[("observe_outcome", "payload")]
     assert all(len(text.encode("utf-8")) == 25601 for text in size["above"])
@@ -115,15 +141,18 @@ def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
 
 
 def test_limit_edges_are_declared_as_boundary_classes():
-    from statemachines import load_spec
     from conformance.engine.coverage import coverage_categories
+    from statemachines import load_spec
 
     spec = load_spec(ROOT / "spec" / "task-progress.yaml")
     empty = {c: {} for c in ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")}
     params = {**spec.default_parameters(), "grace_ms": 5000}
     missed = coverage_categories(spec, empty, params)["boundary-classes"]["missed"]
-    assert [m for m in missed if m.startswith("grace")] == ["grace: below (4999)", "grace: at (5000)",
-                                                           "grace: above (5001)"]
+    assert [m for m in missed if m.startswith("grace")] == [
+        "grace: below (4999)",
+        "grace: at (5000)",
+        "grace: above (5001)",
+    ]
     counts = {**empty, "limits": {"grace.at": 3}}
     missed = coverage_categories(spec, counts, params)["boundary-classes"]["missed"]
     assert "grace: at (5000)" not in missed and "grace: below (4999)" in missed

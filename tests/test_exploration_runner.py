@@ -3,6 +3,7 @@
 choice to stop, so that Hypothesis shrinks a failing run to its fewest
 steps; and enum arguments drawn as one primitive choice that picks what
 hypothesis-jsonschema's strategy would pick."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +11,8 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, Verbosity, settings as Settings
+from hypothesis import HealthCheck, Verbosity
+from hypothesis import settings as Settings
 from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis_jsonschema import from_schema
 
@@ -21,8 +23,13 @@ from statemachines.limits import strip_hints
 
 
 def _settings(examples: int) -> Settings:
-    return Settings(max_examples=examples, deadline=None, database=None, verbosity=Verbosity.quiet,
-                    suppress_health_check=list(HealthCheck))
+    return Settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 class _Broken(Exception):
@@ -47,6 +54,7 @@ def _runs(fails_after=None):
 
         def teardown(self):
             self.torn_down = True
+
     return runs, Example
 
 
@@ -116,10 +124,19 @@ def test_the_same_seed_explores_the_same_whatever_else_the_process_loaded(tmp_pa
     # process has loaded; the exploration does not, so the command line, a pytest
     # session and a worker that ran other tests all explore a seed the same way.
     (tmp_path / "constants_here.py").write_text(
-        f"NUMBERS = {list(range(300))}\nNAMES = {[f't{n}' for n in range(60)]}\n", encoding="utf-8")
+        f"NUMBERS = {list(range(300))}\nNAMES = {[f't{n}' for n in range(60)]}\n", encoding="utf-8"
+    )
     (tmp_path / "explore.py").write_text(_EXPLORE, encoding="utf-8")
-    runs = [subprocess.run([sys.executable, str(tmp_path / "explore.py"), which], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=600) for which in ("without", "with")]
+    runs = [
+        subprocess.run(
+            [sys.executable, str(tmp_path / "explore.py"), which],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        for which in ("without", "with")
+    ]
     for done in runs:
         assert done.returncode == 0 and done.stdout.startswith("pass "), done.stderr
     assert runs[0].stdout == runs[1].stdout  # the same steps, calls and arguments
@@ -129,8 +146,11 @@ def test_the_bundled_specs_have_enum_arguments():
     assert len(ENUMS) >= 3, ENUMS
 
 
-@pytest.mark.parametrize("schema", [s for _, s in ENUMS] + [{"enum": [3, 1, "a", None]}, {"const": "x"}],
-                         ids=[n for n, _ in ENUMS] + ["mixed", "const"])
+@pytest.mark.parametrize(
+    "schema",
+    [s for _, s in ENUMS] + [{"enum": [3, 1, "a", None]}, {"const": "x"}],
+    ids=[n for n, _ in ENUMS] + ["mixed", "const"],
+)
 def test_an_enum_is_one_choice_picking_what_the_schema_strategy_picks(schema):
     drawer, strategy = _schema_drawer(schema), from_schema(schema)
     values = schema.get("enum", [schema.get("const")])

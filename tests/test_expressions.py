@@ -1,17 +1,24 @@
 """Spec expressions: CEL compiled safely; the Python fast paths agree with CEL exactly."""
+
 import dataclasses
 import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statemachines import ExpressionError, compile_expression
 from statemachines.cel_subset import NotSubset, compile_subset
 from statemachines.expressions import Expression, fields_used, text_of_size
 
-values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "running"]),
-                   st.lists(st.sampled_from(["a", "b", "running"]), max_size=3))
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from(["a", "b", "running"]),
+    st.lists(st.sampled_from(["a", "b", "running"]), max_size=3),
+)
 records = st.fixed_dictionaries({"status": values, "flag": values, "id": values})
 
 
@@ -19,7 +26,7 @@ def both(source, env):
     expr = compile_expression(source, "test")
     try:
         expected = ("ok", expr.program.execute(env))
-    except Exception as exc:  # noqa: BLE001 - CEL's verdict, whatever it is
+    except Exception as exc:
         expected = ("error", type(exc).__name__)
     try:
         got = ("ok", expr.evaluate(env))
@@ -81,17 +88,57 @@ def _cel_and_subset(source, env, functions=None):
 
 
 SUBSET_SOURCES = (
-    "a == b", "a != b", "a < b", "a >= b", "a in c", "!(a in c)", "a + b", "a - b", "a * b", "a / b", "a % b",
-    "-a", "!a", "a && b", "a || b", "a ? b : c", "size(a)", "a.size()", "string(a)", "has(m.a)", "has(m.z)",
-    "m.a", "m['a']", "c[0]", "c[a]", "[a, b] == c", "{'x': a, 'y': [b]}", "c.filter(v, v == a)",
-    "c.map(v, [v, a])", "c.all(v, v != b)", "c.exists(v, v == a)", "c.filter(v, v in c).size() <= a",
-    "has(m.a) && m.a != null ? m.a : c", "m.a == null || b == 'x'", "(a + 1) * 2 - b / 3 % 4",
-    "'pre-' + string(a) + '-' + string(b)", "a in m", "9223372036854775807 + a", "c + [a]",
+    "a == b",
+    "a != b",
+    "a < b",
+    "a >= b",
+    "a in c",
+    "!(a in c)",
+    "a + b",
+    "a - b",
+    "a * b",
+    "a / b",
+    "a % b",
+    "-a",
+    "!a",
+    "a && b",
+    "a || b",
+    "a ? b : c",
+    "size(a)",
+    "a.size()",
+    "string(a)",
+    "has(m.a)",
+    "has(m.z)",
+    "m.a",
+    "m['a']",
+    "c[0]",
+    "c[a]",
+    "[a, b] == c",
+    "{'x': a, 'y': [b]}",
+    "c.filter(v, v == a)",
+    "c.map(v, [v, a])",
+    "c.all(v, v != b)",
+    "c.exists(v, v == a)",
+    "c.filter(v, v in c).size() <= a",
+    "has(m.a) && m.a != null ? m.a : c",
+    "m.a == null || b == 'x'",
+    "(a + 1) * 2 - b / 3 % 4",
+    "'pre-' + string(a) + '-' + string(b)",
+    "a in m",
+    "9223372036854775807 + a",
+    "c + [a]",
 )
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(-(1 << 64), 1 << 64),
-                    st.sampled_from(["", "a", "x", "é", "running"]), st.floats(-2, 2, allow_nan=False))
-cel_values = st.one_of(scalars, st.lists(scalars, max_size=3),
-                       st.dictionaries(st.sampled_from(["a", "b", "z"]), scalars, max_size=3))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(-(1 << 64), 1 << 64),
+    st.sampled_from(["", "a", "x", "é", "running"]),
+    st.floats(-2, 2, allow_nan=False),
+)
+cel_values = st.one_of(
+    scalars, st.lists(scalars, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "z"]), scalars, max_size=3)
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -105,8 +152,17 @@ def test_the_cel_subset_agrees_with_cel_on_every_value(a, b, c, m):
 
 
 def test_the_cel_subset_leaves_what_it_does_not_know_to_cel():
-    for source in ("int(a) == 1", "a.startsWith('x')", "a == 1.5", "a == 2u", "a == r'x'", "a == 'it\\'s'",
-                   "dyn(a)", "a.b.c()", "[1, 2].exists_one(v, v == 1)"):
+    for source in (
+        "int(a) == 1",
+        "a.startsWith('x')",
+        "a == 1.5",
+        "a == 2u",
+        "a == r'x'",
+        "a == 'it\\'s'",
+        "dyn(a)",
+        "a.b.c()",
+        "[1, 2].exists_one(v, v == 1)",
+    ):
         assert compile_expression(source, "test").subset is None, source
     expr = compile_expression("fill(t, {'n': a}) + known(a)", "test")  # a model function, handed over at evaluation
     assert expr.subset is not None
@@ -140,10 +196,18 @@ def test_every_expression_of_a_bundled_spec_gives_what_cel_gives(spec, monkeypat
         if expected[0] == "error":
             raise expected[1]
         return expected[1]
+
     monkeypatch.setattr(Expression, "evaluate", both_ways)
     name, _, profile = spec.partition("@")
-    report = run_conformance(RunConfig(spec_path=name, profile="quick", seed=1, report_dir=None,
-                                       adapter_options={"profile": profile} if profile else {}))
+    report = run_conformance(
+        RunConfig(
+            spec_path=name,
+            profile="quick",
+            seed=1,
+            report_dir=None,
+            adapter_options={"profile": profile} if profile else {},
+        )
+    )
     assert report["verdict"] == "pass", report["verdict"]
     assert checked[0] > 1000 and not wrong, wrong[:5]
 
@@ -151,12 +215,14 @@ def test_every_expression_of_a_bundled_spec_gives_what_cel_gives(spec, monkeypat
 def test_the_kit_does_not_load_cels_command_line_until_someone_uses_it():
     # cel's package imports its interactive command line (typer, prompt_toolkit,
     # pygments) on import; the kit never uses it, so it loads only when used.
-    code = ("import sys, statemachines, conformance.cli\n"
-            "assert 'prompt_toolkit' not in sys.modules and 'typer' not in sys.modules, 'loaded at start'\n"
-            "assert statemachines.compile_expression('1 + 2', 'test').evaluate({}) == 3\n"
-            "import cel, cel.cli\n"
-            "assert callable(cel.cli.main) and 'typer' in sys.modules, 'cel.cli loads when used'\n"
-            "from cel.cli import app\n"
-            "print('ok')\n")
+    code = (
+        "import sys, statemachines, conformance.cli\n"
+        "assert 'prompt_toolkit' not in sys.modules and 'typer' not in sys.modules, 'loaded at start'\n"
+        "assert statemachines.compile_expression('1 + 2', 'test').evaluate({}) == 3\n"
+        "import cel, cel.cli\n"
+        "assert callable(cel.cli.main) and 'typer' in sys.modules, 'cel.cli loads when used'\n"
+        "from cel.cli import app\n"
+        "print('ok')\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -1,6 +1,7 @@
 """The exploration as a plain Hypothesis test (``exploration_testcase``):
 pytest runs it, HypoFuzz fuzzes it, and what HypoFuzz finds is replayed
 from Hypothesis's example database by an ordinary pytest run."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -48,9 +49,14 @@ def _campaign_env(cwd: Path) -> dict:
 
 
 def _pytest(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_target.py"],
-                          cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env=env or {**os.environ, "PYTHONPATH": str(cwd)})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_target.py"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env or {**os.environ, "PYTHONPATH": str(cwd)},
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -76,15 +82,18 @@ def test_the_exploration_is_a_test_pytest_runs_and_passes_on_the_reference(tmp_p
 
 
 def test_a_spec_that_cannot_be_set_up_says_why(tmp_path):
-    (tmp_path / "test_target.py").write_text('from conformance import exploration_testcase\n'
-                                             'TestX = exploration_testcase("no-such-spec")\n', encoding="utf-8")
+    (tmp_path / "test_target.py").write_text(
+        'from conformance import exploration_testcase\nTestX = exploration_testcase("no-such-spec")\n', encoding="utf-8"
+    )
     proc = _pytest(tmp_path)
     assert proc.returncode != 0
     assert "no-such-spec" in proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("hypofuzz") is None,
-                    reason="HypoFuzz is not installed (pip install 'lifecycle-conformance[fuzz]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("hypofuzz") is None,
+    reason="HypoFuzz is not installed (pip install 'lifecycle-conformance[fuzz]')",
+)
 def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_path):
     project = _project(tmp_path, "broken_adapter:Broken")
     log = tmp_path / "fuzz.log"  # a file, not a pipe nobody reads while it runs
@@ -97,10 +106,23 @@ def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_pat
     # ("no test cases", exit 0) and the campaign is run again, within the same time.
     while time.monotonic() < deadline and (replay is None or replay.returncode == 0):
         with log.open("a", encoding="utf-8") as sink:
-            fuzzer = subprocess.Popen([str(Path(sys.executable).parent / "hypothesis"), "fuzz", "-n", "1",
-                                       "--no-dashboard", "--", "test_target.py"], cwd=project, stdout=sink,
-                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                      env=_campaign_env(project))
+            fuzzer = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "hypothesis"),
+                    "fuzz",
+                    "-n",
+                    "1",
+                    "--no-dashboard",
+                    "--",
+                    "test_target.py",
+                ],
+                cwd=project,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+                env=_campaign_env(project),
+            )
         try:
             while time.monotonic() < deadline and fuzzer.poll() is None:
                 time.sleep(5)
@@ -123,8 +145,9 @@ def test_hypofuzz_finds_a_mutant_and_pytest_replays_it_from_the_database(tmp_pat
 
 
 def test_the_name_hypofuzz_reads_for_explain_comments_is_an_alias_of_hypothesiss():
-    import conformance.fuzzing  # noqa: F401 - importing it mends the name
     from hypothesis.internal.conjecture.data import ConjectureData
+
+    import conformance.fuzzing  # noqa: F401 - importing it mends the name
 
     data = ConjectureData.for_choices([])
     data.freeze()

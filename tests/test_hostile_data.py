@@ -14,6 +14,7 @@ in a subprocess, with a timeout. The misbehaving implementations are in
 ``tests/fixtures/hostile_answers.py`` (in-process) and
 ``tests/fixtures/stdio/{nan,huge}_answer.py`` (programs).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,16 +43,34 @@ TEN_MB = 10 * 1024 * 1024
 def conformance(*args, timeout: float = 180, preexec_fn=None) -> Result:
     env = {k: v for k, v in os.environ.items() if k not in ("CONFORMANCE_DEBUG", "COLUMNS", "LINES")}
     env["COLUMNS"] = "1000"
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=preexec_fn)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def run(report_dir: Path, adapter: str | None = None, *args, cmd: str | None = None, timeout: float = 180,
-        preexec_fn=None) -> Result:
+def run(
+    report_dir: Path, adapter: str | None = None, *args, cmd: str | None = None, timeout: float = 180, preexec_fn=None
+) -> Result:
     chosen = ["--adapter-cmd", cmd] if cmd else ["--adapter", f"{HOSTILE}:{adapter}"] if adapter else []
-    return conformance("run", SPEC, *chosen, "--profile", "quick", "--report-dir", report_dir, *args,
-                       timeout=timeout, preexec_fn=preexec_fn)
+    return conformance(
+        "run",
+        SPEC,
+        *chosen,
+        "--profile",
+        "quick",
+        "--report-dir",
+        report_dir,
+        *args,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
 
 
 def scenarios(*ids: str) -> list[str]:
@@ -81,15 +100,18 @@ def failures(report: dict) -> list[dict]:
 
 
 # ------------------------------------------------ item 3: values JSON cannot carry
-@pytest.mark.parametrize("adapter, scenario, path, phrase", [
-    ("NanInUncomparedField", "E1", "result.load", "is NaN, which JSON cannot carry"),
-    ("InfinityInEffect", "N6", "effects[0].weight", "is Infinity, which JSON cannot carry"),
-    ("NonStringKey", "N2", "result.job", "has the key 7 (int); JSON object keys are strings"),
-    ("NanKey", "E1", "result.by_load", "has the key NaN (float)"),
-    ("HugeInteger", "E1", "result.total", "is an integer of about 5000 digits, outside the integers"),
-    ("WideInteger", "E1", "result.total", "is an integer of 20 digits, outside the integers answers may hold"),
-    ("LoneSurrogate", "E1", "result.note", "is a string holding a lone surrogate (U+DCFF"),
-])
+@pytest.mark.parametrize(
+    "adapter, scenario, path, phrase",
+    [
+        ("NanInUncomparedField", "E1", "result.load", "is NaN, which JSON cannot carry"),
+        ("InfinityInEffect", "N6", "effects[0].weight", "is Infinity, which JSON cannot carry"),
+        ("NonStringKey", "N2", "result.job", "has the key 7 (int); JSON object keys are strings"),
+        ("NanKey", "E1", "result.by_load", "has the key NaN (float)"),
+        ("HugeInteger", "E1", "result.total", "is an integer of about 5000 digits, outside the integers"),
+        ("WideInteger", "E1", "result.total", "is an integer of 20 digits, outside the integers answers may hold"),
+        ("LoneSurrogate", "E1", "result.note", "is a string holding a lone surrogate (U+DCFF"),
+    ],
+)
 def test_an_answer_json_cannot_carry_is_a_protocol_failure_with_its_path(tmp_path, adapter, scenario, path, phrase):
     result = run(tmp_path / "r", adapter, *scenarios(scenario), timeout=120)
     assert_clean(result)
@@ -151,10 +173,13 @@ def test_a_nondeterministic_failure_shows_both_answers_side_by_side(tmp_path):
 
 
 # ------------------------------------------------------- item 11: the kit crashes
-@pytest.mark.parametrize("adapter, phrase", [
-    ("KitCrashesMidRun", "KitFault: the kit's scenario runner broke"),
-    ("KitReportingCrashes", "RuntimeError: the summary writer broke"),
-])
+@pytest.mark.parametrize(
+    "adapter, phrase",
+    [
+        ("KitCrashesMidRun", "KitFault: the kit's scenario runner broke"),
+        ("KitReportingCrashes", "RuntimeError: the summary writer broke"),
+    ],
+)
 def test_a_run_that_crashes_replaces_the_previous_pass(tmp_path, adapter, phrase):
     report_dir = tmp_path / "reports"
     passed = run(report_dir, None, *scenarios("N1"))
@@ -208,11 +233,14 @@ def test_a_10_mb_answer_is_stored_once_and_truncated_in_the_reports(tmp_path, ho
 
 
 # -------------------------------------------------- item 14: files an answer names
-@pytest.mark.parametrize("adapter, phrase", [
-    ("SpillIsDevZero", "(a symbolic link to /dev/zero) is a character device"),
-    ("SpillIsFifo", "is a FIFO (named pipe)"),
-    ("SpillIsDirectory", "is a directory"),
-])
+@pytest.mark.parametrize(
+    "adapter, phrase",
+    [
+        ("SpillIsDevZero", "(a symbolic link to /dev/zero) is a character device"),
+        ("SpillIsFifo", "is a FIFO (named pipe)"),
+        ("SpillIsDirectory", "is a directory"),
+    ],
+)
 def test_a_spill_path_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, adapter, phrase):
     started = time.monotonic()
     result = run(tmp_path / "r", adapter, *scenarios("B5"), timeout=60)
@@ -228,12 +256,16 @@ def test_a_spill_path_that_is_not_a_regular_file_is_refused_without_reading_it(t
 def _file_size_limit(limit: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
 @pytest.mark.parametrize("trouble", ["directory-at-report-json", "parent-is-a-file", "file-size-limit"])
-@pytest.mark.parametrize("adapter, verdict, code", [(None, "PASS", 0), ("InspectWrongInSeveralFields", "FAIL", 1)],
-                         ids=["passing", "failing"])
+@pytest.mark.parametrize(
+    "adapter, verdict, code",
+    [(None, "PASS", 0), ("InspectWrongInSeveralFields", "FAIL", 1)],
+    ids=["passing", "failing"],
+)
 def test_report_directory_trouble_keeps_the_verdict_and_its_exit_code(tmp_path, trouble, adapter, verdict, code):
     report_dir, limit = tmp_path / "reports", None
     if trouble == "directory-at-report-json":
@@ -266,8 +298,10 @@ def test_an_unwritable_report_directory_keeps_the_verdict(tmp_path):
     assert result.returncode == 0, result.describe()
     assert_clean(result)
     assert "Verdict: PASS" in result.stdout
-    assert f"error: writing the reports failed: cannot write {report_dir / 'report.json'}: Permission denied" \
-        in result.stderr, result.describe()
+    assert (
+        f"error: writing the reports failed: cannot write {report_dir / 'report.json'}: Permission denied"
+        in result.stderr
+    ), result.describe()
 
 
 def test_an_unwritable_counterexample_does_not_crash_the_exploration(tmp_path):
@@ -285,10 +319,26 @@ def test_bounding_a_report_keeps_it_valid_and_is_idempotent(tmp_path):
     from conformance.reporting import bound_report
 
     big = "z" * 100_000
-    steps = [{"index": i, "operation": "list_jobs", "args": {"note": big}, "observed": {"result": {"jobs": [big[:5000]] * 4}}}
-             for i in range(300)]
-    failure = {"kind": "divergence", "message": "m" * 50_000, "step": 299, "operation": "list_jobs",
-               "args": {"note": big, "n": 1}, "expected": [1] * 100_000, "observed": big, "path": "result", "steps": steps}
+    steps = [
+        {
+            "index": i,
+            "operation": "list_jobs",
+            "args": {"note": big},
+            "observed": {"result": {"jobs": [big[:5000]] * 4}},
+        }
+        for i in range(300)
+    ]
+    failure = {
+        "kind": "divergence",
+        "message": "m" * 50_000,
+        "step": 299,
+        "operation": "list_jobs",
+        "args": {"note": big, "n": 1},
+        "expected": [1] * 100_000,
+        "observed": big,
+        "path": "result",
+        "steps": steps,
+    }
     report = {"scenarios": [{"id": "N1", "failure": failure}], "stateful": None}
     kept = bound_report(report, tmp_path / "values")
     text = json.dumps(report)
@@ -307,7 +357,7 @@ def test_bounding_a_report_keeps_it_valid_and_is_idempotent(tmp_path):
 def test_json_problems_are_found_with_their_path_and_made_safe():
     from conformance.adapters.json_values import json_problem, json_safe
 
-    value = {"a": [1, {"b": float("nan")}], "c": {3: "x"}, "d": 2 ** 70, "e": "\udcff"}
+    value = {"a": [1, {"b": float("nan")}], "c": {3: "x"}, "d": 2**70, "e": "\udcff"}
     assert json_problem(value) == ("a[1].b", "is NaN, which JSON cannot carry")
     assert json_problem({"ok": [1, 2.5, "x", None, True]}) is None
     circular: list = []

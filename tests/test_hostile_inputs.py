@@ -13,6 +13,7 @@ Item numbers are those of issue 12: 1 (replay and scenario files are data),
 regular spec fragments under the spec's directory), 10 (CEL errors, budget,
 non-boolean conditions), 17 (a NUL byte is the input's fault).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,15 @@ def _env(**extra: str) -> dict:
 
 def conformance(*args, cwd: Path = ROOT, timeout: float = TIMEOUT, **env: str) -> Result:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=_env(**env), timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=_env(**env),
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
@@ -138,7 +145,8 @@ def _logging_tool(tmp: Path) -> tuple[Path, Path]:
     tool = tmp / "tool.py"
     tool.write_text(textwrap.dedent(LOGGING_TOOL), encoding="utf-8")
     config = tmp / "tool.yaml"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(
+        textwrap.dedent(f"""\
         command_adapter: 1
         implementation: {{name: logging-tool, version: "1"}}
         timeout_s: 20
@@ -151,7 +159,9 @@ def _logging_tool(tmp: Path) -> tuple[Path, Path]:
             argv: ["{{*tool}}", job, status, "{{job_id}}"]
           run_status_command:
             argv: ["{{*command}}"]
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return tool, config
 
 
@@ -162,12 +172,15 @@ def test_replay_file_cannot_run_a_command_the_tool_did_not_print(tmp):
     report blames the input at its line."""
     pwned = tmp / "PWNED"
     evil = tmp / "evil.yaml"
-    evil.write_text(textwrap.dedent(f"""\
+    evil.write_text(
+        textwrap.dedent(f"""\
         id: evil
         steps:
           - call: run_status_command
             args: {{job_id: build-0001, command: {json.dumps("touch " + shlex.quote(str(pwned)))}}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     result = conformance("replay", ASYNC_COMMAND, evil, "--report-dir", tmp / "reports", cwd=tmp)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
@@ -179,8 +192,9 @@ def test_replay_file_cannot_run_a_command_the_tool_did_not_print(tmp):
     assert "refused to run the command line in argument `command`" in failure["message"]
     assert "Nothing was run" in failure["message"]
     step_line = line_of(evil, "call: run_status_command")
-    assert any(p["kind"] == "input-refused" and p["where"] == f"{evil}:{step_line}"
-               for p in report["problems"]), report["problems"]
+    assert any(p["kind"] == "input-refused" and p["where"] == f"{evil}:{step_line}" for p in report["problems"]), (
+        report["problems"]
+    )
     assert "raised" not in failure["message"]
 
 
@@ -195,7 +209,8 @@ def test_only_commands_the_tool_printed_run_and_nothing_else_starts(tmp):
     marker_program.write_text(MARKER_PROGRAM, encoding="utf-8")
     made_up = shlex.join([sys.executable, str(marker_program), str(marker)])
     replay = tmp / "replay.yaml"
-    replay.write_text(textwrap.dedent(f"""\
+    replay.write_text(
+        textwrap.dedent(f"""\
         id: printed-then-made-up
         steps:
           - call: start_job
@@ -205,9 +220,20 @@ def test_only_commands_the_tool_printed_run_and_nothing_else_starts(tmp):
             args: {{job_id: j1, command: "${{cmd}}"}}
           - call: run_status_command
             args: {{job_id: j1, command: {json.dumps(made_up)}}}
-        """), encoding="utf-8")
-    result = conformance("replay", ASYNC_COMMAND, replay, "--adapter-cli", config, "--report-dir", tmp / "reports",
-                         cwd=tmp, HOSTILE_LOG=str(log))
+        """),
+        encoding="utf-8",
+    )
+    result = conformance(
+        "replay",
+        ASYNC_COMMAND,
+        replay,
+        "--adapter-cli",
+        config,
+        "--report-dir",
+        tmp / "reports",
+        cwd=tmp,
+        HOSTILE_LOG=str(log),
+    )
     assert_clean(result)
     assert result.returncode == 2, result.describe()
     assert not marker.exists(), "the made-up command was started"
@@ -228,15 +254,22 @@ def test_a_scenario_of_a_spec_cannot_run_a_command_either(tmp):
     pwned = tmp / "PWNED-BY-SCENARIO"
     scenarios = spec.parent / "async-command.scenarios.yaml"
     command = json.dumps("touch " + shlex.quote(str(pwned)))
-    scenarios.write_text(scenarios.read_text(encoding="utf-8") + "\n".join([
-        "",
-        "  - id: EVIL",
-        "    title: A scenario naming a command of its own",
-        "    category: edge",
-        "    steps:",
-        "      - call: run_status_command",
-        f"        args: {{job_id: build-0001, command: {command}}}",
-        ""]), encoding="utf-8")
+    scenarios.write_text(
+        scenarios.read_text(encoding="utf-8")
+        + "\n".join(
+            [
+                "",
+                "  - id: EVIL",
+                "    title: A scenario naming a command of its own",
+                "    category: edge",
+                "    steps:",
+                "      - call: run_status_command",
+                f"        args: {{job_id: build-0001, command: {command}}}",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
     result = conformance("run", spec, "--no-stateful", "--scenario", "EVIL", "--report-dir", tmp / "reports", cwd=tmp)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
@@ -244,8 +277,9 @@ def test_a_scenario_of_a_spec_cannot_run_a_command_either(tmp):
     report = load_report(tmp / "reports")
     assert report["scenarios"][0]["failure"]["kind"] == "input-refused"
     assert report["scenarios"][0]["verdict"] == "error"
-    assert any(p["kind"] == "input-refused" and p["where"].startswith(f"{scenarios}:") for p in report["problems"]), \
+    assert any(p["kind"] == "input-refused" and p["where"].startswith(f"{scenarios}:") for p in report["problems"]), (
         report["problems"]
+    )
 
 
 def test_the_reference_cli_tool_runs_no_argument_as_a_command(tmp):
@@ -254,10 +288,22 @@ def test_the_reference_cli_tool_runs_no_argument_as_a_command(tmp):
     pwned = tmp / "PWNED-BY-TOOL"
     touch = f"touch {shlex.quote(str(pwned))}"
     env = _env(ASYNC_CLI_STATE_DIR=str(tmp / "state"), PYTHONPATH=str(ROOT))
-    for argv in (["touch", str(pwned)], [touch], ["job", "status", f"$({touch})"], ["job", "cancel", f"; {touch}"],
-                 ["build", "--target", f"`{touch}`", "--work-ms", "1", "--outcome", "complete"]):
-        proc = subprocess.run([sys.executable, "-m", "lifecycle_references.async_cli", *argv], cwd=tmp,
-                              capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    for argv in (
+        ["touch", str(pwned)],
+        [touch],
+        ["job", "status", f"$({touch})"],
+        ["job", "cancel", f"; {touch}"],
+        ["build", "--target", f"`{touch}`", "--work-ms", "1", "--outcome", "complete"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lifecycle_references.async_cli", *argv],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert "Traceback" not in proc.stderr, proc.stderr
         assert proc.returncode in (0, 2, 5), (argv, proc.returncode, proc.stdout, proc.stderr)
         assert json.loads(proc.stdout)["ok"] is (proc.returncode == 0), proc.stdout
@@ -271,16 +317,18 @@ def test_a_spec_cannot_choose_code_to_run(tmp):
     directory the kit runs in is not imported unless the user names it."""
     spec = copy_spec(tmp, "thread-jobs.yaml", "thread-jobs.scenarios.yaml")
     marker = tmp / "imported"
-    (tmp / "evil_impl.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\nclass Adapter: pass\n",
-                                      encoding="utf-8")
+    (tmp / "evil_impl.py").write_text(
+        f"open({str(marker)!r}, 'w').write('imported')\nclass Adapter: pass\n", encoding="utf-8"
+    )
     edit(spec, r"^  reference: .*$", "  reference: evil_impl:Adapter")
     result = conformance("run", spec, "--no-stateful", "--report-dir", tmp / "reports", cwd=tmp)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
     assert not marker.exists(), "the spec made the kit import a module of its choosing"
     report = load_report(tmp / "reports")
-    assert any(p["kind"] == "adapter-error" and "a spec cannot choose code" in p["message"]
-               for p in report["problems"]), report["problems"]
+    assert any(
+        p["kind"] == "adapter-error" and "a spec cannot choose code" in p["message"] for p in report["problems"]
+    ), report["problems"]
 
 
 # ============================================= 8, 9: what `include:` may read
@@ -297,8 +345,9 @@ def _run_refused_include(tmp: Path, spec: Path, phrase: str, **env: str) -> dict
     report = load_report(tmp / "reports")
     assert report["verdict"] == "error"
     where = f"{spec}:{line_of(spec, 'include:')}"
-    assert any(p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"]
-               for p in report["problems"]), (where, report["problems"])
+    assert any(
+        p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"] for p in report["problems"]
+    ), (where, report["problems"])
     assert where in result.stderr, result.describe()
     return report
 
@@ -375,13 +424,17 @@ def test_include_path_names_further_directories(tmp):
 CHECK = r'^      - check: "!known\(job_id\)"$'
 
 
-@pytest.mark.parametrize("expression, phrase", [
-    ("!known(job_id) && 1 / (size(job_id) - size(job_id)) == 0", "division by zero"),
-    ("!known(job_id) && 9223372036854775807 + size(job_id) > 0", "integer overflow"),
-    ("!known(job_id) && job_id + 1 > 0", "string + int"),
-    ("!known(job_id) && args.no_such_argument == 1", "no field 'no_such_argument'"),
-    ("!known(job_id) ? job_id : false", "must be true or false, but it gave"),
-], ids=["division-by-zero", "overflow", "type-error", "missing-key", "not-a-boolean"])
+@pytest.mark.parametrize(
+    "expression, phrase",
+    [
+        ("!known(job_id) && 1 / (size(job_id) - size(job_id)) == 0", "division by zero"),
+        ("!known(job_id) && 9223372036854775807 + size(job_id) > 0", "integer overflow"),
+        ("!known(job_id) && job_id + 1 > 0", "string + int"),
+        ("!known(job_id) && args.no_such_argument == 1", "no field 'no_such_argument'"),
+        ("!known(job_id) ? job_id : false", "must be true or false, but it gave"),
+    ],
+    ids=["division-by-zero", "overflow", "type-error", "missing-key", "not-a-boolean"],
+)
 def test_cel_error_at_run_time_is_a_spec_error_of_that_step(tmp, expression, phrase):
     """Item 10: every kind of evaluation error is the spec's error at the
     expression's file:line, exit 2, reports written (never `internal error`)."""
@@ -394,8 +447,9 @@ def test_cel_error_at_run_time_is_a_spec_error_of_that_step(tmp, expression, phr
     assert report["verdict"] == "error" and report["exit_code"] == 2
     where = f"{spec}:{line_of(spec, expression)}"
     assert report["scenarios"][0]["failure"]["kind"] == "spec-error"
-    assert any(p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"]
-               for p in report["problems"]), (where, report["problems"])
+    assert any(
+        p["kind"] == "spec-error" and p["where"] == where and phrase in p["message"] for p in report["problems"]
+    ), (where, report["problems"])
 
 
 def test_a_runaway_comprehension_stops_at_the_cost_budget(tmp):
@@ -406,16 +460,21 @@ def test_a_runaway_comprehension_stops_at_the_cost_budget(tmp):
     nested = "size(jobs) >= 0"
     for var in "abcdef":
         nested = f"{twenty}.all({var}, {nested} && {var} >= 0)"
-    edit(spec, r'^    check: "jobs\.filter\(j, j\.status in terminal_states\)\.size\(\) <= params\.retention_limit"$',
-         f"    check: {json.dumps(nested)}")
-    result = conformance("run", spec, "--no-stateful", "--scenario", "N2", "--report-dir", tmp / "reports",
-                         timeout=120)
+    edit(
+        spec,
+        r'^    check: "jobs\.filter\(j, j\.status in terminal_states\)\.size\(\) <= params\.retention_limit"$',
+        f"    check: {json.dumps(nested)}",
+    )
+    result = conformance("run", spec, "--no-stateful", "--scenario", "N2", "--report-dir", tmp / "reports", timeout=120)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
     report = load_report(tmp / "reports")
-    assert any(p["kind"] == "spec-error" and "cost budget" in p["message"]
-               and p["where"] == f"{spec}:{line_of(spec, twenty + '.all(f,')}" for p in report["problems"]), \
-        report["problems"]
+    assert any(
+        p["kind"] == "spec-error"
+        and "cost budget" in p["message"]
+        and p["where"] == f"{spec}:{line_of(spec, twenty + '.all(f,')}"
+        for p in report["problems"]
+    ), report["problems"]
 
 
 def _refused_at_validate(tmp, pattern: str, replacement: str, marker: str):
@@ -431,12 +490,24 @@ def _refused_at_validate(tmp, pattern: str, replacement: str, marker: str):
     return spec, where, validated
 
 
-@pytest.mark.parametrize("pattern, replacement, marker, phrase", [
-    (r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$', '    check: "job.status"',
-     'check: "job.status"', "it is the lifecycle field status"),
-    (r'^      - require: "same_id == null"$', "      - require: \"'yes'\"", "require: \"'yes'\"",
-     "it is the constant 'yes'"),
-], ids=["invariant-is-a-string-field", "require-is-a-string-constant"])
+@pytest.mark.parametrize(
+    "pattern, replacement, marker, phrase",
+    [
+        (
+            r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$',
+            '    check: "job.status"',
+            'check: "job.status"',
+            "it is the lifecycle field status",
+        ),
+        (
+            r'^      - require: "same_id == null"$',
+            "      - require: \"'yes'\"",
+            "require: \"'yes'\"",
+            "it is the constant 'yes'",
+        ),
+    ],
+    ids=["invariant-is-a-string-field", "require-is-a-string-constant"],
+)
 def test_a_condition_that_is_not_a_boolean_is_refused_at_validate(tmp, pattern, replacement, marker, phrase):
     """Item 10: where the type is known, `validate` (and `run`, which loads the
     same way) refuses a condition that cannot be true or false."""
@@ -448,15 +519,30 @@ def test_a_condition_that_is_not_a_boolean_is_refused_at_validate(tmp, pattern, 
     assert any(p["where"] == where and phrase in p["message"] for p in report["problems"]), report["problems"]
 
 
-@pytest.mark.parametrize("pattern, replacement, marker, read", [
-    (r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$',
-     '    check: "job.cancel_requested_atx == null"', "cancel_requested_atx", "job.cancel_requested_atx"),
-    (r'^    check: "jobs\.filter\(j, j\.status in terminal_states\)\.size\(\) <= params\.retention_limit"$',
-     '    check: "jobs.filter(j, j.statuz in terminal_states).size() <= params.retention_limit"', "j.statuz",
-     "j.statuz"),
-    (r'^          where: "job\.status in wanted"$', '          where: "job.statuz in wanted"', "job.statuz in wanted",
-     "job.statuz"),
-], ids=["each-invariant", "scope-invariant", "query-where"])
+@pytest.mark.parametrize(
+    "pattern, replacement, marker, read",
+    [
+        (
+            r'^    check: "job\.cancel_requested_at == null \|\| job\.status != \'running\'"$',
+            '    check: "job.cancel_requested_atx == null"',
+            "cancel_requested_atx",
+            "job.cancel_requested_atx",
+        ),
+        (
+            r'^    check: "jobs\.filter\(j, j\.status in terminal_states\)\.size\(\) <= params\.retention_limit"$',
+            '    check: "jobs.filter(j, j.statuz in terminal_states).size() <= params.retention_limit"',
+            "j.statuz",
+            "j.statuz",
+        ),
+        (
+            r'^          where: "job\.status in wanted"$',
+            '          where: "job.statuz in wanted"',
+            "job.statuz in wanted",
+            "job.statuz",
+        ),
+    ],
+    ids=["each-invariant", "scope-invariant", "query-where"],
+)
 def test_a_record_field_the_entity_does_not_declare_is_refused_at_validate(tmp, pattern, replacement, marker, read):
     """Item 10, a missing key: the model hands CEL only the record fields an
     invariant or a query's `where` reads, so an undeclared (misspelt) field
@@ -464,15 +550,17 @@ def test_a_record_field_the_entity_does_not_declare_is_refused_at_validate(tmp, 
     nothing, and the run passed or blamed the implementation. It is the
     spec's error at its file:line, at validate and at run (exit 2)."""
     spec, where, validated = _refused_at_validate(tmp, pattern, replacement, marker)
-    assert f"reads {read}, but" in validated.stderr and "is not a field of job" in validated.stderr, \
+    assert f"reads {read}, but" in validated.stderr and "is not a field of job" in validated.stderr, (
         validated.describe()
+    )
     result = conformance("run", spec, "--no-stateful", "--report-dir", tmp / "reports", timeout=60)
     assert_clean(result)
     assert result.returncode == 2, result.describe()
     report = load_report(tmp / "reports")
     assert report["verdict"] == "error"
-    assert any(p["where"] == where and "is not a field of job" in p["message"] for p in report["problems"]), \
-        report["problems"]
+    assert any(p["where"] == where and "is not a field of job" in p["message"] for p in report["problems"]), report[
+        "problems"
+    ]
 
 
 # ============================================ 17: a NUL byte in a replayed argument

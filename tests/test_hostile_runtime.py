@@ -19,6 +19,7 @@ describe() or the constructor failing that way is an adapter-loading error
 (2). Only a signal the kit receives (a real Ctrl-C, SIGTERM) interrupts the
 run (130, 143). Threads left behind do not change the verdict's code.
 """
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,14 @@ class Run:
 def kit(tmp_path: Path, *args: str, timeout: float = 120, **env: str) -> Run:
     report_dir = tmp_path / "reports"
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", *args, "--report-dir", str(report_dir)],
-                          cwd=tmp_path, capture_output=True, text=True, env=_env(**env), timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *args, "--report-dir", str(report_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(**env),
+        timeout=timeout,
+    )
     run = Run(proc, time.monotonic() - started, report_dir)
     for text in (run.stdout, run.stderr):
         assert "Traceback" not in text, run.describe()
@@ -113,12 +120,16 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 
 
 # ------------------------------------------------------------------ item 2: close()
-@pytest.mark.parametrize("attr, kind, says", [
-    # close() gets the timeout, but at least 5 s (a program's bye and exit may take longer than a call)
-    pytest.param("CloseHangs", "timeout", "close() at the end of the run did not return within 5s", id="hangs"),
-    pytest.param("CloseExits", "implementation-error", "close() at the end of the run raised SystemExit: 7",
-                 id="sys-exit-7"),
-])
+@pytest.mark.parametrize(
+    "attr, kind, says",
+    [
+        # close() gets the timeout, but at least 5 s (a program's bye and exit may take longer than a call)
+        pytest.param("CloseHangs", "timeout", "close() at the end of the run did not return within 5s", id="hangs"),
+        pytest.param(
+            "CloseExits", "implementation-error", "close() at the end of the run raised SystemExit: 7", id="sys-exit-7"
+        ),
+    ],
+)
 def test_close_that_hangs_or_exits_fails_the_run_with_a_report(tmp_path, attr, kind, says):
     run = run_adapter(tmp_path, attr, *scenarios("N1", "N2"), "--timeout", "0.5", timeout=90)
 
@@ -140,8 +151,7 @@ def test_close_that_hangs_or_exits_fails_the_run_with_a_report(tmp_path, attr, k
 def test_close_hanging_after_a_timed_out_call_does_not_hang_the_restart(tmp_path):
     # N2 times out in inspect_job; starting N3 closes the implementation
     # (a restart), whose close() hangs as well; then the end of the run does.
-    run = run_adapter(tmp_path, "CloseHangsAfterTimeout", *scenarios("N1", "N2", "N3"), "--timeout", "0.5",
-                      timeout=90)
+    run = run_adapter(tmp_path, "CloseHangsAfterTimeout", *scenarios("N1", "N2", "N3"), "--timeout", "0.5", timeout=90)
 
     assert run.code == 1, run.describe()
     assert run.seconds < 45, run.describe()
@@ -171,13 +181,26 @@ def test_keyboardinterrupt_raised_by_a_call_is_that_calls_failure(tmp_path):
     assert not run.problems("interrupted")
 
 
-@pytest.mark.parametrize("attr, code, kind, says", [
-    pytest.param("KeyboardInterruptInDescribe", 2, "adapter-error", f"describe() failed: KeyboardInterrupt ({OWN})",
-                 id="describe"),
-    pytest.param("KeyboardInterruptInClose", 1, "implementation-error",
-                 f"close() at the end of the run raised KeyboardInterrupt ({OWN})", id="close"),
-    pytest.param("ExitsInConstructor", 2, "adapter-error", "failed to start: SystemExit: 5", id="constructor-exit"),
-])
+@pytest.mark.parametrize(
+    "attr, code, kind, says",
+    [
+        pytest.param(
+            "KeyboardInterruptInDescribe",
+            2,
+            "adapter-error",
+            f"describe() failed: KeyboardInterrupt ({OWN})",
+            id="describe",
+        ),
+        pytest.param(
+            "KeyboardInterruptInClose",
+            1,
+            "implementation-error",
+            f"close() at the end of the run raised KeyboardInterrupt ({OWN})",
+            id="close",
+        ),
+        pytest.param("ExitsInConstructor", 2, "adapter-error", "failed to start: SystemExit: 5", id="constructor-exit"),
+    ],
+)
 def test_keyboardinterrupt_or_exit_outside_calls_is_reported_as_such(tmp_path, attr, code, kind, says):
     run = run_adapter(tmp_path, attr, *scenarios("N1"))
 
@@ -253,8 +276,9 @@ def test_an_implementation_closing_fd_1_does_not_silence_the_verdict(tmp_path):
 def test_a_stdio_programs_children_and_detached_workers_are_stopped(tmp_path, program):
     pids = tmp_path / "pids.txt"
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(STDIO / program))} {shlex.quote(str(pids))}"
-    run = kit(tmp_path, "run", "thread-jobs", "--adapter-cmd", command, *scenarios("N1", "N2"), "--timeout", "5",
-              timeout=90)
+    run = kit(
+        tmp_path, "run", "thread-jobs", "--adapter-cmd", command, *scenarios("N1", "N2"), "--timeout", "5", timeout=90
+    )
 
     assert run.code == 0, run.describe()
     assert run.seconds < 60, run.describe()  # closing is bounded although the child holds the program's stdout
@@ -290,9 +314,25 @@ def test_sigterm_during_a_command_adapter_run_stops_its_workers_and_removes_its_
     report_dir = tmp_path / "reports"
     # async-command's default implementation is the bundled CLI tool: each
     # background job is a worker that detaches itself (double fork, setsid).
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", "run", "async-command", "--profile",
-                             "deep", "--report-dir", str(report_dir)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(TMPDIR=str(tmpdir)))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "conformance.cli",
+            "run",
+            "async-command",
+            "--profile",
+            "deep",
+            "--report-dir",
+            str(report_dir),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(TMPDIR=str(tmpdir)),
+    )
     try:
         deadline = time.monotonic() + 150
         detached: dict[int, int] = {}
@@ -342,8 +382,9 @@ def test_a_closed_command_adapter_starts_nothing(tmp_path):
     assert late.get("error", {}).get("kind") == "command_failed_to_start", late
     assert "the adapter is closed" in late["error"]["message"]
     needle = f"{mark}=1".encode()
-    running = [int(e) for e in os.listdir("/proc") if e.isdigit() and alive(int(e))
-               and needle in _environ(int(e)).split(b"\0")]
+    running = [
+        int(e) for e in os.listdir("/proc") if e.isdigit() and alive(int(e)) and needle in _environ(int(e)).split(b"\0")
+    ]
     assert wait_until_gone(running) == [], "a process of the closed adapter is still running"
     assert not Path(adapter.root).exists(), "the adapter's temporary directory was left behind"
 

@@ -1,4 +1,5 @@
 """`conformance init`: the scaffold runs as written and says plainly what is not implemented."""
+
 import json
 import py_compile
 import shlex
@@ -14,13 +15,17 @@ from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
-TRANSPORTS = ["python", "stdio-python",
-              pytest.param("stdio-node", marks=pytest.mark.skipif(NODE is None, reason="node is not installed"))]
+TRANSPORTS = [
+    "python",
+    "stdio-python",
+    pytest.param("stdio-node", marks=pytest.mark.skipif(NODE is None, reason="node is not installed")),
+]
 
 
 def _conformance(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "conformance.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def _adapter_args(transport: str) -> list[str]:
@@ -39,8 +44,9 @@ def test_scaffold_runs_and_reports_each_operation_as_not_implemented(tmp_path, t
     assert "12 operations of thread-jobs 2.0.3 stubbed" in proc.stdout
     assert "starts and answers the kit's handshake" in proc.stdout  # init tried it
 
-    proc = _conformance("run", "thread-jobs", *_adapter_args(transport), "--profile", "quick",
-                        "--report-dir", "out", cwd=target)
+    proc = _conformance(
+        "run", "thread-jobs", *_adapter_args(transport), "--profile", "quick", "--report-dir", "out", cwd=target
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
     assert "Traceback" not in output and "internal error" not in output
@@ -55,11 +61,26 @@ def test_scaffold_runs_and_reports_each_operation_as_not_implemented(tmp_path, t
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_scaffolded_pytest_file_runs_from_anywhere(tmp_path, transport):
     target = tmp_path / "adapter"
-    assert _conformance("init", "thread-jobs", "--transport", transport, "--dir", str(target),
-                        cwd=tmp_path).returncode == 0
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(target / "test_thread_jobs_conformance.py"),
-                           "-p", "no:cacheprovider", "-k", "N1 or N2"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
+    assert (
+        _conformance("init", "thread-jobs", "--transport", transport, "--dir", str(target), cwd=tmp_path).returncode
+        == 0
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(target / "test_thread_jobs_conformance.py"),
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "N1 or N2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "3 failed" in proc.stdout  # N1, N2, N10
     assert "operation complete_sync is not implemented" in proc.stdout
@@ -70,14 +91,17 @@ def test_every_operation_is_stubbed_with_its_args_result_and_errors(tmp_path):
     spec = load_spec(str(ROOT / "spec/async-jobs.yaml"))
     for transport, name in (("python", "async_jobs_adapter.py"), ("stdio-node", "async_jobs_adapter.js")):
         target = tmp_path / transport
-        assert _conformance("init", "async-jobs", "--transport", transport, "--dir", str(target),
-                            cwd=tmp_path).returncode == 0
+        assert (
+            _conformance("init", "async-jobs", "--transport", transport, "--dir", str(target), cwd=tmp_path).returncode
+            == 0
+        )
         text = (target / name).read_text()
         for op_name, op in spec.operations.items():
             marker = f"def op_{op_name}(" if transport == "python" else f'"{op_name}"(args) {{'
             assert marker in text, f"{op_name} has no stub in {name}"
-            stub = text.split(marker, 1)[1].split("not_implemented()" if transport == "python"
-                                                  else "notImplemented()", 1)[0]
+            stub = text.split(marker, 1)[1].split(
+                "not_implemented()" if transport == "python" else "notImplemented()", 1
+            )[0]
             for required in op.args_schema.get("required", []):
                 assert f"{required}: " in stub and "(required)" in stub
             assert "result: " in stub
@@ -86,8 +110,12 @@ def test_every_operation_is_stubbed_with_its_args_result_and_errors(tmp_path):
             assert f"{profile}: " in text
     py_compile.compile(str(tmp_path / "python/async_jobs_adapter.py"), doraise=True)
     if NODE:
-        check = subprocess.run([NODE, "--check", str(tmp_path / "stdio-node/async_jobs_adapter.js")],
-                               capture_output=True, text=True, timeout=60)
+        check = subprocess.run(
+            [NODE, "--check", str(tmp_path / "stdio-node/async_jobs_adapter.js")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert check.returncode == 0, check.stderr
 
 
@@ -114,11 +142,22 @@ def test_init_refuses_to_overwrite_and_reports_bad_input(tmp_path):
 
 
 def test_render_schema_reads_like_a_type():
-    schema = {"type": "object", "required": ["id"],
-              "properties": {"id": {"type": "string"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
-                             "note": {"type": ["string", "null"]}, "hidden": False}}
+    schema = {
+        "type": "object",
+        "required": ["id"],
+        "properties": {
+            "id": {"type": "string"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+            "note": {"type": ["string", "null"]},
+            "hidden": False,
+        },
+    }
     assert render_schema(schema) == '{id: string, tags?: ["a" | "b"], note?: string | null}'
-    merged = {"allOf": [{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
-                        {"required": ["b"], "properties": {"b": {"const": True}}}]}
+    merged = {
+        "allOf": [
+            {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+            {"required": ["b"], "properties": {"b": {"const": True}}},
+        ]
+    }
     assert render_schema(merged) == "{a: integer, b: true}"
     assert render_schema({}) == "any"

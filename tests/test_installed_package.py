@@ -4,6 +4,7 @@ has nothing of this checkout, and its pytest plugin runs a suite named by spec.
 
 Under a development install these tests say how to run them; in CI
 (CI=true) they must run, so a checkout can never stand in for the package."""
+
 import json
 import os
 import subprocess
@@ -28,8 +29,7 @@ NAMES = sorted(s.name for s in bundled_specs())
 
 def kit(tmp_path, *args, timeout=900):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONFORMANCE_DEBUG")}
-    return subprocess.run([CONFORMANCE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return subprocess.run([CONFORMANCE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_the_bundled_specs_are_all_installed():
@@ -73,12 +73,30 @@ def test_the_docs_the_cli_points_at_are_installed(tmp_path):
 
 
 def test_the_pytest_plugin_runs_a_suite_named_by_spec(tmp_path):
-    (tmp_path / "test_mine.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_mine.py").write_text(
+        textwrap.dedent("""
         from conformance import conformance_suite
         test_thread_jobs = conformance_suite("thread-jobs", profile="quick")
-    """))
-    proc = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py",
-                           "-k", "N1 or E1 or stateful"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    """)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_mine.py",
+            "-k",
+            "N1 or E1 or stateful",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "passed" in proc.stdout and "failed" not in proc.stdout
 

@@ -9,6 +9,7 @@ earlier run's verdict in its report directory.
 Each run goes through the real command line in a child process, the way a
 terminal or a CI runner would signal it.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,14 @@ EXAMPLE_ADAPTER = ROOT / "examples" / "python-stdio" / "adapter.py"
 
 
 def _start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200", "CONFORMANCE_PROGRESS_INTERVAL": "0.3", **env})
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "conformance.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "CONFORMANCE_PROGRESS_INTERVAL": "0.3", **env},
+    )
 
 
 def _wait_for(proc: subprocess.Popen, needle: str, deadline_s: float = 180) -> list[str]:
@@ -123,8 +129,19 @@ def test_sigterm_stops_the_adapter_program_and_its_children(tmp_path):
     wrapper.write_text(WRAPPER, encoding="utf-8")
     command = f"{PY} {shlex.quote(str(wrapper))} {shlex.quote(str(pids))} {shlex.quote(str(EXAMPLE_ADAPTER))}"
     report_dir = tmp_path / "reports"
-    proc = _start(["run", str(ROOT / "spec" / "thread-jobs.yaml"), "--adapter-cmd", command, "--profile", "deep",
-                   "--report-dir", str(report_dir)], cwd=ROOT)
+    proc = _start(
+        [
+            "run",
+            str(ROOT / "spec" / "thread-jobs.yaml"),
+            "--adapter-cmd",
+            command,
+            "--profile",
+            "deep",
+            "--report-dir",
+            str(report_dir),
+        ],
+        cwd=ROOT,
+    )
     _wait_for(proc, r"examples [1-9]\d*/")
     started = [int(p) for line in pids.read_text().split("\n") if line for p in line.split()]
     assert started and any(_alive(pid) for pid in started), "the adapter program should be running now"
@@ -158,8 +175,9 @@ SLOW_ADAPTER = textwrap.dedent('''\
 def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     (tmp_path / "slow_adapter.py").write_text(SLOW_ADAPTER, encoding="utf-8")
     report_dir = tmp_path / "reports"
-    proc = _start(["run", "thread-jobs", "--adapter", "slow_adapter:SlowAdapter", "--report-dir", str(report_dir)],
-                  cwd=tmp_path)
+    proc = _start(
+        ["run", "thread-jobs", "--adapter", "slow_adapter:SlowAdapter", "--report-dir", str(report_dir)], cwd=tmp_path
+    )
     _wait_for(proc, r"scenarios ([3-9]|1\d|2[0-5])/40")
     proc.send_signal(signal.SIGINT)
     code, text = _finish(proc)
@@ -197,8 +215,10 @@ INTERRUPTING_ADAPTER = textwrap.dedent('''\
 def test_a_ctrl_c_inside_a_call_ends_the_run_as_interrupted(tmp_path):
     (tmp_path / "interrupting.py").write_text(INTERRUPTING_ADAPTER, encoding="utf-8")
     report_dir = tmp_path / "reports"
-    proc = _start(["run", "thread-jobs", "--adapter", "interrupting:InterruptingAdapter",
-                   "--report-dir", str(report_dir)], cwd=tmp_path)
+    proc = _start(
+        ["run", "thread-jobs", "--adapter", "interrupting:InterruptingAdapter", "--report-dir", str(report_dir)],
+        cwd=tmp_path,
+    )
     code, text = _finish(proc)
 
     assert code == 130, text
@@ -222,8 +242,12 @@ def test_ctrl_c_in_other_commands_exits_130_not_1(tmp_path):
 
 def test_help_names_the_exit_codes():
     for command in ("run", "replay"):
-        proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", command, "--help"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-P", "-m", "conformance.cli", command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "130 interrupted (Ctrl-C, SIGINT)" in proc.stdout and "143" in proc.stdout, proc.stdout
 
@@ -277,8 +301,18 @@ BROKEN_THEN_INTERRUPTED = textwrap.dedent('''\
 def test_an_interrupt_while_shrinking_keeps_the_failure_found_so_far(tmp_path):
     (tmp_path / "broken_adapter.py").write_text(BROKEN_THEN_INTERRUPTED, encoding="utf-8")
     report_dir = tmp_path / "reports"
-    proc = _start(["run", "thread-jobs", "--adapter", "broken_adapter:BrokenAdapter", "--no-scenarios",
-                   "--report-dir", str(report_dir)], cwd=tmp_path)
+    proc = _start(
+        [
+            "run",
+            "thread-jobs",
+            "--adapter",
+            "broken_adapter:BrokenAdapter",
+            "--no-scenarios",
+            "--report-dir",
+            str(report_dir),
+        ],
+        cwd=tmp_path,
+    )
     code, text = _finish(proc)
 
     assert code == 130, text
@@ -299,6 +333,7 @@ def test_an_interrupt_lost_in_a_gc_callback_is_raised_at_the_next_checkpoint(cap
     # garbage-collector callback (Hypothesis installs one), where the raise is
     # printed and dropped. The run must still stop, and print no traceback.
     import gc
+
     from conformance.engine import interrupts
 
     def callback(phase, info):

@@ -1,10 +1,8 @@
 """`conformance lint`: each rule on a fixture spec made to break it, suppressions,
 the bundled specs lint clean, and the CLI's exit codes."""
+
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,18 +66,21 @@ def test_rule_is_reported_on_its_fixture(rule):
 def test_a_suppressed_finding_carries_its_reason(tmp_path):
     text = (FIXTURES / "unused-parameter.yaml").read_text() + (
         "\nlint:\n  suppress:\n    - rule: unused-parameter\n      at: max_*\n"
-        "      reason: declared by implementations for their own limits\n")
+        "      reason: declared by implementations for their own limits\n"
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     report = lint_spec(path)
     assert report.active == []
     assert [(f.rule, f.suppressed) for f in report.suppressed] == [
-        ("unused-parameter", "declared by implementations for their own limits")]
+        ("unused-parameter", "declared by implementations for their own limits")
+    ]
 
 
 def test_a_suppression_needs_a_reason(tmp_path):
     text = (FIXTURES / "unused-parameter.yaml").read_text() + (
-        "\nlint:\n  suppress:\n    - {rule: unused-parameter, at: max_tickets}\n")
+        "\nlint:\n  suppress:\n    - {rule: unused-parameter, at: max_tickets}\n"
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     report = lint_spec(path)

@@ -1,4 +1,5 @@
 """The model compiled from spec/thread-jobs.yaml follows the YAML."""
+
 from pathlib import Path
 
 import pytest
@@ -15,20 +16,26 @@ def model(**params):
 
 
 def start(m, job_id, thread="t1", call=None):
-    return m.predict("start_job", {"thread_id": thread, "tool_call_id": call or f"c-{job_id}",
-                                   "tool_name": "build", "job_id": job_id})
+    return m.predict(
+        "start_job",
+        {"thread_id": thread, "tool_call_id": call or f"c-{job_id}", "tool_name": "build", "job_id": job_id},
+    )
 
 
 def finish(m, job_id, payload="ok", outcome="completed"):
-    return m.predict("observe_outcome", {"job_id": job_id, "outcome": outcome, "payload": payload},
-                     {"result": {}, "effects": [{"effect": "payload_spilled", "job_id": job_id, "path": "/tmp/x"}]})
+    return m.predict(
+        "observe_outcome",
+        {"job_id": job_id, "outcome": outcome, "payload": payload},
+        {"result": {}, "effects": [{"effect": "payload_spilled", "job_id": job_id, "path": "/tmp/x"}]},
+    )
 
 
 def test_transitions_come_from_the_lifecycle():
     m = model()
     start(m, "j1")
     assert m.predict("cancel_job", {"thread_id": "t1", "job_id": "j1", "requested_by": "user"}).effects == [
-        {"effect": "cancellation_requested", "job_id": "j1", "requested_by": "user"}]
+        {"effect": "cancellation_requested", "job_id": "j1", "requested_by": "user"}
+    ]
     assert m.record("j1")["status"] == "pending_cancel"
     finish(m, "j1", outcome="completed")  # cancel is best effort
     assert m.record("j1")["status"] == "completed"
@@ -60,11 +67,13 @@ def test_retention_keeps_the_newest_n_terminal_jobs_by_completion(limit):
 
 def test_payload_limits_follow_parameters():
     m = model(max_bytes=10, max_lines=2)
-    start(m, "a"); start(m, "b"); start(m, "c")
-    assert finish(m, "a", payload="x" * 10).effects[0]["effect"] == "turn_requested"       # at the limit: inline
+    start(m, "a")
+    start(m, "b")
+    start(m, "c")
+    assert finish(m, "a", payload="x" * 10).effects[0]["effect"] == "turn_requested"  # at the limit: inline
     spilled = finish(m, "b", payload="x" * 11).effects[0]
     assert spilled["effect"] == "payload_spilled" and isinstance(spilled["path"], Matcher)
-    assert finish(m, "c", payload="a\nb\nc").effects[0]["effect"] == "payload_spilled"   # 3 lines > 2
+    assert finish(m, "c", payload="a\nb\nc").effects[0]["effect"] == "payload_spilled"  # 3 lines > 2
 
 
 def test_equal_completion_times_inject_in_marking_order():
@@ -93,8 +102,7 @@ def test_restart_forgets_everything():
     m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x", "result": "r"})
     m.predict("restart", {})
     assert m.keys() == []
-    assert m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x",
-                                       "result": "r"}).ok
+    assert m.predict("complete_sync", {"thread_id": "t1", "tool_call_id": "s1", "tool_name": "x", "result": "r"}).ok
 
 
 def test_an_expression_failing_on_a_missing_part_of_the_response_blames_the_response():

@@ -1,6 +1,7 @@
 """Engine features async jobs rely on, checked on spec/async-jobs.yaml's model:
 timers fire at their own instants, operations that wait move the clock,
 `remove`, operations offered per profile, key helpers, and their static checks."""
+
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,7 @@ def test_retries_fire_at_their_own_instants_not_at_the_target_time():
     assert [e["attempt"] for e in effects] == [2, 3, 4]
     call(m, "set_delivery", accept=True)
     assert m.advance(7499).effects == []  # the fifth attempt is due at 3500 + 4000
-    assert m.advance(7500).effects == [{"effect": "delivered", "job_id": "bg_1", "status": "completed",
-                                        "text": "done"}]
+    assert m.advance(7500).effects == [{"effect": "delivered", "job_id": "bg_1", "status": "completed", "text": "done"}]
 
 
 def test_a_waiting_operation_moves_the_clock_to_the_first_settling_job():

@@ -1,5 +1,6 @@
 """Every shipped mutant of the reference is killed — by the scenario matrix and
 by the stateful exploration alone."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ def test_there_are_enough_mutants(spec):
 
 
 SEEDS = (1, 2, 3)  # the exploration's seeds a mutant gets, in this order, until one finds it short enough
+
 
 def longest_acceptable(shortest: int) -> int:
     """The longest counterexample accepted for a bug whose shortest one has
@@ -79,7 +81,8 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     assert result.counterexample_steps <= longest_acceptable(mutant.shortest), (
         f"{name}: a counterexample of {result.counterexample_steps} steps where {mutant.shortest} suffice "
         f"(at most {longest_acceptable(mutant.shortest)} accepted; (seed, steps) tried: {tried}): "
-        f"{result.exploration_message}")
+        f"{result.exploration_message}"
+    )
 
 
 def test_the_acceptable_length_follows_the_targets():
@@ -87,9 +90,26 @@ def test_the_acceptable_length_follows_the_targets():
 
 
 def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):
-    proc = subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "mutants", SPEC, "--profile", "quick",
-                           "--only", "list_cross_thread", "--only", "restart_keeps_jobs"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "conformance.cli",
+            "mutants",
+            SPEC,
+            "--profile",
+            "quick",
+            "--only",
+            "list_cross_thread",
+            "--only",
+            "restart_keeps_jobs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "list_cross_thread" in proc.stdout and "restart_keeps_jobs" in proc.stdout
     assert "2/2 killed; exploration alone found 2/2" in proc.stdout

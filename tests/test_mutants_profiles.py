@@ -1,21 +1,34 @@
 """`conformance mutants` under a profile of the spec (issue 11: every mutant
 killed in every profile it applies to): --adapter-opt profile=NAME as for
 `conformance run`, and --all-profiles."""
+
 import os
 import subprocess
 import sys
 
 
 def mutants(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "conformance.cli", "mutants", *args],
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "250"})
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", "mutants", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "250"},
+    )
 
 
 def test_a_profile_chosen_with_adapter_opt_runs_its_own_scenarios(tmp_path):
     # TT-N10 (ids from bg-0) runs only under the `defect` profile: it kills numeric_sort there.
     # The job manager's mutants do not offer that profile: listed as not applicable, not failed.
-    args = ["async-jobs", "--profile", "quick", "--only", "task-table.numeric_sort",
-            "--only", "job-manager.cap_off_by_one"]
+    args = [
+        "async-jobs",
+        "--profile",
+        "quick",
+        "--only",
+        "task-table.numeric_sort",
+        "--only",
+        "job-manager.cap_off_by_one",
+    ]
     proc = mutants(*args, "--adapter-opt", "profile=defect")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Mutants of async-jobs under defect" in proc.stdout

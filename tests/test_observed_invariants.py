@@ -2,6 +2,7 @@
 thread-jobs' inject_at_most_once: a record created again under a key that was
 freed is another record, so reporting its effect again is no violation, while
 reporting one record's effect twice still is."""
+
 from __future__ import annotations
 
 from conformance.engine.runner import RunConfig, prepare
@@ -38,8 +39,14 @@ def test_an_id_reused_after_eviction_is_a_new_job_whose_injection_is_no_repeat()
         response, failure = _finish_and_inject(session, "t1", "job-x")
         assert failure is None and any(e.get("job_id") == "job-x" for e in response["effects"])
         for i in range(limit + 1):  # finished jobs past the retention limit evict job-x
-            _checked(session, "start_job", thread_id="t1", tool_call_id=f"c-{i + 1}", tool_name="search",
-                     job_id=f"filler-{i}")
+            _checked(
+                session,
+                "start_job",
+                thread_id="t1",
+                tool_call_id=f"c-{i + 1}",
+                tool_name="search",
+                job_id=f"filler-{i}",
+            )
             _checked(session, "observe_outcome", job_id=f"filler-{i}", outcome="completed", payload="ok")
         assert "job-x" not in session.model.keys()
         _checked(session, "start_job", thread_id="t1", tool_call_id="c-again", tool_name="search", job_id="job-x")

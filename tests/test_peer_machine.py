@@ -6,6 +6,7 @@ Small budgets and a fixed seed; the shrink phase is left out, so a failure
 costs one replay at most. benchmarks/ is not an installed package: the module
 is loaded from its file beside the tests.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -44,13 +45,16 @@ def test_peer_passes_the_reference():
 # Mutants of different kinds: thread scoping (seen by the state check after a
 # step), a missing effect, a lost update between concurrent starts (a race, so
 # the failure may not recur on replay).
-@pytest.mark.parametrize("name, shown_by", [
-    ("list_cross_thread", ("state of t",)),
-    ("no_idle_wakeup", ("turn_requested",)),
-    # a start lost to a concurrent one, or a synchronous result and a start both
-    # succeeding: which shows first depends on the thread schedule
-    ("lost_update_starts", ("concurrent starts", "sync_races_start")),
-])
+@pytest.mark.parametrize(
+    "name, shown_by",
+    [
+        ("list_cross_thread", ("state of t",)),
+        ("no_idle_wakeup", ("turn_requested",)),
+        # a start lost to a concurrent one, or a synchronous result and a start both
+        # succeeding: which shows first depends on the thread schedule
+        ("lost_update_starts", ("concurrent starts", "sync_races_start")),
+    ],
+)
 def test_peer_fails_a_mutant(name, shown_by):
     assert name in peer.COVERS
     outcome = peer.run_peer(MUTANTS[name].factory, max_examples=30, step_count=40, seed=1, shrink=False)

@@ -7,6 +7,7 @@ since. So nothing the probe could catch is missed: a change the
 implementation makes to another scope shows in that scope's answer at the
 end of the example (or at its next probe), which is then judged in full, and
 the exploration's shrunk counterexample ends at the step that made it."""
+
 from __future__ import annotations
 
 from conformance.engine.runner import RunConfig, prepare, run_conformance
@@ -37,8 +38,11 @@ class ForgetsOtherThread(ReferenceAdapter):
 
 
 def _session(factory=None):
-    prepared = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None,
-                                 adapter_factory=factory))
+    prepared = prepare(
+        RunConfig(
+            spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None, adapter_factory=factory
+        )
+    )
     return prepared.session
 
 
@@ -50,6 +54,7 @@ def _predictions_of(monkeypatch, operation: str) -> list:
         if op == operation:
             seen.append(dict(args))
         return original(self, op, args, observation)
+
     monkeypatch.setattr(Model, "predict", counting)
     return seen
 
@@ -102,11 +107,23 @@ def test_a_change_the_implementation_makes_to_another_scope_is_caught_by_the_who
 def test_the_exploration_catches_a_change_to_another_scope_and_ends_at_the_step_that_made_it():
     from conformance.engine.stateful import run_stateful
 
-    prepared = prepare(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=1, report_dir=None,
-                                 adapter_factory=ForgetsOtherThread))
+    prepared = prepare(
+        RunConfig(
+            spec_path=resolve_spec("thread-jobs"),
+            profile="quick",
+            seed=1,
+            report_dir=None,
+            adapter_factory=ForgetsOtherThread,
+        )
+    )
     try:
-        outcome = run_stateful(prepared.spec, prepared.session, profile="quick", seed=1,
-                               capabilities=prepared.identity.get("capabilities") or {})
+        outcome = run_stateful(
+            prepared.spec,
+            prepared.session,
+            profile="quick",
+            seed=1,
+            capabilities=prepared.identity.get("capabilities") or {},
+        )
     finally:
         prepared.session.close()
     assert outcome.verdict == "fail"
@@ -116,9 +133,17 @@ def test_the_exploration_catches_a_change_to_another_scope_and_ends_at_the_step_
     # What a run reports, shrunk and reduced: the three starts that made the change, then
     # the probe of the scope it changed.
     for seed in (1, 2):
-        report = run_conformance(RunConfig(spec_path=resolve_spec("thread-jobs"), profile="quick", seed=seed,
-                                           report_dir=None, adapter_factory=ForgetsOtherThread, scenarios=False,
-                                           max_failures=1))
+        report = run_conformance(
+            RunConfig(
+                spec_path=resolve_spec("thread-jobs"),
+                profile="quick",
+                seed=seed,
+                report_dir=None,
+                adapter_factory=ForgetsOtherThread,
+                scenarios=False,
+                max_failures=1,
+            )
+        )
         steps = report["stateful"]["failure"]["steps"]
         assert [step.get("operation") for step in steps] == ["start_job"] * 3 + ["list_jobs"], steps
         assert steps[-1]["args"]["thread_id"] == "t2"
@@ -131,8 +156,9 @@ def test_a_reset_forgets_what_passed_and_a_clock_move_only_what_read_the_clock()
         assert session.call(*_start("t1", "c1"))[1] is None
         assert session.probe() is None
         model = session.model
-        (reads, token), = {(passed.reads, passed.token) for key, passed in session._probe_passed.items()
-                           if '"t1"' in key[1]}
+        ((reads, token),) = {
+            (passed.reads, passed.token) for key, passed in session._probe_passed.items() if '"t1"' in key[1]
+        }
         assert model.read_token(reads) == token
         assert session.advance(5) is None
         # list_jobs reads no `now`: the clock alone cannot change its prediction
@@ -149,18 +175,19 @@ def test_a_reset_forgets_what_passed_and_a_clock_move_only_what_read_the_clock()
 
 
 def test_an_operation_that_reads_the_clock_is_predicted_again_after_a_clock_move(tmp_path):
+    from pathlib import Path
+
     from statemachines import load_spec
     from statemachines.params import resolve_parameters
-
-    from pathlib import Path
 
     text = Path(resolve_spec("thread-jobs")).read_text(encoding="utf-8")
     assert text.count("- result: \"{'jobs': jobs}\"") == 1
     spec_path = tmp_path / "thread-jobs.yaml"
     scenarios = Path(resolve_spec("thread-jobs")).with_name("thread-jobs.scenarios.yaml")
     (tmp_path / scenarios.name).write_text(scenarios.read_text(encoding="utf-8"), encoding="utf-8")
-    spec_path.write_text(text.replace("- result: \"{'jobs': jobs}\"", "- result: \"{'jobs': jobs, 'at': now}\""),
-                         encoding="utf-8")
+    spec_path.write_text(
+        text.replace("- result: \"{'jobs': jobs}\"", "- result: \"{'jobs': jobs, 'at': now}\""), encoding="utf-8"
+    )
     spec = load_spec(str(spec_path))
     model = Model(spec, resolve_parameters(spec, None, {})[0])
     model.reset(0)

@@ -2,6 +2,7 @@
 prints, reading it either gives a response or raises ProtocolError -- never
 another exception, never a hang -- and every valid message round-trips.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,17 +13,32 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
+from conformance.adapters.stdio_protocol import (
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    MESSAGE_TYPES,
+    ProtocolError,
+    Response,
+    ResponseReader,
+    bye_request,
+    call_request,
+    clock_request,
+    encode,
+    hello_request,
+    load_schema,
+    parse_line,
+    reset_request,
+    validate_message,
+)
 from conformance.errors import ConformanceError
-from conformance.adapters.stdio_protocol import (MAX_DEPTH, MAX_LINE_BYTES, MESSAGE_TYPES, ProtocolError, Response, ResponseReader,
-                                  bye_request, call_request, clock_request, encode, hello_request, load_schema,
-                                  parse_line, reset_request, validate_message)
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=30)
+    max_leaves=30,
+)
 
 
 def read_any(line: bytes, reader: ResponseReader | None = None):
@@ -72,9 +88,15 @@ def test_random_json_gives_a_response_or_a_protocol_error(value, ending):
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["id", "ok", "result", "error", "effects", "protocol", "specs",
-                                        "implementation", "capabilities", "extra"]),
-                       json_values | st.integers(-3, 8), max_size=6))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["id", "ok", "result", "error", "effects", "protocol", "specs", "implementation", "capabilities", "extra"]
+        ),
+        json_values | st.integers(-3, 8),
+        max_size=6,
+    )
+)
 def test_response_shaped_junk_gives_a_response_or_a_protocol_error(message):
     out = read_any(json.dumps(message).encode())
     if isinstance(out, Response):
@@ -146,24 +168,43 @@ def test_a_schema_breaking_answer_names_its_request():
 # ------------------------------------------------------------ round trips
 ids = st.integers(1, 2**53 - 1)
 failures = st.fixed_dictionaries({"kind": st.text(max_size=20), "message": st.text(max_size=40)})
-effects = st.lists(st.fixed_dictionaries({"effect": st.text(min_size=1, max_size=20)},
-                                         optional={"job_id": st.text(max_size=8), "extra": json_values}), max_size=3)
+effects = st.lists(
+    st.fixed_dictionaries(
+        {"effect": st.text(min_size=1, max_size=20)}, optional={"job_id": st.text(max_size=8), "extra": json_values}
+    ),
+    max_size=3,
+)
 refusals = st.fixed_dictionaries({"id": ids, "error": failures})
 valid_responses = {
     "hello": st.fixed_dictionaries(
-        {"id": ids, "protocol": st.just(1),
-         "implementation": st.fixed_dictionaries({"name": st.text(min_size=1, max_size=20), "version": st.text(max_size=8)},
-                                                 optional={"homepage": st.text(max_size=20)}),
-         "specs": st.lists(st.fixed_dictionaries(
-             {"id": st.text(max_size=20), "version": st.text(max_size=8)},
-             optional={"profile": st.none() | st.text(max_size=10),
-                       "parameters": st.dictionaries(st.text(max_size=10), json_values, max_size=3)}),
-             min_size=1, max_size=3)},
-        optional={"capabilities": st.fixed_dictionaries({}, optional={"concurrent": st.booleans()})}) | refusals,
+        {
+            "id": ids,
+            "protocol": st.just(1),
+            "implementation": st.fixed_dictionaries(
+                {"name": st.text(min_size=1, max_size=20), "version": st.text(max_size=8)},
+                optional={"homepage": st.text(max_size=20)},
+            ),
+            "specs": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.text(max_size=20), "version": st.text(max_size=8)},
+                    optional={
+                        "profile": st.none() | st.text(max_size=10),
+                        "parameters": st.dictionaries(st.text(max_size=10), json_values, max_size=3),
+                    },
+                ),
+                min_size=1,
+                max_size=3,
+            ),
+        },
+        optional={"capabilities": st.fixed_dictionaries({}, optional={"concurrent": st.booleans()})},
+    )
+    | refusals,
     "reset": st.fixed_dictionaries({"id": ids, "ok": st.just(True)}) | refusals,
     "clock": st.fixed_dictionaries({"id": ids, "ok": st.just(True)}, optional={"effects": effects}) | refusals,
-    "call": (st.fixed_dictionaries({"id": ids, "result": json_values}, optional={"effects": effects})
-             | st.fixed_dictionaries({"id": ids, "error": failures}, optional={"effects": effects})),
+    "call": (
+        st.fixed_dictionaries({"id": ids, "result": json_values}, optional={"effects": effects})
+        | st.fixed_dictionaries({"id": ids, "error": failures}, optional={"effects": effects})
+    ),
     "bye": st.fixed_dictionaries({"id": ids, "ok": st.just(True)}) | refusals,
 }
 
@@ -205,8 +246,12 @@ requests = st.one_of(
     st.builds(hello_request, st.integers(1, 2**53 - 1), st.text(max_size=20), st.text(max_size=10)),
     st.builds(reset_request, st.integers(1, 2**53 - 1), st.integers(0, 2**53 - 1)),
     st.builds(clock_request, st.integers(1, 2**53 - 1), st.integers(0, 2**53 - 1)),
-    st.builds(call_request, st.integers(1, 2**53 - 1), st.text(min_size=1, max_size=20),
-              st.dictionaries(st.text(max_size=8), json_values, max_size=4)),
+    st.builds(
+        call_request,
+        st.integers(1, 2**53 - 1),
+        st.text(min_size=1, max_size=20),
+        st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+    ),
     st.builds(bye_request, st.integers(1, 2**53 - 1)),
 )
 

@@ -1,5 +1,6 @@
 """The pytest plugin: a team's suite gets one item per scenario plus the exploration,
 declared in Python (by spec name or path) or in pyproject.toml, also under pytest-xdist."""
+
 import shlex
 import shutil
 import sys
@@ -27,14 +28,22 @@ def _run(pytester, *args):
 
 def test_suite_by_name_reports_items_at_the_users_test_file(pytester):
     _project(pytester)
-    pytester.makepyfile(test_my_runtime="""
+    pytester.makepyfile(
+        test_my_runtime="""
         from conformance.pytest_plugin import conformance_suite
 
         test_thread_jobs = conformance_suite("thread-jobs", profile="quick")
-    """)
+    """
+    )
     result = _run(pytester, "--co", "-q")
-    result.stdout.fnmatch_lines(["test_my_runtime.py::test_thread_jobs[N1]", "test_my_runtime.py::test_thread_jobs[B8]",
-                                 "test_my_runtime.py::test_thread_jobs[stateful]", "38 tests collected*"])
+    result.stdout.fnmatch_lines(
+        [
+            "test_my_runtime.py::test_thread_jobs[N1]",
+            "test_my_runtime.py::test_thread_jobs[B8]",
+            "test_my_runtime.py::test_thread_jobs[stateful]",
+            "38 tests collected*",
+        ]
+    )
     junit = pytester.path / "junit.xml"
     result = _run(pytester, "-k", "N1 or B7 or E9 or stateful", f"--junitxml={junit}", "-o", "junit_family=xunit1")
     result.assert_outcomes(passed=5)  # N1, N10, B7, E9, stateful
@@ -53,7 +62,8 @@ def test_spec_path_is_relative_to_the_test_file_then_rootdir(pytester, monkeypat
     (pytester.path / "tests" / "test_mine.py").write_text(
         "from conformance.pytest_plugin import conformance_suite\n"
         "test_local = conformance_suite('specs/thread-jobs.yaml', stateful=False)\n"
-        "test_shared = conformance_suite('shared/thread-jobs.yaml', stateful=False)\n")
+        "test_shared = conformance_suite('shared/thread-jobs.yaml', stateful=False)\n"
+    )
     monkeypatch.chdir(pytester.path / "tests")  # `cd tests && pytest`
     result = _run(pytester, "-k", "N1 and not N10")
     result.assert_outcomes(passed=2)
@@ -62,10 +72,12 @@ def test_spec_path_is_relative_to_the_test_file_then_rootdir(pytester, monkeypat
 
 def test_unreadable_spec_is_one_failing_item_without_traceback(pytester):
     _project(pytester)
-    pytester.makepyfile(test_bad="""
+    pytester.makepyfile(
+        test_bad="""
         from conformance.pytest_plugin import conformance_suite
         test_missing = conformance_suite("no-such-spec")
-    """)
+    """
+    )
     result = _run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_missing[[]spec[]]*", "*no-such-spec*"])
@@ -74,14 +86,17 @@ def test_unreadable_spec_is_one_failing_item_without_traceback(pytester):
 
 def test_mutant_fails_its_scenario_with_a_readable_failure(pytester):
     _project(pytester)
-    pytester.makepyfile(mutant_adapter="""
+    pytester.makepyfile(
+        mutant_adapter="""
         from lifecycle_references.thread_jobs.mutants import MUTANTS
         def Adapter(**options):
             return MUTANTS["evict_at_limit"].factory(**options)
-    """, test_my_runtime="""
+    """,
+        test_my_runtime="""
         from conformance.pytest_plugin import conformance_suite
         test_thread_jobs = conformance_suite("thread-jobs", adapter="mutant_adapter:Adapter")
-    """)
+    """,
+    )
     result = _run(pytester, "-k", "B6 or N1", "--conformance-seed", "3")
     result.assert_outcomes(failed=1, passed=2)  # B6 fails; N1 and N10 pass
     result.stdout.fnmatch_lines(["*test_thread_jobs[[]B6[]]*", "*conformance run*--scenario B6*"])
@@ -92,10 +107,12 @@ def test_adapter_program_runs_next_to_the_test_file(pytester, monkeypatch):
     _project(pytester)
     shutil.copy(ROOT / "examples/python-stdio/adapter.py", pytester.path / "adapter.py")
     command = shlex.join([sys.executable, "adapter.py"])
-    pytester.makepyfile(test_stdio=f"""
+    pytester.makepyfile(
+        test_stdio=f"""
         from conformance.pytest_plugin import conformance_suite
         test_stdio = conformance_suite("thread-jobs", adapter_cmd={command!r}, stateful=False)
-    """)
+    """
+    )
     (pytester.path / "elsewhere").mkdir()
     monkeypatch.chdir(pytester.path / "elsewhere")
     result = _run(pytester, str(pytester.path / "test_stdio.py"), "-k", "N1 or B7")
@@ -114,9 +131,15 @@ def test_ini_option_lists_suites_without_python(pytester):
     _project(pytester, INI_SUITES)
     pytester.makepyfile(test_other="def test_plain():\n    pass\n")
     result = _run(pytester, "--co", "-q")
-    result.stdout.fnmatch_lines(["pyproject.toml::thread-jobs[[]N1[]]", "pyproject.toml::thread-jobs[[]stateful[]]",
-                                 "pyproject.toml::task-table[[]TT-N1[]]", "pyproject.toml::conformance_suites[[]3[]]",
-                                 "test_other.py::test_plain"])
+    result.stdout.fnmatch_lines(
+        [
+            "pyproject.toml::thread-jobs[[]N1[]]",
+            "pyproject.toml::thread-jobs[[]stateful[]]",
+            "pyproject.toml::task-table[[]TT-N1[]]",
+            "pyproject.toml::conformance_suites[[]3[]]",
+            "test_other.py::test_plain",
+        ]
+    )
     result.stdout.no_fnmatch_line("pyproject.toml::task-table[[]stateful[]]")
 
     result = _run(pytester, "-k", "thread-jobs and N1 or TT-N2 or suites")
@@ -135,65 +158,86 @@ def test_ini_option_lists_suites_without_python(pytester):
 
 def test_works_under_xdist(pytester):
     _project(pytester, 'conformance_suites = ["thread-jobs name=ini-suite"]\n')
-    pytester.makepyfile(test_xdist="""
+    pytester.makepyfile(
+        test_xdist="""
         from conformance.pytest_plugin import conformance_suite
         test_thread_jobs = conformance_suite("thread-jobs")
-    """)
+    """
+    )
     result = _run(pytester, "-n", "2", "-k", "N1 or B7 or stateful")
     result.stdout.fnmatch_lines(["*2 workers*"])
     result.assert_outcomes(passed=8)  # N1, N10, B7, stateful in each of the two suites
 
 
-@pytest.mark.parametrize("entry, message", [
-    ("", "must start with a spec"),
-    ("adapter=x:Y", "must start with a spec"),
-    ("thread-jobs profile=fast", "profile='fast' is not one of"),
-    ("thread-jobs seed=x", "seed='x' must be a whole number"),
-    ("thread-jobs timeout=0", "must be a positive number"),
-    ("thread-jobs stateful=maybe", "must be yes or no"),
-    ("thread-jobs adapter-opt=profile", "adapter-opt=KEY=VALUE"),
-    ("thread-jobs adapter=a:B adapter-cmd=x", "not both"),
-    ("thread-jobs 'adapter-cmd=node a.js", "quote values"),
-    ("thread-jobs quick", "is not key=value"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("", "must start with a spec"),
+        ("adapter=x:Y", "must start with a spec"),
+        ("thread-jobs profile=fast", "profile='fast' is not one of"),
+        ("thread-jobs seed=x", "seed='x' must be a whole number"),
+        ("thread-jobs timeout=0", "must be a positive number"),
+        ("thread-jobs stateful=maybe", "must be yes or no"),
+        ("thread-jobs adapter-opt=profile", "adapter-opt=KEY=VALUE"),
+        ("thread-jobs adapter=a:B adapter-cmd=x", "not both"),
+        ("thread-jobs 'adapter-cmd=node a.js", "quote values"),
+        ("thread-jobs quick", "is not key=value"),
+    ],
+)
 def test_bad_ini_entries_say_what_to_fix(entry, message):
     with pytest.raises(SuiteEntryError, match=message.replace("(", r"\(").replace("[", r"\[")):
         parse_suite_entry(entry)
 
 
 def test_ini_entry_settings():
-    suite = parse_suite_entry("spec/x.yaml name=mine adapter-cmd='node my adapter.js' adapter-opt=profile=p "
-                              "adapter-opt=k=v=w profile=deep seed=7 timeout=2.5 stateful=no")
-    assert (suite.spec, suite.name, suite.adapter_cmd, suite.adapter_options, suite.profile, suite.seed,
-            suite.timeout_s, suite.stateful) == ("spec/x.yaml", "mine", "node my adapter.js",
-                                                 {"profile": "p", "k": "v=w"}, "deep", 7, 2.5, False)
+    suite = parse_suite_entry(
+        "spec/x.yaml name=mine adapter-cmd='node my adapter.js' adapter-opt=profile=p "
+        "adapter-opt=k=v=w profile=deep seed=7 timeout=2.5 stateful=no"
+    )
+    assert (
+        suite.spec,
+        suite.name,
+        suite.adapter_cmd,
+        suite.adapter_options,
+        suite.profile,
+        suite.seed,
+        suite.timeout_s,
+        suite.stateful,
+    ) == ("spec/x.yaml", "mine", "node my adapter.js", {"profile": "p", "k": "v=w"}, "deep", 7, 2.5, False)
 
 
 def test_ini_option_in_pytest_ini(pytester):
-    pytester.makefile(".ini", pytest="""
+    pytester.makefile(
+        ".ini",
+        pytest="""
         [pytest]
         conformance_suites =
             thread-jobs name=tj stateful=no
             async-jobs adapter-opt=profile=task-table
-    """)
+    """,
+    )
     result = _run(pytester, "--co", "-q")
-    result.stdout.fnmatch_lines(["pytest.ini::tj[[]N1[]]", "pytest.ini::async-jobs[[]TT-N1[]]",
-                                 "pytest.ini::async-jobs[[]stateful[]]"])
+    result.stdout.fnmatch_lines(
+        ["pytest.ini::tj[[]N1[]]", "pytest.ini::async-jobs[[]TT-N1[]]", "pytest.ini::async-jobs[[]stateful[]]"]
+    )
     result.stdout.no_fnmatch_line("pytest.ini::tj[[]stateful[]]")
 
 
 def test_skips_point_at_the_suite_with_a_readable_reason(pytester):
     _project(pytester)
-    pytester.makepyfile(sequential_adapter="""
+    pytester.makepyfile(
+        sequential_adapter="""
         from lifecycle_references.thread_jobs import ReferenceAdapter
         class Adapter(ReferenceAdapter):
             def describe(self):
                 return {**super().describe(), "capabilities": {"concurrent": False}}
-    """, test_sequential="""
+    """,
+        test_sequential="""
         from conformance.pytest_plugin import conformance_suite
 
         test_tj = conformance_suite("thread-jobs", adapter="sequential_adapter:Adapter")
-    """)
+    """,
+    )
     result = _run(pytester, "-k", "B4", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_sequential.py:3: *needs the concurrent capability*"])

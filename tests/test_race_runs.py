@@ -1,6 +1,7 @@
 """A scenario that races calls runs many times in one run (`race_runs:`,
 `--race-runs`, default 20): a lost-update race may pass one run and fail the
 next, so one passing run proves nothing."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,8 @@ from pathlib import Path
 
 from cli_result import kit as run_kit
 
-from statemachines import load_spec
-
 from conformance.engine.scenarios import RACE_RUNS, race_runs_of
+from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -25,17 +25,37 @@ def test_only_scenarios_that_race_calls_are_repeated():
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
     by_id = {s.id: s for s in spec.scenarios}
     assert race_runs_of(by_id["B2"]) == RACE_RUNS == 20  # concurrent starts
-    assert race_runs_of(by_id["N1"]) == 1                 # one call after another
+    assert race_runs_of(by_id["N1"]) == 1  # one call after another
     assert race_runs_of(by_id["B2"], default=3) == 3
 
 
 def test_a_race_that_fails_in_the_third_run_only_is_caught(tmp_path):
-    once = kit("run", "thread-jobs", "--adapter", "rare_race:RareRaceAdapter", "--scenario", "B2", "--race-runs", "1",
-               "--report-dir", str(tmp_path / "once"), cwd=tmp_path)
+    once = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        "rare_race:RareRaceAdapter",
+        "--scenario",
+        "B2",
+        "--race-runs",
+        "1",
+        "--report-dir",
+        str(tmp_path / "once"),
+        cwd=tmp_path,
+    )
     assert once.returncode == 0, once.stdout + once.stderr  # one run: the race did not show
 
-    proc = kit("run", "thread-jobs", "--adapter", "rare_race:RareRaceAdapter", "--scenario", "B2",
-               "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        "rare_race:RareRaceAdapter",
+        "--scenario",
+        "B2",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [scenario] = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))["scenarios"]
     assert scenario["verdict"] == "fail"
@@ -56,8 +76,17 @@ def test_a_scenario_declares_its_own_number_of_runs(tmp_path):
     (tmp_path / "thread-jobs.yaml").write_text(spec, encoding="utf-8")
     (tmp_path / "thread-jobs.scenarios.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     # two runs of B2 stop before the third burst of starts, where the race shows
-    proc = kit("run", str(tmp_path / "thread-jobs.yaml"), "--adapter", "rare_race:RareRaceAdapter",
-               "--scenario", "B2", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "run",
+        str(tmp_path / "thread-jobs.yaml"),
+        "--adapter",
+        "rare_race:RareRaceAdapter",
+        "--scenario",
+        "B2",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

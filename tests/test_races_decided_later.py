@@ -3,6 +3,7 @@ check goes on from one order and, when a later answer contradicts it, tries
 the others (conformance/engine/linearize.py, RaceOutcome), instead of
 reporting a race the implementation did not lose. Races derived from the spec
 (statemachines/races.py) include each conflicting pair of operations."""
+
 from __future__ import annotations
 
 import threading
@@ -10,9 +11,9 @@ import threading
 import pytest
 
 from conformance.engine.runner import RunConfig, prepare
+from conformance.specs import resolve_spec
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
 from statemachines import derived_races, load_spec
-from conformance.specs import resolve_spec
 
 START = {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "k1"}
 
@@ -52,12 +53,15 @@ class InjectsSomethingElse(SecondCallFirst):
 
 
 def _session(adapter_class):
-    return prepare(RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture",
-                             report_dir=None)).session
+    return prepare(
+        RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture", report_dir=None)
+    ).session
 
 
-OTHER_GROUP = [("start_job", {"thread_id": "t2", "tool_call_id": "c2", "tool_name": "build", "job_id": "k2"}),
-               ("start_job", {"thread_id": "t2", "tool_call_id": "c3", "tool_name": "search", "job_id": "k3"})]
+OTHER_GROUP = [
+    ("start_job", {"thread_id": "t2", "tool_call_id": "c2", "tool_name": "build", "job_id": "k2"}),
+    ("start_job", {"thread_id": "t2", "tool_call_id": "c3", "tool_name": "search", "job_id": "k3"}),
+]
 
 
 def _run(adapter_class, groups_between: int = 0):
@@ -72,8 +76,10 @@ def _run(adapter_class, groups_between: int = 0):
         assert failure is None, failure.message
         assert answers[0] == answers[1]
         for n in range(groups_between):  # other races, settled at once, before the first one's is decided
-            group = [(op, {**args, "tool_call_id": f"{args['tool_call_id']}-{n}", "job_id": f"{args['job_id']}-{n}"})
-                     for op, args in OTHER_GROUP]
+            group = [
+                (op, {**args, "tool_call_id": f"{args['tool_call_id']}-{n}", "job_id": f"{args['job_id']}-{n}"})
+                for op, args in OTHER_GROUP
+            ]
             _, failure = session.call_concurrently(group)
             assert failure is None, failure.message
         # Both answers are the same finished job: which payload won shows only at injection.
@@ -93,6 +99,7 @@ def test_a_later_answer_picks_the_order_the_implementation_took(groups_between):
 
 def test_orders_stay_open_only_for_the_newest_few_groups():
     from conformance.engine.linearize import MAX_OPEN_RACES
+
     response, failure = _run(SecondCallFirst, MAX_OPEN_RACES)
     assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
 
@@ -107,11 +114,14 @@ def test_an_answer_no_order_explains_is_still_a_divergence(groups_between):
 def test_every_conflicting_pair_of_writers_is_raced_and_commuting_ones_are_not():
     spec = load_spec(resolve_spec("task-progress"))
     names = {group["name"] for group in derived_races(spec)}
-    assert {"complete_task_twice", "complete_task_and_fail_task", "complete_task_and_update_progress",
-            "queue_message_and_drain_messages"} <= names
+    assert {
+        "complete_task_twice",
+        "complete_task_and_fail_task",
+        "complete_task_and_update_progress",
+        "queue_message_and_drain_messages",
+    } <= names
     # update_summary writes `progress`, queue_message `pending_messages`: neither reads the other's field.
     assert "update_summary_and_queue_message" not in names
     # A pair a spec declares itself is not derived again.
     declared = {tuple(sorted(g["calls"])) for g in spec.exploration.concurrent}
-    assert not any(tuple(sorted(g["calls"])) in declared and not g.get("identical")
-                   for g in derived_races(spec))
+    assert not any(tuple(sorted(g["calls"])) in declared and not g.get("identical") for g in derived_races(spec))

@@ -2,6 +2,7 @@
 demanded by the kit from the YAML alone. In a copy of the spec whose default
 is changed (no Python edited), the reference, still doing the old default,
 fails; declaring the new value, it passes again."""
+
 import re
 import shutil
 from pathlib import Path
@@ -12,8 +13,10 @@ from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "spec"
-FRAGMENTS = {"thread-jobs": ["thread-jobs.scenarios.yaml"],
-             "async-jobs": ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.scenarios.yaml"]}
+FRAGMENTS = {
+    "thread-jobs": ["thread-jobs.scenarios.yaml"],
+    "async-jobs": ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.scenarios.yaml"],
+}
 
 # (spec, parameter, the default in the copy, what the YAML says today, options of the
 # reference in both runs, whether only the exploration can tell the two apart)
@@ -44,33 +47,57 @@ def _copy_with_default(tmp_path: Path, spec: str, name: str, new: str) -> Path:
 
 
 def _run(path: Path, tmp_path: Path, options: dict, stateful: bool, label: str) -> dict:
-    return run_conformance(RunConfig(spec_path=str(path), profile="quick", seed=1, adapter_options=options,
-                                     stateful=stateful, report_dir=str(tmp_path / label)))
+    return run_conformance(
+        RunConfig(
+            spec_path=str(path),
+            profile="quick",
+            seed=1,
+            adapter_options=options,
+            stateful=stateful,
+            report_dir=str(tmp_path / label),
+        )
+    )
 
 
-@pytest.mark.parametrize("spec, name, new, old, options, exploration_only", CASES,
-                         ids=[f"{c[0]}:{c[1]}" for c in CASES])
-def test_changing_the_default_in_yaml_changes_what_is_demanded(tmp_path, spec, name, new, old, options,
-                                                               exploration_only):
+@pytest.mark.parametrize(
+    "spec, name, new, old, options, exploration_only", CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES]
+)
+def test_changing_the_default_in_yaml_changes_what_is_demanded(
+    tmp_path, spec, name, new, old, options, exploration_only
+):
     path = _copy_with_default(tmp_path, spec, name, new)
     failing = _run(path, tmp_path, options, stateful=exploration_only, label="old")
     assert failing["parameters"][name] != old and failing["verdict"] == "fail", (
-        f"the reference doing {name}={old} passed a spec whose default is {new}")
+        f"the reference doing {name}={old} passed a spec whose default is {new}"
+    )
     if not exploration_only:
         assert any(s["verdict"] == "fail" for s in failing["scenarios"])
     declaring = _run(path, tmp_path, {**options, name: new}, stateful=True, label="new")
     assert str(declaring["implementation"]["parameters"][name]).lower() == new
     assert declaring["verdict"] == "pass", (
         [s for s in declaring["scenarios"] if s["verdict"] not in ("pass", "skip")],
-        (declaring.get("stateful") or {}).get("failure"))
+        (declaring.get("stateful") or {}).get("failure"),
+    )
 
 
 def test_scenarios_that_cannot_hold_under_a_real_system_say_why_and_their_equivalents_run(tmp_path):
-    report = run_conformance(RunConfig(spec_path=str(SPEC_DIR / "thread-jobs.yaml"), stateful=False,
-                                       adapter_options={"profile": "psi-runtime"}, report_dir=str(tmp_path)))
+    report = run_conformance(
+        RunConfig(
+            spec_path=str(SPEC_DIR / "thread-jobs.yaml"),
+            stateful=False,
+            adapter_options={"profile": "psi-runtime"},
+            report_dir=str(tmp_path),
+        )
+    )
     assert report["verdict"] == "pass"
     reasons = {entry["id"]: entry["reason"] for entry in report["not_applicable"]["scenarios"]}
-    assert set(reasons) == {"N7", "E1", "E10", "B5", "B11"}  # B11: the raw-size limits at the outcome; B9 covers them here
+    assert set(reasons) == {
+        "N7",
+        "E1",
+        "E10",
+        "B5",
+        "B11",
+    }  # B11: the raw-size limits at the outcome; B9 covers them here
     assert reasons["E1"].startswith("This runtime answers a second start with tool_call_resolved")
     assert "E14" in reasons["E1"] and "here second_start_error = \"tool_call_resolved\"" in reasons["E1"]
     verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}
@@ -84,10 +111,15 @@ def test_not_applicable_without_assumes_is_a_spec_error(tmp_path):
         shutil.copy(SPEC_DIR / fragment, tmp_path)
     text = (SPEC_DIR / "thread-jobs.yaml").read_text()
     path = tmp_path / "thread-jobs.yaml"
-    path.write_text(text.replace("include: [thread-jobs.scenarios.yaml]", "include: [thread-jobs.scenarios.yaml]\n"
-                                 "scenarios:\n  - id: X1\n    title: x\n    category: edge\n"
-                                 "    not_applicable: a reason without a condition\n"
-                                 "    steps: [{call: restart, args: {}}]\n"))
+    path.write_text(
+        text.replace(
+            "include: [thread-jobs.scenarios.yaml]",
+            "include: [thread-jobs.scenarios.yaml]\n"
+            "scenarios:\n  - id: X1\n    title: x\n    category: edge\n"
+            "    not_applicable: a reason without a condition\n"
+            "    steps: [{call: restart, args: {}}]\n",
+        )
+    )
     with pytest.raises(SpecError) as caught:
         load_spec(path)
     assert "has no assumes" in str(caught.value)
@@ -131,6 +163,8 @@ def test_a_reason_is_given_only_where_its_equivalent_scenario_runs():
                 given += 1
                 named = set(re.findall(r"[A-Z]+(?:-[A-Z]+)?\d+", scenario.not_applicable)) & ids
                 assert named, (name, scenario.id, "names no equivalent scenario")
-                assert named <= applies, (f"{name} {label}: {scenario.id} says {sorted(named - applies)} "
-                                          f"covers the rule, which does not run there: {reason}")
+                assert named <= applies, (
+                    f"{name} {label}: {scenario.id} says {sorted(named - applies)} "
+                    f"covers the rule, which does not run there: {reason}"
+                )
     assert given >= 10  # the texts are given where they belong (N7/E1/E10/B5 under psi-runtime, ...)

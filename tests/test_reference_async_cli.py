@@ -1,6 +1,7 @@
 """The reference async CLI (conformance/reference/async_cli/) conforms to
 spec/async-command.yaml when the kit runs it as a real program, and its state
 survives concurrent invocations."""
+
 from __future__ import annotations
 
 import json
@@ -13,16 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engine import stateful
-
 import lifecycle_references
+from conformance.engine import stateful
 
 # -S skips site-packages for a fast start, so the tool's package is put on the
 # path where it is installed (not the source tree, which would hide packaging bugs).
 INSTALLED_ROOT = str(Path(lifecycle_references.__file__).resolve().parents[1])
-from lifecycle_references.async_cli.wiring import CONFIG
 from conformance.adapters.command import kill_marked_processes
 from conformance.engine.runner import RunConfig, run_conformance
+from lifecycle_references.async_cli.wiring import CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "spec" / "async-command.yaml")
@@ -32,8 +32,11 @@ SPEC = str(ROOT / "spec" / "async-command.yaml")
 def small_exploration(monkeypatch):
     # Every step is a process start: a smaller budget than `quick` keeps this
     # test short; `conformance run` (profile ci) runs the full exploration.
-    monkeypatch.setitem(stateful.PROFILES, "quick", {"max_examples": 12, "stateful_step_count": 20, "shrink_s": 10,
-                                                       "shrink_examples": 50})
+    monkeypatch.setitem(
+        stateful.PROFILES,
+        "quick",
+        {"max_examples": 12, "stateful_step_count": 20, "shrink_s": 10, "shrink_examples": 50},
+    )
 
 
 def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_path):
@@ -45,14 +48,16 @@ def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_pat
     assert len(report["scenarios"]) == 22 and report["stateful"]["examples"] >= 12
     assert report["implementation"]["name"] == "reference-async-cli"
     coverage = report["stateful"]["coverage"]
-    assert {"running -finish-> complete", "running -fail-> failed", "running -cancel-> cancelled"} <= \
-        set(coverage["transitions"])
+    assert {"running -finish-> complete", "running -fail-> failed", "running -cancel-> cancelled"} <= set(
+        coverage["transitions"]
+    )
 
 
 @pytest.mark.parametrize("profile", ["strict-envelope", "timeout-exit-code"])
 def test_reference_follows_each_profile(profile):
-    report = run_conformance(RunConfig(spec_path=SPEC, adapter_options={"profile": profile}, stateful=False,
-                                       report_dir=None))
+    report = run_conformance(
+        RunConfig(spec_path=SPEC, adapter_options={"profile": profile}, stateful=False, report_dir=None)
+    )
     assert report["verdict"] == "pass", [s.get("failure") for s in report["scenarios"] if s.get("failure")]
     assert report["implementation"]["profile"] == profile
 
@@ -73,6 +78,7 @@ def _run_with_env(env: dict, options: dict, only: tuple) -> dict:
         adapter = CommandAdapter(CONFIG, **options)
         adapter.extra_env["ASYNC_CLI_PROFILE"] = env["ASYNC_CLI_PROFILE"]
         return adapter
+
     return run_conformance(RunConfig(spec_path=SPEC, adapter_factory=factory, only=only, report_dir=None))
 
 
@@ -88,13 +94,23 @@ def no_leftover_workers():
 
 
 def tool(state: Path, clock: Path, *args: str, mutant: str | None = None) -> tuple[int, dict]:
-    env = dict(os.environ, PYTHONPATH=INSTALLED_ROOT, ASYNC_CLI_STATE_DIR=str(state), ASYNC_CLI_CLOCK_FILE=str(clock),
-               CONFORMANCE_COMMAND_RUN=TOKEN)
+    env = dict(
+        os.environ,
+        PYTHONPATH=INSTALLED_ROOT,
+        ASYNC_CLI_STATE_DIR=str(state),
+        ASYNC_CLI_CLOCK_FILE=str(clock),
+        CONFORMANCE_COMMAND_RUN=TOKEN,
+    )
     env.pop("ASYNC_CLI_MUTANT", None)
     if mutant:
         env["ASYNC_CLI_MUTANT"] = mutant
-    proc = subprocess.run([sys.executable, "-S", "-m", "lifecycle_references.async_cli", *args], env=env,
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "lifecycle_references.async_cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -107,8 +123,10 @@ def concurrent_builds(tmp_path: Path, n: int, mutant: str | None = None) -> tupl
 
     def build(i):
         barrier.wait()
-        answers[i] = tool(state, clock, "build", "--target", f"t{i}", "--work-ms", "5000", "--outcome", "complete",
-                          mutant=mutant)
+        answers[i] = tool(
+            state, clock, "build", "--target", f"t{i}", "--work-ms", "5000", "--outcome", "complete", mutant=mutant
+        )
+
     threads = [threading.Thread(target=build, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
@@ -158,6 +176,7 @@ def test_concurrent_cancels_and_statuses_agree(tmp_path):
         out = tool(state, clock, *args)
         with lock:
             results.append((args[1], out))
+
     threads = [threading.Thread(target=run, args=("job", "cancel" if i % 2 else "status", job_id)) for i in range(8)]
     for t in threads:
         t.start()
@@ -199,8 +218,20 @@ def test_the_worker_is_detached_and_settles_the_job_itself(tmp_path):
 
 
 def test_cli_run_and_replay_commands_name_the_config(tmp_path):
-    command = [sys.executable, "-P", "-m", "conformance.cli", "run", SPEC, "--adapter-cli", str(CONFIG), "--scenario", "E1",
-               "--report-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-P",
+        "-m",
+        "conformance.cli",
+        "run",
+        SPEC,
+        "--adapter-cli",
+        str(CONFIG),
+        "--scenario",
+        "E1",
+        "--report-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "report.json").read_text())["implementation"]["adapter"] == str(CONFIG)

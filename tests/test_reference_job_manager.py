@@ -1,16 +1,16 @@
 """The reference job-manager runtime, checked against its contract
 (docs/async-jobs-contract.md, job-manager profile) through call() and
 set_clock(), and every mutant shown to misbehave on a concrete call sequence."""
+
 from __future__ import annotations
 
 import threading
 
 import pytest
+from reference_calls import err, observe, ok
 
 from lifecycle_references.job_manager import JobManagerAdapter
 from lifecycle_references.job_manager.mutants import MUTANTS, Mutant
-
-from reference_calls import err, observe, ok
 
 __all__: list[str] = []
 
@@ -96,10 +96,15 @@ def test_bad_arguments_and_unknown_operations_are_errors_not_exceptions(adapter)
 
 
 def test_start_returns_running_and_a_snapshot(adapter):
-    assert ok(adapter, "start_job", label="npm test", type="task") == (
-        {"job_id": "bg_1", "status": "running"}, [])
-    assert job(adapter, "bg_1") == {"job_id": "bg_1", "type": "task", "label": "npm test",
-                                    "status": "running", "result_text": None, "error_text": None}
+    assert ok(adapter, "start_job", label="npm test", type="task") == ({"job_id": "bg_1", "status": "running"}, [])
+    assert job(adapter, "bg_1") == {
+        "job_id": "bg_1",
+        "type": "task",
+        "label": "npm test",
+        "status": "running",
+        "result_text": None,
+        "error_text": None,
+    }
     assert job(adapter, "bg_1")["type"] == "task" and job(adapter, start(adapter))["type"] == "bash"
     assert ok(adapter, "get_job", job_id="nope")[0] == {"job": None}
 
@@ -121,7 +126,9 @@ def test_cap_parameter_and_message(adapter):
     a = JobManagerAdapter(max_running=2)
     start(a), start(a)
     assert err(a, "start_job", label="x") == (
-        "limit_reached", "Background job limit reached (2). Wait for running jobs to finish or cancel one.")
+        "limit_reached",
+        "Background job limit reached (2). Wait for running jobs to finish or cancel one.",
+    )
 
 
 # --------------------------------------------------------------------- ids
@@ -170,16 +177,24 @@ def test_reused_id_starts_with_clean_delivery_flags():
 def test_finish_job_completes_or_fails_and_reports_returned(adapter):
     a, b = start(adapter), start(adapter)
     assert ok(adapter, "finish_job", job_id=a, outcome="completed", text="ok") == (
-        {"job_id": a, "status": "completed", "returned": True}, [delivered(a, "ok")])
+        {"job_id": a, "status": "completed", "returned": True},
+        [delivered(a, "ok")],
+    )
     assert ok(adapter, "finish_job", job_id=b, outcome="failed", text="boom") == (
-        {"job_id": b, "status": "failed", "returned": True}, [delivered(b, "boom", "failed")])
+        {"job_id": b, "status": "failed", "returned": True},
+        [delivered(b, "boom", "failed")],
+    )
     assert job(adapter, a)["result_text"] == "ok" and job(adapter, a)["error_text"] is None
     assert job(adapter, b)["error_text"] == "boom" and job(adapter, b)["result_text"] is None
     assert ok(adapter, "finish_job", job_id=a, outcome="failed", text="late") == (
-        {"job_id": a, "status": "completed", "returned": False}, [])
+        {"job_id": a, "status": "completed", "returned": False},
+        [],
+    )
     assert job(adapter, a)["result_text"] == "ok"
     assert err(adapter, "finish_job", job_id="bg_9", outcome="completed", text="") == (
-        "not_found", "Job not found: bg_9")
+        "not_found",
+        "Job not found: bg_9",
+    )
 
 
 def test_timed_body_returns_at_its_instant(adapter):
@@ -210,9 +225,12 @@ def test_cancel_results_per_id_in_given_order(adapter):
     ok(adapter, "finish_job", job_id=b, outcome="completed", text="done")
     result, effects = tool(adapter, cancel=[a, "ghost", b, a, c])
     assert result["cancelled"] == [
-        {"id": a, "status": "cancelled"}, {"id": "ghost", "status": "not_found"},
-        {"id": b, "status": "already_completed"}, {"id": a, "status": "already_completed"},
-        {"id": c, "status": "cancelled"}]
+        {"id": a, "status": "cancelled"},
+        {"id": "ghost", "status": "not_found"},
+        {"id": b, "status": "already_completed"},
+        {"id": a, "status": "already_completed"},
+        {"id": c, "status": "cancelled"},
+    ]
     assert effects == [{"effect": "abort_signalled", "job_id": a}, {"effect": "abort_signalled", "job_id": c}]
     assert ids(result["jobs"]) == [a, b, c] and result["message"] is None and result["waited_ms"] == 0
     assert [j["status"] for j in result["jobs"]] == ["cancelled", "completed", "cancelled"]
@@ -222,9 +240,13 @@ def test_cancel_is_sticky_and_keeps_the_text(adapter):
     a, b = start(adapter), start(adapter)
     tool(adapter, cancel=[a, b])
     assert ok(adapter, "finish_job", job_id=a, outcome="completed", text="partial") == (
-        {"job_id": a, "status": "cancelled", "returned": True}, [])
+        {"job_id": a, "status": "cancelled", "returned": True},
+        [],
+    )
     assert ok(adapter, "finish_job", job_id=b, outcome="failed", text="killed") == (
-        {"job_id": b, "status": "cancelled", "returned": True}, [])
+        {"job_id": b, "status": "cancelled", "returned": True},
+        [],
+    )
     assert job(adapter, a)["result_text"] == "partial" and job(adapter, a)["error_text"] is None
     assert job(adapter, b)["error_text"] == "killed" and job(adapter, b)["result_text"] is None
     assert tool(adapter, cancel=[a])[0]["cancelled"] == [{"id": a, "status": "already_completed"}]
@@ -279,7 +301,9 @@ def test_retention_zero_evicts_at_once():
     a = JobManagerAdapter(retention_ms=0)
     j = start(a)
     assert ok(a, "finish_job", job_id=j, outcome="completed", text="r") == (
-        {"job_id": j, "status": "completed", "returned": True}, [delivered(j, "r")])
+        {"job_id": j, "status": "completed", "returned": True},
+        [delivered(j, "r")],
+    )
     assert job(a, j) is None
     k = start(a)
     assert k == j
@@ -434,9 +458,14 @@ def test_poll_waits_for_the_first_watched_job(adapter):
 def test_poll_timeout_returns_a_snapshot(adapter):
     j = start(adapter)
     result, effects = tool(adapter, poll=[j], wait_ms=5000)
-    assert result == {"message": None, "cancelled": None, "waited_ms": 5000,
-                      "jobs": [{"job_id": j, "type": "bash", "label": "job", "status": "running",
-                                "result_text": None, "error_text": None}]}
+    assert result == {
+        "message": None,
+        "cancelled": None,
+        "waited_ms": 5000,
+        "jobs": [
+            {"job_id": j, "type": "bash", "label": "job", "status": "running", "result_text": None, "error_text": None}
+        ],
+    }
     assert tool(adapter, poll=[j])[0]["waited_ms"] == 30000  # the default wait
 
 
@@ -470,10 +499,18 @@ def test_poll_drops_missing_ids(adapter):
 
 
 def test_poll_messages(adapter):
-    assert tool(adapter)[0] == {"message": "No running background jobs to wait for.",
-                                "cancelled": None, "jobs": [], "waited_ms": 0}
+    assert tool(adapter)[0] == {
+        "message": "No running background jobs to wait for.",
+        "cancelled": None,
+        "jobs": [],
+        "waited_ms": 0,
+    }
     assert tool(adapter, poll=["a", "b", "a"])[0] == {
-        "message": "No matching jobs found for IDs: a, b, a", "cancelled": None, "jobs": [], "waited_ms": 0}
+        "message": "No matching jobs found for IDs: a, b, a",
+        "cancelled": None,
+        "jobs": [],
+        "waited_ms": 0,
+    }
     assert tool(adapter, poll=[], cancel=[])[0]["message"] == "No running background jobs to wait for."
     done = start(adapter)
     ok(adapter, "finish_job", job_id=done, outcome="completed", text="")
@@ -481,8 +518,7 @@ def test_poll_messages(adapter):
     # with cancel given, an empty watch set reports the cancel ids instead
     result, _ = tool(adapter, poll=["ghost"], cancel=["ghost", done])
     assert result["message"] is None and ids(result["jobs"]) == [done]
-    assert result["cancelled"] == [{"id": "ghost", "status": "not_found"},
-                                   {"id": done, "status": "already_completed"}]
+    assert result["cancelled"] == [{"id": "ghost", "status": "not_found"}, {"id": done, "status": "already_completed"}]
 
 
 def test_list_cannot_be_combined(adapter):
@@ -498,8 +534,7 @@ def test_list_jobs_sorts_by_id_as_a_string(adapter):
     for _ in range(10):
         start(adapter)
     start(adapter, id="alpha")
-    assert ids(ok(adapter, "list_jobs")[0]["jobs"]) == (
-        ["alpha", "bg_1", "bg_10"] + [f"bg_{n}" for n in range(2, 10)])
+    assert ids(ok(adapter, "list_jobs")[0]["jobs"]) == (["alpha", "bg_1", "bg_10"] + [f"bg_{n}" for n in range(2, 10)])
 
 
 def test_reset_forgets_everything(adapter):
@@ -734,9 +769,17 @@ EXPECTED = {
     _generated_after_preferred: "bg_2",
     _preferred_of_finished: "build-2",
     _suffix_after_preferred: ["build", "build-2", "build-3"],
-    _sticky: (({"job_id": "bg_1", "status": "cancelled", "returned": True}, []),
-              {"job_id": "bg_1", "type": "bash", "label": "job", "status": "cancelled",
-               "result_text": "r", "error_text": None}),
+    _sticky: (
+        ({"job_id": "bg_1", "status": "cancelled", "returned": True}, []),
+        {
+            "job_id": "bg_1",
+            "type": "bash",
+            "label": "job",
+            "status": "cancelled",
+            "result_text": "r",
+            "error_text": None,
+        },
+    ),
     _watched: ([], []),
     _cancel_delivered: ([{"effect": "abort_signalled", "job_id": "bg_1"}], []),
     _list_ack: [],

@@ -1,6 +1,7 @@
 """The reference task-progress runtime, checked against its contract
 (docs/task-progress-contract.md) through call() and set_clock(), and every
 mutant shown to misbehave on a concrete call sequence."""
+
 from __future__ import annotations
 
 import json
@@ -8,11 +9,10 @@ import re
 import threading
 
 import pytest
+from reference_calls import err, observe, ok
 
 from lifecycle_references.task_progress import ReferenceAdapter
 from lifecycle_references.task_progress.mutants import MUTANTS, Mutant
-
-from reference_calls import err, observe, ok
 
 __all__: list[str] = []
 
@@ -44,8 +44,9 @@ def task(a, task_id):
 
 
 def progress(a, task_id, inp=0, out=0, tools=(), **cache):
-    return ok(a, "update_progress", task_id=task_id, input_tokens=inp, output_tokens=out,
-              tool_uses=list(tools), **cache)[0]["progress"]
+    return ok(
+        a, "update_progress", task_id=task_id, input_tokens=inp, output_tokens=out, tool_uses=list(tools), **cache
+    )[0]["progress"]
 
 
 def kinds(effects):
@@ -66,16 +67,28 @@ def test_register_async_and_foreground_tasks(adapter):
     assert task(adapter, bg_session)["is_backgrounded"] is True
     record = task(adapter, result["task_id"])
     assert record == {
-        "task_id": result["task_id"], "kind": "agent", "description": "d", "status": "pending",
-        "is_backgrounded": True, "notified": False, "retain": False, "evict_after": None,
-        "start_time": 500, "end_time": None, "parent_id": None, "error": None,
+        "task_id": result["task_id"],
+        "kind": "agent",
+        "description": "d",
+        "status": "pending",
+        "is_backgrounded": True,
+        "notified": False,
+        "retain": False,
+        "evict_after": None,
+        "start_time": 500,
+        "end_time": None,
+        "parent_id": None,
+        "error": None,
         "progress": {"tool_use_count": 0, "token_count": 0, "recent_activities": [], "summary": None},
         "pending_messages": [],
     }
     # only pending/running backgrounded tasks count as background tasks
     assert ok(adapter, "list_background")[0] == {"tasks": [result["task_id"], bg_session]}
     assert [t["task_id"] for t in ok(adapter, "list_tasks")[0]["tasks"]] == [
-        result["task_id"], fg["task_id"], bg_session]
+        result["task_id"],
+        fg["task_id"],
+        bg_session,
+    ]
 
 
 def test_ids_are_unique_and_reproducible_per_reset():
@@ -88,8 +101,10 @@ def test_ids_are_unique_and_reproducible_per_reset():
 
 
 def test_parent_must_be_known(adapter):
-    assert err(adapter, "register_task", kind="agent", description="d", mode="async",
-               parent_id="a00000000") == ("not_found", "No task found with ID: a00000000")
+    assert err(adapter, "register_task", kind="agent", description="d", mode="async", parent_id="a00000000") == (
+        "not_found",
+        "No task found with ID: a00000000",
+    )
     parent = register(adapter)
     child = register(adapter, parent_id=parent)
     assert task(adapter, child)["parent_id"] == parent
@@ -110,7 +125,9 @@ def test_start_only_moves_pending(adapter):
 def test_complete_and_fail_change_only_running_tasks(adapter):
     pending = register(adapter)
     assert ok(adapter, "complete_task", task_id=pending, result=None) == (
-        {"task_id": pending, "status": "pending", "changed": False}, [])
+        {"task_id": pending, "status": "pending", "changed": False},
+        [],
+    )
     adapter.set_clock(1000)
     t = running(adapter)
     result, effects = ok(adapter, "complete_task", task_id=t, result={"any": "json"})
@@ -119,7 +136,10 @@ def test_complete_and_fail_change_only_running_tasks(adapter):
     rec = task(adapter, t)
     assert (rec["end_time"], rec["evict_after"], rec["notified"]) == (1000, 31000, False)
     assert ok(adapter, "fail_task", task_id=t, error="late")[0] == {
-        "task_id": t, "status": "completed", "changed": False}
+        "task_id": t,
+        "status": "completed",
+        "changed": False,
+    }
     f = running(adapter)
     assert ok(adapter, "fail_task", task_id=f, error="boom")[0]["changed"] is True
     assert task(adapter, f)["error"] == "boom" and task(adapter, f)["status"] == "failed"
@@ -127,13 +147,15 @@ def test_complete_and_fail_change_only_running_tasks(adapter):
 
 def test_retained_task_gets_no_eviction_deadline(adapter):
     t = running(adapter)
-    assert ok(adapter, "set_retain", task_id=t, retain=True)[0] == {
-        "task_id": t, "retain": True, "evict_after": None}
+    assert ok(adapter, "set_retain", task_id=t, retain=True)[0] == {"task_id": t, "retain": True, "evict_after": None}
     ok(adapter, "complete_task", task_id=t, result="r")
     assert task(adapter, t)["evict_after"] is None
     adapter.set_clock(50)
     assert ok(adapter, "set_retain", task_id=t, retain=False)[0] == {
-        "task_id": t, "retain": False, "evict_after": 30050}
+        "task_id": t,
+        "retain": False,
+        "evict_after": 30050,
+    }
     adapter.set_clock(60)
     assert ok(adapter, "set_retain", task_id=t, retain=True)[0]["evict_after"] is None
 
@@ -169,8 +191,7 @@ def test_kill_cascades_to_running_children_in_creation_order(adapter):
     other = running(adapter)
     result, effects = ok(adapter, "kill_task", task_id=root)
     assert result == {"task_id": root, "status": "killed"}
-    assert effects == [{"effect": "abort_requested", "task_id": t}
-                       for t in (root, c1, g1, c2, g_under_done)]
+    assert effects == [{"effect": "abort_requested", "task_id": t} for t in (root, c1, g1, c2, g_under_done)]
     for t in (root, c1, c2, g1, g_under_done):
         rec = task(adapter, t)
         assert (rec["status"], rec["end_time"], rec["evict_after"]) == ("killed", 10, 30010)
@@ -185,13 +206,13 @@ def test_kill_cascades_to_running_children_in_creation_order(adapter):
 def test_kill_errors(adapter):
     pending = register(adapter)
     assert err(adapter, "kill_task", task_id=pending) == (
-        "not_running", f"Task {pending} is not running (status: pending)")
-    assert err(adapter, "kill_task", task_id="a99999999") == (
-        "not_found", "No task found with ID: a99999999")
+        "not_running",
+        f"Task {pending} is not running (status: pending)",
+    )
+    assert err(adapter, "kill_task", task_id="a99999999") == ("not_found", "No task found with ID: a99999999")
     t = running(adapter)
     ok(adapter, "kill_task", task_id=t)
-    assert err(adapter, "kill_task", task_id=t) == (
-        "not_running", f"Task {t} is not running (status: killed)")
+    assert err(adapter, "kill_task", task_id=t) == ("not_running", f"Task {t} is not running (status: killed)")
     assert ok(adapter, "complete_task", task_id=t, result="r")[0]["changed"] is False
 
 
@@ -204,26 +225,40 @@ def test_profile_job_tool():
     result, effects = ok(a, "kill_task", task_id=parent)  # a pending task can be killed...
     assert result["status"] == "aborted"
     # ...but the cascade reaches running children only
-    assert effects == [{"effect": "abort_requested", "task_id": parent},
-                       {"effect": "abort_requested", "task_id": child}]
+    assert effects == [
+        {"effect": "abort_requested", "task_id": parent},
+        {"effect": "abort_requested", "task_id": child},
+    ]
     assert task(a, pending_child)["status"] == "pending"
     assert ok(a, "kill_task", task_id=pending_child)[0]["status"] == "aborted"
-    assert err(a, "kill_task", task_id=parent) == (
-        "not_running", f"Task {parent} is not running (status: aborted)")
-    assert ok(a, "notify_task", task_id=child)[1] == [
-        {"effect": "notification", "task_id": child, "status": "aborted"}]
+    assert err(a, "kill_task", task_id=parent) == ("not_running", f"Task {parent} is not running (status: aborted)")
+    assert ok(a, "notify_task", task_id=child)[1] == [{"effect": "notification", "task_id": child, "status": "aborted"}]
 
 
 def test_parameters_and_describe():
-    a = ReferenceAdapter(grace_ms="100", max_recent_activities="2", kill_pending="true",
-                         killed_status="stopped", msg_not_found="missing {task_id}",
-                         msg_not_running="{task_id} is {status}")
+    a = ReferenceAdapter(
+        grace_ms="100",
+        max_recent_activities="2",
+        kill_pending="true",
+        killed_status="stopped",
+        msg_not_found="missing {task_id}",
+        msg_not_running="{task_id} is {status}",
+    )
     d = a.describe()
-    assert d == {"name": "reference-task-progress", "version": "1.0.0", "profile": None,
-                 "parameters": {"grace_ms": 100, "max_recent_activities": 2, "kill_pending": True,
-                                "killed_status": "stopped", "msg_not_found": "missing {task_id}",
-                                "msg_not_running": "{task_id} is {status}"},
-                 "capabilities": {"concurrent": True}}
+    assert d == {
+        "name": "reference-task-progress",
+        "version": "1.0.0",
+        "profile": None,
+        "parameters": {
+            "grace_ms": 100,
+            "max_recent_activities": 2,
+            "kill_pending": True,
+            "killed_status": "stopped",
+            "msg_not_found": "missing {task_id}",
+            "msg_not_running": "{task_id} is {status}",
+        },
+        "capabilities": {"concurrent": True},
+    }
     t = register(a)
     assert ok(a, "kill_task", task_id=t)[0]["status"] == "stopped"
     assert task(a, t)["evict_after"] == 100
@@ -245,7 +280,9 @@ def test_notify_once_and_only_when_terminal(adapter):
     assert task(adapter, t)["notified"] is False
     ok(adapter, "fail_task", task_id=t, error="e")
     assert ok(adapter, "notify_task", task_id=t) == (
-        {"task_id": t, "sent": True}, [{"effect": "notification", "task_id": t, "status": "failed"}])
+        {"task_id": t, "sent": True},
+        [{"effect": "notification", "task_id": t, "status": "failed"}],
+    )
     assert ok(adapter, "notify_task", task_id=t) == ({"task_id": t, "sent": False}, [])
     assert err(adapter, "notify_task", task_id="a00000000")[0] == "not_found"
 
@@ -291,7 +328,8 @@ def test_background_on_request(adapter):
     assert ok(adapter, "list_background")[0]["tasks"] == []
     assert ok(adapter, "background_task", task_id=t) == (
         {"task_id": t, "backgrounded": True},
-        [{"effect": "caller_released", "task_id": t, "reason": "request"}])
+        [{"effect": "caller_released", "task_id": t, "reason": "request"}],
+    )
     assert ok(adapter, "background_task", task_id=t) == ({"task_id": t, "backgrounded": False}, [])
     assert ok(adapter, "list_background")[0]["tasks"] == [t]
     done = running(adapter, mode="foreground")
@@ -347,10 +385,8 @@ def test_foreground_restores_previous(adapter):
 
 def test_progress_tokens_tools_and_activities(adapter):
     t = running(adapter)
-    p = progress(adapter, t, 100, 10, ["Read", "Grep"], cache_creation_input_tokens=5,
-                 cache_read_input_tokens=7)
-    assert p == {"tool_use_count": 2, "token_count": 122, "recent_activities": ["Read", "Grep"],
-                 "summary": None}
+    p = progress(adapter, t, 100, 10, ["Read", "Grep"], cache_creation_input_tokens=5, cache_read_input_tokens=7)
+    assert p == {"tool_use_count": 2, "token_count": 122, "recent_activities": ["Read", "Grep"], "summary": None}
     p = progress(adapter, t, 300, 20, ["StructuredOutput", "Bash", "Edit", "Write", "Glob"])
     # latest input 300 (cache tokens of the earlier turn are gone) + outputs 10 + 20
     assert p["token_count"] == 330 and p["tool_use_count"] == 7
@@ -396,10 +432,10 @@ def test_queue_and_drain(adapter):
 
 
 def test_eviction_needs_terminal_notified_unretained_and_due(adapter):
-    done = running(adapter)              # notified, due at 30000
-    quiet = running(adapter)             # never notified
-    kept = running(adapter)              # retained
-    alive = running(adapter)             # still running
+    done = running(adapter)  # notified, due at 30000
+    quiet = running(adapter)  # never notified
+    kept = running(adapter)  # retained
+    alive = running(adapter)  # still running
     for t in (done, quiet, kept):
         if t == kept:
             ok(adapter, "set_retain", task_id=t, retain=True)
@@ -430,8 +466,7 @@ def test_unknown_operation_and_bad_arguments(adapter):
         ("register_task", {"kind": "shell", "description": "d", "mode": "async"}),
         ("register_task", {"kind": "agent", "description": "d", "mode": "later"}),
         ("register_task", {"kind": "agent", "mode": "async"}),
-        ("register_task", {"kind": "agent", "description": "d", "mode": "foreground",
-                           "auto_background_ms": -1}),
+        ("register_task", {"kind": "agent", "description": "d", "mode": "foreground", "auto_background_ms": -1}),
         ("start_task", {}),
         ("get_task", {"task_id": 7}),
         ("complete_task", {"task_id": t}),
@@ -521,6 +556,7 @@ def _evict_scenario(retain=False, notify=True, at=30000):
             ok(a, "notify_task", task_id=t)
         a.set_clock(at)
         return ok(a, "evict")[0]
+
     return scenario
 
 
@@ -580,6 +616,7 @@ def _racing(a, op, **args):
         def one():
             barrier.wait()
             out.append(a.call(op, {"task_id": t, **args})["result"])
+
         threads = [threading.Thread(target=one) for _ in range(2)]
         for thread in threads:
             thread.start()
@@ -602,6 +639,7 @@ def _against(a, first, second, rounds=10):
             barrier.wait()
             response = a.call(op, {"task_id": t, **args})
             out[op] = response.get("result") if "result" in response else response["error"]["kind"]
+
         calls = (first, second) if round_ % 2 == 0 else (second, first)  # which thread starts first varies too
         threads = [threading.Thread(target=one, args=call) for call in calls]
         for thread in threads:
@@ -614,15 +652,22 @@ def _against(a, first, second, rounds=10):
 
 def _progress_racing_completion(a):
     """Every race of complete_task and update_progress ends completed (progress after the end is ignored)."""
-    return all(status == "completed" for _, status in _against(
-        a, ("complete_task", {"result": "r"}), ("update_progress", {"input_tokens": 1, "output_tokens": 1,
-                                                                     "tool_uses": ["Read"]})))
+    return all(
+        status == "completed"
+        for _, status in _against(
+            a,
+            ("complete_task", {"result": "r"}),
+            ("update_progress", {"input_tokens": 1, "output_tokens": 1, "tool_uses": ["Read"]}),
+        )
+    )
 
 
 def _kill_racing_completion(a):
     """No race of kill_task and complete_task both take effect: a completion that changed the task is final."""
-    return all(not (out["complete_task"]["changed"] and status != "completed") for out, status in _against(
-        a, ("kill_task", {}), ("complete_task", {"result": "r"})))
+    return all(
+        not (out["complete_task"]["changed"] and status != "completed")
+        for out, status in _against(a, ("kill_task", {}), ("complete_task", {"result": "r"}))
+    )
 
 
 def _kill_one_child(a):
@@ -695,8 +740,7 @@ def _baseline(a):
         return response.get("result")
 
     t = call("register_task", kind="agent", description="d", mode="async")["task_id"]
-    fg = call("register_task", kind="agent", description="f", mode="foreground",
-              auto_background_ms=50)["task_id"]
+    fg = call("register_task", kind="agent", description="f", mode="foreground", auto_background_ms=50)["task_id"]
     s = call("register_task", kind="main_session", description="s", mode="async")["task_id"]
     for task_id in (t, fg, s):
         call("start_task", task_id=task_id)

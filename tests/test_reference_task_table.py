@@ -1,18 +1,18 @@
 """The reference task table, checked against the `task-table` profile of its
 contract (docs/async-jobs-contract.md) through call() and set_clock(), and
 every mutant shown to misbehave on a concrete call sequence."""
+
 from __future__ import annotations
 
 import threading
 import time
 
 import pytest
+import reference_calls as calls
+from reference_calls import err, observe
 
 from lifecycle_references.task_table import TaskTableAdapter
 from lifecycle_references.task_table.mutants import MUTANTS, Mutant
-
-import reference_calls as calls
-from reference_calls import err, observe
 
 __all__: list[str] = []
 
@@ -85,19 +85,30 @@ def finished_tasks(a, n, at=1):
 
 def test_describe_declares_the_task_table_profile(adapter):
     assert adapter.describe() == {
-        "name": "reference-task-table", "version": "1.0.0", "profile": "task-table",
+        "name": "reference-task-table",
+        "version": "1.0.0",
+        "profile": "task-table",
         "parameters": {},  # only values set on purpose; the rest are the profile's
         "capabilities": {"concurrent": True},
     }
 
 
 def test_parameters_from_the_command_line():
-    a = TaskTableAdapter(max_finished="1", id_prefix="task-", id_counter_start="0",
-                         cancelled_status="cancelled", msg_unknown_job="no {job_id} here")
+    a = TaskTableAdapter(
+        max_finished="1",
+        id_prefix="task-",
+        id_counter_start="0",
+        cancelled_status="cancelled",
+        msg_unknown_job="no {job_id} here",
+    )
     try:
         assert a.describe()["parameters"] == {
-            "max_finished": 1, "id_prefix": "task-", "id_counter_start": 0,
-            "cancelled_status": "cancelled", "msg_unknown_job": "no {job_id} here"}
+            "max_finished": 1,
+            "id_prefix": "task-",
+            "id_counter_start": 0,
+            "cancelled_status": "cancelled",
+            "msg_unknown_job": "no {job_id} here",
+        }
         first = start(a, stop_ms=1)
         second = start(a, duration_ms=5)
         assert (first, second) == ("task-0", "task-1")
@@ -105,8 +116,7 @@ def test_parameters_from_the_command_line():
         a.set_clock(5)
         assert ids(a) == ["task-1"]  # one finished task kept: the newest
         assert [o["status"] for o in drain(a)] == ["cancelled", "completed"]
-        assert err(a, "finish_job", job_id="task-0", outcome="completed", text="") == (
-            "not_found", "no task-0 here")
+        assert err(a, "finish_job", job_id="task-0", outcome="completed", text="") == ("not_found", "no task-0 here")
     finally:
         a.close()
     with pytest.raises(TypeError):
@@ -122,8 +132,13 @@ def test_ids_count_up_and_list_sorts_them_as_strings(adapter):
     tasks = [start(adapter, f"l{i}") for i in range(2, 12)]
     assert tasks == [f"bg-{i}" for i in range(2, 12)]
     assert ids(adapter) == ["bg-1", "bg-10", "bg-11"] + [f"bg-{i}" for i in range(2, 10)]
-    assert job(adapter, "bg-1") == {"job_id": "bg-1", "label": "a", "status": "running",
-                                    "result_text": None, "error_text": None}
+    assert job(adapter, "bg-1") == {
+        "job_id": "bg-1",
+        "label": "a",
+        "status": "running",
+        "result_text": None,
+        "error_text": None,
+    }
     assert ok(adapter, "list_jobs")["jobs"][0] == job(adapter, "bg-1")
     assert job(adapter, "bg-99") is None
     assert ok(adapter, "running_count") == {"running": 11}
@@ -148,15 +163,22 @@ def test_ids_are_never_reused_and_reset_starts_over(adapter):
 def test_finish_job_returns_the_body_once(adapter):
     t = start(adapter, label="build")
     assert finish(adapter, t, "failed", "boom") == {"job_id": t, "status": "failed", "returned": True}
-    assert job(adapter, t) == {"job_id": t, "label": "build", "status": "failed",
-                               "result_text": None, "error_text": "boom"}
+    assert job(adapter, t) == {
+        "job_id": t,
+        "label": "build",
+        "status": "failed",
+        "result_text": None,
+        "error_text": "boom",
+    }
     assert finish(adapter, t, "completed", "late") == {"job_id": t, "status": "failed", "returned": False}
     assert job(adapter, t)["error_text"] == "boom"
     done = start(adapter)
     assert finish(adapter, done, "completed", "ok")["status"] == "completed"
     assert job(adapter, done)["result_text"] == "ok" and job(adapter, done)["error_text"] is None
     assert err(adapter, "finish_job", job_id="bg-9", outcome="completed", text="") == (
-        "not_found", "Job not found: bg-9")
+        "not_found",
+        "Job not found: bg-9",
+    )
 
 
 def test_planned_body_returns_at_its_time_with_its_outcome(adapter):
@@ -168,8 +190,13 @@ def test_planned_body_returns_at_its_time_with_its_outcome(adapter):
     assert ok(adapter, "running_count") == {"running": 3}
     assert adapter.set_clock(150) == []
     assert job(adapter, ok_task)["result_text"] == "out"
-    assert job(adapter, bad) == {"job_id": bad, "label": "t", "status": "failed",
-                                 "result_text": None, "error_text": "err"}
+    assert job(adapter, bad) == {
+        "job_id": bad,
+        "label": "t",
+        "status": "failed",
+        "result_text": None,
+        "error_text": "err",
+    }
     assert status(adapter, quiet) == "running"
     assert finish(adapter, ok_task) == {"job_id": ok_task, "status": "completed", "returned": False}
     adapter.set_clock(1000)
@@ -216,8 +243,13 @@ def test_status_flips_only_when_the_body_returns(adapter):
     assert ok(adapter, "has_completed") == {"has_completed": False}
     adapter.set_clock(300)
     # canceled, with the text kept the way the body returned it
-    assert job(adapter, t) == {"job_id": t, "label": "t", "status": "canceled",
-                               "result_text": None, "error_text": "interrupted"}
+    assert job(adapter, t) == {
+        "job_id": t,
+        "label": "t",
+        "status": "canceled",
+        "result_text": None,
+        "error_text": "interrupted",
+    }
     assert ok(adapter, "running_count") == {"running": 0}
 
 
@@ -228,12 +260,16 @@ def test_canceled_exactly_when_cancel_came_before_the_return(adapter):
     cancel(adapter, ignores)
     cancel(adapter, played)
     # the kit plays the work before the body stops: still canceled
-    assert finish(adapter, played, "completed", "kit") == {"job_id": played, "status": "canceled",
-                                                           "returned": True}
+    assert finish(adapter, played, "completed", "kit") == {"job_id": played, "status": "canceled", "returned": True}
     assert job(adapter, played)["result_text"] == "kit"
     adapter.set_clock(100)
-    assert job(adapter, ignores) == {"job_id": ignores, "label": "t", "status": "canceled",
-                                     "result_text": "r", "error_text": None}
+    assert job(adapter, ignores) == {
+        "job_id": ignores,
+        "label": "t",
+        "status": "canceled",
+        "result_text": "r",
+        "error_text": None,
+    }
     assert status(adapter, not_cancelled) == "completed"
 
 
@@ -441,8 +477,11 @@ def test_concurrent_calls_are_safe(adapter):
     started = [t for mine in results for t in mine]
     assert sorted(started, key=lambda t: int(t[3:])) == [f"bg-{i}" for i in range(1, 91)]
     finish_racers = [t for t in started if status(adapter, t) == "running" and cancel(adapter, t)]
-    _together(*[lambda t=t: finish(adapter, t, "failed", "y") for t in finish_racers[:3]],
-              lambda: adapter.call("cancel_all", {}), lambda: drain(adapter))
+    _together(
+        *[lambda t=t: finish(adapter, t, "failed", "y") for t in finish_racers[:3]],
+        lambda: adapter.call("cancel_all", {}),
+        lambda: drain(adapter),
+    )
     adapter.set_clock(10)
     for t in finish_racers[3:]:
         finish(adapter, t)

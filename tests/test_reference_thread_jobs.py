@@ -1,16 +1,16 @@
 """The reference thread-jobs runtime, checked against its contract through call(),
 and every mutant shown to misbehave on a concrete call sequence."""
+
 from __future__ import annotations
 
 import os
 import threading
 
 import pytest
+from reference_calls import err, observe, ok
 
 from lifecycle_references.thread_jobs import ReferenceAdapter
 from lifecycle_references.thread_jobs.mutants import MUTANTS, Mutant
-
-from reference_calls import err, observe, ok
 
 __all__: list[str] = []
 
@@ -28,8 +28,9 @@ def adapter():
 
 
 def start(a, job_id, thread=T1, tool_call=None, tool="shell"):
-    return ok(a, "start_job", thread_id=thread, tool_call_id=tool_call or f"call-{job_id}",
-              tool_name=tool, job_id=job_id)[0]
+    return ok(
+        a, "start_job", thread_id=thread, tool_call_id=tool_call or f"call-{job_id}", tool_name=tool, job_id=job_id
+    )[0]
 
 
 def finish(a, job_id, outcome="completed", payload="ok"):
@@ -48,25 +49,33 @@ def kinds(effects):
 
 
 def test_sync_and_background_resolve_a_tool_call_exactly_once(adapter):
-    result, effects = ok(adapter, "complete_sync", thread_id=T1, tool_call_id="c1",
-                         tool_name="ls", result="a\nb")
+    result, effects = ok(adapter, "complete_sync", thread_id=T1, tool_call_id="c1", tool_name="ls", result="a\nb")
     assert result == {"mode": "synchronous", "result": "a\nb"} and effects == []
     assert ok(adapter, "list_jobs", thread_id=T1, statuses=None)[0] == {"jobs": []}
     # sync first, then background or sync again
-    assert err(adapter, "start_job", thread_id=T1, tool_call_id="c1", tool_name="ls", job_id="j9")[0] \
+    assert (
+        err(adapter, "start_job", thread_id=T1, tool_call_id="c1", tool_name="ls", job_id="j9")[0]
         == "tool_call_resolved"
-    assert err(adapter, "complete_sync", thread_id=T1, tool_call_id="c1", tool_name="ls",
-               result="x") == ("tool_call_resolved", "Tool invocation already resolved")
+    )
+    assert err(adapter, "complete_sync", thread_id=T1, tool_call_id="c1", tool_name="ls", result="x") == (
+        "tool_call_resolved",
+        "Tool invocation already resolved",
+    )
     # background first, then sync or a second background
-    assert start(adapter, "j1", tool_call="c2") == {"mode": "background", "job_id": "j1",
-                                                     "status": "running"}
-    assert err(adapter, "complete_sync", thread_id=T1, tool_call_id="c2", tool_name="ls",
-               result="x")[0] == "tool_call_resolved"
+    assert start(adapter, "j1", tool_call="c2") == {"mode": "background", "job_id": "j1", "status": "running"}
+    assert (
+        err(adapter, "complete_sync", thread_id=T1, tool_call_id="c2", tool_name="ls", result="x")[0]
+        == "tool_call_resolved"
+    )
     assert err(adapter, "start_job", thread_id=T1, tool_call_id="c2", tool_name="ls") == (
-        "job_exists_for_tool_call", "Background job already exists for tool_call_id")
+        "job_exists_for_tool_call",
+        "Background job already exists for tool_call_id",
+    )
     # job ids are global: another thread cannot reuse one
-    assert err(adapter, "start_job", thread_id=T2, tool_call_id="c3", tool_name="ls",
-               job_id="j1") == ("duplicate_job_id", "Duplicate job-id")
+    assert err(adapter, "start_job", thread_id=T2, tool_call_id="c3", tool_name="ls", job_id="j1") == (
+        "duplicate_job_id",
+        "Duplicate job-id",
+    )
     assert [j["job_id"] for j in ok(adapter, "list_jobs", thread_id=T1)[0]["jobs"]] == ["j1"]
 
 
@@ -77,8 +86,7 @@ def test_generated_ids_are_unique_under_concurrency(adapter):
     def worker(n):
         barrier.wait()
         for i in range(40):
-            ids.append(ok(adapter, "start_job", thread_id=T1, tool_call_id=f"w{n}-{i}",
-                          tool_name="t")[0]["job_id"])
+            ids.append(ok(adapter, "start_job", thread_id=T1, tool_call_id=f"w{n}-{i}", tool_name="t")[0]["job_id"])
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
     for t in threads:
@@ -138,14 +146,17 @@ def test_retention_keeps_exactly_the_limit_and_never_evicts_running_jobs(adapter
 # ---------------------------------------------------------------- payloads
 
 
-@pytest.mark.parametrize("payload, spilled", [
-    ("x" * 100, False),                 # exactly max_bytes
-    ("x" * 101, True),                  # one byte over
-    ("é" * 50, False),                  # 100 bytes in UTF-8
-    ("é" * 50 + "x", True),             # 101 bytes in UTF-8
-    ("\n".join("a" * 5), False),        # exactly max_lines (5 lines)
-    ("\n".join("a" * 6), True),         # one line over
-])
+@pytest.mark.parametrize(
+    "payload, spilled",
+    [
+        ("x" * 100, False),  # exactly max_bytes
+        ("x" * 101, True),  # one byte over
+        ("é" * 50, False),  # 100 bytes in UTF-8
+        ("é" * 50 + "x", True),  # 101 bytes in UTF-8
+        ("\n".join("a" * 5), False),  # exactly max_lines (5 lines)
+        ("\n".join("a" * 6), True),  # one line over
+    ],
+)
 def test_payload_inline_or_spilled_at_the_limits(payload, spilled):
     a = ReferenceAdapter(max_bytes="100", max_lines=5)
     try:
@@ -183,7 +194,7 @@ def test_injection_once_oldest_completion_first_with_ties_by_marking_order(adapt
     ok(adapter, "begin_turn", thread_id=T1)
     adapter.set_clock(10)
     finish(adapter, "late")  # same time as "c", but marked first
-    adapter.set_clock(5)     # completed_at decides before the marking sequence
+    adapter.set_clock(5)  # completed_at decides before the marking sequence
     for j in ("b", "a"):
         assert finish(adapter, j)[1] == []  # busy thread: no turn requested
     adapter.set_clock(10)
@@ -198,15 +209,18 @@ def test_injection_once_oldest_completion_first_with_ties_by_marking_order(adapt
     assert ok(adapter, "turn_boundary", thread_id=T1) == ({"injected": []}, [])
     # now idle: the next terminal outcome asks for a turn itself
     start(adapter, "d")
-    assert finish(adapter, "d")[1] == [{"effect": "turn_requested", "thread_id": T1,
-                                        "reason": "background-job-terminal"}]
+    assert finish(adapter, "d")[1] == [
+        {"effect": "turn_requested", "thread_id": T1, "reason": "background-job-terminal"}
+    ]
 
 
 def test_non_terminal_updates_never_inject(adapter):
     start(adapter, "j1")
     ok(adapter, "cancel_job", thread_id=T1, job_id="j1", requested_by="user")
     assert ok(adapter, "observe_progress", job_id="j1", note="50%") == (
-        {"job_id": "j1", "status": "pending_cancel"}, [])
+        {"job_id": "j1", "status": "pending_cancel"},
+        [],
+    )
     assert ok(adapter, "observe_llm_error", job_id="j1")[0]["status"] == "pending_cancel"
     assert ok(adapter, "turn_boundary", thread_id=T1) == ({"injected": []}, [])
     assert err(adapter, "observe_llm_error", job_id="nope")[0] == "job_not_found"
@@ -243,32 +257,44 @@ def test_thread_scoping_and_list_filters(adapter):
     finish(adapter, "j1", outcome="failed")
     ok(adapter, "cancel_job", thread_id=T1, job_id="j3", requested_by="user")
     listed = ok(adapter, "list_jobs", thread_id=T1)[0]["jobs"]
-    assert listed == [{"job_id": "j4", "tool_call_id": "call-j4", "tool_name": "shell", "status": "running"},
-                      {"job_id": "j3", "tool_call_id": "call-j3", "tool_name": "shell",
-                       "status": "pending_cancel"}]
+    assert listed == [
+        {"job_id": "j4", "tool_call_id": "call-j4", "tool_name": "shell", "status": "running"},
+        {"job_id": "j3", "tool_call_id": "call-j3", "tool_name": "shell", "status": "pending_cancel"},
+    ]
     failed = ok(adapter, "list_jobs", thread_id=T1, statuses=["failed"])[0]["jobs"]
     assert [j["job_id"] for j in failed] == ["j1"]
     assert [j["job_id"] for j in ok(adapter, "list_jobs", thread_id=T2)[0]["jobs"]] == ["j2"]
     assert err(adapter, "inspect_job", thread_id=T2, job_id="j1") == (
-        "not_found_in_thread", "Job not found in this thread: j1")
-    assert err(adapter, "cancel_job", thread_id=T2, job_id="j3", requested_by="user")[0] \
-        == "not_found_in_thread"
-    assert err(adapter, "inspect_job", thread_id=T1, job_id="ghost")[1] \
-        == "Job not found in this thread: ghost"
+        "not_found_in_thread",
+        "Job not found in this thread: j1",
+    )
+    assert err(adapter, "cancel_job", thread_id=T2, job_id="j3", requested_by="user")[0] == "not_found_in_thread"
+    assert err(adapter, "inspect_job", thread_id=T1, job_id="ghost")[1] == "Job not found in this thread: ghost"
     assert set(inspect(adapter, "j1")) == {
-        "job_id", "thread_id", "tool_call_id", "tool_name", "status", "started_at", "completed_at",
-        "cancel_requested_at", "terminal_payload", "terminal_payload_file",
-        "terminal_message_emitted", "terminal_message_emitted_at"}
+        "job_id",
+        "thread_id",
+        "tool_call_id",
+        "tool_name",
+        "status",
+        "started_at",
+        "completed_at",
+        "cancel_requested_at",
+        "terminal_payload",
+        "terminal_payload_file",
+        "terminal_message_emitted",
+        "terminal_message_emitted_at",
+    }
 
 
 def test_retry_unknown_operation_and_bad_arguments(adapter):
     start(adapter, "j1")
     for args in ({"thread_id": T1, "job_id": "j1"}, {"thread_id": T2, "job_id": "ghost"}, {}):
         assert err(adapter, "retry_job", **args) == (
-            "retry_not_supported", "Manual retry is not supported for background jobs")
+            "retry_not_supported",
+            "Manual retry is not supported for background jobs",
+        )
     assert err(adapter, "frobnicate")[0] == "unknown_operation"
-    assert err(adapter, "observe_outcome", job_id="j1", outcome="running", payload="")[0] \
-        == "invalid_arguments"
+    assert err(adapter, "observe_outcome", job_id="j1", outcome="running", payload="")[0] == "invalid_arguments"
 
 
 # ---------------------------------------------------------------- restart
@@ -280,8 +306,7 @@ def test_restart_forgets_jobs_resolutions_and_busy_flags(adapter):
     ok(adapter, "begin_turn", thread_id=T1)
     assert ok(adapter, "restart") == ({}, [])
     assert ok(adapter, "list_jobs", thread_id=T1)[0] == {"jobs": []}
-    assert err(adapter, "observe_outcome", job_id="j1", outcome="completed", payload="")[0] \
-        == "job_not_found"
+    assert err(adapter, "observe_outcome", job_id="j1", outcome="completed", payload="")[0] == "job_not_found"
     ok(adapter, "complete_sync", thread_id=T1, tool_call_id="s1", tool_name="t", result="r")
     start(adapter, "j1")  # id and tool call are free again
     assert kinds(finish(adapter, "j1")[1]) == ["turn_requested"]  # thread is idle again
@@ -294,9 +319,13 @@ def test_describe_lists_only_explicit_parameters():
     a = ReferenceAdapter(retention_limit="3", msg_job_not_found="Nope")
     try:
         d = a.describe()
-        assert d == {"name": "reference-thread-jobs", "version": "1.0.0", "profile": None,
-                     "parameters": {"retention_limit": 3, "msg_job_not_found": "Nope"},
-                     "capabilities": {"concurrent": True}}
+        assert d == {
+            "name": "reference-thread-jobs",
+            "version": "1.0.0",
+            "profile": None,
+            "parameters": {"retention_limit": 3, "msg_job_not_found": "Nope"},
+            "capabilities": {"concurrent": True},
+        }
         assert err(a, "observe_progress", job_id="x", note="") == ("job_not_found", "Nope")
     finally:
         a.close()
@@ -475,6 +504,7 @@ def _racing_cancels(a):
             barrier.wait()
             response = a.call("cancel_job", {"thread_id": T1, "job_id": f"rc{i}", "requested_by": "user"})
             effects.extend(e["effect"] for e in response["effects"])
+
         threads = [threading.Thread(target=one) for _ in range(2)]
         for thread in threads:
             thread.start()
@@ -495,6 +525,7 @@ def _racing_outcomes(a):
             barrier.wait()
             response = a.call("observe_outcome", {"job_id": f"ro{i}", "outcome": "completed", "payload": payload})
             effects.extend(e["effect"] for e in response["effects"])
+
         threads = [threading.Thread(target=one, args=(p,)) for p in ("first", "second")]
         for thread in threads:
             thread.start()

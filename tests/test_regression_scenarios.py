@@ -1,6 +1,7 @@
 """Issue 11: the bugs real runtimes shipped are regression scenarios. Each
 passes on the reference, fails on the mutant that reproduces the bug, and the
 failure's first line names the rule the bug broke (the scenario's title)."""
+
 from pathlib import Path
 
 import pytest
@@ -41,18 +42,21 @@ def test_each_regression_scenario_names_its_class_of_bug(spec):
         assert scenario.description.startswith("Bug class: "), scenario.id
 
 
-@pytest.mark.parametrize("spec, scenario_id, mutant, profile", CASES,
-                         ids=[f"{c[1]}:{c[2]}:{c[3] or 'default'}" for c in CASES])
-def test_regression_scenario_passes_on_the_reference_and_fails_on_the_bug(tmp_path, spec, scenario_id, mutant,
-                                                                          profile):
+@pytest.mark.parametrize(
+    "spec, scenario_id, mutant, profile", CASES, ids=[f"{c[1]}:{c[2]}:{c[3] or 'default'}" for c in CASES]
+)
+def test_regression_scenario_passes_on_the_reference_and_fails_on_the_bug(tmp_path, spec, scenario_id, mutant, profile):
     options = {"profile": profile} if profile else {}
     base = dict(spec_path=_spec(spec), stateful=False, only=(scenario_id,), adapter_options=options)
     reference = run_conformance(RunConfig(**base, report_dir=str(tmp_path / "reference")))
     assert [s["verdict"] for s in reference["scenarios"]] == ["pass"], reference["scenarios"]
 
     factory = load_mutants(load_spec(_spec(spec)).implementations["mutants"])[mutant].factory
-    buggy = run_conformance(RunConfig(**base, adapter_factory=factory, adapter_label=f"mutant:{mutant}",
-                                      report_dir=str(tmp_path / "mutant")))
+    buggy = run_conformance(
+        RunConfig(
+            **base, adapter_factory=factory, adapter_label=f"mutant:{mutant}", report_dir=str(tmp_path / "mutant")
+        )
+    )
     [outcome] = buggy["scenarios"]
     assert outcome["verdict"] == "fail", outcome
     first_line = outcome["failure"]["message"].splitlines()[0]
@@ -71,7 +75,9 @@ UNDER_THEIR_PROFILE = [
 ]
 
 
-@pytest.mark.parametrize("spec, mutant, profile", UNDER_THEIR_PROFILE, ids=[f"{c[1]}:{c[2]}" for c in UNDER_THEIR_PROFILE])
+@pytest.mark.parametrize(
+    "spec, mutant, profile", UNDER_THEIR_PROFILE, ids=[f"{c[1]}:{c[2]}" for c in UNDER_THEIR_PROFILE]
+)
 def test_a_shipped_bug_is_caught_under_its_real_systems_profile(spec, mutant, profile):
     import functools
 

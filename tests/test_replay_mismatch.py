@@ -3,6 +3,7 @@ still reported as what it was (its kind, its step, the answer that broke the
 rule), with a note that the replay passed; and the draws that pick a record
 by position pick the same call's record in a concurrent group whatever order
 the scheduler gave the ids in, so a deterministic implementation replays."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,11 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def test_keys_first_seen_in_a_concurrent_group_are_ordered_by_the_call_that_got_them():
-    answers = [{"result": {"job": {"job_id": "job-3", "status": "running"}}},
-               {"result": {"job": {"job_id": "job-2", "status": "running"}}},
-               {"error": {"kind": "too_many"}}]
+    answers = [
+        {"result": {"job": {"job_id": "job-3", "status": "running"}}},
+        {"result": {"job": {"job_id": "job-2", "status": "running"}}},
+        {"error": {"kind": "too_many"}},
+    ]
     assert in_call_order(["job-2", "job-3"], answers) == ["job-3", "job-2"]
     # the other schedule: the same calls got the other ids
     answers[0]["result"]["job"]["job_id"], answers[1]["result"]["job"]["job_id"] = "job-2", "job-3"
@@ -29,9 +32,21 @@ def test_keys_first_seen_in_a_concurrent_group_are_ordered_by_the_call_that_got_
 
 
 def test_a_failure_the_replay_does_not_repeat_keeps_its_kind_and_evidence(tmp_path):
-    proc = run_kit("run", "thread-jobs", "--adapter", "once_wrong:OnceWrongAdapter", "--no-scenarios",
-                   "--profile", "quick", "--seed", "1", "--report-dir", str(tmp_path / "r"),
-                   cwd=tmp_path, pythonpath=FIXTURES)
+    proc = run_kit(
+        "run",
+        "thread-jobs",
+        "--adapter",
+        "once_wrong:OnceWrongAdapter",
+        "--no-scenarios",
+        "--profile",
+        "quick",
+        "--seed",
+        "1",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+        pythonpath=FIXTURES,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     failure = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))["stateful"]["failure"]
     # the rule the answer broke, not a bare "nondeterministic"

@@ -1,4 +1,5 @@
 """Tests for conformance.reporting: schema, report.json, junit.xml, summary.md, console."""
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,12 @@ LIFECYCLE = {
     "transitions": [
         {"trigger": "request_cancel", "source": ["running"], "dest": "pending_cancel", "guard": None},
         {"trigger": "complete", "source": ["running", "pending_cancel"], "dest": "completed", "guard": None},
-        {"trigger": "confirm_cancel", "source": ["pending_cancel"], "dest": "cancelled",
-         "guard": "job.tool_running == false && size(job.queue) < params.max_queue"},
+        {
+            "trigger": "confirm_cancel",
+            "source": ["pending_cancel"],
+            "dest": "cancelled",
+            "guard": "job.tool_running == false && size(job.queue) < params.max_queue",
+        },
         {"trigger": "expire", "source": ["running"], "dest": "timed-out", "guard": "now >= job.deadline_ms"},
     ],
 }
@@ -62,23 +67,45 @@ def base_report(**overrides) -> dict:
         "exit_code": 0,
         "started_at": "2026-11-22T08:00:00Z",
         "duration_s": 12.3,
-        "spec": {"id": "thread-jobs", "version": "1.0.0", "title": "Thread jobs", "path": "spec/thread-jobs.yaml",
-                 "lifecycle": copy.deepcopy(LIFECYCLE)},
-        "implementation": {"adapter": "myrt.adapter:Adapter", "name": "my-runtime", "version": "1.2.0",
-                           "profile": "runtime-code", "parameters": {"retention_limit": 20},
-                           "capabilities": {"concurrent": True}},
+        "spec": {
+            "id": "thread-jobs",
+            "version": "1.0.0",
+            "title": "Thread jobs",
+            "path": "spec/thread-jobs.yaml",
+            "lifecycle": copy.deepcopy(LIFECYCLE),
+        },
+        "implementation": {
+            "adapter": "myrt.adapter:Adapter",
+            "name": "my-runtime",
+            "version": "1.2.0",
+            "profile": "runtime-code",
+            "parameters": {"retention_limit": 20},
+            "capabilities": {"concurrent": True},
+        },
         "parameters": {"retention_limit": 20, "spill_threshold_bytes": 4096},
-        "scenarios": [{"id": i, "title": t, "category": c, "verdict": "pass", "duration_s": 0.01, "failure": None}
-                      for i, t, c in SCENARIOS],
-        "stateful": {"verdict": "pass", "profile": "ci", "seed": 123, "examples": 150, "steps": 4200,
-                     "duration_s": 20.1,
-                     "coverage": {"operations": {"start_job": 310, "cancel_job": 120},
-                                  "transitions": {"running -request_cancel-> pending_cancel": 12,
-                                                  "pending_cancel -confirm_cancel-> cancelled": 0},
-                                  "states": {"running": 100, "cancelled": 7},
-                                  "policies": {"retention.evicted": 40, "payload.spilled": 12},
-                                  "uncovered": ["pending_cancel -confirm_cancel-> cancelled"]},
-                     "failure": None},
+        "scenarios": [
+            {"id": i, "title": t, "category": c, "verdict": "pass", "duration_s": 0.01, "failure": None}
+            for i, t, c in SCENARIOS
+        ],
+        "stateful": {
+            "verdict": "pass",
+            "profile": "ci",
+            "seed": 123,
+            "examples": 150,
+            "steps": 4200,
+            "duration_s": 20.1,
+            "coverage": {
+                "operations": {"start_job": 310, "cancel_job": 120},
+                "transitions": {
+                    "running -request_cancel-> pending_cancel": 12,
+                    "pending_cancel -confirm_cancel-> cancelled": 0,
+                },
+                "states": {"running": 100, "cancelled": 7},
+                "policies": {"retention.evicted": 40, "payload.spilled": 12},
+                "uncovered": ["pending_cancel -confirm_cancel-> cancelled"],
+            },
+            "failure": None,
+        },
         "problems": [],
         "replay": REPLAY,
     }
@@ -97,14 +124,22 @@ def failing_report() -> dict:
     e1["failure"] = {
         "kind": "divergence",
         "message": "cancel_job returned a different job status\nthe model expected the cancel to be deferred",
-        "step": 2, "operation": "cancel_job", "args": {"job_id": "j1"},
+        "step": 2,
+        "operation": "cancel_job",
+        "args": {"job_id": "j1"},
         "expected": {"result": {"status": "pending_cancel"}},
         "observed": {"result": {"status": "cancelled"}},
         "path": "result.status",
-        "steps": [{"index": 0, "operation": "start_job", "args": {"tool": "sleep"}, "observed": {"result": {"job_id": "j1"}}},
-                  {"index": 1, "advance_ms": 5},
-                  {"index": 2, "operation": "cancel_job", "args": {"job_id": "j1"},
-                   "observed": {"result": {"status": "cancelled"}}}],
+        "steps": [
+            {"index": 0, "operation": "start_job", "args": {"tool": "sleep"}, "observed": {"result": {"job_id": "j1"}}},
+            {"index": 1, "advance_ms": 5},
+            {
+                "index": 2,
+                "operation": "cancel_job",
+                "args": {"job_id": "j1"},
+                "observed": {"result": {"status": "cancelled"}},
+            },
+        ],
         "seed": None,
         "replay": "conformance run spec/thread-jobs.yaml --adapter myrt.adapter:Adapter --scenario E1",
         "counterexample_file": None,
@@ -114,14 +149,30 @@ def failing_report() -> dict:
     report["stateful"]["failure"] = {
         "kind": "linearizability",
         "message": "no sequential order of the concurrent calls explains the observations",
-        "step": 1, "operation": None, "args": None,
+        "step": 1,
+        "operation": None,
+        "args": None,
         "expected": None,
         "observed": [{"result": {"status": "cancelled"}}, {"result": {"status": "completed"}}],
         "path": "result.jobs[0].status",
-        "steps": [{"index": 0, "operation": "start_job", "args": {"tool": "echo"}, "observed": {"result": {"job_id": "j1"}}},
-                  {"index": 1, "concurrently": [
-                      {"operation": "cancel_job", "args": {"job_id": "j1"}, "observed": {"result": {"status": "cancelled"}}},
-                      {"operation": "complete_tool", "args": {"job_id": "j1"}, "observed": {"result": {"status": "completed"}}}]}],
+        "steps": [
+            {"index": 0, "operation": "start_job", "args": {"tool": "echo"}, "observed": {"result": {"job_id": "j1"}}},
+            {
+                "index": 1,
+                "concurrently": [
+                    {
+                        "operation": "cancel_job",
+                        "args": {"job_id": "j1"},
+                        "observed": {"result": {"status": "cancelled"}},
+                    },
+                    {
+                        "operation": "complete_tool",
+                        "args": {"job_id": "j1"},
+                        "observed": {"result": {"status": "completed"}},
+                    },
+                ],
+            },
+        ],
         "seed": 123,
         "replay": REPLAY,
         "counterexample_file": "reports/counterexample-stateful.yaml",
@@ -138,14 +189,23 @@ def error_report() -> dict:
         "exit_code": 2,
         "started_at": "2026-11-22T08:00:00Z",
         "duration_s": 0.4,
-        "spec": {"id": "thread-jobs", "version": "1.0.0", "title": "Thread jobs", "path": "spec/thread-jobs.yaml",
-                 "lifecycle": copy.deepcopy(LIFECYCLE)},
+        "spec": {
+            "id": "thread-jobs",
+            "version": "1.0.0",
+            "title": "Thread jobs",
+            "path": "spec/thread-jobs.yaml",
+            "lifecycle": copy.deepcopy(LIFECYCLE),
+        },
         "implementation": None,
         "scenarios": [],
         "stateful": None,
-        "problems": [{"kind": "adapter-error",
-                      "message": "cannot import 'myrt.adapter': No module named 'myrt'\nTraceback ...",
-                      "where": None}],
+        "problems": [
+            {
+                "kind": "adapter-error",
+                "message": "cannot import 'myrt.adapter': No module named 'myrt'\nTraceback ...",
+                "where": None,
+            }
+        ],
         "replay": None,
     }
 
@@ -162,6 +222,7 @@ def cases_by_name(root: ET.Element) -> dict[str, ET.Element]:
 
 
 # --- schema -----------------------------------------------------------------
+
 
 def test_schema_is_valid_draft_2020_12():
     schema = load_schema()
@@ -199,6 +260,7 @@ def test_failed_scenario_must_carry_a_failure():
 
 # --- write_reports ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", REPORTS)
 def test_write_reports_writes_all_three_files(tmp_path, name):
     report = REPORTS[name]()
@@ -227,9 +289,15 @@ def test_write_reports_rejects_non_json_values(tmp_path):
 
 def test_bad_spec_report_with_almost_nothing_renders(tmp_path):
     # The spec did not parse: no id, no lifecycle, no implementation.
-    report = {"kit": {"name": "lifecycle-conformance", "version": "0.1.0"}, "verdict": "error", "exit_code": 2,
-              "spec": {"path": "spec/bad.yaml"}, "scenarios": [], "stateful": None,
-              "problems": [{"kind": "spec-error", "message": "states[2]: 'name' is required", "where": "spec/bad.yaml:14"}]}
+    report = {
+        "kit": {"name": "lifecycle-conformance", "version": "0.1.0"},
+        "verdict": "error",
+        "exit_code": 2,
+        "spec": {"path": "spec/bad.yaml"},
+        "scenarios": [],
+        "stateful": None,
+        "problems": [{"kind": "spec-error", "message": "states[2]: 'name' is required", "where": "spec/bad.yaml:14"}],
+    }
     assert validate_report(report) == []
     paths = write_reports(report, tmp_path)
     suite = ET.parse(paths["junit"]).getroot().find("testsuite")
@@ -250,11 +318,17 @@ def test_write_reports_wraps_os_errors(tmp_path):
 
 # --- junit.xml --------------------------------------------------------------
 
+
 def test_junit_passing_counts():
     root = junit_root(passing_report())
     suite = root.find("testsuite")
     assert suite.get("name") == "thread-jobs"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("7", "0", "0", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "7",
+        "0",
+        "0",
+        "0",
+    )
     assert root.get("tests") == "7"
     cases = cases_by_name(root)
     assert cases["N1 Synchronous tool completion"].get("classname") == "thread-jobs.nominal"
@@ -266,14 +340,25 @@ def test_junit_passing_counts():
 def test_junit_failing_has_failure_elements_with_full_text():
     root = junit_root(failing_report())
     suite = root.find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("7", "2", "0", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "7",
+        "2",
+        "0",
+        "1",
+    )
     cases = cases_by_name(root)
     failure = cases["E1 Cancel during a long tool call"].find("failure")
     assert failure.get("type") == "divergence"
     assert failure.get("message") == "cancel_job returned a different job status"
     body = failure.text
-    for piece in ("the model expected the cancel to be deferred", '"pending_cancel"', '"cancelled"',
-                  "path: result.status", "[1] advance clock +5 ms", "--scenario E1"):
+    for piece in (
+        "the model expected the cancel to be deferred",
+        '"pending_cancel"',
+        '"cancelled"',
+        "path: result.status",
+        "[1] advance clock +5 ms",
+        "--scenario E1",
+    ):
         assert piece in body
     assert cases["B2 Payload spill at the size threshold"].find("skipped") is not None
     stateful = cases["stateful exploration"].find("failure")
@@ -288,7 +373,12 @@ def test_junit_failing_has_failure_elements_with_full_text():
 def test_junit_error_report_is_not_green():
     root = junit_root(error_report())
     suite = root.find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("2", "0", "1", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "2",
+        "0",
+        "1",
+        "1",
+    )
     run = cases_by_name(root)["conformance run"].find("error")
     assert run.get("type") == "adapter-error"
     assert run.get("message") == "cannot import 'myrt.adapter': No module named 'myrt'"
@@ -309,6 +399,7 @@ def test_junit_scenario_error_verdict_and_illegal_xml_characters():
 
 # --- summary.md -------------------------------------------------------------
 
+
 def test_markdown_matrix_rows_in_category_order():
     report = failing_report()
     report["scenarios"].reverse()  # B, E, N as given; the matrix groups them N, E, B
@@ -328,7 +419,10 @@ def test_markdown_failures_stateful_and_replay():
     assert "### E1 Cancel during a long tool call" in failures
     assert "- **Kind:** `divergence`" in failures
     assert "- **Path:** `result.status`" in failures
-    assert "3. step 2: `cancel_job(job_id=\"j1\") -> {\"result\": {\"status\": \"cancelled\"}}` ← **first divergence**" in failures
+    assert (
+        "3. step 2: `cancel_job(job_id=\"j1\") -> {\"result\": {\"status\": \"cancelled\"}}` ← **first divergence**"
+        in failures
+    )
     assert "2. step 1: `advance clock +5 ms`" in failures
     assert '```json\n{\n  "result": {\n    "status": "pending_cancel"\n  }\n}\n```' in failures
     assert "```sh\nconformance run spec/thread-jobs.yaml --adapter myrt.adapter:Adapter --scenario E1\n```" in failures
@@ -360,10 +454,16 @@ def test_markdown_mermaid_block_has_the_edges():
 
 def test_markdown_diagram_counts_dashes_and_highlights_from_the_run():
     report = failing_report()
-    report["coverage"] = {"categories": {}, "gates": [], "failure": None,
-                          "transitions": {"running -request_cancel-> pending_cancel": 12, "running -complete-> completed": 3}}
-    report["spec"]["lifecycle"]["highlight"] = {"states": ["pending_cancel"],
-                                               "transitions": ["running -request_cancel-> pending_cancel"]}
+    report["coverage"] = {
+        "categories": {},
+        "gates": [],
+        "failure": None,
+        "transitions": {"running -request_cancel-> pending_cancel": 12, "running -complete-> completed": 3},
+    }
+    report["spec"]["lifecycle"]["highlight"] = {
+        "states": ["pending_cancel"],
+        "transitions": ["running -request_cancel-> pending_cancel"],
+    }
     block = re.search(r"```mermaid\n(.*?)\n```", render_summary_markdown(report), re.S).group(1)
     lines = [line.strip() for line in block.splitlines()]
     links = [line for line in lines if "-->" in line or "-.->" in line]
@@ -378,15 +478,21 @@ def test_markdown_diagram_counts_dashes_and_highlights_from_the_run():
     for line in links:
         label = re.search(r'\|"(.*)"\|', line)
         if label:
-            assert not any(re.search(rf"\b{name}\b", label.group(1))
-                           for name in ("running", "pending_cancel", "completed"))
+            assert not any(
+                re.search(rf"\b{name}\b", label.group(1)) for name in ("running", "pending_cancel", "completed")
+            )
 
 
 def test_mermaid_leaves_out_a_guard_that_restates_the_destination():
-    diagram = mermaid_state_diagram({
-        "states": [{"name": "running", "initial": True}, {"name": "failed", "terminal": True}],
-        "transitions": [{"trigger": "finish", "source": ["running"], "dest": "failed",
-                         "guard": "args.outcome == 'failed'"}]}, {"running -finish-> failed": 2})
+    diagram = mermaid_state_diagram(
+        {
+            "states": [{"name": "running", "initial": True}, {"name": "failed", "terminal": True}],
+            "transitions": [
+                {"trigger": "finish", "source": ["running"], "dest": "failed", "guard": "args.outcome == 'failed'"}
+            ],
+        },
+        {"running -finish-> failed": 2},
+    )
     assert 's_running -->|"finish · 2×"| s_failed' in [line.strip() for line in diagram.splitlines()]
 
 
@@ -410,15 +516,20 @@ def test_markdown_escapes_table_cells_and_fences():
 
 # --- mermaid ----------------------------------------------------------------
 
+
 def test_mermaid_ids_and_special_sources():
     assert mermaid_id("pending cancel!") == "pending_cancel_"
     assert mermaid_id("default") == "s_default" and mermaid_id("state") == "s_state"
-    diagram = mermaid_state_diagram({
-        "states": [{"name": "a-b", "initial": True}, {"name": "a_b"}, {"name": "end", "terminal": True}],
-        "transitions": [{"trigger": "stop", "source": "*", "dest": "end"},
-                        {"trigger": "touch", "source": ["a_b"], "dest": None},
-                        {"trigger": "stop", "source": ["end"], "dest": "end"}],
-    })
+    diagram = mermaid_state_diagram(
+        {
+            "states": [{"name": "a-b", "initial": True}, {"name": "a_b"}, {"name": "end", "terminal": True}],
+            "transitions": [
+                {"trigger": "stop", "source": "*", "dest": "end"},
+                {"trigger": "touch", "source": ["a_b"], "dest": None},
+                {"trigger": "stop", "source": ["end"], "dest": "end"},
+            ],
+        }
+    )
     lines = [line.strip() for line in diagram.splitlines()]
     assert 's_a_b("a-b")' in lines and 's_a_b_2("a_b")' in lines and 's_end(["end"])' in lines
     assert 's_a_b -->|"stop"| s_end' in lines and 's_a_b_2 -->|"stop"| s_end' in lines
@@ -431,6 +542,7 @@ def test_mermaid_ids_and_special_sources():
 
 
 # --- console ----------------------------------------------------------------
+
 
 def render_console(report: dict) -> str:
     console = Console(record=True, width=120, force_terminal=False)
@@ -472,9 +584,11 @@ def test_console_error_report_and_long_replay_not_wrapped():
 
 
 def test_report_schema_knows_every_failure_kind():
+    import json as _json
+
     from conformance.engine.failures import FAILURE_KINDS
     from conformance.reporting import SCHEMA_PATH
-    import json as _json
+
     text = _json.dumps(_json.loads(SCHEMA_PATH.read_text()))
     for kind in FAILURE_KINDS:
         assert f'"{kind}"' in text, kind

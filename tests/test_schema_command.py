@@ -1,4 +1,5 @@
 """`conformance schema` prints the kit's JSON Schemas; every spec file names its schema for editors."""
+
 import json
 import re
 import subprocess
@@ -16,8 +17,9 @@ HEADER = re.compile(r"\A# yaml-language-server: \$schema=(\S+)\n")
 
 
 def _conformance(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
@@ -59,8 +61,7 @@ def test_every_spec_file_names_the_schema_it_validates_against(path):
     schema = json.loads(schema_file.read_text(encoding="utf-8"))
     data, _ = load_yaml_file(str(path))  # the kit's loader: YAML 1.2 booleans, as editors read it
     is_fragment = "format" not in data
-    assert schema_file.name == ("lifecycle-spec-fragment.schema.json" if is_fragment
-                                else "lifecycle-spec.schema.json")
+    assert schema_file.name == ("lifecycle-spec-fragment.schema.json" if is_fragment else "lifecycle-spec.schema.json")
     errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
     assert errors == []
 

@@ -8,6 +8,7 @@ parts are the same scenarios, examples and seeds (docs/ci.md).
 The implementations here declare no concurrency, so what the exploration
 generates does not depend on thread scheduling, and the comparison is exact.
 Shard runs go through the real command line in child processes."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ import yaml
 
 from conformance.engine.scenarios import scenario_cost
 from conformance.engine.shards import claim_item, parse_shard, part_examples, part_seed, shard_items
-from statemachines import load_spec
 from conformance.reporting import validate_report
+from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600
@@ -54,10 +55,15 @@ ADAPTERS = textwrap.dedent('''\
 
 
 def _kit(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *args], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "200", "CONFORMANCE_WORKERS": "1",
-                                 "CONFORMANCE_PROGRESS_INTERVAL": "0.3"}, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "conformance.cli", *args],
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200", "CONFORMANCE_WORKERS": "1", "CONFORMANCE_PROGRESS_INTERVAL": "0.3"},
+        **popen,
+    )
 
 
 def _done(proc: subprocess.Popen, timeout: float = TIMEOUT_S) -> tuple[int, str]:
@@ -120,20 +126,21 @@ def test_the_matrix_is_split_by_cost_into_parts_that_take_about_as_long():
     n9 = next(s for s in spec.scenarios if s.id == "N9")  # assumes retention_limit >= 3
     assert costs["N9"] > 0 and scenario_cost(spec, n9, {**params, "retention_limit": 2}, {"concurrent": True}) == 0
     for count in (2, 3, 4):
-        parts = [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id])
-                 for index in range(1, count + 1)]
+        parts = [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id]) for index in range(1, count + 1)]
         ids = [s.id for part in parts for s in part]
         assert sorted(ids) == sorted(costs) and len(ids) == len(costs)  # every scenario once
         for part in parts:  # each part in matrix order
             assert [s.id for s in part] == [s.id for s in spec.scenarios if s in part]
         loads = [sum(costs[s.id] for s in part) for part in parts]
         assert max(loads) - min(loads) <= max(costs.values()), loads  # no part waits on another for long
-        assert parts == [shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id])
-                         for index in range(1, count + 1)]  # the same split every time
+        assert parts == [
+            shard_items(spec.scenarios, index, count, cost=lambda s: costs[s.id]) for index in range(1, count + 1)
+        ]  # the same split every time
     by_position = [shard_items(spec.scenarios, index, 2) for index in (1, 2)]
     loads = [sum(costs[s.id] for s in part) for part in by_position]
-    balanced = [sum(costs[s.id] for s in shard_items(spec.scenarios, index, 2, cost=lambda s: costs[s.id]))
-                for index in (1, 2)]
+    balanced = [
+        sum(costs[s.id] for s in shard_items(spec.scenarios, index, 2, cost=lambda s: costs[s.id])) for index in (1, 2)
+    ]
     assert max(balanced) - min(balanced) < max(loads) - min(loads)  # better than every other scenario
 
 
@@ -151,7 +158,7 @@ def test_each_scenario_is_claimed_by_exactly_one_worker(tmp_path):
     (tmp_path / "race").mkdir()
     pipes, procs = [], []
     for number in range(4):  # each in another order, so that they collide all along
-        order = keys[number * 50:] + keys[:number * 50]
+        order = keys[number * 50 :] + keys[: number * 50]
         receive, send = context.Pipe(duplex=False)
         proc = context.Process(target=_claim_all, args=(str(tmp_path / "race"), order, send))
         proc.start()
@@ -167,9 +174,12 @@ def test_each_scenario_is_claimed_by_exactly_one_worker(tmp_path):
 def _failures(report: dict) -> list[dict]:
     stateful = report["stateful"] or {}
     found = [stateful.get("failure")] + list(stateful.get("more_failures") or [])
-    return [{key: f.get(key) for key in ("kind", "operation", "path", "steps", "seed", "expected", "observed")}
-            | {"file": Path(f["counterexample_file"]).name if f.get("counterexample_file") else None}
-            for f in found if f]
+    return [
+        {key: f.get(key) for key in ("kind", "operation", "path", "steps", "seed", "expected", "observed")}
+        | {"file": Path(f["counterexample_file"]).name if f.get("counterexample_file") else None}
+        for f in found
+        if f
+    ]
 
 
 def _comparable(report: dict, counts: bool) -> dict:
@@ -183,32 +193,52 @@ def _comparable(report: dict, counts: bool) -> dict:
         "scenarios": [(s["id"], s["verdict"], (s.get("failure") or {}).get("kind")) for s in report["scenarios"]],
         "not_applicable": [s["id"] for s in (report.get("not_applicable") or {}).get("scenarios", [])],
         "coverage": {"categories": coverage["categories"], "gates": coverage["gates"]},
-        "exploration": {"verdict": stateful["verdict"], "seed": stateful["seed"],
-                        "uncovered": stateful["coverage"]["uncovered"]},
+        "exploration": {
+            "verdict": stateful["verdict"],
+            "seed": stateful["seed"],
+            "uncovered": stateful["coverage"]["uncovered"],
+        },
         "parts": [{k: p[k] for k in ("index", "count", "seed", "verdict")} for p in stateful["parts"]],
         "failures": _failures(report),
     }
     if counts:
-        out["coverage"].update({key: coverage[key] for key in ("transitions", "states", "operations", "outcomes",
-                                                              "policies")})
+        out["coverage"].update(
+            {key: coverage[key] for key in ("transitions", "states", "operations", "outcomes", "policies")}
+        )
         out["exploration"].update({key: stateful[key] for key in ("examples", "steps", "coverage")})
-        out["parts"] = [{k: p[k] for k in ("index", "count", "seed", "examples", "steps", "verdict")}
-                        for p in stateful["parts"]]
+        out["parts"] = [
+            {k: p[k] for k in ("index", "count", "seed", "examples", "steps", "verdict")} for p in stateful["parts"]
+        ]
     return out
 
 
-@pytest.mark.parametrize("adapter, verdict", [("sequential:Reference", "pass"),
-                                              ("sequential:cancel_finished_job", "fail")])
+@pytest.mark.parametrize(
+    "adapter, verdict", [("sequential:Reference", "pass"), ("sequential:cancel_finished_job", "fail")]
+)
 def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapters, tmp_path, adapter, verdict):
-    common = ["thread-jobs", "--adapter", adapter, "--profile", "quick", "--seed", "5", "--example-db", "none",
-              "--min-coverage", "operations=100", "--max-failures", "1"]
-    shards = [_kit(["run", *common, "--shard", f"{i}/2", "--report-dir", str(tmp_path / f"shard{i}")], cwd=adapters)
-              for i in (1, 2)]
+    common = [
+        "thread-jobs",
+        "--adapter",
+        adapter,
+        "--profile",
+        "quick",
+        "--seed",
+        "5",
+        "--example-db",
+        "none",
+        "--min-coverage",
+        "operations=100",
+        "--max-failures",
+        "1",
+    ]
+    shards = [
+        _kit(["run", *common, "--shard", f"{i}/2", "--report-dir", str(tmp_path / f"shard{i}")], cwd=adapters)
+        for i in (1, 2)
+    ]
     for proc in shards:
         code, text = _done(proc)
         assert code in (0, 1), text
-    code, text = _done(_kit(["run", *common, "--workers", "2", "--report-dir", str(tmp_path / "whole")],
-                            cwd=adapters))
+    code, text = _done(_kit(["run", *common, "--workers", "2", "--report-dir", str(tmp_path / "whole")], cwd=adapters))
     whole = _report(tmp_path / "whole")
     assert code == whole["exit_code"], text
     partial = [_report(tmp_path / f"shard{i}") for i in (1, 2)]
@@ -216,8 +246,17 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
     assert not {s["id"] for s in partial[0]["scenarios"]} & {s["id"] for s in partial[1]["scenarios"]}
     assert all(p["coverage"]["gates"] == [] for p in partial)  # a shard never gates its part alone
 
-    code, text = _done(_kit(["merge-reports", str(tmp_path / "merged"), str(tmp_path / "shard1"),
-                             str(tmp_path / "shard2" / "report.json")], cwd=adapters))
+    code, text = _done(
+        _kit(
+            [
+                "merge-reports",
+                str(tmp_path / "merged"),
+                str(tmp_path / "shard1"),
+                str(tmp_path / "shard2" / "report.json"),
+            ],
+            cwd=adapters,
+        )
+    )
     merged = _report(tmp_path / "merged")
     assert code == merged["exit_code"] == whole["exit_code"], text
     assert whole["verdict"] == verdict
@@ -239,19 +278,23 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
     if verdict == "fail":
         assert merged["replay"].endswith("--profile quick --seed 5 --workers 2") and merged["replay"] == whole["replay"]
         assert merged["stateful"]["failure"] is not None
-        assert f"--shard " in merged["stateful"]["failure"]["message"]  # re-running the part that found it
+        assert "--shard " in merged["stateful"]["failure"]["message"]  # re-running the part that found it
         assert "Verdict: FAIL" in text
 
 
 # ------------------------------------------------------------ refusals
 def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
     one = ["thread-jobs", "--adapter", "sequential:Reference", "--no-stateful", "--scenario", "N1", "--scenario", "N2"]
-    runs = {"s1": [*one, "--shard", "1/2"], "s2": [*one, "--shard", "2/2"],
-            "s2-seed": [*one, "--shard", "2/2", "--seed", "9"],
-            "s2-spec": ["task-progress", "--no-stateful", "--shard", "2/2"],
-            "plain": one}
-    procs = {name: _kit(["run", *args, "--report-dir", str(tmp_path / name)], cwd=adapters)
-             for name, args in runs.items()}
+    runs = {
+        "s1": [*one, "--shard", "1/2"],
+        "s2": [*one, "--shard", "2/2"],
+        "s2-seed": [*one, "--shard", "2/2", "--seed", "9"],
+        "s2-spec": ["task-progress", "--no-stateful", "--shard", "2/2"],
+        "plain": one,
+    }
+    procs = {
+        name: _kit(["run", *args, "--report-dir", str(tmp_path / name)], cwd=adapters) for name, args in runs.items()
+    }
     for name, proc in procs.items():
         code, text = _done(proc)
         assert code == 0, (name, text)
@@ -274,8 +317,9 @@ def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
     assert code == 2 and "not a shard's report" in text and "--shard I/N" in text, text
     code, text = merge("s1", "nowhere")
     assert code == 2 and "no report.json there" in text, text
-    code, text = _done(_kit(["merge-reports", str(tmp_path / "s1"), str(tmp_path / "s1"), str(tmp_path / "s2")],
-                            cwd=adapters))
+    code, text = _done(
+        _kit(["merge-reports", str(tmp_path / "s1"), str(tmp_path / "s1"), str(tmp_path / "s2")], cwd=adapters)
+    )
     assert code == 2 and "report directory of a shard" in text, text
 
     code, text = merge("s2", "s1", refused=False)  # in any order
@@ -285,10 +329,12 @@ def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
 
 
 def test_shard_and_workers_usage_errors(tmp_path):
-    for args, said in ((["--shard", "3/2"], "I must be between 1 and N"),
-                       (["--workers", "0"], "at least 1 worker"),
-                       (["--workers", "many"], "'auto'"),
-                       (["--workers", "2", "--shard", "1/2"], "give one of them")):
+    for args, said in (
+        (["--shard", "3/2"], "I must be between 1 and N"),
+        (["--workers", "0"], "at least 1 worker"),
+        (["--workers", "many"], "'auto'"),
+        (["--workers", "2", "--shard", "1/2"], "give one of them"),
+    ):
         code, text = _done(_kit(["run", "thread-jobs", *args, "--report-dir", str(tmp_path / "r")], cwd=tmp_path))
         assert code == 2 and said in " ".join(text.split()), (args, text)
         assert not (tmp_path / "r" / "report.json").exists()
@@ -297,9 +343,24 @@ def test_shard_and_workers_usage_errors(tmp_path):
 # ------------------------------------------------------------ --workers
 def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path):
     report_dir = tmp_path / "reports"
-    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:cancel_finished_job", "--profile",
-                             "quick", "--workers", "2", "--no-scenarios", "--report-dir", str(report_dir)],
-                            cwd=adapters))
+    code, text = _done(
+        _kit(
+            [
+                "run",
+                "thread-jobs",
+                "--adapter",
+                "sequential:cancel_finished_job",
+                "--profile",
+                "quick",
+                "--workers",
+                "2",
+                "--no-scenarios",
+                "--report-dir",
+                str(report_dir),
+            ],
+            cwd=adapters,
+        )
+    )
     assert code == 1, text
     report = _report(report_dir)
     assert report["verdict"] == "fail" and "Verdict: FAIL" in text and str(report_dir / "report.json") in text
@@ -321,35 +382,75 @@ def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path
 def test_forked_and_spawned_workers_give_the_same_run(adapters, tmp_path):
     # On Linux workers are forked from the kit's process; CONFORMANCE_WORKER_START=spawn
     # starts each as a new interpreter (what macOS and Windows get). The same parts either way.
-    common = ["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "quick", "--seed", "3",
-              "--example-db", "none", "--workers", "2"]
+    common = [
+        "run",
+        "thread-jobs",
+        "--adapter",
+        "sequential:Reference",
+        "--profile",
+        "quick",
+        "--seed",
+        "3",
+        "--example-db",
+        "none",
+        "--workers",
+        "2",
+    ]
     reports = {}
     for how in ("fork", "spawn"):
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir",
-                                 str(tmp_path / how)], cwd=adapters, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={**os.environ, "CONFORMANCE_WORKER_START": how})
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir", str(tmp_path / how)],
+            cwd=adapters,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "CONFORMANCE_WORKER_START": how},
+        )
         code, text = _done(proc)
         assert code == 0, text
         reports[how] = _report(tmp_path / how)
-    assert [p["seed"] for p in reports["fork"]["stateful"]["parts"]] == \
-        [p["seed"] for p in reports["spawn"]["stateful"]["parts"]]
+    assert [p["seed"] for p in reports["fork"]["stateful"]["parts"]] == [
+        p["seed"] for p in reports["spawn"]["stateful"]["parts"]
+    ]
     assert _comparable(reports["fork"], counts=True) == _comparable(reports["spawn"], counts=True)
     spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
     for report in reports.values():  # every scenario once, in matrix order, whichever worker claimed it
         ran = [s["id"] for s in report["scenarios"]] + [s["id"] for s in report["not_applicable"]["scenarios"]]
         assert sorted(ran, key=[s.id for s in spec.scenarios].index) == [s.id for s in spec.scenarios]
-        assert [s["id"] for s in report["scenarios"]] == [s.id for s in spec.scenarios
-                                                         if s.id in {e["id"] for e in report["scenarios"]}]
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir",
-                             str(tmp_path / "bad")], cwd=adapters, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, "CONFORMANCE_WORKER_START": "thread"})
+        assert [s["id"] for s in report["scenarios"]] == [
+            s.id for s in spec.scenarios if s.id in {e["id"] for e in report["scenarios"]}
+        ]
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "conformance.cli", *common, "--report-dir", str(tmp_path / "bad")],
+        cwd=adapters,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "CONFORMANCE_WORKER_START": "thread"},
+    )
     code, text = _done(proc)
     assert code == 2 and "CONFORMANCE_WORKER_START 'thread'" in text and "Traceback" not in text, text
 
 
 def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
-    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "quick",
-                             "--workers", "1", "--no-scenarios", "--report-dir", str(tmp_path / "r")], cwd=adapters))
+    code, text = _done(
+        _kit(
+            [
+                "run",
+                "thread-jobs",
+                "--adapter",
+                "sequential:Reference",
+                "--profile",
+                "quick",
+                "--workers",
+                "1",
+                "--no-scenarios",
+                "--report-dir",
+                str(tmp_path / "r"),
+            ],
+            cwd=adapters,
+        )
+    )
     assert code == 0, text
     report = _report(tmp_path / "r")
     assert "parts" not in report["stateful"] and "shard" not in report
@@ -369,10 +470,28 @@ def test_workers_default_to_the_cores_and_every_replay_names_its_parts(adapters,
     # its replay command says how many, so that it re-runs the same parts on any machine.
     env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKERS"}
     cores = available_cores()
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "conformance.cli", "run", "thread-jobs", "--adapter",
-                             "sequential:cancel_finished_job", "--profile", "quick", "--no-scenarios",
-                             "--report-dir", str(tmp_path / "default")], cwd=adapters, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "conformance.cli",
+            "run",
+            "thread-jobs",
+            "--adapter",
+            "sequential:cancel_finished_job",
+            "--profile",
+            "quick",
+            "--no-scenarios",
+            "--report-dir",
+            str(tmp_path / "default"),
+        ],
+        cwd=adapters,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     code, text = _done(proc)
     assert code == 1, text
     report = _report(tmp_path / "default")
@@ -382,25 +501,71 @@ def test_workers_default_to_the_cores_and_every_replay_names_its_parts(adapters,
     rerun = failure["message"].split("re-runs with: ")[1].split(")")[0]
     assert ("--shard " in rerun) if cores > 1 else rerun.endswith("--workers 1"), rerun
     # A run in one process says --workers 1: on a machine with more cores the default would split it.
-    code, text = _done(_kit(["run", "thread-jobs", "--adapter", "sequential:cancel_finished_job", "--profile",
-                             "quick", "--no-scenarios", "--report-dir", str(tmp_path / "one")], cwd=adapters))
+    code, text = _done(
+        _kit(
+            [
+                "run",
+                "thread-jobs",
+                "--adapter",
+                "sequential:cancel_finished_job",
+                "--profile",
+                "quick",
+                "--no-scenarios",
+                "--report-dir",
+                str(tmp_path / "one"),
+            ],
+            cwd=adapters,
+        )
+    )
     assert code == 1, text
     one = _report(tmp_path / "one")
     assert one["replay"].endswith("--seed 1 --workers 1"), one["replay"]
     assert "--no-scenarios --workers 1)" in one["stateful"]["failure"]["message"]
     # Named scenarios get no worker without a scenario of its own.
-    code, text = _done(subprocess.Popen(
-        [sys.executable, "-P", "-m", "conformance.cli", "run", "thread-jobs", "--adapter", "sequential:Reference",
-         "--scenario", "N1", "--report-dir", str(tmp_path / "n1")], cwd=adapters, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+    code, text = _done(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "conformance.cli",
+                "run",
+                "thread-jobs",
+                "--adapter",
+                "sequential:Reference",
+                "--scenario",
+                "N1",
+                "--report-dir",
+                str(tmp_path / "n1"),
+            ],
+            cwd=adapters,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+    )
     assert code == 0, text
     assert "shard" not in _report(tmp_path / "n1") and len(_report(tmp_path / "n1")["scenarios"]) == 1
 
 
 def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_path):
     report_dir = tmp_path / "reports"
-    proc = _kit(["run", "thread-jobs", "--adapter", "sequential:Reference", "--profile", "deep", "--workers", "2",
-                 "--report-dir", str(report_dir)], cwd=adapters)
+    proc = _kit(
+        [
+            "run",
+            "thread-jobs",
+            "--adapter",
+            "sequential:Reference",
+            "--profile",
+            "deep",
+            "--workers",
+            "2",
+            "--report-dir",
+            str(report_dir),
+        ],
+        cwd=adapters,
+    )
     seen, deadline = [], time.monotonic() + 300
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
@@ -412,16 +577,21 @@ def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_pa
     else:
         proc.kill()
     assert seen and "examples " in seen[-1], "".join(seen)
-    children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
-                                                   timeout=30).stdout.split()]
+    children = [
+        int(pid)
+        for pid in subprocess.run(
+            ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True, timeout=30
+        ).stdout.split()
+    ]
     assert len(children) == 2, children
     proc.send_signal(signal.SIGINT)
     code, text = _done(proc, timeout=180)
     assert code == 130, text
     report = _report(report_dir)
     assert report["verdict"] == "interrupted" and report["exit_code"] == 130
-    assert any(p["kind"] == "interrupted" and "The reports hold only what finished" in p["message"]
-               for p in report["problems"])
+    assert any(
+        p["kind"] == "interrupted" and "The reports hold only what finished" in p["message"] for p in report["problems"]
+    )
     assert report["scenarios"], "the scenarios the workers finished are reported"
     assert "Verdict: INTERRUPTED" in text
     for pid in children:

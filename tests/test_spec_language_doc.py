@@ -1,6 +1,7 @@
 """docs/spec-language.md documents every section, step kind, policy kind,
 matcher and CEL helper the kit knows: adding one without documenting it
 fails here."""
+
 import json
 import re
 from pathlib import Path
@@ -40,14 +41,17 @@ def schema_scenario_steps() -> set[str]:
     return {item["required"][0] for item in SCHEMA["$defs"]["scenario_step"]["oneOf"]}
 
 
-@pytest.mark.parametrize("part, names", [
-    ("sections", lambda: set(SCHEMA["properties"])),
-    ("step kinds", lambda: schema_step_kinds() | set(STEP_KINDS)),
-    ("policy kinds", schema_policy_kinds),
-    ("matchers", schema_matchers),
-    ("CEL", lambda: set(PURE_FUNCTIONS) | set(MODEL_FUNCTIONS)),
-    ("scenario steps", schema_scenario_steps),
-])
+@pytest.mark.parametrize(
+    "part, names",
+    [
+        ("sections", lambda: set(SCHEMA["properties"])),
+        ("step kinds", lambda: schema_step_kinds() | set(STEP_KINDS)),
+        ("policy kinds", schema_policy_kinds),
+        ("matchers", schema_matchers),
+        ("CEL", lambda: set(PURE_FUNCTIONS) | set(MODEL_FUNCTIONS)),
+        ("scenario steps", schema_scenario_steps),
+    ],
+)
 def test_guide_documents_every_name(part, names):
     missing = names() - headings(part)
     assert not missing, f"docs/spec-language.md, '## Reference: {part}' lacks a heading for: {sorted(missing)}"

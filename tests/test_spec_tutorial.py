@@ -1,6 +1,7 @@
 """The tutorial in docs/spec-language.md, run from its files in
 examples/spec-tutorial/: the spec validates, lints clean, passes against the
 small reference and fails against the mutant."""
+
 from pathlib import Path
 
 import pytest
@@ -31,18 +32,42 @@ def test_tutorial_spec_validates_and_lints_clean(in_tutorial):
 
 
 def test_tutorial_reference_passes(in_tutorial):
-    code, out = invoke("run", "print-queue.yaml", "--adapter", "print_queue:PrintQueueAdapter",
-                       "--profile", "quick", "--report-dir", str(in_tutorial / "ref"))
+    code, out = invoke(
+        "run",
+        "print-queue.yaml",
+        "--adapter",
+        "print_queue:PrintQueueAdapter",
+        "--profile",
+        "quick",
+        "--report-dir",
+        str(in_tutorial / "ref"),
+    )
     assert code == 0, out
     assert "Verdict: PASS" in out
-    code, out = invoke("run", "print-queue.yaml", "--adapter", "print_queue:PrintQueueAdapter",
-                       "--adapter-opt", "max_copies=50", "--no-stateful", "--report-dir", str(in_tutorial / "office"))
+    code, out = invoke(
+        "run",
+        "print-queue.yaml",
+        "--adapter",
+        "print_queue:PrintQueueAdapter",
+        "--adapter-opt",
+        "max_copies=50",
+        "--no-stateful",
+        "--report-dir",
+        str(in_tutorial / "office"),
+    )
     assert code == 0, out
 
 
 def test_tutorial_mutant_fails(in_tutorial):
-    code, out = invoke("run", "print-queue.yaml", "--adapter", "print_queue_mutant:StubbornQueueAdapter",
-                       "--no-stateful", "--report-dir", str(in_tutorial / "mutant"))
+    code, out = invoke(
+        "run",
+        "print-queue.yaml",
+        "--adapter",
+        "print_queue_mutant:StubbornQueueAdapter",
+        "--no-stateful",
+        "--report-dir",
+        str(in_tutorial / "mutant"),
+    )
     assert code == 1, out
     assert "N2 Cancel a queued job and a printing one  [divergence]" in out
     assert 'expected "cancelled", got "printing"' in out
@@ -53,4 +78,7 @@ def test_tutorial_files_are_the_ones_the_guide_names():
     for name in ("print-queue.yaml", "print_queue:PrintQueueAdapter", "print_queue_mutant:StubbornQueueAdapter"):
         assert name in guide
     assert {p.name for p in TUTORIAL.iterdir() if p.suffix in (".py", ".yaml")} == {
-        "print-queue.yaml", "print_queue.py", "print_queue_mutant.py"}
+        "print-queue.yaml",
+        "print_queue.py",
+        "print_queue_mutant.py",
+    }

@@ -1,4 +1,5 @@
 """Every spec in the repository loads, and the thread-jobs matrix is complete."""
+
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ def test_thread_jobs_has_the_whole_matrix():
     after_the_seed = ["N11", "E14", "B9", "B10", "B11", "B12", "B13", "R1", "R2"]
     ids = [s.id for s in spec.scenarios]
     assert [i for i in ids if i not in after_the_seed] == expected and sorted(set(ids) - set(expected)) == sorted(
-        after_the_seed)
+        after_the_seed
+    )
     assert set(spec.lifecycle.states) == {"running", "pending_cancel", "completed", "failed", "cancelled", "timed_out"}
     assert spec.lifecycle.terminal == {"completed", "failed", "cancelled", "timed_out"}
 

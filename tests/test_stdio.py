@@ -13,6 +13,7 @@ The unit tests at the end drive :class:`conformance.adapters.stdio.StdioAdapter`
 directly: concurrency by id, restarts after a crash, close() on a hung
 program, the stderr ring buffer and the line length cap.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.errors import AdapterLoadError
-from conformance.adapters.stdio_protocol import MAX_LINE_BYTES, ProtocolError
 from conformance.adapters.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAdapter, split_command, stdio_factory
+from conformance.adapters.stdio_protocol import MAX_LINE_BYTES, ProtocolError
+from conformance.errors import AdapterLoadError
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "spec/thread-jobs.yaml"
@@ -63,14 +64,38 @@ class Run:
         return [f for f in found if kind is None or f["kind"] == kind]
 
 
-def run_kit(tmp_path: Path, command: str, *options: str, env: dict | None = None, timeout: float = 240,
-            subcommand: tuple[str, ...] = ("run", SPEC)) -> Run:
+def run_kit(
+    tmp_path: Path,
+    command: str,
+    *options: str,
+    env: dict | None = None,
+    timeout: float = 240,
+    subcommand: tuple[str, ...] = ("run", SPEC),
+) -> Run:
     report_dir = tmp_path / "report"
-    argv = [sys.executable, "-P", "-m", "conformance.cli", *subcommand, "--adapter-cmd", command,
-            "--report-dir", str(report_dir), "--timeout", "2", *options]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "conformance.cli",
+        *subcommand,
+        "--adapter-cmd",
+        command,
+        "--report-dir",
+        str(report_dir),
+        "--timeout",
+        "2",
+        *options,
+    ]
     started = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    proc = subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
     run = Run(proc, report_dir, time.perf_counter() - started)
     assert "Traceback" not in run.out, run.out
     assert "internal error" not in run.out, run.out
@@ -122,7 +147,7 @@ def test_a_program_exiting_mid_run_is_reported_with_status_and_stderr_and_restar
     # the program was started again: later scenarios ran, and some passed
     ids = [s["id"] for s in run.report["scenarios"]]
     first_failure = next(i for i, s in enumerate(run.report["scenarios"]) if s["failure"])
-    assert any(s["verdict"] == "pass" for s in run.report["scenarios"][first_failure + 1:]), ids
+    assert any(s["verdict"] == "pass" for s in run.report["scenarios"][first_failure + 1 :]), ids
     assert_went_on(run)
     replays = [f["replay"] for f in run.failures()]
     assert all(f"--adapter-cmd {shlex.quote(command)}" in r for r in replays), replays
@@ -164,7 +189,9 @@ def test_a_non_json_line_is_a_protocol_error_quoting_the_line(tmp_path):
     for failure in run.failures():
         assert failure["kind"] == "implementation-error", failure
         assert failure["operation"] == "observe_llm_error"
-        assert "observe_llm_error raised ProtocolError: the program printed a line that is not JSON" in failure["message"]
+        assert (
+            "observe_llm_error raised ProtocolError: the program printed a line that is not JSON" in failure["message"]
+        )
         assert "'DEBUG handling observe_llm_error'" in failure["message"]  # the offending line
 
 
@@ -174,8 +201,11 @@ def test_an_answer_with_an_unknown_id_is_a_protocol_error(tmp_path):
     failed_only(run, "E12")  # the scenario calling restart
     failure = run.scenarios["E12"]["failure"]
     assert failure["kind"] == "implementation-error" and failure["operation"] == "restart"
-    assert re.search(r"restart raised ProtocolError: the program answered unknown request id (\d+) .*"
-                     r"'\{\"id\": \1, \"result\": \{\}, \"effects\": \[\]\}'", failure["message"]), failure["message"]
+    assert re.search(
+        r"restart raised ProtocolError: the program answered unknown request id (\d+) .*"
+        r"'\{\"id\": \1, \"result\": \{\}, \"effects\": \[\]\}'",
+        failure["message"],
+    ), failure["message"]
 
 
 def test_two_answers_to_one_request_are_a_protocol_error(tmp_path):
@@ -186,8 +216,11 @@ def test_two_answers_to_one_request_are_a_protocol_error(tmp_path):
     assert failure["kind"] == "implementation-error", failure
     # noticed at the next request, which fails with the offending line
     assert failure["operation"] == "inspect_job"
-    assert re.search(r"ProtocolError: the program answered request (\d+) twice; the second answer: "
-                     r"'\{\"id\": \1, \"result\": \{\}", failure["message"]), failure["message"]
+    assert re.search(
+        r"ProtocolError: the program answered request (\d+) twice; the second answer: "
+        r"'\{\"id\": \1, \"result\": \{\}",
+        failure["message"],
+    ), failure["message"]
 
 
 def test_a_result_breaking_the_operation_schema_names_the_schema_path(tmp_path):
@@ -225,11 +258,15 @@ def test_nondeterminism_in_the_stateful_exploration(tmp_path):
     assert failure["kind"] in ("nondeterminism", "divergence"), failure
 
 
-@pytest.mark.parametrize("command, said", [
-    (fixture("protocol2"), "the program speaks protocol 2, the kit speaks protocol 1"),
-    (fixture("wrong_spec"), "the program implements task-queue 1.0.0"),
-    (fixture("wrong_spec", "thread-jobs", "3.0.0"), "the program implements thread-jobs 3.0.0"),
-], ids=["protocol-2", "another-spec", "another-major-version"])
+@pytest.mark.parametrize(
+    "command, said",
+    [
+        (fixture("protocol2"), "the program speaks protocol 2, the kit speaks protocol 1"),
+        (fixture("wrong_spec"), "the program implements task-queue 1.0.0"),
+        (fixture("wrong_spec", "thread-jobs", "3.0.0"), "the program implements thread-jobs 3.0.0"),
+    ],
+    ids=["protocol-2", "another-spec", "another-major-version"],
+)
 def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path, command, said):
     run = run_kit(tmp_path, command)
     assert run.code == 2, run.out
@@ -244,13 +281,17 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert said.split(",")[0] in run.out.replace("\n", "")
 
 
-@pytest.mark.parametrize("command, said", [
-    ("no-such-program-xyz --flag", "cannot start the adapter program 'no-such-program-xyz --flag'"),
-    (f"{PY} -c 'import sys; sys.exit(4)'", "handshake failed: the program exited with status 4"),
-    ("", "the adapter command is empty"),
-    ("'unbalanced", "cannot split adapter command"),
-    (f"{PY} -c 'import time; time.sleep(60)'", "did not answer within 2s"),
-], ids=["missing", "exits-at-once", "empty", "bad-quotes", "silent"])
+@pytest.mark.parametrize(
+    "command, said",
+    [
+        ("no-such-program-xyz --flag", "cannot start the adapter program 'no-such-program-xyz --flag'"),
+        (f"{PY} -c 'import sys; sys.exit(4)'", "handshake failed: the program exited with status 4"),
+        ("", "the adapter command is empty"),
+        ("'unbalanced", "cannot split adapter command"),
+        (f"{PY} -c 'import time; time.sleep(60)'", "did not answer within 2s"),
+    ],
+    ids=["missing", "exits-at-once", "empty", "bad-quotes", "silent"],
+)
 def test_a_program_that_cannot_start_is_an_adapter_error(tmp_path, command, said):
     run = run_kit(tmp_path, command)
     assert run.code == 2, run.out
@@ -258,8 +299,20 @@ def test_a_program_that_cannot_start_is_an_adapter_error(tmp_path, command, said
 
 
 def test_adapter_cmd_excludes_adapter(tmp_path):
-    argv = [sys.executable, "-P", "-m", "conformance.cli", "run", SPEC, "--adapter-cmd", EXAMPLE,
-            "--adapter", "lifecycle_references.thread_jobs:ReferenceAdapter", "--report-dir", str(tmp_path)]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "conformance.cli",
+        "run",
+        SPEC,
+        "--adapter-cmd",
+        EXAMPLE,
+        "--adapter",
+        "lifecycle_references.thread_jobs:ReferenceAdapter",
+        "--report-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "cannot be combined with --adapter" in proc.stderr
@@ -274,13 +327,16 @@ def test_replay_commands_use_adapter_cmd_and_work(tmp_path):
     assert run.report["replay"].startswith(f"conformance run {SPEC} --adapter-cmd {shlex.quote(command)} ")
     # `conformance replay` of a steps file takes --adapter-cmd as well
     steps = tmp_path / "steps.yaml"
-    steps.write_text(textwrap.dedent("""\
+    steps.write_text(
+        textwrap.dedent("""\
         id: start-one
         title: start one job
         steps:
           - call: start_job
             args: {thread_id: t1, tool_call_id: c1, tool_name: build}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     replayed = run_kit(tmp_path / "replay", command, subcommand=("replay", SPEC, str(steps)))
     assert replayed.code == 1, replayed.out
     failure = replayed.report["scenarios"][0]["failure"]
@@ -319,8 +375,9 @@ def test_concurrent_calls_are_routed_by_id(adapters):
     results: dict[int, dict] = {}
 
     def start(i: int) -> None:
-        results[i] = adapter.call("start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "x",
-                                                "job_id": f"j{i}"})
+        results[i] = adapter.call(
+            "start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "x", "job_id": f"j{i}"}
+        )
 
     threads = [threading.Thread(target=start, args=(i,)) for i in range(24)]
     for t in threads:
@@ -359,7 +416,7 @@ def test_close_never_blocks_on_a_hung_program(adapters):
     def stuck() -> None:
         try:
             adapter.call("retry_job", {})
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             outcome.append(exc)
 
     thread = threading.Thread(target=stuck, daemon=True)
@@ -400,13 +457,15 @@ def test_a_timeout_on_the_main_thread_abandons_the_request_and_reset_restarts(ad
 
 
 def test_the_stderr_ring_buffer_keeps_only_the_tail(adapters):
-    adapter = adapters(python_program("""
+    adapter = adapters(
+        python_program("""
         import sys
         for i in range(20000):
             sys.stderr.write(f"log line {i}\\n")
         sys.stderr.write("the very end\\n")
         sys.exit(5)
-    """))
+    """)
+    )
     with pytest.raises(AdapterLoadError) as caught:
         adapter.describe()
     message = str(caught.value)
@@ -416,7 +475,8 @@ def test_the_stderr_ring_buffer_keeps_only_the_tail(adapters):
 
 
 def test_a_huge_line_is_a_protocol_error_not_a_memory_blowup(adapters):
-    adapter = adapters(python_program(f"""
+    adapter = adapters(
+        python_program(f"""
         import sys, json
         hello = json.loads(sys.stdin.readline())
         sys.stdout.write(json.dumps({{"id": hello["id"], "protocol": 1,
@@ -427,7 +487,8 @@ def test_a_huge_line_is_a_protocol_error_not_a_memory_blowup(adapters):
             request = json.loads(line)
             sys.stdout.write('{{"id": ' + str(request["id"]) + ', "result": "' + "x" * {MAX_LINE_BYTES + 10} + '"}}\\n')
             sys.stdout.flush()
-    """))
+    """)
+    )
     adapter.describe()
     with pytest.raises(ProtocolError, match="longer than 16777216 bytes") as caught:
         adapter.reset(0)
@@ -436,7 +497,8 @@ def test_a_huge_line_is_a_protocol_error_not_a_memory_blowup(adapters):
 
 
 def test_a_reset_answered_with_an_error_says_so(adapters):
-    adapter = adapters(python_program("""
+    adapter = adapters(
+        python_program("""
         import sys, json
         for line in sys.stdin:
             r = json.loads(line)
@@ -447,9 +509,15 @@ def test_a_reset_answered_with_an_error_says_so(adapters):
                 out = {"error": {"kind": "broken", "message": "cannot reset today"}}
             sys.stdout.write(json.dumps({"id": r["id"], **out}) + "\\n")
             sys.stdout.flush()
-    """))
-    assert adapter.describe() == {"name": "x", "version": "0", "profile": None,
-                                  "parameters": {"retention_limit": 3}, "capabilities": {}}
+    """)
+    )
+    assert adapter.describe() == {
+        "name": "x",
+        "version": "0",
+        "profile": None,
+        "parameters": {"retention_limit": 3},
+        "capabilities": {},
+    }
     with pytest.raises(Exception, match="answered reset with error broken: cannot reset today"):
         adapter.reset(0)
 

@@ -10,22 +10,22 @@ same model, checks and reports as a live run.
   linearizability failure, those some order explains pass;
 - a trace that cannot be read is an error naming file:line, exit 2.
 """
+
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
 
-from cli_result import kit as run_kit
-
 import pytest
+from cli_result import kit as run_kit
 
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.mutants import load_mutants
 from conformance.reporting import validate_report
+from conformance.specs import resolve_spec
 from conformance.traces import check_trace_run
 from statemachines import load_spec
-from conformance.specs import resolve_spec
 
 SPECS = ["thread-jobs", "task-progress", "async-jobs", "async-command"]
 
@@ -45,8 +45,16 @@ def recorded(tmp_path_factory):
     """The scenario matrix of each bundled reference, recorded once."""
     base = tmp_path_factory.mktemp("recorded")
     for spec in SPECS:
-        proc = kit("run", spec, "--no-stateful", "--record", str(base / spec), "--report-dir", str(base / f"{spec}-run"),
-                   cwd=base)
+        proc = kit(
+            "run",
+            spec,
+            "--no-stateful",
+            "--record",
+            str(base / spec),
+            "--report-dir",
+            str(base / f"{spec}-run"),
+            cwd=base,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return base
 
@@ -85,8 +93,16 @@ def test_traces_recorded_from_each_mutant_fail_where_the_live_run_failed(spec, t
     loaded = load_spec(resolve_spec(spec))
     for name, mutant in load_mutants(loaded.implementations["mutants"]).items():
         record = tmp_path / name
-        live = run_conformance(RunConfig(spec_path=spec, adapter_factory=mutant.factory, adapter_label=name,
-                                         stateful=False, report_dir=None, record_dir=str(record)))
+        live = run_conformance(
+            RunConfig(
+                spec_path=spec,
+                adapter_factory=mutant.factory,
+                adapter_label=name,
+                stateful=False,
+                report_dir=None,
+                record_dir=str(record),
+            )
+        )
         failed_live = {s["id"] for s in live["scenarios"] if s["verdict"] == "fail"}
         traces = sorted(str(p) for p in record.glob("*.jsonl"))
         checked = check_trace_run(spec, traces, None)
@@ -103,9 +119,14 @@ START = {"call": "begin_turn", "args": {"thread_id": "t1"}, "result": {}, "effec
 
 
 def _start_job(job_id: str, answer: dict, start: int, end: int) -> dict:
-    return {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build",
-                                          "job_id": job_id}, **answer, "effects": [],
-            "start_ms": start, "end_ms": end}
+    return {
+        "call": "start_job",
+        "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": job_id},
+        **answer,
+        "effects": [],
+        "start_ms": start,
+        "end_ms": end,
+    }
 
 
 def _write(path: Path, events: list[dict]) -> Path:
@@ -114,20 +135,35 @@ def _write(path: Path, events: list[dict]) -> Path:
 
 
 def test_overlapping_operations_some_order_explains_pass(tmp_path):
-    trace = _write(tmp_path / "ok.jsonl", [
-        _start_job("j2", {"error": {"kind": "job_exists_for_tool_call",
-                                    "message": "Background job already exists for tool_call_id"}}, 10, 30),
-        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 12, 20),
-    ])
+    trace = _write(
+        tmp_path / "ok.jsonl",
+        [
+            _start_job(
+                "j2",
+                {
+                    "error": {
+                        "kind": "job_exists_for_tool_call",
+                        "message": "Background job already exists for tool_call_id",
+                    }
+                },
+                10,
+                30,
+            ),
+            _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 12, 20),
+        ],
+    )
     report = check_trace_run("thread-jobs", [str(trace)], None)
     assert report["verdict"] == "pass", report["scenarios"]
 
 
 def test_overlapping_operations_no_order_explains_fail_as_linearizability(tmp_path):
-    trace = _write(tmp_path / "lost-update.jsonl", [
-        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 30),
-        _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 20),
-    ])
+    trace = _write(
+        tmp_path / "lost-update.jsonl",
+        [
+            _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 30),
+            _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 20),
+        ],
+    )
     report = check_trace_run("thread-jobs", [str(trace)], None)
     assert report["verdict"] == "fail"
     failure = report["scenarios"][0]["failure"]
@@ -136,35 +172,50 @@ def test_overlapping_operations_no_order_explains_fail_as_linearizability(tmp_pa
 
 
 def test_the_same_operations_one_after_the_other_are_judged_in_order(tmp_path):
-    trace = _write(tmp_path / "sequential.jsonl", [
-        _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 11),
-        _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 13),
-    ])
+    trace = _write(
+        tmp_path / "sequential.jsonl",
+        [
+            _start_job("j1", {"result": {"mode": "background", "job_id": "j1", "status": "running"}}, 10, 11),
+            _start_job("j2", {"result": {"mode": "background", "job_id": "j2", "status": "running"}}, 12, 13),
+        ],
+    )
     report = check_trace_run("thread-jobs", [str(trace)], None)
     failure = report["scenarios"][0]["failure"]
     assert failure["kind"] == "divergence" and failure["message"].startswith(f"{trace}:4: start_job")
 
 
 def test_resets_split_a_trace_into_sessions(tmp_path):
-    ok = {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build",
-                                        "job_id": "j1"},
-          "result": {"mode": "background", "job_id": "j1", "status": "running"}, "effects": []}
+    ok = {
+        "call": "start_job",
+        "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j1"},
+        "result": {"mode": "background", "job_id": "j1", "status": "running"},
+        "effects": [],
+    }
     trace = _write(tmp_path / "two.jsonl", [ok, {"reset": True}, START, ok])
     report = check_trace_run("thread-jobs", [str(trace)], None)
     assert [s["id"] for s in report["scenarios"]] == ["two.jsonl:2", "two.jsonl:5"]
     assert report["verdict"] == "pass"
 
 
-@pytest.mark.parametrize("content, line, words", [
-    ('{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}, "result": {}}\nnot json\n',
-     3, "not a JSON object"),
-    ('{"call": "begin_turn", "args": {}, "result": {}}\n', 1, "the first line must be the header"),
-    ('{"trace": 2, "spec": {"id": "thread-jobs"}}\n', 1, "trace format 2 is not supported"),
-    ('{"trace": 1, "spec": {"id": "task-progress"}}\n', 1, "the trace is of spec 'task-progress'"),
-    ('{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}}\n', 2,
-     "needs exactly one of `result` and `error`"),
-    ('{"trace": 1, "spec": {"id": "thread-jobs"}, "profile": "nope"}\n', 1, "profile 'nope' is not defined"),
-])
+@pytest.mark.parametrize(
+    "content, line, words",
+    [
+        (
+            '{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}, "result": {}}\nnot json\n',
+            3,
+            "not a JSON object",
+        ),
+        ('{"call": "begin_turn", "args": {}, "result": {}}\n', 1, "the first line must be the header"),
+        ('{"trace": 2, "spec": {"id": "thread-jobs"}}\n', 1, "trace format 2 is not supported"),
+        ('{"trace": 1, "spec": {"id": "task-progress"}}\n', 1, "the trace is of spec 'task-progress'"),
+        (
+            '{"trace": 1, "spec": {"id": "thread-jobs"}}\n{"call": "begin_turn", "args": {}}\n',
+            2,
+            "needs exactly one of `result` and `error`",
+        ),
+        ('{"trace": 1, "spec": {"id": "thread-jobs"}, "profile": "nope"}\n', 1, "profile 'nope' is not defined"),
+    ],
+)
 def test_a_trace_that_cannot_be_read_names_its_line(tmp_path, content, line, words):
     trace = tmp_path / "bad.jsonl"
     trace.write_text(content, encoding="utf-8")
@@ -187,8 +238,18 @@ def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(record
     edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
     scenario_file = tmp_path / "regression.yaml"
 
-    proc = kit("check-trace", "thread-jobs", str(edited), "--to-scenario", str(scenario_file), "--scenario-id", "T1",
-               "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    proc = kit(
+        "check-trace",
+        "thread-jobs",
+        str(edited),
+        "--to-scenario",
+        str(scenario_file),
+        "--scenario-id",
+        "T1",
+        "--report-dir",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"wrote scenario T1 to {scenario_file}" in proc.stdout
     scenario = yaml.safe_load(scenario_file.read_text(encoding="utf-8"))["scenarios"][0]
@@ -201,16 +262,28 @@ def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(record
     spec_dir = tmp_path / "spec"
     spec_dir.mkdir()
     root = Path(__file__).resolve().parents[1] / "spec"
-    for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml", "lifecycle-spec-fragment.schema.json",
-                 "lifecycle-spec.schema.json"):
+    for name in (
+        "thread-jobs.yaml",
+        "thread-jobs.scenarios.yaml",
+        "lifecycle-spec-fragment.schema.json",
+        "lifecycle-spec.schema.json",
+    ):
         shutil.copy(root / name, spec_dir / name)
     matrix = spec_dir / "thread-jobs.scenarios.yaml"
     doc = yaml.safe_load(matrix.read_text(encoding="utf-8"))
     doc["scenarios"].append(scenario)
     matrix.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     assert kit("validate", str(spec_dir / "thread-jobs.yaml"), cwd=tmp_path).returncode == 0
-    run = kit("run", str(spec_dir / "thread-jobs.yaml"), "--scenario", "T1", "--no-stateful",
-              "--report-dir", str(tmp_path / "r2"), cwd=tmp_path)
+    run = kit(
+        "run",
+        str(spec_dir / "thread-jobs.yaml"),
+        "--scenario",
+        "T1",
+        "--no-stateful",
+        "--report-dir",
+        str(tmp_path / "r2"),
+        cwd=tmp_path,
+    )
     assert run.returncode == 1, run.stdout + run.stderr
     failure = report_of(tmp_path / "r2")["scenarios"][0]["failure"]
     assert failure["kind"] == "expectation" and failure["message"].startswith("scenario T1")
@@ -223,12 +296,21 @@ def test_trace_writer_writes_what_check_trace_reads(tmp_path):
     path = tmp_path / "own.jsonl"
     with TraceWriter(path, "thread-jobs", "1.0.0", implementation={"name": "my-runtime"}) as trace:
         trace.call("begin_turn", {"thread_id": "t1"}, result={}, effects=[], at_ms=0)
-        trace.call("start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j1"},
-                   result={"mode": "background", "job_id": "j1", "status": "running"}, effects=[], at_ms=0)
+        trace.call(
+            "start_job",
+            {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j1"},
+            result={"mode": "background", "job_id": "j1", "status": "running"},
+            effects=[],
+            at_ms=0,
+        )
         trace.clock(10)
-        trace.call("start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j2"},
-                   error={"kind": "job_exists_for_tool_call",
-                          "message": "Background job already exists for tool_call_id"}, effects=[], at_ms=10)
+        trace.call(
+            "start_job",
+            {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build", "job_id": "j2"},
+            error={"kind": "job_exists_for_tool_call", "message": "Background job already exists for tool_call_id"},
+            effects=[],
+            at_ms=10,
+        )
         with pytest.raises(TraceError, match="exactly one of result= and error="):
             trace.call("list_jobs", {"thread_id": "t1"})
     report = check_trace_run("thread-jobs", [str(path)], None)
@@ -241,8 +323,16 @@ def test_the_node_runtime_records_its_own_trace_and_it_checks(tmp_path):
     root = Path(__file__).resolve().parents[1]
     trace = tmp_path / "node.jsonl"
     adapter = f"node {root / 'examples' / 'node-thread-jobs' / 'adapter.js'} --record-trace {trace}"
-    run = kit("run", "thread-jobs", "--adapter-cmd", adapter, "--no-stateful", "--report-dir", str(tmp_path / "r1"),
-              cwd=tmp_path)
+    run = kit(
+        "run",
+        "thread-jobs",
+        "--adapter-cmd",
+        adapter,
+        "--no-stateful",
+        "--report-dir",
+        str(tmp_path / "r1"),
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     ran = [s for s in report_of(tmp_path / "r1")["scenarios"] if s["verdict"] == "pass"]
     check = kit("check-trace", "thread-jobs", str(trace), "--report-dir", str(tmp_path / "r2"), cwd=tmp_path)

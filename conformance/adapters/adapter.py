@@ -43,6 +43,7 @@ Messages, in the order the kit sends them:
 Implementations never read the wall clock for lifecycle decisions: the kit
 owns time so that ties and retention are deterministic.
 """
+
 from __future__ import annotations
 
 import threading

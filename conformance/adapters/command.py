@@ -27,6 +27,7 @@ behind: each invocation carries a run token in its environment
 (``CONFORMANCE_COMMAND_RUN``), and on Linux every process still holding the
 old token (a detached background worker, say) is killed.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,18 +40,32 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .adapter import Adapter, error_response, result_response
-from .process_tree import kill_group, new_token, stop_marked
-from .command_config import (CommandConfig, CommandConfigError, TemplateError, expand_argv, expand_text,
-                             load_command_config)
-from .command_trust import CommandTrust, check_carriable
 from ..errors import InputRefused
+from .adapter import Adapter, error_response, result_response
+from .command_config import (
+    CommandConfig,
+    CommandConfigError,
+    TemplateError,
+    expand_argv,
+    expand_text,
+    load_command_config,
+)
+from .command_trust import CommandTrust, check_carriable
+from .process_tree import kill_group, new_token, stop_marked
 
-__all__ = ["CommandAdapter", "command_factory", "ERROR_KINDS", "RUN_TOKEN_ENV", "OUTPUT_TAIL_CHARS",
-           "kill_marked_processes", "observe"]
+__all__ = [
+    "CommandAdapter",
+    "command_factory",
+    "ERROR_KINDS",
+    "RUN_TOKEN_ENV",
+    "OUTPUT_TAIL_CHARS",
+    "kill_marked_processes",
+    "observe",
+]
 
 RUN_TOKEN_ENV = "CONFORMANCE_COMMAND_RUN"
 OUTPUT_TAIL_CHARS = 4096
@@ -121,8 +136,11 @@ def observe(exit_code: int, stdout: bytes, stderr: bytes) -> dict:
         shown = text.strip()
         shown = shown if len(shown) <= 200 else shown[:200] + "..."
         out["stdout_text"] = text if len(text) <= OUTPUT_TAIL_CHARS else text[:OUTPUT_TAIL_CHARS] + "..."
-        out["stdout_error"] = (f"stdout is not one JSON document ({exc}); it was "
-                               + (f"{shown!r}" if shown else "empty") + f" (exit code {exit_code})")
+        out["stdout_error"] = (
+            f"stdout is not one JSON document ({exc}); it was "
+            + (f"{shown!r}" if shown else "empty")
+            + f" (exit code {exit_code})"
+        )
     return out
 
 
@@ -145,8 +163,7 @@ class CommandAdapter(Adapter):
                 self.vars[key] = value
             else:
                 known = ", ".join(["profile", *self.vars]) or "profile"
-                raise CommandConfigError(f"adapter option {key!r} is not a var of {self.config.path} "
-                                         f"(known: {known})")
+                raise CommandConfigError(f"adapter option {key!r} is not a var of {self.config.path} (known: {known})")
         self.extra_env = {str(k): str(v) for k, v in (extra_env or {}).items()}
         self.root = tempfile.mkdtemp(prefix="conformance-cli-")
         with _ROOTS_LOCK:
@@ -168,10 +185,16 @@ class CommandAdapter(Adapter):
     # -- values for templates ----------------------------------------------------
     def _builtins(self) -> dict:
         run = self.run_dir
-        return {"python": sys.executable or "python3", "config_dir": str(self.config.directory),
-                "cache_dir": str(Path(self.root) / "cache"),
-                "run_dir": str(run), "state_dir": str(run / "state"), "clock_file": str(run / "clock"),
-                "now_ms": self.now_ms, "profile": self.profile or ""}
+        return {
+            "python": sys.executable or "python3",
+            "config_dir": str(self.config.directory),
+            "cache_dir": str(Path(self.root) / "cache"),
+            "run_dir": str(run),
+            "state_dir": str(run / "state"),
+            "clock_file": str(run / "clock"),
+            "now_ms": self.now_ms,
+            "profile": self.profile or "",
+        }
 
     def _base_values(self) -> dict:
         values = self._builtins()
@@ -216,9 +239,13 @@ class CommandAdapter(Adapter):
 
     # -- the Adapter protocol ----------------------------------------------------------
     def describe(self) -> dict:
-        return {"name": self.config.name, "version": self.config.version, "profile": self.profile,
-                "parameters": dict(self.config.parameters),
-                "capabilities": {"concurrent": False, **self.config.capabilities}}
+        return {
+            "name": self.config.name,
+            "version": self.config.version,
+            "profile": self.profile,
+            "parameters": dict(self.config.parameters),
+            "capabilities": {"concurrent": False, **self.config.capabilities},
+        }
 
     def reset(self, now_ms: int) -> None:
         self._start_run(now_ms)
@@ -232,9 +259,11 @@ class CommandAdapter(Adapter):
             if "error" in response:
                 raise CommandConfigError(f"the reset command failed: {response['error']['message']}")
             if response["result"]["exit_code"] != 0:
-                raise CommandConfigError(f"the reset command `{shlex.join(argv)}` exited with status "
-                                         f"{response['result']['exit_code']}"
-                                         f"{_last_line(response['result']['stderr'])}")
+                raise CommandConfigError(
+                    f"the reset command `{shlex.join(argv)}` exited with status "
+                    f"{response['result']['exit_code']}"
+                    f"{_last_line(response['result']['stderr'])}"
+                )
 
     def set_clock(self, now_ms: int) -> list[dict]:
         self._write_clock(now_ms)
@@ -243,9 +272,12 @@ class CommandAdapter(Adapter):
     def call(self, operation: str, args: dict) -> dict:
         op = self.config.operations.get(operation)
         if op is None:
-            return error_response("unknown_operation", f"the command adapter config {self.config.path} has no "
-                                                       f"command for operation {operation!r} (it has: "
-                                                       f"{', '.join(self.config.operations)})")
+            return error_response(
+                "unknown_operation",
+                f"the command adapter config {self.config.path} has no "
+                f"command for operation {operation!r} (it has: "
+                f"{', '.join(self.config.operations)})",
+            )
         base = self._base_values()
         values = {**(args or {}), **base}  # an argument never replaces a var or built-in of the config
         try:
@@ -258,8 +290,7 @@ class CommandAdapter(Adapter):
         # Refused before anything starts (InputRefused, docs/trust-model.md): a
         # program named by the call's arguments that the tool did not print
         # (and no allowed prefix covers), or a value no command line can carry.
-        trusted = self._trust.check(operation, op["argv"], args, base, argv, op["allowed_prefixes"],
-                                    self.config.path)
+        trusted = self._trust.check(operation, op["argv"], args, base, argv, op["allowed_prefixes"], self.config.path)
         check_carriable(operation, argv, args, op_env)
         self._trust.note_arguments(args, skip=set(trusted))
         response = self._invoke(operation, argv, values, op["env"], op["timeout_s"])
@@ -306,21 +337,36 @@ class CommandAdapter(Adapter):
     def _start_invocation(self, argv: list[str], line: str, cwd: str, env: dict) -> subprocess.Popen | dict:
         """The running invocation, or the error response saying why it did not start."""
         if self._closed:
-            return error_response("command_failed_to_start", f"`{line}` was not started: the adapter is "
-                                                             f"closed (the run is ending)")
+            return error_response(
+                "command_failed_to_start", f"`{line}` was not started: the adapter is closed (the run is ending)"
+            )
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=cwd, env=env, close_fds=True, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                close_fds=True,
+                start_new_session=True,
+            )
         except FileNotFoundError as exc:
             missing = exc.filename if exc.filename not in (None, argv[0]) else argv[0]
             if exc.filename == cwd or not Path(cwd).is_dir():
-                return error_response("command_failed_to_start", f"`{line}` could not start: its working "
-                                                                 f"directory {cwd} does not exist")
-            return error_response("command_not_found", f"`{line}` could not start: {missing!r} was not found "
-                                                       f"(is it installed and on PATH, or is the path right?)")
+                return error_response(
+                    "command_failed_to_start", f"`{line}` could not start: its working directory {cwd} does not exist"
+                )
+            return error_response(
+                "command_not_found",
+                f"`{line}` could not start: {missing!r} was not found "
+                f"(is it installed and on PATH, or is the path right?)",
+            )
         except PermissionError:
-            return error_response("command_not_executable", f"`{line}` could not start: {argv[0]!r} is not "
-                                                            f"executable (check its permissions)")
+            return error_response(
+                "command_not_executable",
+                f"`{line}` could not start: {argv[0]!r} is not executable (check its permissions)",
+            )
         except OSError as exc:
             return error_response("command_failed_to_start", f"`{line}` could not start: {exc.strerror or exc}")
         self._live.add(proc)
@@ -334,9 +380,11 @@ class CommandAdapter(Adapter):
             _kill_group(proc)
             stdout, stderr = self._drain(proc)
             if exited is not None:
-                why = (f"exited with status {exited} but its stdout/stderr stayed open for {timeout_s:g}s: a "
-                       f"process it started still holds them (start background workers with their stdio "
-                       f"redirected, e.g. to /dev/null)")
+                why = (
+                    f"exited with status {exited} but its stdout/stderr stayed open for {timeout_s:g}s: a "
+                    f"process it started still holds them (start background workers with their stdio "
+                    f"redirected, e.g. to /dev/null)"
+                )
             else:
                 why = f"did not finish within {timeout_s:g}s and was killed"
             return error_response("command_timeout", f"`{line}` {why}{_last_line(_tail(stderr))}")
@@ -345,8 +393,9 @@ class CommandAdapter(Adapter):
             self._drain(proc)
             raise
         if proc.returncode < 0:
-            return error_response("command_killed", f"`{line}` was killed by {_signal_name(-proc.returncode)}"
-                                                    f"{_last_line(_tail(stderr))}")
+            return error_response(
+                "command_killed", f"`{line}` was killed by {_signal_name(-proc.returncode)}{_last_line(_tail(stderr))}"
+            )
         return result_response(observe(proc.returncode, stdout, stderr))
 
     @staticmethod
@@ -367,8 +416,9 @@ class CommandAdapter(Adapter):
             return b"", b""
 
 
-def command_factory(config_path: str | Path, options: dict | None = None, *,
-                    extra_env: dict | None = None) -> Callable[[], CommandAdapter]:
+def command_factory(
+    config_path: str | Path, options: dict | None = None, *, extra_env: dict | None = None
+) -> Callable[[], CommandAdapter]:
     """A factory of fresh :class:`CommandAdapter` s for one config file. The
     config and the options are checked now (CommandConfigError says what is
     wrong), so a bad file fails before anything runs."""
@@ -380,4 +430,3 @@ def command_factory(config_path: str | Path, options: dict | None = None, *,
         return CommandAdapter(config, extra_env=extra_env, **options)
 
     return build
-

@@ -20,14 +20,14 @@ not replace them. When the program itself (argv[0]) comes from a call
 argument, the adapter runs it only if the tool printed it or the operation's
 ``allowed_prefixes`` allow it (``command_trust.py``, docs/trust-model.md).
 """
-from __future__ import annotations
 
-from importlib import resources
+from __future__ import annotations
 
 import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,17 @@ import yaml
 
 from ..errors import AdapterLoadError
 
-__all__ = ["CommandConfig", "CommandConfigError", "TemplateError", "BUILTINS", "load_command_config",
-           "expand_argv", "expand_text", "placeholders", "program_element"]
+__all__ = [
+    "CommandConfig",
+    "CommandConfigError",
+    "TemplateError",
+    "BUILTINS",
+    "load_command_config",
+    "expand_argv",
+    "expand_text",
+    "placeholders",
+    "program_element",
+]
 
 SCHEMA_PATH = resources.files("conformance").joinpath("schemas", "command-adapter.schema.json")
 BUILTINS = ("python", "config_dir", "cache_dir", "run_dir", "state_dir", "clock_file", "now_ms", "profile")
@@ -54,8 +63,10 @@ class TemplateError(Exception):
 
     def __init__(self, name: str, element: str):
         self.name, self.element = name, element
-        super().__init__(f"the argv element {element!r} needs {{{name}}}, which neither the call's arguments, "
-                         f"the config's vars nor the built-ins ({', '.join(BUILTINS)}) provide")
+        super().__init__(
+            f"the argv element {element!r} needs {{{name}}}, which neither the call's arguments, "
+            f"the config's vars nor the built-ins ({', '.join(BUILTINS)}) provide"
+        )
 
 
 @dataclass
@@ -71,7 +82,7 @@ class CommandConfig:
     inherit_env: bool
     cwd: str
     timeout_s: float
-    operations: dict            # name -> {"argv": [...], "timeout_s": float, "env": {...}}
+    operations: dict  # name -> {"argv": [...], "timeout_s": float, "env": {...}}
     reset_argv: list | None = None
     reset_timeout_s: float = DEFAULT_TIMEOUT_S
     raw: dict = field(default_factory=dict)
@@ -96,6 +107,7 @@ def _render(value: Any) -> str:
 
 def expand_text(element: str, values: dict) -> str:
     """``{name}`` replaced by its value's text; a name without a value raises TemplateError."""
+
     def replace(match: re.Match) -> str:
         token = match.group(0)
         if token in ("{{", "}}"):
@@ -108,6 +120,7 @@ def expand_text(element: str, values: dict) -> str:
         if values.get(name) is None:
             raise TemplateError(name, element)
         return _render(values[name])
+
     return _PLACEHOLDER.sub(replace, element)
 
 
@@ -157,6 +170,7 @@ def expand_argv(template: list, values: dict) -> list[str]:
 
 # -------------------------------------------------------------------- loading
 
+
 def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
@@ -199,9 +213,11 @@ def _schema_problem(error: jsonschema.ValidationError) -> str:
     if not hint and isinstance(error.schema, dict):
         hint = error.schema.get("description")
     if best.validator == "additionalProperties" and isinstance(best.instance, dict):
-        allowed = sorted((best.schema.get("properties") or {}))
+        allowed = sorted(best.schema.get("properties") or {})
         extra = sorted(set(best.instance) - set(allowed))
-        message = f"unknown key(s) {', '.join(map(repr, extra))}" + (f"; known keys: {', '.join(allowed)}" if allowed else "")
+        message = f"unknown key(s) {', '.join(map(repr, extra))}" + (
+            f"; known keys: {', '.join(allowed)}" if allowed else ""
+        )
     elif best.validator == "required":
         message = best.message.replace("is a required property", "is missing")
     else:
@@ -229,9 +245,11 @@ def load_command_config(path: str | Path) -> CommandConfig:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CommandConfigError(f"command adapter config {where}: not valid YAML/JSON: {problem}") from None
     if not isinstance(data, dict):
-        raise CommandConfigError(f"command adapter config {path}: the file must hold a mapping with "
-                                 f"`command_adapter: 1`, `implementation` and `operations`, "
-                                 f"not {type(data).__name__}")
+        raise CommandConfigError(
+            f"command adapter config {path}: the file must hold a mapping with "
+            f"`command_adapter: 1`, `implementation` and `operations`, "
+            f"not {type(data).__name__}"
+        )
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
@@ -255,22 +273,36 @@ def _build(path: Path, data: dict) -> CommandConfig:
     timeout = float(data.get("timeout_s", DEFAULT_TIMEOUT_S))
     operations = {}
     for name, op in data["operations"].items():
-        operations[name] = {"argv": list(op["argv"]), "timeout_s": float(op.get("timeout_s", timeout)),
-                            "env": dict(op.get("env") or {}),
-                            "allowed_prefixes": [list(prefix) for prefix in op.get("allowed_prefixes") or []]}
+        operations[name] = {
+            "argv": list(op["argv"]),
+            "timeout_s": float(op.get("timeout_s", timeout)),
+            "env": dict(op.get("env") or {}),
+            "allowed_prefixes": [list(prefix) for prefix in op.get("allowed_prefixes") or []],
+        }
     reset = data.get("reset") or {}
     impl = data["implementation"]
     return CommandConfig(
-        path=path.resolve(), name=impl["name"], version=str(impl["version"]), profile=data.get("profile"),
-        parameters=dict(data.get("parameters") or {}), capabilities=dict(data.get("capabilities") or {}),
-        vars=dict(data.get("vars") or {}), env=dict(data.get("env") or {}),
-        inherit_env=bool(data.get("inherit_env", True)), cwd=data.get("cwd", "{config_dir}"), timeout_s=timeout,
-        operations=operations, reset_argv=list(reset["argv"]) if reset else None,
-        reset_timeout_s=float(reset.get("timeout_s", timeout)), raw=data)
+        path=path.resolve(),
+        name=impl["name"],
+        version=str(impl["version"]),
+        profile=data.get("profile"),
+        parameters=dict(data.get("parameters") or {}),
+        capabilities=dict(data.get("capabilities") or {}),
+        vars=dict(data.get("vars") or {}),
+        env=dict(data.get("env") or {}),
+        inherit_env=bool(data.get("inherit_env", True)),
+        cwd=data.get("cwd", "{config_dir}"),
+        timeout_s=timeout,
+        operations=operations,
+        reset_argv=list(reset["argv"]) if reset else None,
+        reset_timeout_s=float(reset.get("timeout_s", timeout)),
+        raw=data,
+    )
 
 
 def _check_names(text: str, config: CommandConfig) -> None:
     """Vars may not hide built-ins; vars, env and cwd may refer only to built-ins and vars."""
+
     def fail(key_path: list, message: str):
         line = _line_of(text, key_path)
         where = f"{config.path}:{line}" if line else str(config.path)
@@ -278,21 +310,29 @@ def _check_names(text: str, config: CommandConfig) -> None:
 
     for name in config.vars:
         if name in BUILTINS:
-            fail(["vars", name], f"{name!r} is a built-in placeholder ({', '.join(BUILTINS)}); "
-                                 f"give your var another name")
+            fail(
+                ["vars", name],
+                f"{name!r} is a built-in placeholder ({', '.join(BUILTINS)}); give your var another name",
+            )
     known = set(BUILTINS) | set(config.vars)
     checks = [(["vars", n], v) for n, v in config.vars.items()] + [(["env", n], v) for n, v in config.env.items()]
     checks.append((["cwd"], config.cwd))
     for op_name, op in config.operations.items():
-        checks += [(["operations", op_name, "allowed_prefixes", i], prefix)
-                   for i, prefix in enumerate(op["allowed_prefixes"])]
+        checks += [
+            (["operations", op_name, "allowed_prefixes", i], prefix) for i, prefix in enumerate(op["allowed_prefixes"])
+        ]
     for key_path, value in checks:
         unknown = sorted(placeholders(value) - known)
         if unknown:
-            why = ("an allowed prefix is fixed by the config, so it may use vars and built-ins only"
-                   if "allowed_prefixes" in key_path else "call arguments are available in argv only")
-            fail(key_path, f"refers to {{{unknown[0]}}}, which is neither a var nor a built-in "
-                           f"({', '.join(BUILTINS)}); {why}")
+            why = (
+                "an allowed prefix is fixed by the config, so it may use vars and built-ins only"
+                if "allowed_prefixes" in key_path
+                else "call arguments are available in argv only"
+            )
+            fail(
+                key_path,
+                f"refers to {{{unknown[0]}}}, which is neither a var nor a built-in ({', '.join(BUILTINS)}); {why}",
+            )
     for name, value in config.vars.items():
         if placeholders(value) & set(config.vars):
             fail(["vars", name], "a var may refer to built-ins only, not to other vars")

@@ -19,6 +19,7 @@ before any process starts, and so is an argument a command line cannot carry
 (a NUL byte, text the operating system cannot encode). See
 docs/trust-model.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ from .command_config import expand_argv, placeholders, program_element
 
 __all__ = ["CommandTrust", "check_carriable", "MAX_REMEMBERED", "MAX_ARGUMENT_BYTES"]
 
-MAX_REMEMBERED = 20_000      # printed strings (and argument strings) kept per run
+MAX_REMEMBERED = 20_000  # printed strings (and argument strings) kept per run
 _MAX_COMMAND_CHARS = 16_384  # longer strings are not taken as command lines
 _SHOWN = 120
 
@@ -63,7 +64,7 @@ class CommandTrust:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._printed: dict[Any, None] = {}  # insertion-ordered set of strings and tuples of strings
-        self._given: dict[str, None] = {}     # argument strings the tool received in this run
+        self._given: dict[str, None] = {}  # argument strings the tool received in this run
 
     def clear(self) -> None:
         with self._lock:
@@ -124,11 +125,18 @@ class CommandTrust:
         element = program_element(template, values)
         if element is None:
             return []
-        return sorted(name for name in placeholders(element)
-                      if name not in base and (args or {}).get(name) is not None)
+        return sorted(name for name in placeholders(element) if name not in base and (args or {}).get(name) is not None)
 
-    def check(self, operation: str, template: list, args: dict, base: dict, argv: list[str],
-              prefixes: list[list], config_path: Any) -> list[str]:
+    def check(
+        self,
+        operation: str,
+        template: list,
+        args: dict,
+        base: dict,
+        argv: list[str],
+        prefixes: list[list],
+        config_path: Any,
+    ) -> list[str]:
         """Raise InputRefused unless the program this call would run is one the
         tool printed in this run or starts with an allowed prefix. Returns the
         names of the arguments that supplied the program."""
@@ -142,27 +150,31 @@ class CommandTrust:
         for prefix in prefixes:
             try:
                 expanded = expand_argv(prefix, base)
-            except Exception:  # noqa: BLE001 - a prefix that cannot be filled allows nothing
+            except Exception:
                 continue
-            if expanded and argv[:len(expanded)] == expanded:
+            if expanded and argv[: len(expanded)] == expanded:
                 return names
         name = names[0]
-        allowed = (f"; the config allows only command lines starting with "
-                   + " or ".join(shlex.join(expand_argv(p, base)) for p in prefixes if self._fillable(p, base))
-                   if prefixes else f"; the config ({config_path}) declares no allowed_prefixes for it")
+        allowed = (
+            "; the config allows only command lines starting with "
+            + " or ".join(shlex.join(expand_argv(p, base)) for p in prefixes if self._fillable(p, base))
+            if prefixes
+            else f"; the config ({config_path}) declares no allowed_prefixes for it"
+        )
         raise InputRefused(
             f"{operation}: refused to run the command line in argument `{name}` ({_short(args[name])}): "
             f"the program of this operation comes from that argument, and the value is not a command the tool "
             f"printed earlier in this run (e.g. a job descriptor's status_command){allowed}. Nothing was run. "
             f"A replay, counterexample or scenario file is data: it may pass only commands the tool itself "
-            f"prints (docs/trust-model.md)")
+            f"prints (docs/trust-model.md)"
+        )
 
     @staticmethod
     def _fillable(prefix: list, base: dict) -> bool:
         try:
             expand_argv(prefix, base)
             return True
-        except Exception:  # noqa: BLE001
+        except Exception:
             return False
 
     def _was_printed(self, value: Any) -> bool:
@@ -181,20 +193,35 @@ def check_carriable(operation: str, argv: list[str], args: dict, env: dict | Non
         problem = _problem(element)
         if problem is None:
             continue
-        culprit = next((name for name, value in (args or {}).items()
-                        if any(isinstance(text, str) and _problem(text) for text in _strings(value))), None)
-        what = (f"argument `{culprit}`" if culprit else f"argv element {index} ({_short(element)})"
-                if index < len(argv) else f"an environment value ({_short(element)})")
-        raise InputRefused(f"{operation}: {what} {problem}; the invocation was not started. The value comes "
-                           f"from the input (a replay or scenario file, generated data or the config), not "
-                           f"from the implementation")
+        culprit = next(
+            (
+                name
+                for name, value in (args or {}).items()
+                if any(isinstance(text, str) and _problem(text) for text in _strings(value))
+            ),
+            None,
+        )
+        what = (
+            f"argument `{culprit}`"
+            if culprit
+            else f"argv element {index} ({_short(element)})"
+            if index < len(argv)
+            else f"an environment value ({_short(element)})"
+        )
+        raise InputRefused(
+            f"{operation}: {what} {problem}; the invocation was not started. The value comes "
+            f"from the input (a replay or scenario file, generated data or the config), not "
+            f"from the implementation"
+        )
     total = sum(len(os.fsencode(element)) + 1 for element in argv)
     total += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in os.environ.items())
     limit = _arg_max()
     if limit and total > limit:
-        raise InputRefused(f"{operation}: the command line is {total} bytes with the environment, more than the "
-                           f"operating system takes ({limit}, E2BIG); the invocation was not started. Some "
-                           f"argument of the input is far too long")
+        raise InputRefused(
+            f"{operation}: the command line is {total} bytes with the environment, more than the "
+            f"operating system takes ({limit}, E2BIG); the invocation was not started. Some "
+            f"argument of the input is far too long"
+        )
 
 
 MAX_ARGUMENT_BYTES = 131_072  # Linux: MAX_ARG_STRLEN, the most one argv element or environment string may hold
@@ -219,5 +246,3 @@ def _problem(text: str) -> str | None:
     if size >= MAX_ARGUMENT_BYTES and os.uname().sysname == "Linux":
         return f"is {size} bytes, more than one command-line argument may hold ({MAX_ARGUMENT_BYTES - 1}, E2BIG)"
     return None
-
-

@@ -20,16 +20,25 @@ can carry, each offending value described in a string, for reports. The
 common case (an answer with no problem) costs one walk without paths; the
 paths are only worked out once something is wrong.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MIN_INT", "MAX_INT", "INT_RANGE_TEXT", "json_problem", "json_safe", "is_plain_json",
-           "is_plain_answer"]
+__all__ = [
+    "MAX_DEPTH",
+    "MIN_INT",
+    "MAX_INT",
+    "INT_RANGE_TEXT",
+    "json_problem",
+    "json_safe",
+    "is_plain_json",
+    "is_plain_answer",
+]
 
-MIN_INT = -(2 ** 63)
-MAX_INT = 2 ** 63 - 1
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
 INT_RANGE_TEXT = "signed 64-bit, -2^63 .. 2^63-1"
 MAX_DEPTH = 200  # nesting of arrays/objects in one answer
 
@@ -146,8 +155,10 @@ def _value_problem(value: Any) -> str | None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            return (f"is a string holding a lone surrogate (U+{ord(value[exc.start]):04X} at character "
-                    f"{exc.start}), which has no UTF-8 encoding")
+            return (
+                f"is a string holding a lone surrogate (U+{ord(value[exc.start]):04X} at character "
+                f"{exc.start}), which has no UTF-8 encoding"
+            )
         return None
     if isinstance(value, int):
         if MIN_INT <= value <= MAX_INT:
@@ -180,8 +191,9 @@ def json_problem(value: Any, root: str = "") -> tuple[str, str] | None:
                 keys = list(node)
                 for key in keys:
                     if not isinstance(key, str):
-                        return where, (f"has the key {_describe_scalar(key)} ({type(key).__name__}); "
-                                       f"JSON object keys are strings")
+                        return where, (
+                            f"has the key {_describe_scalar(key)} ({type(key).__name__}); JSON object keys are strings"
+                        )
                     problem = _value_problem(key)
                     if problem:
                         return where, f"has a key that {problem}"
@@ -218,7 +230,9 @@ def _safe(value: Any, depth: int, active: set) -> Any:
             out = {}
             for key, item in value.items():
                 if isinstance(key, str):
-                    name = key if _value_problem(key) is None else key.encode("utf-8", "backslashreplace").decode("ascii")
+                    name = (
+                        key if _value_problem(key) is None else key.encode("utf-8", "backslashreplace").decode("ascii")
+                    )
                 else:
                     name = f"<key {_describe_scalar(key)}: not a string>"
                 out[name] = _safe(item, depth + 1, active)
@@ -234,7 +248,7 @@ def _safe(value: Any, depth: int, active: set) -> Any:
         return f"<{_describe_scalar(value)}: not JSON>"
     try:
         shown = repr(value)
-    except Exception:  # noqa: BLE001 - an object whose repr fails is described by its type
+    except Exception:
         shown = f"a {type(value).__name__}"
     if len(shown) > 200:
         shown = shown[:200] + "…"

@@ -16,6 +16,7 @@ Two nets, used by the stdio and the command transports alike:
 
 Everything here is bounded: no wait longer than the caller asks for.
 """
+
 from __future__ import annotations
 
 import os

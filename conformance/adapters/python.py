@@ -1,13 +1,15 @@
 """Loading an implementation's adapter from ``module:attribute``."""
+
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .adapter import Adapter
 from ..errors import AdapterLoadError
+from .adapter import Adapter
 
 __all__ = ["resolve_target", "adapter_factory", "parse_options"]
 
@@ -24,8 +26,9 @@ def resolve_target(target: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise AdapterLoadError(f"cannot import module {module_name!r} for adapter {target!r}: {exc}; "
-                               f"is it installed or on PYTHONPATH?") from None
+        raise AdapterLoadError(
+            f"cannot import module {module_name!r} for adapter {target!r}: {exc}; is it installed or on PYTHONPATH?"
+        ) from None
     except Exception as exc:  # the user's module failed while importing
         raise AdapterLoadError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
     value: Any = module
@@ -62,8 +65,9 @@ def adapter_factory(target: str, options: dict | None = None) -> Callable[[], Ad
             raise AdapterLoadError(f"adapter {target!r} failed to start: {type(exc).__name__}: {exc}") from None
         for method in ("describe", "reset", "call"):
             if not callable(getattr(adapter, method, None)):
-                raise AdapterLoadError(f"adapter {target!r} has no {method}() method; "
-                                       f"subclass conformance.adapters.adapter.Adapter")
+                raise AdapterLoadError(
+                    f"adapter {target!r} has no {method}() method; subclass conformance.adapters.adapter.Adapter"
+                )
         return adapter
 
     return build

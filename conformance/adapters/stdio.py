@@ -24,6 +24,7 @@ adds what a subprocess needs:
   token :data:`RUN_TOKEN_ENV` in their environment and are killed too
   (``process_tree``), so nothing the program started outlives it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,29 +35,49 @@ import shlex
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
-from .adapter import Adapter
 from ..errors import AdapterLoadError, ConformanceError
+from .adapter import Adapter
 from .process_tree import kill_group, new_token, stop_marked
-from .stdio_protocol import (MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Response, ResponseReader, bye_request,
-                       call_request, clock_request, encode, hello_request, major_version, quote_line,
-                       reset_request)
+from .stdio_protocol import (
+    MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
+    ProtocolError,
+    Response,
+    ResponseReader,
+    bye_request,
+    call_request,
+    clock_request,
+    encode,
+    hello_request,
+    major_version,
+    quote_line,
+    reset_request,
+)
 
-__all__ = ["StdioAdapter", "ProgramExited", "RequestRefused", "stdio_factory", "split_command", "STDERR_TAIL_BYTES",
-           "RUN_TOKEN_ENV"]
+__all__ = [
+    "StdioAdapter",
+    "ProgramExited",
+    "RequestRefused",
+    "stdio_factory",
+    "split_command",
+    "STDERR_TAIL_BYTES",
+    "RUN_TOKEN_ENV",
+]
 
 # Set in the environment of every program the kit starts (a fresh value per
 # start): what still carries it when the program is stopped is killed.
 RUN_TOKEN_ENV = "CONFORMANCE_STDIO_RUN"
 
 STDERR_TAIL_BYTES = 4096
-_BYE_WAIT_S = 1.0      # for the answer to bye, then again for a clean exit
-_TERM_WAIT_S = 0.5     # after SIGTERM, before SIGKILL
-_EXIT_WAIT_S = 2.0     # after stdout closed, for the exit status
+_BYE_WAIT_S = 1.0  # for the answer to bye, then again for a clean exit
+_TERM_WAIT_S = 0.5  # after SIGTERM, before SIGKILL
+_EXIT_WAIT_S = 2.0  # after stdout closed, for the exit status
 
-_LIVE: dict[subprocess.Popen, str] = {}   # running programs -> their run tokens
+_LIVE: dict[subprocess.Popen, str] = {}  # running programs -> their run tokens
 _LIVE_LOCK = threading.Lock()
 
 
@@ -79,8 +100,9 @@ def split_command(command: str | list[str] | tuple[str, ...]) -> list[str]:
         except ValueError as exc:
             raise AdapterLoadError(f"cannot split adapter command {command!r}: {exc}") from None
     if not argv:
-        raise AdapterLoadError("the adapter command is empty; give the program to run, e.g. "
-                               "--adapter-cmd \"node my-adapter.js\"")
+        raise AdapterLoadError(
+            "the adapter command is empty; give the program to run, e.g. --adapter-cmd \"node my-adapter.js\""
+        )
     return argv
 
 
@@ -152,22 +174,30 @@ class _Connection:
         env = dict(os.environ if env is None else env)
         env[RUN_TOKEN_ENV] = self.token
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, cwd=cwd, env=env, close_fds=True,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                close_fds=True,
+                start_new_session=True,
+            )
         except OSError as exc:
-            raise AdapterLoadError(f"cannot start the adapter program {label!r}: "
-                                   f"{exc.strerror or exc} ({argv[0]})") from None
+            raise AdapterLoadError(
+                f"cannot start the adapter program {label!r}: {exc.strerror or exc} ({argv[0]})"
+            ) from None
         with _LIVE_LOCK:
             _LIVE[self.proc] = self.token
         self.reader = ResponseReader()
-        self.lock = threading.Lock()          # waiters, failure
-        self.write_lock = threading.Lock()    # whole lines only
+        self.lock = threading.Lock()  # waiters, failure
+        self.write_lock = threading.Lock()  # whole lines only
         self.waiters: dict[int, _Waiter] = {}
         self.ids = itertools.count(1)
-        self.failure: BaseException | None = None   # why this connection is unusable
+        self.failure: BaseException | None = None  # why this connection is unusable
         self.failure_reported = False
-        self.stale = False                    # a request was abandoned (timeout): do not say bye
+        self.stale = False  # a request was abandoned (timeout): do not say bye
         self.closing = False
         self._stderr = bytearray()
         self._stderr_lock = threading.Lock()
@@ -217,8 +247,12 @@ class _Connection:
                             line = stream.readline(limit)
                         except (OSError, ValueError):
                             line = b""
-                    self._protocol_failure(ProtocolError(f"the program printed a line longer than {MAX_LINE_BYTES} bytes "
-                                                         f"(the limit), starting {head}"))
+                    self._protocol_failure(
+                        ProtocolError(
+                            f"the program printed a line longer than {MAX_LINE_BYTES} bytes "
+                            f"(the limit), starting {head}"
+                        )
+                    )
                     continue
                 if self.failure is not None:
                     continue  # broken: drain stdout so the program never blocks on it
@@ -227,8 +261,10 @@ class _Connection:
                 except ProtocolError as exc:
                     self._protocol_failure(exc)
                     continue
-                except Exception as exc:  # noqa: BLE001 - the reader promises not to; never kill this thread
-                    self._protocol_failure(ProtocolError(f"the program printed an unreadable line ({type(exc).__name__}: {exc})", line))
+                except Exception as exc:
+                    self._protocol_failure(
+                        ProtocolError(f"the program printed an unreadable line ({type(exc).__name__}: {exc})", line)
+                    )
                     continue
                 if response is None:
                     continue  # a late answer to an abandoned request
@@ -287,8 +323,10 @@ class _Connection:
         last = tail.splitlines()[-1].strip()
         if len(last) > 200:
             last = last[:200] + "..."
-        return (f"{text}; its stderr ends with {last!r}\n"
-                f"--- the tail of its stderr (at most {STDERR_TAIL_BYTES} bytes) ---\n{tail}")
+        return (
+            f"{text}; its stderr ends with {last!r}\n"
+            f"--- the tail of its stderr (at most {STDERR_TAIL_BYTES} bytes) ---\n{tail}"
+        )
 
     # -- requests ------------------------------------------------------------------
     def take_unreported_failure(self) -> BaseException | None:
@@ -363,7 +401,7 @@ class _Connection:
             for stream in streams:
                 try:
                     stream.close()
-                except Exception:  # noqa: BLE001 - closing pipes of a dead process
+                except Exception:
                     pass
             with _LIVE_LOCK:
                 if proc.poll() is not None:
@@ -403,8 +441,15 @@ class StdioAdapter(Adapter):
     ``spec_id``/``spec_version`` are what the kit checks (the handshake
     refuses a program that names another spec or another major version)."""
 
-    def __init__(self, command: str | list[str], spec_id: str, spec_version: str, *,
-                 cwd: str | None = None, env: dict | None = None) -> None:
+    def __init__(
+        self,
+        command: str | list[str],
+        spec_id: str,
+        spec_version: str,
+        *,
+        cwd: str | None = None,
+        env: dict | None = None,
+    ) -> None:
         self.argv = split_command(command)
         self.label = command if isinstance(command, str) else shlex.join(self.argv)
         self.spec_id, self.spec_version = str(spec_id), str(spec_version)
@@ -444,8 +489,10 @@ class StdioAdapter(Adapter):
         self._conn = self._start()
 
     def _handshake(self, conn: _Connection) -> dict:
-        expected = f"protocol {PROTOCOL_VERSION} and spec {self.spec_id} {major_version(self.spec_version)}.x " \
-                   f"(the kit runs {self.spec_id} {self.spec_version})"
+        expected = (
+            f"protocol {PROTOCOL_VERSION} and spec {self.spec_id} {major_version(self.spec_version)}.x "
+            f"(the kit runs {self.spec_id} {self.spec_version})"
+        )
         try:
             response = conn.request(lambda id: hello_request(id, self.spec_id, self.spec_version), "hello")
         except ProtocolError as exc:
@@ -460,8 +507,10 @@ class StdioAdapter(Adapter):
             err = message["error"]
             problem = f"the program refused the hello: {err.get('kind')}: {err.get('message')}"
         elif message.get("protocol") != PROTOCOL_VERSION:
-            problem = (f"the program speaks protocol {_show(message.get('protocol'))}, "
-                       f"the kit speaks protocol {PROTOCOL_VERSION}")
+            problem = (
+                f"the program speaks protocol {_show(message.get('protocol'))}, "
+                f"the kit speaks protocol {PROTOCOL_VERSION}"
+            )
         if problem is None:
             specs = message["specs"]
             same_id = [s for s in specs if s["id"] == self.spec_id]
@@ -472,12 +521,18 @@ class StdioAdapter(Adapter):
             else:
                 entry = fitting[0]
                 impl = message["implementation"]
-                return {"name": impl["name"], "version": impl["version"], "profile": entry.get("profile"),
-                        "parameters": dict(entry.get("parameters") or {}),
-                        "capabilities": dict(message.get("capabilities") or {})}
+                return {
+                    "name": impl["name"],
+                    "version": impl["version"],
+                    "profile": entry.get("profile"),
+                    "parameters": dict(entry.get("parameters") or {}),
+                    "capabilities": dict(message.get("capabilities") or {}),
+                }
         conn.shutdown(polite=False)
-        raise AdapterLoadError(f"handshake refused: {problem}; expected {expected}. "
-                               f"The program's hello answer: {quote_line(encode(message))}")
+        raise AdapterLoadError(
+            f"handshake refused: {problem}; expected {expected}. "
+            f"The program's hello answer: {quote_line(encode(message))}"
+        )
 
     def _send(self, build: Callable[[int], dict], type_: str) -> Response:
         conn = self._connection()
@@ -545,8 +600,9 @@ def _spec_ident(spec: Any) -> tuple[str, str]:
     return str(spec.id), str(spec.version)
 
 
-def stdio_factory(command: str | list[str], spec: Any, *, cwd: str | None = None,
-                  env: dict | None = None) -> Callable[[], StdioAdapter]:
+def stdio_factory(
+    command: str | list[str], spec: Any, *, cwd: str | None = None, env: dict | None = None
+) -> Callable[[], StdioAdapter]:
     """A factory of fresh :class:`StdioAdapter` s running ``command`` for
     ``spec`` (a Spec, a {"id", "version"} mapping or an (id, version) pair).
     The command is checked now; each call starts the program."""

@@ -12,15 +12,15 @@ answered) either into a :class:`Response` or into a :class:`ProtocolError`
 that quotes the offending line. It never raises anything else and its cost
 is bounded by the line length cap.
 """
-from __future__ import annotations
 
-from importlib import resources
+from __future__ import annotations
 
 import json
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import jsonschema
@@ -29,18 +29,33 @@ from ..errors import ConformanceError
 from .json_values import INT_RANGE_TEXT, json_problem
 
 __all__ = [
-    "PROTOCOL_VERSION", "MESSAGE_TYPES", "MAX_LINE_BYTES", "MAX_DEPTH", "SCHEMA_DIR",
-    "ProtocolError", "Response", "ResponseReader",
-    "encode", "hello_request", "reset_request", "clock_request", "call_request", "bye_request",
-    "parse_line", "validate_message", "load_schema", "quote_line", "major_version",
+    "PROTOCOL_VERSION",
+    "MESSAGE_TYPES",
+    "MAX_LINE_BYTES",
+    "MAX_DEPTH",
+    "SCHEMA_DIR",
+    "ProtocolError",
+    "Response",
+    "ResponseReader",
+    "encode",
+    "hello_request",
+    "reset_request",
+    "clock_request",
+    "call_request",
+    "bye_request",
+    "parse_line",
+    "validate_message",
+    "load_schema",
+    "quote_line",
+    "major_version",
 ]
 
 PROTOCOL_VERSION = 1
 MESSAGE_TYPES = ("hello", "reset", "clock", "call", "bye")
-MAX_LINE_BYTES = 16 * 1024 * 1024   # one response line, newline excluded
-MAX_DEPTH = 64                      # nesting of arrays/objects in one message
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one response line, newline excluded
+MAX_DEPTH = 64  # nesting of arrays/objects in one message
 SCHEMA_DIR = resources.files("conformance").joinpath("schemas", "protocol")
-_QUOTE_CHARS = 300                  # how much of an offending line an error quotes
+_QUOTE_CHARS = 300  # how much of an offending line an error quotes
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
@@ -58,6 +73,7 @@ class ProtocolError(ConformanceError):
 class Response:
     """One answer: the request it answers, that request's type, and the
     message (a dict, ``id`` included)."""
+
     id: int
     type: str
     message: dict
@@ -70,7 +86,7 @@ def quote_line(line: bytes | str | None) -> str:
     if isinstance(line, str):
         line = line.encode("utf-8", "surrogatepass")
     size = len(line)
-    text = line[:_QUOTE_CHARS * 4].decode("utf-8", "backslashreplace")
+    text = line[: _QUOTE_CHARS * 4].decode("utf-8", "backslashreplace")
     text = text.rstrip("\r\n")
     if len(text) > _QUOTE_CHARS:
         text = text[:_QUOTE_CHARS]
@@ -79,12 +95,12 @@ def quote_line(line: bytes | str | None) -> str:
 
 
 def major_version(version: Any) -> str:
-    """"1.4.2" -> "1"; a non-string version has no major number."""
+    """ "1.4.2" -> "1"; a non-string version has no major number."""
     return str(version).strip().split(".")[0] if isinstance(version, str) else ""
 
 
 # ------------------------------------------------------------------ schemas
-@lru_cache(maxsize=None)
+@cache
 def load_schema(type_: str, direction: str) -> dict:
     """The JSON Schema of one message: ``direction`` is request or response."""
     if type_ not in MESSAGE_TYPES or direction not in ("request", "response"):
@@ -92,7 +108,7 @@ def load_schema(type_: str, direction: str) -> dict:
     return json.loads((SCHEMA_DIR / f"{type_}.{direction}.json").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validators(type_: str, direction: str):
     schema = load_schema(type_, direction)
     branches = [(b, jsonschema.Draft202012Validator(b)) for b in schema.get("oneOf", ())]
@@ -134,8 +150,7 @@ def encode(message: dict) -> bytes:
 
 
 def hello_request(id: int, spec_id: str, spec_version: str) -> dict:
-    return {"id": id, "type": "hello", "protocol": PROTOCOL_VERSION,
-            "spec": {"id": spec_id, "version": spec_version}}
+    return {"id": id, "type": "hello", "protocol": PROTOCOL_VERSION, "spec": {"id": spec_id, "version": spec_version}}
 
 
 def reset_request(id: int, now_ms: int) -> dict:
@@ -204,11 +219,19 @@ def _where_not_json(text: str) -> str | None:
     """``<path> is <value>`` for the first number of a line Python's json
     refused (NaN, Infinity, an integer too long to convert), or None."""
     try:
-        message = json.loads(text, parse_constant=_Unreadable,
-                             parse_int=lambda s: int(s) if len(s) <= 4000 else _Unreadable(
-                                 f"an integer of {len(s.lstrip('-'))} digits, outside the integers answers may hold "
-                                 f"({INT_RANGE_TEXT})"),
-                             parse_float=lambda s: _Unreadable(s) if float(s) in (float("inf"), float("-inf")) else float(s))
+        message = json.loads(
+            text,
+            parse_constant=_Unreadable,
+            parse_int=lambda s: (
+                int(s)
+                if len(s) <= 4000
+                else _Unreadable(
+                    f"an integer of {len(s.lstrip('-'))} digits, outside the integers answers may hold "
+                    f"({INT_RANGE_TEXT})"
+                )
+            ),
+            parse_float=lambda s: _Unreadable(s) if float(s) in (float("inf"), float("-inf")) else float(s),
+        )
     except (ValueError, RecursionError):
         return None
     stack = [(message, "")]
@@ -234,7 +257,9 @@ def parse_line(line: bytes) -> dict:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ProtocolError(f"the program printed a line that is not UTF-8 ({exc.reason} at byte {exc.start})", line) from None
+        raise ProtocolError(
+            f"the program printed a line that is not UTF-8 ({exc.reason} at byte {exc.start})", line
+        ) from None
     try:
         message = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
@@ -288,10 +313,15 @@ class ResponseReader:
         message = parse_line(line)
         id = message.get("id")
         if "id" not in message:
-            raise ProtocolError("the program printed a response without an id (every response carries the id of the "
-                                "request it answers)", line)
+            raise ProtocolError(
+                "the program printed a response without an id (every response carries the id of the "
+                "request it answers)",
+                line,
+            )
         if isinstance(id, bool) or not isinstance(id, int):
-            raise ProtocolError(f"the program printed a response whose id is not an integer ({json.dumps(id)[:40]})", line)
+            raise ProtocolError(
+                f"the program printed a response whose id is not an integer ({json.dumps(id)[:40]})", line
+            )
         with self._lock:
             type_ = self._pending.pop(id, None)
             if type_ is None:
@@ -301,16 +331,24 @@ class ResponseReader:
                     return None
                 if id in self._answered:
                     raise ProtocolError(f"the program answered request {id} twice; the second answer", line)
-                raise ProtocolError(f"the program answered unknown request id {id} (no request with that id was sent)",
-                                    line)
+                raise ProtocolError(
+                    f"the program answered unknown request id {id} (no request with that id was sent)", line
+                )
             self._answered.add(id)
-        if type_ == "hello" and message.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION \
-                and "error" not in message:
+        if (
+            type_ == "hello"
+            and message.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION
+            and "error" not in message
+        ):
             # Another protocol's hello may have another shape: say which
             # version it speaks rather than how its shape differs.
             return Response(id, type_, message)
         problem = validate_message(message, type_, "response")
         if problem:
-            raise ProtocolError(f"the program answered {type_} request {id} with a message that breaks the protocol's "
-                                f"{type_}.response schema ({problem})", line, id=id)
+            raise ProtocolError(
+                f"the program answered {type_} request {id} with a message that breaks the protocol's "
+                f"{type_}.response schema ({problem})",
+                line,
+                id=id,
+            )
         return Response(id, type_, message)

@@ -22,10 +22,12 @@ spec.
 No code is generated from a schema: the closures are built from its values
 (``eval``/``exec`` are never used on spec text).
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jsonschema
 
@@ -36,8 +38,20 @@ Check = Callable[[Any], bool]
 # Keywords that only annotate: they never make an instance invalid (``format``
 # included: ``jsonschema`` asserts it only when given a format checker, which
 # the kit does not).
-_ANNOTATIONS = frozenset({"description", "title", "$comment", "examples", "default", "deprecated", "readOnly",
-                          "writeOnly", "format", "$schema"})
+_ANNOTATIONS = frozenset(
+    {
+        "description",
+        "title",
+        "$comment",
+        "examples",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "format",
+        "$schema",
+    }
+)
 
 
 def json_equal(one: Any, two: Any) -> bool:
@@ -131,8 +145,11 @@ def _object(schema) -> Check:
     properties = schema.get("properties", {})
     required = schema.get("required", [])
     additional = schema.get("additionalProperties", True)
-    if not isinstance(properties, dict) or not isinstance(required, list) \
-            or not all(isinstance(name, str) for name in required):
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or not all(isinstance(name, str) for name in required)
+    ):
         raise _Unsupported()
     compiled = {name: _compile(sub) for name, sub in properties.items()}
     # properties whose schema accepts anything need no look
@@ -154,6 +171,7 @@ def _object(schema) -> Check:
                 if name not in compiled and not extra(item):
                     return False
         return True
+
     return check
 
 
@@ -178,15 +196,18 @@ def _bound(compare):
         if not _is_number(value):
             raise _Unsupported()
         return lambda v: not _is_number(v) or compare(v, value)
+
     return make
 
 
 def _size(of: type, compare):
     """A bound on the length of a string (``minLength``...) or a list (``minItems``...)."""
+
     def make(value, schema) -> Check:
         if type(value) is not int or value < 0:
             raise _Unsupported()
         return lambda v: type(v) is not of or compare(len(v), value)
+
     return make
 
 
@@ -224,6 +245,7 @@ def _unique(value, schema) -> Check:
         if type(v) is not list:
             return True
         return all(not json_equal(v[i], v[j]) for i in range(len(v)) for j in range(i + 1, len(v)))
+
     return check
 
 

@@ -17,15 +17,28 @@ spec and parameter set, called with Hypothesis's ``ConjectureData``. Whatever
 has no primitive (arguments drawn from a JSON Schema) is drawn through its
 strategy.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.internal.intervalsets import IntervalSet
 
-__all__ = ["Drawer", "integers", "sampled", "either", "nested", "text", "permutation", "optional",
-           "list_of", "tuple_of", "ABSENT"]
+__all__ = [
+    "Drawer",
+    "integers",
+    "sampled",
+    "either",
+    "nested",
+    "text",
+    "permutation",
+    "optional",
+    "list_of",
+    "tuple_of",
+    "ABSENT",
+]
 
 Drawer = Callable[[Any], Any]
 

@@ -1,6 +1,7 @@
 """Comparing a model prediction with an implementation's answer: the first
 difference, explained (lists of records by membership). Used by the session
 and by the linearizability check alike."""
+
 from __future__ import annotations
 
 import json
@@ -53,6 +54,7 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     exp, obs = _list_at(expected_root, path), _list_at(observed_root, path)
     if not exp or not obs or exp[0] != obs[0]:
         return None
+
     def keys_of(items: list) -> list:
         if items and all(isinstance(i, str) for i in items):
             return list(items)  # a list of strings (ids, messages): the items themselves
@@ -68,11 +70,18 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     extra = [k for k in obs_keys if k not in exp_keys]
     if not missing and not extra:
         if exp_keys != obs_keys:
-            return (exp[0], exp[1], obs[1],
-                    f"the right {label}s in the wrong order: expected {_json(exp_keys)}, got {_json(obs_keys)}")
+            return (
+                exp[0],
+                exp[1],
+                obs[1],
+                f"the right {label}s in the wrong order: expected {_json(exp_keys)}, got {_json(obs_keys)}",
+            )
         return None
-    parts = [f"expected {len(exp_keys)} item(s), got {len(obs_keys)}" if len(exp_keys) != len(obs_keys)
-             else f"{len(exp_keys)} item(s) as expected, but not the same ones"]
+    parts = [
+        f"expected {len(exp_keys)} item(s), got {len(obs_keys)}"
+        if len(exp_keys) != len(obs_keys)
+        else f"{len(exp_keys)} item(s) as expected, but not the same ones"
+    ]
     if missing:
         parts.append(f"missing {label} {', '.join(map(_json, missing))}")
     if extra:
@@ -139,11 +148,19 @@ def _without(node, parts: list):
 def _first(prediction, observation: dict, key: str | None):
     if prediction.ok and "error" in observation:
         err = observation["error"]
-        return ("error", {"result": to_jsonable(prediction.result)}, err,
-                f"expected success, got error {err['kind']}: {err['message']}")
+        return (
+            "error",
+            {"result": to_jsonable(prediction.result)},
+            err,
+            f"expected success, got error {err['kind']}: {err['message']}",
+        )
     if not prediction.ok and "result" in observation:
-        return ("result", {"error": prediction.error}, observation["result"],
-                f"expected error {prediction.error['kind']}, got a result")
+        return (
+            "result",
+            {"error": prediction.error},
+            observation["result"],
+            f"expected error {prediction.error['kind']}, got a result",
+        )
     if not prediction.ok:
         diff = first_difference(prediction.error, observation["error"], "error")
     else:

@@ -1,22 +1,28 @@
 """What a run exercised, per category, against what the spec declares; the
 ``--min-coverage`` gates; and which states and transitions a failure is about
 (highlighted in the summary's state diagram)."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from statemachines import Spec, derived_races, exploration_applies, limit_edges
+from statemachines import steps as S
 from statemachines.lint import walk_steps
 from statemachines.model import BOUNDARY_CLASSES, POLICY_ACTS
-from statemachines import steps as S
 
 from .failures import Failure
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
 
 CATEGORIES = ("transitions", "states", "operations", "error-kinds", "policies", "boundary-classes", "races")
-_ALIASES = {"errors": "error-kinds", "error_kinds": "error-kinds", "boundaries": "boundary-classes",
-            "boundary_classes": "boundary-classes", "boundary": "boundary-classes"}
+_ALIASES = {
+    "errors": "error-kinds",
+    "error_kinds": "error-kinds",
+    "boundaries": "boundary-classes",
+    "boundary_classes": "boundary-classes",
+    "boundary": "boundary-classes",
+}
 
 
 def parse_min_coverage(values) -> dict[str, float]:
@@ -26,8 +32,9 @@ def parse_min_coverage(values) -> dict[str, float]:
         name, sep, number = str(value).partition("=")
         name = _ALIASES.get(name.strip(), name.strip())
         if not sep or name not in CATEGORIES:
-            raise ValueError(f"--min-coverage {value!r}: write CATEGORY=PERCENT with a category among "
-                             f"{', '.join(CATEGORIES)}")
+            raise ValueError(
+                f"--min-coverage {value!r}: write CATEGORY=PERCENT with a category among {', '.join(CATEGORIES)}"
+            )
         try:
             percent = float(number.strip().rstrip("%"))
         except ValueError:
@@ -67,8 +74,9 @@ def _declared(spec: Spec, params: dict, concurrent: bool) -> dict[str, list[tupl
             items["boundary-classes"].append((f"{name}: tie broken by {ordering.by[1]}", ("policies", [f"{name}.tie"])))
     for limit in limit_edges(spec, params):
         for edge in limit.classes():
-            items["boundary-classes"].append((f"{limit.name}: {edge} ({limit.edge_value(edge)})",
-                                              ("limits", [f"{limit.name}.{edge}"])))
+            items["boundary-classes"].append(
+                (f"{limit.name}: {edge} ({limit.edge_value(edge)})", ("limits", [f"{limit.name}.{edge}"]))
+            )
     for group in (*spec.exploration.concurrent, *derived_races(spec)) if concurrent else ():
         if exploration_applies(group, params, offered):
             items["races"].append((f"{group['name']}: {' | '.join(group['calls'])}", ("races", [group["name"]])))
@@ -81,12 +89,15 @@ def coverage_categories(spec: Spec, counts: dict, params: dict, concurrent: bool
     are declared only then)."""
     out = {}
     for category, items in _declared(spec, params, concurrent).items():
-        missed = [name for name, (where, keys) in items
-                  if not all((counts.get(where) or {}).get(k) for k in keys)]
+        missed = [name for name, (where, keys) in items if not all((counts.get(where) or {}).get(k) for k in keys)]
         total = len(items)
         covered = total - len(missed)
-        out[category] = {"total": total, "covered": covered,
-                         "percent": round(100.0 * covered / total, 1) if total else 100.0, "missed": missed}
+        out[category] = {
+            "total": total,
+            "covered": covered,
+            "percent": round(100.0 * covered / total, 1) if total else 100.0,
+            "missed": missed,
+        }
     return out
 
 
@@ -99,13 +110,18 @@ def check_gates(categories: dict, minimums: dict[str, float]) -> tuple[list[dict
         if not passed:
             missed = entry["missed"]
             listed = ", ".join(missed[:8]) + (f", … ({len(missed) - 8} more)" if len(missed) > 8 else "")
-            short.append(f"{category} {entry['percent']:g}% < {minimum:g}% ({entry['covered']}/{entry['total']}; "
-                         f"missed: {listed})")
+            short.append(
+                f"{category} {entry['percent']:g}% < {minimum:g}% ({entry['covered']}/{entry['total']}; "
+                f"missed: {listed})"
+            )
     if not short:
         return gates, None
-    failure = Failure(kind="coverage", message="the run exercised less than --min-coverage asks: " + "; ".join(short),
-                      expected={g["category"]: g["minimum"] for g in gates},
-                      observed={g["category"]: g["percent"] for g in gates})
+    failure = Failure(
+        kind="coverage",
+        message="the run exercised less than --min-coverage asks: " + "; ".join(short),
+        expected={g["category"]: g["minimum"] for g in gates},
+        observed={g["category"]: g["percent"] for g in gates},
+    )
     return gates, failure
 
 
@@ -129,8 +145,11 @@ def failure_focus(spec: Spec, failure: dict | None) -> dict:
     if not failure:
         return {"states": [], "transitions": []}
     states = spec.lifecycle.states
-    named = [s for s in dict.fromkeys(v for key in ("expected", "observed")
-                                      for v in _strings(failure.get(key))) if s in states]
+    named = [
+        s
+        for s in dict.fromkeys(v for key in ("expected", "observed") for v in _strings(failure.get(key)))
+        if s in states
+    ]
     op = spec.operations.get(failure.get("operation") or "")
     fired = {step.trigger for step in walk_steps(op.steps) if isinstance(step, S.Fire)} if op else set()
     moves = [(src, t.trigger, t.dest) for t in spec.lifecycle.transitions if t.trigger in fired for src in t.sources]

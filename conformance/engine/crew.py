@@ -13,12 +13,14 @@ Both are built on plain locks, never on ``threading.Condition`` (which
 interpreter from thread to thread several times, and the Python-level
 condition variables made those hand-offs the largest cost of a group.
 """
+
 from __future__ import annotations
 
 import queue
 import threading
 from _thread import allocate_lock
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Crew", "StartLine", "launch_order"]
 
@@ -56,6 +58,7 @@ class Crew:
                     released.append(True)
                     with self._lock:
                         self._idle.append(jobs)
+
             fn(release)  # never raises: the calls handed in keep their own outcome
             release()
 

@@ -16,6 +16,7 @@ Nothing is accepted silently: every entry is counted, with its first example,
 in every report. An entry past its ``expires`` date is not applied and fails
 the run.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -73,11 +74,11 @@ def path_matches(pattern: str, path: str) -> bool:
 class Deviation:
     id: str
     reason: str
-    kind: str                      # accept | avoid
-    where: str                     # file:line of the entry
+    kind: str  # accept | avoid
+    where: str  # file:line of the entry
     operation: str | None = None
     path: str | None = None
-    when: Any = None               # a compiled CEL Expression, or None
+    when: Any = None  # a compiled CEL Expression, or None
     expires: dt.date | None = None
     count: int = 0
     example: dict | None = None
@@ -98,11 +99,19 @@ class Deviation:
             return False
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "reason": self.reason, "where": self.where,
-                "operation": self.operation, "path": self.path,
-                "when": self.when.source if self.when is not None else None,
-                "expires": self.expires.isoformat() if self.expires else None,
-                "count": self.count, "example": self.example, "errors": list(self.errors)}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "reason": self.reason,
+            "where": self.where,
+            "operation": self.operation,
+            "path": self.path,
+            "when": self.when.source if self.when is not None else None,
+            "expires": self.expires.isoformat() if self.expires else None,
+            "count": self.count,
+            "example": self.example,
+            "errors": list(self.errors),
+        }
 
 
 class Deviations:
@@ -110,25 +119,33 @@ class Deviations:
 
     def __init__(self, entries: list[Deviation], file: str, *, today: dt.date | None = None):
         self.file = file
-        self.today = today or dt.datetime.now(dt.timezone.utc).date()
+        self.today = today or dt.datetime.now(dt.UTC).date()
         self.entries = entries
         self.expired = [d for d in entries if d.expired(self.today)]
         self._accepts = [d for d in entries if d.kind == "accept" and not d.expired(self.today)]
         self._avoids = [d for d in entries if d.kind == "avoid" and not d.expired(self.today)]
 
-    def accept(self, operation: str, args: Any, path: str, expected: Any, observed: Any,
-               where: str | None = None) -> Deviation | None:
+    def accept(
+        self, operation: str, args: Any, path: str, expected: Any, observed: Any, where: str | None = None
+    ) -> Deviation | None:
         """The entry that accepts this divergence (counted), or None."""
         for d in self._accepts:
             if d.operation not in (None, operation) or not d._regex.match(path):
                 continue
-            if not d._holds({"args": args, "expected": expected, "observed": observed, "path": path,
-                             "operation": operation}):
+            if not d._holds(
+                {"args": args, "expected": expected, "observed": observed, "path": path, "operation": operation}
+            ):
                 continue
             d.count += 1
             if d.example is None:
-                d.example = {"operation": operation, "args": args, "path": path, "expected": expected,
-                             "observed": observed, "where": where}
+                d.example = {
+                    "operation": operation,
+                    "args": args,
+                    "path": path,
+                    "expected": expected,
+                    "observed": observed,
+                    "where": where,
+                }
             return d
         return None
 
@@ -144,17 +161,26 @@ class Deviations:
         return None
 
     def expired_problems(self) -> list[dict]:
-        return [{"kind": "deviation-expired", "where": d.where,
-                 "message": f"accepted deviation {d.id} expired on {d.expires.isoformat()} and is no longer "
-                            f"applied ({d.reason.strip()}); fix the difference, or renew the entry with a new "
-                            f"`expires` date if the team still accepts it"} for d in self.expired]
+        return [
+            {
+                "kind": "deviation-expired",
+                "where": d.where,
+                "message": f"accepted deviation {d.id} expired on {d.expires.isoformat()} and is no longer "
+                f"applied ({d.reason.strip()}); fix the difference, or renew the entry with a new "
+                f"`expires` date if the team still accepts it",
+            }
+            for d in self.expired
+        ]
 
     def to_report(self) -> dict:
-        return {"file": self.file, "today": self.today.isoformat(),
-                "accepted": sum(d.count for d in self._accepts),
-                "avoided": sum(d.count for d in self._avoids),
-                "expired": [d.id for d in self.expired],
-                "entries": [d.to_dict() for d in self.entries]}
+        return {
+            "file": self.file,
+            "today": self.today.isoformat(),
+            "accepted": sum(d.count for d in self._accepts),
+            "avoided": sum(d.count for d in self._avoids),
+            "expired": [d.id for d in self.expired],
+            "entries": [d.to_dict() for d in self.entries],
+        }
 
 
 def _schema() -> dict:
@@ -191,13 +217,19 @@ def load_deviations(path: str | Path, *, spec: Any = None, today: dt.date | None
     validator = jsonschema.Draft202012Validator(_schema(), format_checker=jsonschema.FormatChecker())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         where = tuple(error.absolute_path)
-        problems.append(f"{at(where)}: {'/'.join(map(str, where)) or 'the file'}: {error.message} "
-                        f"(docs/deviations.md describes every key)")
+        problems.append(
+            f"{at(where)}: {'/'.join(map(str, where)) or 'the file'}: {error.message} "
+            f"(docs/deviations.md describes every key)"
+        )
     if problems:
         raise DeviationsError(problems)
     if spec is not None and data.get("spec") not in (None, spec.id):
-        raise DeviationsError([f"{at(('spec',))}: the file is for spec {data['spec']!r}, this run checks "
-                               f"{spec.id!r}; name the right file or fix `spec:`"])
+        raise DeviationsError(
+            [
+                f"{at(('spec',))}: the file is for spec {data['spec']!r}, this run checks "
+                f"{spec.id!r}; name the right file or fix `spec:`"
+            ]
+        )
     entries, seen = [], {}
     for i, raw in enumerate(data["entries"]):
         where = at(("entries", i))
@@ -207,10 +239,11 @@ def load_deviations(path: str | Path, *, spec: Any = None, today: dt.date | None
         kind = "accept" if "accept" in raw else "avoid"
         body = raw[kind]
         operation = body.get("operation")
-        if spec is not None and operation is not None and operation not in spec.operations and \
-                operation != "set_clock":
-            problems.append(f"{at(('entries', i, kind, 'operation'))}: the spec has no operation {operation!r} "
-                            f"(it has: {', '.join(spec.operations)})")
+        if spec is not None and operation is not None and operation not in spec.operations and operation != "set_clock":
+            problems.append(
+                f"{at(('entries', i, kind, 'operation'))}: the spec has no operation {operation!r} "
+                f"(it has: {', '.join(spec.operations)})"
+            )
         when = None
         if "when" in body:
             try:
@@ -221,11 +254,21 @@ def load_deviations(path: str | Path, *, spec: Any = None, today: dt.date | None
                 allowed = {"args", "operation"} | ({"expected", "observed", "path"} if kind == "accept" else set())
                 unknown = [name for name in when.unknown_names(allowed) if not name.endswith("()")]
                 if unknown:
-                    problems.append(f"{at(('entries', i, kind, 'when'))}: `when` reads {', '.join(unknown)}; "
-                                    f"it may read {', '.join(sorted(allowed))}")
+                    problems.append(
+                        f"{at(('entries', i, kind, 'when'))}: `when` reads {', '.join(unknown)}; "
+                        f"it may read {', '.join(sorted(allowed))}"
+                    )
         expires = dt.date.fromisoformat(raw["expires"]) if raw.get("expires") else None
-        deviation = Deviation(id=raw["id"], reason=raw["reason"], kind=kind, where=where, operation=operation,
-                              path=body.get("path"), when=when, expires=expires)
+        deviation = Deviation(
+            id=raw["id"],
+            reason=raw["reason"],
+            kind=kind,
+            where=where,
+            operation=operation,
+            path=body.get("path"),
+            when=when,
+            expires=expires,
+        )
         if kind == "accept":
             deviation._regex = _pattern(body["path"])
         entries.append(deviation)

@@ -1,4 +1,5 @@
 """What a failed check says: a stable kind, a human message, and the evidence."""
+
 from __future__ import annotations
 
 import re
@@ -8,18 +9,18 @@ from typing import Any
 __all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS", "signature", "same_bug"]
 
 FAILURE_KINDS = (
-    "divergence",            # the implementation did something other than the model predicts
-    "expectation",           # a scenario's written expectation does not hold
-    "schema",                # a result or effect breaks the operation's JSON Schema
+    "divergence",  # the implementation did something other than the model predicts
+    "expectation",  # a scenario's written expectation does not hold
+    "schema",  # a result or effect breaks the operation's JSON Schema
     "implementation-error",  # the implementation raised or answered something malformed
-    "timeout",               # an operation did not answer in time
-    "invariant",             # an observed invariant (e.g. at most one injection per job) broke
-    "linearizability",       # concurrent calls match no sequential order of the model
-    "nondeterminism",        # the same steps gave different answers when replayed
-    "spec-error",            # the spec contradicts itself (its model breaks its own invariant)
-    "not-implemented",       # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
-    "coverage",              # the run exercised less of the spec than --min-coverage asks
-    "input-refused",         # an adapter refused a call's arguments before anything ran (docs/trust-model.md)
+    "timeout",  # an operation did not answer in time
+    "invariant",  # an observed invariant (e.g. at most one injection per job) broke
+    "linearizability",  # concurrent calls match no sequential order of the model
+    "nondeterminism",  # the same steps gave different answers when replayed
+    "spec-error",  # the spec contradicts itself (its model breaks its own invariant)
+    "not-implemented",  # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
+    "coverage",  # the run exercised less of the spec than --min-coverage asks
+    "input-refused",  # an adapter refused a call's arguments before anything ran (docs/trust-model.md)
 )
 
 # A step whose input was refused (a replay file naming a command the tool did
@@ -88,5 +89,4 @@ def same_bug(one: tuple, other: tuple) -> bool:
     fault, never at another operation's failure."""
     if one == other:
         return True
-    return (one[1] is not None and one[1] == other[1]
-            and one[0] in ANSWER_KINDS and other[0] in ANSWER_KINDS)
+    return one[1] is not None and one[1] == other[1] and one[0] in ANSWER_KINDS and other[0] in ANSWER_KINDS

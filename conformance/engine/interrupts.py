@@ -30,11 +30,18 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
-__all__ = ["Interrupted", "signals_stop_the_run", "interrupt_exit_code", "checkpoint", "acknowledge", "FORCE_AFTER",
-           "stops_the_run"]
+__all__ = [
+    "Interrupted",
+    "signals_stop_the_run",
+    "interrupt_exit_code",
+    "checkpoint",
+    "acknowledge",
+    "FORCE_AFTER",
+    "stops_the_run",
+]
 
 FORCE_AFTER = 3  # signals: the third one exits without clean-up
 
@@ -82,8 +89,9 @@ def signals_stop_the_run() -> Iterator[None]:
         if received[0] >= FORCE_AFTER:
             os.write(2, b"interrupted again: exiting without writing the reports\n")
             os._exit(128 + signum)
-        os.write(2, b"stopping: closing the implementation and writing the reports "
-                    b"(interrupt once more to exit at once)\n")
+        os.write(
+            2, b"stopping: closing the implementation and writing the reports (interrupt once more to exit at once)\n"
+        )
 
     previous_hook = sys.unraisablehook
 
@@ -111,7 +119,7 @@ def signals_stop_the_run() -> Iterator[None]:
         _pending, _acknowledged, _owned = None, False, was_owned
 
 
-_pending: Interrupted | None = None   # a signal received and not yet acknowledged by the runner
+_pending: Interrupted | None = None  # a signal received and not yet acknowledged by the runner
 _acknowledged = False
 _owned = False  # the kit's handler owns SIGINT now: a Ctrl-C arrives as Interrupted
 

@@ -8,6 +8,7 @@ first such order and keeps what it needs to try the others (``RaceOutcome``):
 when a later step contradicts the order it chose, the session tries each
 other end state, replaying the steps since the race (``other_end_states``),
 before it reports a failure."""
+
 from __future__ import annotations
 
 import itertools
@@ -44,7 +45,7 @@ class RaceOutcome:
     order: list  # the order chosen first
     tried: list | None = None  # fingerprints of the end states adopted so far (worked out when first needed)
     later: list = field(default_factory=list)
-    previous: "RaceOutcome | None" = None  # the group before, whose orders are still open too
+    previous: RaceOutcome | None = None  # the group before, whose orders are still open too
 
     def chain(self):
         """This outcome and the earlier ones still open, newest first."""
@@ -56,7 +57,7 @@ class RaceOutcome:
 
 def fingerprint(model) -> str:
     """The model's state as one string (records, tables, counters; not coverage)."""
-    records = sorted((json.dumps(r, sort_keys=True, default=str) for r in model.store.all()))
+    records = sorted(json.dumps(r, sort_keys=True, default=str) for r in model.store.all())
     return json.dumps([model.now, records, model.tables, model.counters], sort_keys=True, default=str)
 
 
@@ -69,6 +70,7 @@ def other_end_states(session, outcome: RaceOutcome):
 
     def acceptor(op, args):
         return session.acceptor(op, args) if outcome.accepting else None
+
     if outcome.tried is None:  # the first order's end state: worked out again only now, not after every group
         model.restore(outcome.start)
         for i in outcome.order:
@@ -79,7 +81,9 @@ def other_end_states(session, outcome: RaceOutcome):
         if not all(_matches(model, calls[i][0], calls[i][1], responses[i], acceptor) for i in order):
             continue
         end = model.snapshot()
-        if not all(_matches(model, op, args, response, acceptor, keep=False) for op, args, response in outcome.followups):
+        if not all(
+            _matches(model, op, args, response, acceptor, keep=False) for op, args, response in outcome.followups
+        ):
             continue
         mark = fingerprint(model)
         if mark in outcome.tried:
@@ -105,8 +109,11 @@ def _summary(response) -> str:
     """One line for a response: the result or error, and its effects by name."""
     if not isinstance(response, dict):
         return _short(response)
-    head = (f"error {response['error'].get('kind')}" if isinstance(response.get("error"), dict)
-            else f"result {_short(response.get('result'))}")
+    head = (
+        f"error {response['error'].get('kind')}"
+        if isinstance(response.get("error"), dict)
+        else f"result {_short(response.get('result'))}"
+    )
     names: dict = {}
     for effect in response.get("effects") or []:
         name = effect.get("effect") if isinstance(effect, dict) else "?"
@@ -134,8 +141,9 @@ def _key_positions(followups: list, key: str) -> dict:
     return positions
 
 
-def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], index: int,
-              followups: list | None = None) -> Failure | None:
+def linearize(
+    session, calls: list[tuple[str, dict]], responses: list[dict], index: int, followups: list | None = None
+) -> Failure | None:
     """Find a sequential order matching every response (and then the follow-up
     probe answers); leave the model in that order's end state. Return a
     Failure when none exists."""
@@ -150,13 +158,21 @@ def linearize(session, calls: list[tuple[str, dict]], responses: list[dict], ind
     return _linearize(session, calls, responses, index, followups, accepting=True)
 
 
-def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], index: int,
-               followups: list | None, *, accepting: bool) -> Failure | None:
+def _linearize(
+    session,
+    calls: list[tuple[str, dict]],
+    responses: list[dict],
+    index: int,
+    followups: list | None,
+    *,
+    accepting: bool,
+) -> Failure | None:
     model = session.model
     followups = followups or []
 
     def acceptor(op: str, args: dict):
         return session.acceptor(op, args) if accepting else None
+
     key = session.spec.entity.key
     positions = _key_positions(followups, key)
 
@@ -193,8 +209,10 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
             return False
         tried: set = set()
         if not signatures:
-            signatures[:] = [json.dumps([op, args, response], sort_keys=True, default=str)
-                             for (op, args), response in zip(calls, responses)]
+            signatures[:] = [
+                json.dumps([op, args, response], sort_keys=True, default=str)
+                for (op, args), response in zip(calls, responses)
+            ]
         for i in remaining:
             op, args = calls[i]
             signature = signatures[i]
@@ -236,8 +254,10 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
     model.restore(start)
     # The first line names the calls and where the closest order broke: the rule at stake.
     names = list(dict.fromkeys(op for op, _ in calls))
-    racing = " and ".join(f"{op} ×{sum(1 for o, _ in calls if o == op)}" if sum(1 for o, _ in calls if o == op) > 1
-                          else op for op in names)
+    racing = " and ".join(
+        f"{op} ×{sum(1 for o, _ in calls if o == op)}" if sum(1 for o, _ in calls if o == op) > 1 else op
+        for op in names
+    )
     head = f"{racing} at once: {len(calls)} concurrent calls match no sequential order of the spec's model"
     if best["diff"] is not None:
         path, expected, observed, reason = best["diff"]
@@ -251,6 +271,12 @@ def _linearize(session, calls: list[tuple[str, dict]], responses: list[dict], in
     if budget[0] <= 0:
         lines.append(f"(the search stopped after {SEARCH_BUDGET} attempts)")
     diff = best["diff"] or (None, None, None, None)
-    return Failure(kind="linearizability", message="\n".join(lines), step=index,
-                   expected=diff[1], observed=diff[2], path=diff[0],
-                   steps=[dict(s) for s in session.trace])
+    return Failure(
+        kind="linearizability",
+        message="\n".join(lines),
+        step=index,
+        expected=diff[1],
+        observed=diff[2],
+        path=diff[0],
+        steps=[dict(s) for s in session.trace],
+    )

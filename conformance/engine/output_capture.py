@@ -19,6 +19,7 @@ over a long run.
 Only a front door that owns the process (the CLI) starts one: it changes
 process-wide file descriptors.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,15 +40,15 @@ class OutputCapture:
     """Descriptors 1 and 2 redirected to capture files until :meth:`stop`."""
 
     def __init__(self) -> None:
-        self._files: dict[int, int] = {}      # fd -> the capture file's own descriptor
+        self._files: dict[int, int] = {}  # fd -> the capture file's own descriptor
         self._inodes: dict[int, int] = {}
-        self._saved: dict[int, int] = {}      # fd -> a duplicate of what it was before
+        self._saved: dict[int, int] = {}  # fd -> a duplicate of what it was before
         self.kit_stdout: TextIO | None = None
         self.kit_stderr: TextIO | None = None
         self.active = False
 
     @classmethod
-    def start(cls) -> "OutputCapture | None":
+    def start(cls) -> OutputCapture | None:
         """Redirect fds 1 and 2; None when that cannot be done (e.g. the kit
         was started with a closed stdout), and then nothing changed."""
         capture = cls()
@@ -157,8 +158,9 @@ def _capture_file() -> int:
 
 def _text_stream(fd: int, like: TextIO | None) -> TextIO:
     encoding = getattr(like, "encoding", None) or "utf-8"
-    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=encoding, errors="replace",
-                            line_buffering=True, write_through=True)
+    return io.TextIOWrapper(
+        io.FileIO(fd, "w", closefd=False), encoding=encoding, errors="replace", line_buffering=True, write_through=True
+    )
 
 
 def _flush_python_streams() -> None:

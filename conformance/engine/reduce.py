@@ -34,6 +34,7 @@ is in a fixed order), and every step of it is needed: dropping any one of
 them loses the failure (unless the budget ran out first, which the failure
 says).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -99,8 +100,9 @@ def _renamed(value: Any, names: dict) -> Any:
     return value
 
 
-def replay_steps(session: "Session", steps: list[dict], names: dict | None = None,
-                 clocks: list | None = None) -> Failure | None:
+def replay_steps(
+    session: Session, steps: list[dict], names: dict | None = None, clocks: list | None = None
+) -> Failure | None:
     """Run ``steps`` from a fresh implementation; the first failure, or None.
 
     Values the implementation chose when the steps were recorded (a step's
@@ -133,7 +135,7 @@ def replay_steps(session: "Session", steps: list[dict], names: dict | None = Non
 
 
 class _Reducer:
-    def __init__(self, session: "Session", target: tuple, budget_s: float):
+    def __init__(self, session: Session, target: tuple, budget_s: float):
         self.session, self.target = session, target
         self.deadline = time.perf_counter() + budget_s
         self.tries = 0
@@ -232,7 +234,8 @@ class _Reducer:
                 break
             candidate = [step for index, step in enumerate(steps) if index in keep]
             if self.fails(candidate) or self.fails_renumbered(
-                    candidate, [step for index, step in enumerate(steps) if index not in keep]):
+                candidate, [step for index, step in enumerate(steps) if index not in keep]
+            ):
                 return self.as_replayed(self.kept)
             size *= 2
         return steps
@@ -267,7 +270,7 @@ class _Reducer:
         while size >= 1 and not self.out_of_time():
             start = 0
             while start < len(names) and not self.out_of_time():
-                chunk = names[start:start + size]
+                chunk = names[start : start + size]
                 group = {i for i, step in enumerate(steps) if any(_names(step, name) for name in chunk)}
                 candidate = [step for i, step in enumerate(steps) if i not in group]
                 kept = None
@@ -280,8 +283,9 @@ class _Reducer:
                 if kept is None:
                     start += size
                 else:
-                    names = (names[:start] + names[start + size:] if kept is candidate
-                             else _record_names(kept, key_field))
+                    names = (
+                        names[:start] + names[start + size :] if kept is candidate else _record_names(kept, key_field)
+                    )
                     steps = kept
             size //= 2
         return steps
@@ -293,7 +297,7 @@ class _Reducer:
         while index < len(steps) - 1 and not self.out_of_time():
             a, b = steps[index], steps[index + 1]
             if "advance_ms" in a and "advance_ms" in b:
-                candidate = steps[:index] + [{"advance_ms": a["advance_ms"] + b["advance_ms"]}] + steps[index + 2:]
+                candidate = steps[:index] + [{"advance_ms": a["advance_ms"] + b["advance_ms"]}] + steps[index + 2 :]
                 if self.fails(candidate):
                     steps = candidate
                     continue
@@ -309,9 +313,15 @@ class _Reducer:
         ``steps`` themselves otherwise, after one replay."""
         if failure.kind == "linearizability" or not _races(steps):
             return steps
-        calls = [call for step in steps for call in
-                 ([{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
-                  if "concurrently" in step else [step])]
+        calls = [
+            call
+            for step in steps
+            for call in (
+                [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
+                if "concurrently" in step
+                else [step]
+            )
+        ]
         if self.replay_fails(calls):
             return self.as_replayed(calls)
         return steps
@@ -325,7 +335,7 @@ class _Reducer:
             step = steps[index]
             if "concurrently" in step:
                 calls = [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
-                candidate = steps[:index] + calls + steps[index + 1:]
+                candidate = steps[:index] + calls + steps[index + 1 :]
                 if self.fails(candidate):
                     steps = self.as_replayed(candidate)
                     index += len(calls)
@@ -344,9 +354,9 @@ class _Reducer:
             calls = steps[index].get("concurrently")
             dropped = False
             for position in range(len(calls) if calls else 0):
-                rest = calls[:position] + calls[position + 1:]
+                rest = calls[:position] + calls[position + 1 :]
                 step = {"concurrently": rest} if len(rest) > 1 else {"call": rest[0]["call"], "args": rest[0]["args"]}
-                candidate = steps[:index] + [step] + steps[index + 1:]
+                candidate = steps[:index] + [step] + steps[index + 1 :]
                 if self.out_of_time():
                     break
                 if self.fails(candidate):
@@ -380,9 +390,12 @@ class _Reducer:
         if len(replayed) != len(steps) or any(_kind(a) != _kind(b) for a, b in zip(replayed, steps)):
             return steps
         recorded = {now: before for before, now in self.renamed.items()}  # in the names later steps use
-        return [{**step, "chosen": [recorded.get(v, v) for v in again["chosen"]]}
-                if "call" in step and "chosen" not in step and again.get("chosen") else step
-                for step, again in zip(steps, replayed)]
+        return [
+            {**step, "chosen": [recorded.get(v, v) for v in again["chosen"]]}
+            if "call" in step and "chosen" not in step and again.get("chosen")
+            else step
+            for step, again in zip(steps, replayed)
+        ]
 
     def drop_steps(self, steps: list[dict], smallest: int = 1) -> list[dict]:
         """Drop chunks of steps, halving the chunk down to ``smallest`` steps."""
@@ -390,7 +403,7 @@ class _Reducer:
         while size >= smallest and not self.out_of_time():
             start = 0
             while start < len(steps) and not self.out_of_time():
-                candidate = steps[:start] + steps[start + size:]
+                candidate = steps[:start] + steps[start + size :]
                 if candidate and self.fails(candidate):
                     steps = candidate  # the same start now names the next chunk
                 else:
@@ -420,11 +433,23 @@ class _Reducer:
         keeps the failure (e.g. every start's random text becomes ""). One
         replay can then stand for dozens of the one-at-a-time tries below."""
         names = set(_record_names(steps, self.session.spec.entity.key))
-        slots = sorted({(call.get("call"), arg) for step in steps for call in _calls_of(step)
-                        for arg in (call.get("args") or {}) if isinstance(call.get("args"), dict)}, key=str)
+        slots = sorted(
+            {
+                (call.get("call"), arg)
+                for step in steps
+                for call in _calls_of(step)
+                for arg in (call.get("args") or {})
+                if isinstance(call.get("args"), dict)
+            },
+            key=str,
+        )
         for operation, arg in slots:
-            values = [(call.get("args") or {}).get(arg) for step in steps for call in _calls_of(step)
-                      if call.get("call") == operation and arg in (call.get("args") or {})]
+            values = [
+                (call.get("args") or {}).get(arg)
+                for step in steps
+                for call in _calls_of(step)
+                if call.get("call") == operation and arg in (call.get("args") or {})
+            ]
             if any(isinstance(v, str) and v in names for v in values):
                 continue  # record names tie steps together: never rewritten
             for simpler in [_LEAVE_OUT, *_common_simpler(values)]:
@@ -456,7 +481,7 @@ class _Reducer:
             listed = self.session.spec.exploration.pools.get(pool)
         if not isinstance(listed, list) or value not in listed:
             return []
-        return list(listed[:listed.index(value)])
+        return list(listed[: listed.index(value)])
 
     def leave_out_names(self, steps: list[dict]) -> list[dict]:
         """Leave out an optional argument that names a record (an explicit
@@ -501,7 +526,7 @@ class _Reducer:
             moved = clocks[index] - (clocks[index - 1] if index else 0)
             if "call" not in steps[index] or steps[index].get("chosen") or moved <= 0:
                 continue  # a call that created a record stays: later steps name it
-            candidate = steps[:index] + [{"advance_ms": moved}] + steps[index + 1:]
+            candidate = steps[:index] + [{"advance_ms": moved}] + steps[index + 1 :]
             if self.fails(candidate):
                 steps = candidate
         return steps
@@ -534,7 +559,7 @@ class _Reducer:
         return steps
 
 
-def explain_race(session: "Session", failure: Failure) -> Failure:
+def explain_race(session: Session, failure: Failure) -> Failure:
     """A concurrent group that matched no sequential order, re-run one call at
     a time in each order after the same earlier steps. If some order shows a
     plain divergence, the bug is sequential and that divergence is the
@@ -545,8 +570,8 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
     groups = [i for i, step in enumerate(failure.steps) if "concurrently" in step]
     if not groups:
         return failure
-    prefix = steps_of_trace(failure.steps[:groups[-1]])
-    after = steps_of_trace(failure.steps[groups[-1] + 1:])  # the probe that looked at the state after the race
+    prefix = steps_of_trace(failure.steps[: groups[-1]])
+    after = steps_of_trace(failure.steps[groups[-1] + 1 :])  # the probe that looked at the state after the race
     calls = [(c["operation"], c["args"]) for c in failure.steps[groups[-1]]["concurrently"]]
     tried = []
     deferred = session.defer_model_invariants
@@ -564,9 +589,11 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
             elif found.step is not None and found.step < len(prefix):
                 tried.append(f"  {label}, one at a time: the earlier steps did not replay the same way")
             elif found.kind in ("divergence", "invariant", "schema"):
-                found.message += (f"\n(first seen inside {len(calls)} concurrent calls, which matched no sequential "
-                                  f"order; run one at a time in the order {label} they show this plain difference, "
-                                  f"so the bug is not a race)")
+                found.message += (
+                    f"\n(first seen inside {len(calls)} concurrent calls, which matched no sequential "
+                    f"order; run one at a time in the order {label} they show this plain difference, "
+                    f"so the bug is not a race)"
+                )
                 return found
             else:
                 tried.append(f"  {label}, one at a time: {found.message.splitlines()[0]}")
@@ -580,7 +607,7 @@ def explain_race(session: "Session", failure: Failure) -> Failure:
 _LONG = 24  # steps: a longer trace is first cut down by big chunks
 
 
-def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> Failure:
+def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Failure:
     """The same failure after the shortest, simplest step list replaying found
     within ``budget_s`` seconds; the failure itself when it does not replay."""
     steps = steps_of_trace(failure.steps)
@@ -625,9 +652,11 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
         session.defer_model_invariants = deferred
     reduced = reducer.best_failure
     original = len(steps_of_trace(failure.steps))
-    note = (f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
-            if len(steps) < original or _size(steps) < _size(steps_of_trace(failure.steps))
-            else f"{len(steps)} step(s); replaying found nothing to remove")
+    note = (
+        f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
+        if len(steps) < original or _size(steps) < _size(steps_of_trace(failure.steps))
+        else f"{len(steps)} step(s); replaying found nothing to remove"
+    )
     if reducer.out_of_time():
         note += "; the reduction budget ran out, so a step may still be removable"
     reduced.message += f"\n({note})"
@@ -636,6 +665,7 @@ def reduce_failure(session: "Session", failure: Failure, *, budget_s: float) -> 
 
 
 # ------------------------------------------------------------------- records
+
 
 def _races(steps: list[dict]) -> bool:
     """Whether any of ``steps`` races calls (a replay may then go another way)."""
@@ -674,6 +704,7 @@ def _common_simpler(values: list) -> list:
 def _with_argument(step: dict, operation: str, arg: str, value: Any) -> dict:
     """``step`` with argument ``arg`` of every call of ``operation`` set to
     ``value`` (left out for ``_LEAVE_OUT``)."""
+
     def changed(call: dict) -> dict:
         args = call.get("args")
         if call.get("call") != operation or not isinstance(args, dict) or arg not in args:
@@ -728,17 +759,27 @@ def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict
             fewer = sum(1 for n in below[match.group(1)] if n < int(digits))
             if fewer:
                 moved[value] = match.group(1) + str(int(digits) - fewer).zfill(len(digits) if digits[0] == "0" else 0)
-    if not any((call.get("args") or {}).get(key_field) in moved for step in steps for call in _calls_of(step)
-               if isinstance(call.get("args"), dict)):
+    if not any(
+        (call.get("args") or {}).get(key_field) in moved
+        for step in steps
+        for call in _calls_of(step)
+        if isinstance(call.get("args"), dict)
+    ):
         return None
     out = []
     for step in steps:
         if "concurrently" in step:
-            out.append({**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)}
-                                                 for c in step["concurrently"]]})
+            out.append(
+                {**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
+            )
         elif "call" in step:
-            out.append({**step, "args": _renamed(step.get("args"), moved),
-                        **({"chosen": _renamed(step["chosen"], moved)} if step.get("chosen") else {})})
+            out.append(
+                {
+                    **step,
+                    "args": _renamed(step.get("args"), moved),
+                    **({"chosen": _renamed(step["chosen"], moved)} if step.get("chosen") else {}),
+                }
+            )
         else:
             out.append(step)
     return out
@@ -761,8 +802,12 @@ def _first_free(steps: list[dict], dropped: list[dict], key_field: str) -> list[
     if not widths:
         return None
     created = {name for step in steps for call in _calls_of(step) for name in call.get("chosen") or ()}
-    count = {prefix: sum(1 for name in created if isinstance(name, str) and (m := _NUMBERED.match(name))
-                         and m.group(1) == prefix) for prefix in widths}
+    count = {
+        prefix: sum(
+            1 for name in created if isinstance(name, str) and (m := _NUMBERED.match(name)) and m.group(1) == prefix
+        )
+        for prefix in widths
+    }
     moved: dict[str, str] = {}
     for step in steps:
         for call in _calls_of(step):
@@ -773,9 +818,14 @@ def _first_free(steps: list[dict], dropped: list[dict], key_field: str) -> list[
     moved = {k: v for k, v in moved.items() if k != v}
     if not moved:
         return None
-    return [{**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
-            if "concurrently" in step else {**step, "args": _renamed(step.get("args"), moved)} if "call" in step
-            else step for step in steps]
+    return [
+        {**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
+        if "concurrently" in step
+        else {**step, "args": _renamed(step.get("args"), moved)}
+        if "call" in step
+        else step
+        for step in steps
+    ]
 
 
 def _step_names(step: dict) -> set[str]:
@@ -820,6 +870,7 @@ def _mentions(value: Any, name: str) -> bool:
 
 
 # -------------------------------------------------------------- argument slots
+
 
 def _argument_slots(step: dict) -> list[tuple]:
     """Paths to every leaf argument of a step, e.g. ("args", "payload"), and
@@ -894,7 +945,7 @@ def _simpler_values(value: Any) -> list:
         if len(value) > 1:
             out += [value[:1], value[: len(value) // 2]]
             if len(value) <= 16:  # then each item left out in turn
-                out += [value[:i] + value[i + 1:] for i in range(len(value))]
+                out += [value[:i] + value[i + 1 :] for i in range(len(value))]
         return _unique(out, value)
     return []
 
@@ -911,4 +962,5 @@ def _unique(values: list, original: Any) -> list:
 def _size(steps: list[dict]) -> int:
     """How big the arguments are, all in all (characters of their JSON)."""
     import json
+
     return len(json.dumps(steps, sort_keys=True, default=str, ensure_ascii=False))

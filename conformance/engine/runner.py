@@ -1,5 +1,6 @@
 """One conformance run: spec + implementation -> report. The CLI and the
 pytest plugin both go through here, so they cannot drift apart."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,26 +11,39 @@ import shlex
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from statemachines import ExpressionError, Spec, SpecError, load_replay_file, load_spec, resolve_parameters
 
+from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
 from .interrupts import checkpoint
-from ..adapters.python import adapter_factory
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 from .stateful import PROFILES, run_stateful
 
-__all__ = ["RunConfig", "Progress", "run_conformance", "run_command", "prepare", "Prepared", "KIT_VERSION",
-           "hand_over_spec", "new_report", "clear_report_files", "write_report_files", "mark_interrupted"]
+__all__ = [
+    "RunConfig",
+    "Progress",
+    "run_conformance",
+    "run_command",
+    "prepare",
+    "Prepared",
+    "KIT_VERSION",
+    "hand_over_spec",
+    "new_report",
+    "clear_report_files",
+    "write_report_files",
+    "mark_interrupted",
+]
 
 KIT_VERSION = "0.1.0"
 
@@ -37,12 +51,12 @@ KIT_VERSION = "0.1.0"
 @dataclass
 class RunConfig:
     spec_path: str
-    adapter: str | None = None            # module:attribute; None = the spec's reference implementation
+    adapter: str | None = None  # module:attribute; None = the spec's reference implementation
     adapter_options: dict = field(default_factory=dict)
     adapter_factory: Callable | None = None  # an already-built factory (mutants, tests)
     adapter_label: str | None = None
-    adapter_cmd: str | None = None        # a program speaking the stdio protocol (docs/adapter-protocol.md)
-    adapter_cli: str | None = None        # a command adapter config: a command-line tool (docs/command-adapter.md)
+    adapter_cmd: str | None = None  # a program speaking the stdio protocol (docs/adapter-protocol.md)
+    adapter_cli: str | None = None  # a command adapter config: a command-line tool (docs/command-adapter.md)
     profile: str = "ci"
     seed: int = 1
     report_dir: str | None = "reports"
@@ -113,12 +127,19 @@ class Prepared:
 def _report_skeleton(config: RunConfig) -> dict:
     return {
         "kit": {"name": "lifecycle-conformance", "version": KIT_VERSION},
-        "verdict": "error", "exit_code": 2,
-        "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "duration_s": 0.0,
+        "verdict": "error",
+        "exit_code": 2,
+        "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "duration_s": 0.0,
         "spec": {"id": None, "version": None, "title": None, "path": config.spec_path, "lifecycle": None},
-        "implementation": {"adapter": config.adapter_label or config.adapter or config.adapter_cmd
-                           or config.adapter_cli},
-        "parameters": {}, "scenarios": [], "stateful": None, "problems": [], "replay": None,
+        "implementation": {
+            "adapter": config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
+        },
+        "parameters": {},
+        "scenarios": [],
+        "stateful": None,
+        "problems": [],
+        "replay": None,
     }
 
 
@@ -142,8 +163,9 @@ def mark_interrupted(report: dict, exc: KeyboardInterrupt, done: str) -> None:
 
     report["verdict"], report["exit_code"] = "interrupted", interrupt_exit_code(exc)
     cause = f"interrupted by {exc.signal_name}" if isinstance(exc, Interrupted) else "a KeyboardInterrupt was raised"
-    report["problems"].append({"kind": "interrupted", "where": None,
-                               "message": f"{cause}: {done}. The reports hold only what finished."})
+    report["problems"].append(
+        {"kind": "interrupted", "where": None, "message": f"{cause}: {done}. The reports hold only what finished."}
+    )
 
 
 def run_command(config: RunConfig, target: str) -> str:
@@ -183,19 +205,26 @@ def prepare(config: RunConfig) -> Prepared:
     """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
     path = resolve_spec(config.spec_path)
     spec = _HANDED_OVER.pop(os.path.realpath(path), None) or load_spec(path)
-    target = (config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
-              or spec.implementations.get("reference"))
+    target = (
+        config.adapter_label
+        or config.adapter
+        or config.adapter_cmd
+        or config.adapter_cli
+        or spec.implementations.get("reference")
+    )
     if config.adapter_factory is not None:
         factory = config.adapter_factory
     elif config.adapter_cmd is not None:
         if config.adapter:
             raise AdapterLoadError("give either an adapter (module:attribute) or an adapter command, not both")
         from ..adapters.stdio import stdio_factory
+
         factory = stdio_factory(config.adapter_cmd, spec)
     elif config.adapter_cli is not None:
         if config.adapter:
             raise AdapterLoadError("give either an adapter (module:attribute) or a command adapter config, not both")
         from ..adapters.command import command_factory
+
         factory = command_factory(config.adapter_cli, config.adapter_options)
     else:
         if not target:
@@ -231,6 +260,7 @@ def prepare(config: RunConfig) -> Prepared:
     session.model.params = params
     if config.deviations:
         from .deviations import load_deviations
+
         try:
             session.deviations = load_deviations(config.deviations, spec=spec)
         except BaseException:
@@ -268,7 +298,7 @@ class _WatchedStart:
             frame = sys._current_frames().get(self.thread)  # abandoned in its worker thread, still stuck
             frames = traceback.extract_stack(frame) if frame else []
             starts = [i for i, f in enumerate(frames) if f.filename == __file__ and f.name == "__call__"]
-            frames = frames[starts[-1] + 1:] if starts else None
+            frames = frames[starts[-1] + 1 :] if starts else None
         own = [f for f in frames or () if not _library_file(f.filename)]
         if not own:
             return None
@@ -293,10 +323,13 @@ def _identity_problem(identity) -> str | None:
     found = json_problem(identity)
     if found:
         return f"describe() answered something JSON cannot carry: {found[0]} {found[1]}"
-    for name, kinds, label in (("name", (str, type(None)), "a string"), ("version", (str, type(None)), "a string"),
-                               ("profile", (str, type(None)), "a string or null"),
-                               ("parameters", (dict, type(None)), "an object"),
-                               ("capabilities", (dict, type(None)), "an object")):
+    for name, kinds, label in (
+        ("name", (str, type(None)), "a string"),
+        ("version", (str, type(None)), "a string"),
+        ("profile", (str, type(None)), "a string or null"),
+        ("parameters", (dict, type(None)), "an object"),
+        ("capabilities", (dict, type(None)), "an object"),
+    ):
         if not isinstance(identity.get(name), kinds):
             return f"describe() returned `{name}` as {type(identity.get(name)).__name__}; it must be {label}"
     for name, value in (identity.get("capabilities") or {}).items():
@@ -317,9 +350,13 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     if config.shard is not None:  # which part of which run (merge-reports checks it)
         from .shards import shard_info
 
-        report["shard"] = shard_info(*config.shard, seed=config.seed, profile=config.profile,
-                                     rerun=f"conformance run {shlex.quote(config.spec_path)}",
-                                     min_coverage=config.min_coverage)
+        report["shard"] = shard_info(
+            *config.shard,
+            seed=config.seed,
+            profile=config.profile,
+            rerun=f"conformance run {shlex.quote(config.spec_path)}",
+            min_coverage=config.min_coverage,
+        )
     if config.report_dir:
         _clear_reports(config.report_dir, report)
     tracker = _Tracker()
@@ -329,42 +366,70 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
         try:
             prepared = prepare(config)
         except SpecError as exc:
-            report["problems"] = [{"kind": "spec-error", "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-                                   "where": p.where} for p in exc.problems]
+            report["problems"] = [
+                {
+                    "kind": "spec-error",
+                    "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+                    "where": p.where,
+                }
+                for p in exc.problems
+            ]
         except SpecNotFound as exc:
             report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
         except AdapterLoadError as exc:
-            report["problems"] = [{"kind": "adapter-error", "message": str(exc),
-                                   "where": config.adapter or config.adapter_cmd or config.adapter_cli}]
+            report["problems"] = [
+                {
+                    "kind": "adapter-error",
+                    "message": str(exc),
+                    "where": config.adapter or config.adapter_cmd or config.adapter_cli,
+                }
+            ]
         except DeviationsError as exc:
-            report["problems"] = [{"kind": "deviations-error", "message": line, "where": config.deviations}
-                                  for line in exc.problems]
+            report["problems"] = [
+                {"kind": "deviations-error", "message": line, "where": config.deviations} for line in exc.problems
+            ]
         if prepared is not None:
             try:
                 _run(config, prepared, report, progress, tracker)
             except SpecError as exc:  # e.g. a broken replay file
                 report["verdict"], report["exit_code"] = "error", 2
-                report["problems"] += [{"kind": "spec-error", "where": p.where,
-                                        "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
-                                       for p in exc.problems]
+                report["problems"] += [
+                    {
+                        "kind": "spec-error",
+                        "where": p.where,
+                        "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+                    }
+                    for p in exc.problems
+                ]
             except ExpressionError as exc:  # a spec expression failed outside any one step (e.g. an `assumes`)
                 report["verdict"], report["exit_code"] = "error", 2
-                report["problems"].append({"kind": "spec-error", "where": exc.where or None,
-                                           "message": f"the spec failed: {exc}"})
+                report["problems"].append(
+                    {"kind": "spec-error", "where": exc.where or None, "message": f"the spec failed: {exc}"}
+                )
             except AdapterLoadError as exc:
                 report["verdict"], report["exit_code"] = "error", 2
-                report["problems"].append({"kind": "adapter-error", "message": str(exc),
-                                           "where": config.adapter or config.adapter_cmd or config.adapter_cli})
+                report["problems"].append(
+                    {
+                        "kind": "adapter-error",
+                        "message": str(exc),
+                        "where": config.adapter or config.adapter_cmd or config.adapter_cli,
+                    }
+                )
     except KeyboardInterrupt as exc:
         from .interrupts import acknowledge
 
         acknowledge()
         _interrupted(report, exc, tracker)
-    except BaseException as exc:  # noqa: BLE001 - a bug in the kit (of any class): say so in the reports, never leave an old verdict
+    except BaseException as exc:
         report["verdict"], report["exit_code"] = "error", 2
-        report["problems"].append({"kind": "internal-error", "where": tracker.where(),
-                                   "message": f"internal error in the conformance kit: {_exception_text(exc)} "
-                                              "(set CONFORMANCE_DEBUG=1 to see the traceback)"})
+        report["problems"].append(
+            {
+                "kind": "internal-error",
+                "where": tracker.where(),
+                "message": f"internal error in the conformance kit: {_exception_text(exc)} "
+                "(set CONFORMANCE_DEBUG=1 to see the traceback)",
+            }
+        )
         if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
             traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
     if prepared is not None:
@@ -412,38 +477,60 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
         done += f"; scenario {tracker.scenario} was running and is not reported"
     if tracker.phase == "searching":  # the failures found are complete; others may exist
         so_far, found = exc.stateful_so_far, [exc.stateful_so_far.failure, *exc.more_so_far]
-        so_far.failure.message += ("\n(the run was interrupted while the exploration looked for further "
-                                   "distinct failures (--max-failures): there may be more)")
+        so_far.failure.message += (
+            "\n(the run was interrupted while the exploration looked for further "
+            "distinct failures (--max-failures): there may be more)"
+        )
         if tracker.describe_failure is not None:
             tracker.describe_failure(so_far.failure)
-        done += (f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was "
-                 f"looking for more")
-        report["stateful"] = {"verdict": "interrupted", "profile": tracker.profile, "seed": tracker.seed,
-                              "examples": so_far.examples, "steps": so_far.steps,
-                              "duration_s": round(time.perf_counter() - tracker.started, 3), "coverage": None,
-                              "failure": so_far.failure.to_dict()}
+        done += (
+            f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
+        )
+        report["stateful"] = {
+            "verdict": "interrupted",
+            "profile": tracker.profile,
+            "seed": tracker.seed,
+            "examples": so_far.examples,
+            "steps": so_far.steps,
+            "duration_s": round(time.perf_counter() - tracker.started, 3),
+            "coverage": None,
+            "failure": so_far.failure.to_dict(),
+        }
         if exc.more_so_far:
             report["stateful"]["more_failures"] = [failure.to_dict() for failure in exc.more_so_far]
     elif tracker.phase == "stateful":
         so_far = getattr(exc, "stateful_so_far", None)
         if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
-            so_far.failure.message += ("\n(the run was interrupted while the exploration was shrinking it: "
-                                       "this is the shortest failing sequence found so far)")
+            so_far.failure.message += (
+                "\n(the run was interrupted while the exploration was shrinking it: "
+                "this is the shortest failing sequence found so far)"
+            )
             tracker.describe_failure(so_far.failure)
-            done += (f"; the stateful exploration had run {so_far.examples} examples and found a failure "
-                     f"(reported, not fully shrunk)")
+            done += (
+                f"; the stateful exploration had run {so_far.examples} examples and found a failure "
+                f"(reported, not fully shrunk)"
+            )
         else:
             done += f"; the stateful exploration had run {tracker.examples} examples without a failure"
-        report["stateful"] = {"verdict": "interrupted", "profile": tracker.profile, "seed": tracker.seed,
-                              "examples": so_far.examples if so_far else tracker.examples,
-                              "steps": so_far.steps if so_far else None,
-                              "duration_s": round(time.perf_counter() - tracker.started, 3),
-                              "coverage": None,
-                              "failure": so_far.failure.to_dict() if so_far and so_far.failure else None}
+        report["stateful"] = {
+            "verdict": "interrupted",
+            "profile": tracker.profile,
+            "seed": tracker.seed,
+            "examples": so_far.examples if so_far else tracker.examples,
+            "steps": so_far.steps if so_far else None,
+            "duration_s": round(time.perf_counter() - tracker.started, 3),
+            "coverage": None,
+            "failure": so_far.failure.to_dict() if so_far and so_far.failure else None,
+        }
     elif tracker.phase == "start":
         done = "before any check ran"
-    report["problems"].append({"kind": "interrupted", "where": tracker.where(),
-                               "message": f"{cause}: {done}. The reports hold only what finished."})
+    report["problems"].append(
+        {
+            "kind": "interrupted",
+            "where": tracker.where(),
+            "message": f"{cause}: {done}. The reports hold only what finished.",
+        }
+    )
 
 
 def _close(session: Session, report: dict, tracker: _Tracker) -> None:
@@ -455,13 +542,18 @@ def _close(session: Session, report: dict, tracker: _Tracker) -> None:
         if report["verdict"] != "interrupted":
             tracker.phase = "closing"
             _interrupted(report, exc, tracker)
-    except Exception as exc:  # noqa: BLE001 - closing must not turn a verdict into a crash
-        report["problems"].append({"kind": "adapter-error", "where": None,
-                                   "message": f"closing the implementation failed: {type(exc).__name__}: {exc}"})
+    except Exception as exc:
+        report["problems"].append(
+            {
+                "kind": "adapter-error",
+                "where": None,
+                "message": f"closing the implementation failed: {type(exc).__name__}: {exc}",
+            }
+        )
     _faults(session, report, "closing the implementation", tracker)
 
 
-def _faults(session: Session, report: dict, where: str, tracker: "_Tracker") -> None:
+def _faults(session: Session, report: dict, where: str, tracker: _Tracker) -> None:
     """close() hung, raised or called sys.exit (at the end, or before a
     restart): the implementation's failure. A run that passed fails."""
     for kind, message in session.take_faults():
@@ -483,19 +575,23 @@ def _threads_left(report: dict, before: set, grace_s: float = 0.5) -> None:
         if thread.is_alive():
             left.append(thread.name)
     if left:
-        report["problems"].append({
-            "kind": "threads-left", "where": "closing the implementation",
-            "message": f"the implementation left {len(left)} non-daemon thread(s) running after close(): "
-                       f"{', '.join(sorted(left)[:10])}{' ...' if len(left) > 10 else ''}. They would keep a "
-                       f"Python process alive after the verdict; `conformance` exits with the verdict's code "
-                       f"anyway (stop them in close(), or make them daemon threads)"})
+        report["problems"].append(
+            {
+                "kind": "threads-left",
+                "where": "closing the implementation",
+                "message": f"the implementation left {len(left)} non-daemon thread(s) running after close(): "
+                f"{', '.join(sorted(left)[:10])}{' ...' if len(left) > 10 else ''}. They would keep a "
+                f"Python process alive after the verdict; `conformance` exits with the verdict's code "
+                f"anyway (stop them in close(), or make them daemon threads)",
+            }
+        )
 
 
 def _exception_text(exc: BaseException) -> str:
     """``Type: first line of the message``, even for an exception whose ``__str__`` fails."""
     try:
         lines = str(exc).strip().splitlines()
-    except Exception:  # noqa: BLE001 - a broken exception still gets reported
+    except Exception:
         lines = ["<its message could not be printed>"]
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
@@ -508,8 +604,13 @@ def _clear_reports(report_dir: str, report: dict) -> None:
     try:
         clear_reports(report_dir)
     except OSError as exc:
-        report["problems"].append({"kind": "report-error", "where": str(report_dir),
-                                   "message": f"could not remove the previous reports: {exc}"})
+        report["problems"].append(
+            {
+                "kind": "report-error",
+                "where": str(report_dir),
+                "message": f"could not remove the previous reports: {exc}",
+            }
+        )
 
 
 def _write(report: dict, report_dir: str) -> None:
@@ -527,20 +628,25 @@ def _write(report: dict, report_dir: str) -> None:
     except ReportWriteError as exc:
         report["_write_error"] = str(exc)
         return
-    except Exception as exc:  # noqa: BLE001 - a reporting bug must not lose the reports, nor leave a pass
+    except Exception as exc:
         report["verdict"], report["exit_code"] = "error", 2
         said = _exception_text(exc)
         if getattr(exc, "errors", None):  # InvalidReportError: what does not match the schema
             said += " " + "; ".join(exc.errors[:3])
-        report["problems"].append({"kind": "internal-error", "where": str(report_dir),
-                                   "message": f"internal error in the conformance kit while writing the reports: "
-                                              f"{said} (set CONFORMANCE_DEBUG=1 to see the traceback)"})
+        report["problems"].append(
+            {
+                "kind": "internal-error",
+                "where": str(report_dir),
+                "message": f"internal error in the conformance kit while writing the reports: "
+                f"{said} (set CONFORMANCE_DEBUG=1 to see the traceback)",
+            }
+        )
         if os.environ.get("CONFORMANCE_DEBUG"):
             traceback.print_exc()
         report.update(json_safe(report))  # whatever the report holds, report.json can carry it
         try:
             paths, failed = write_documents(report, report_dir)
-        except Exception as again:  # noqa: BLE001 - ReportWriteError or another bug: the console still tells
+        except Exception as again:
             report["_write_error"] = str(again)
             return
         for kind, why in failed.items():
@@ -551,11 +657,21 @@ def _write(report: dict, report_dir: str) -> None:
 def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker) -> None:
     spec, session, identity = prepared.spec, prepared.session, prepared.identity
     capabilities = identity.get("capabilities") or {}
-    report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": config.spec_path,
-                      "lifecycle": spec.lifecycle_summary()}
-    report["implementation"] = {"adapter": prepared.target, "name": identity.get("name"),
-                                "version": identity.get("version"), "profile": identity.get("profile"),
-                                "parameters": identity.get("parameters") or {}, "capabilities": capabilities}
+    report["spec"] = {
+        "id": spec.id,
+        "version": spec.version,
+        "title": spec.title,
+        "path": config.spec_path,
+        "lifecycle": spec.lifecycle_summary(),
+    }
+    report["implementation"] = {
+        "adapter": prepared.target,
+        "name": identity.get("name"),
+        "version": identity.get("version"),
+        "profile": identity.get("profile"),
+        "parameters": identity.get("parameters") or {},
+        "capabilities": capabilities,
+    }
     report["parameters"] = prepared.params
     adapter_args = _adapter_args(config, prepared.target)
     base_cmd = run_command(config, prepared.target)
@@ -566,8 +682,13 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     elif config.only:
         unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
         if unknown:
-            report["problems"].append({"kind": "usage-error", "message": f"unknown scenario id(s): {', '.join(unknown)}",
-                                       "where": config.spec_path})
+            report["problems"].append(
+                {
+                    "kind": "usage-error",
+                    "message": f"unknown scenario id(s): {', '.join(unknown)}",
+                    "where": config.spec_path,
+                }
+            )
             return
         scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
     if not config.scenarios:
@@ -617,13 +738,16 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
             _record(config, prepared, scenario.id, outcome, report)
         if outcome.verdict == NOT_APPLICABLE:
             report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
-                {"id": scenario.id, "title": scenario.title, "reason": outcome.note})
+                {"id": scenario.id, "title": scenario.title, "reason": outcome.note}
+            )
             progress.scenario_done(outcome)
             return
         if outcome.failure is not None:
-            outcome.failure.replay = (f"conformance replay {shlex.quote(config.spec_path)} "
-                                      f"{shlex.quote(config.replay_file)} {adapter_args}" if config.replay_file
-                                      else f"{base_cmd} --scenario {scenario.id}")
+            outcome.failure.replay = (
+                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} {adapter_args}"
+                if config.replay_file
+                else f"{base_cmd} --scenario {scenario.id}"
+            )
         entry = outcome.to_dict()
         if outcome.note:
             entry["note"] = outcome.note
@@ -640,8 +764,12 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
         parts = _parts(config)
         multi = parts[0][1] > 1
         progress.stateful_started(sum(part_examples(PROFILES[config.profile]["max_examples"], i, n) for i, n in parts))
-        tracker.phase, tracker.profile, tracker.seed, tracker.started = ("stateful", config.profile, config.seed,
-                                                                         time.perf_counter())
+        tracker.phase, tracker.profile, tracker.seed, tracker.started = (
+            "stateful",
+            config.profile,
+            config.seed,
+            time.perf_counter(),
+        )
         example_mark, example_output = [_mark(config)], [None]
         examples_before = [0]  # examples of the parts already run
 
@@ -660,18 +788,35 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
             part = (index, count, seed) if multi else None
             tracker.phase, tracker.seed = "stateful", seed
             tracker.describe_failure = lambda failure, part=part: _describe_stateful_failure(
-                config, spec, failure, base_cmd, adapter_args, part=part)
+                config, spec, failure, base_cmd, adapter_args, part=part
+            )
             session.model.coverage.__init__()  # coverage of the exploration alone
             if examples == 0:  # more parts than the profile has examples
-                part_reports.append({"verdict": "pass", "profile": config.profile, "seed": seed, "examples": 0,
-                                     "steps": 0, "duration_s": 0.0, "failure": None,
-                                     "coverage": _coverage(spec, session.model.coverage.as_dict(), session.params),
-                                     "part": {"index": index, "count": count, "seed": seed}})
+                part_reports.append(
+                    {
+                        "verdict": "pass",
+                        "profile": config.profile,
+                        "seed": seed,
+                        "examples": 0,
+                        "steps": 0,
+                        "duration_s": 0.0,
+                        "failure": None,
+                        "coverage": _coverage(spec, session.model.coverage.as_dict(), session.params),
+                        "part": {"index": index, "count": count, "seed": seed},
+                    }
+                )
                 continue
-            outcome = run_stateful(spec, session, profile=config.profile, seed=seed,
-                                   capabilities=capabilities, on_example=on_example,
-                                   shrink_s=config.shrink_s, database=_example_db(config, prepared),
-                                   **({"max_examples": examples} if multi else {}))
+            outcome = run_stateful(
+                spec,
+                session,
+                profile=config.profile,
+                seed=seed,
+                capabilities=capabilities,
+                on_example=on_example,
+                shrink_s=config.shrink_s,
+                database=_example_db(config, prepared),
+                **({"max_examples": examples} if multi else {}),
+            )
             tracker.phase = "verdict"
             outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
             if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
@@ -688,10 +833,23 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
                 tracker.phase = "verdict"
             more: list[Failure] = []  # the distinct failures after the first, as they are found
             if outcome.failure is not None and outcome.verdict == "fail":
-                _search_more(config, spec, session, outcome, more, capabilities, on_example, prepared, report,
-                             tracker, seed=seed, max_examples=examples,
-                             describe=lambda failure, number, part=part: _describe_stateful_failure(
-                                 config, spec, failure, base_cmd, adapter_args, number=number, part=part))
+                _search_more(
+                    config,
+                    spec,
+                    session,
+                    outcome,
+                    more,
+                    capabilities,
+                    on_example,
+                    prepared,
+                    report,
+                    tracker,
+                    seed=seed,
+                    max_examples=examples,
+                    describe=lambda failure, number, part=part: _describe_stateful_failure(
+                        config, spec, failure, base_cmd, adapter_args, number=number, part=part
+                    ),
+                )
             if outcome.failure is not None:
                 _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args, part=part)
             for number, failure in enumerate(more, 2):
@@ -709,8 +867,9 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
             examples_before[0] += outcome.examples
         if multi:  # the parts as one exploration, failures renumbered (engine/shards.py)
             report["stateful"] = combine_stateful(part_reports, config.seed)
-            for problem in (place_counterexamples(report["stateful"], config.report_dir, move=True)
-                            if config.report_dir else []):
+            for problem in (
+                place_counterexamples(report["stateful"], config.report_dir, move=True) if config.report_dir else []
+            ):
                 report["problems"].append({"kind": "report-error", "where": config.report_dir, "message": problem})
         else:
             report["stateful"] = part_reports[0]
@@ -738,8 +897,9 @@ def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress
     report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
     if failed:  # a command that reproduces this run's failures, whatever kind of run it was
         if config.replay_file:
-            report["replay"] = (f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
-                                f"{adapter_args}")
+            report["replay"] = (
+                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} {adapter_args}"
+            )
         else:
             report["replay"] = f"{base_cmd} {_selection_args(config)}" + ("" if config.only else _parts_args(config))
     if config.shard is not None:
@@ -773,15 +933,21 @@ def _data_errors(report: dict) -> None:
     a CEL error, a refused replay argument) makes the verdict ``error``, exit
     2: the run could not be carried out as written, whatever the implementation
     did. Each one is also a problem, at the file:line its message names."""
-    found = [(s["id"], s["failure"]) for s in report["scenarios"]
-             if (s.get("failure") or {}).get("kind") in DATA_ERRORS]
+    found = [
+        (s["id"], s["failure"]) for s in report["scenarios"] if (s.get("failure") or {}).get("kind") in DATA_ERRORS
+    ]
     stateful = report.get("stateful") or {}
     if (stateful.get("failure") or {}).get("kind") in DATA_ERRORS:
         found.append(("stateful exploration", stateful["failure"]))
     for where, failure in found:
         at = re.search(r"(\S+\.(?:ya?ml|json):\d+)", failure["message"])
-        report["problems"].append({"kind": failure["kind"], "where": at.group(1) if at else where,
-                                   "message": failure["message"].splitlines()[0]})
+        report["problems"].append(
+            {
+                "kind": failure["kind"],
+                "where": at.group(1) if at else where,
+                "message": failure["message"].splitlines()[0],
+            }
+        )
     if found:
         report["verdict"], report["exit_code"] = "error", 2
 
@@ -850,8 +1016,9 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     import hashlib
     import json
 
-    key = json.dumps([prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True,
-                     default=str)
+    key = json.dumps(
+        [prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True, default=str
+    )
     base = Path(config.example_db_base) if config.example_db_base else Path(config.report_dir) / "example-db"
     return str(base / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
@@ -862,11 +1029,14 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
 
     session, identity = prepared.session, prepared.identity
     steps = outcome.failure.steps if outcome.failure is not None and outcome.failure.steps else session.trace
-    header = header_line(prepared.spec.id, prepared.spec.version, profile=identity.get("profile"),
-                         parameters=prepared.params,
-                         implementation={"name": identity.get("name"), "version": identity.get("version"),
-                                         "adapter": prepared.target},
-                         source=f"conformance run --record, scenario {name}")
+    header = header_line(
+        prepared.spec.id,
+        prepared.spec.version,
+        profile=identity.get("profile"),
+        parameters=prepared.params,
+        implementation={"name": identity.get("name"), "version": identity.get("version"), "adapter": prepared.target},
+        source=f"conformance run --record, scenario {name}",
+    )
     path = Path(config.record_dir) / f"{name}.jsonl"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -875,39 +1045,78 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
             for line in lines_of_session(steps, session.probe_calls()):
                 handle.write(line + "\n")
     except OSError as exc:
-        report["problems"].append({"kind": "report-error", "where": str(path),
-                                   "message": f"could not write the trace: {exc}"})
+        report["problems"].append(
+            {"kind": "report-error", "where": str(path), "message": f"could not write the trace: {exc}"}
+        )
 
 
-def _search_more(config: RunConfig, spec: Spec, session: Session, outcome, more: list[Failure], capabilities: dict,
-                 on_example, prepared: Prepared, report: dict, tracker: "_Tracker", *, seed: int,
-                 max_examples: int | None, describe: Callable[[Failure, int], None]) -> None:
+def _search_more(
+    config: RunConfig,
+    spec: Spec,
+    session: Session,
+    outcome,
+    more: list[Failure],
+    capabilities: dict,
+    on_example,
+    prepared: Prepared,
+    report: dict,
+    tracker: _Tracker,
+    *,
+    seed: int,
+    max_examples: int | None,
+    describe: Callable[[Failure, int], None],
+) -> None:
     """``_more_failures`` into ``more``, so that what it finds is never lost:
     the failures found before it are complete, so an interrupt reports them
     (with those it found so far), and a fault of the kit's own while it
     searches becomes a problem in the report beside them."""
     try:
-        _more_failures(config, spec, session, outcome, capabilities, on_example, prepared,
-                       seed=seed, max_examples=max_examples, more=more)
+        _more_failures(
+            config,
+            spec,
+            session,
+            outcome,
+            capabilities,
+            on_example,
+            prepared,
+            seed=seed,
+            max_examples=max_examples,
+            more=more,
+        )
     except KeyboardInterrupt as exc:
         for number, failure in enumerate(more, 2):
             describe(failure, number)
         exc.stateful_so_far, exc.more_so_far = outcome, list(more)
         tracker.phase = "searching"
         raise
-    except Exception as exc:  # noqa: BLE001 - a bug in the kit must not cost the failures already found
-        report["problems"].append({
-            "kind": "internal-error", "where": "stateful exploration",
-            "message": (f"internal error in the conformance kit while looking for further distinct failures "
-                        f"(--max-failures): {_exception_text(exc)}; the failures reported were found before it "
-                        f"(set CONFORMANCE_DEBUG=1 to see the traceback)")})
+    except Exception as exc:
+        report["problems"].append(
+            {
+                "kind": "internal-error",
+                "where": "stateful exploration",
+                "message": (
+                    f"internal error in the conformance kit while looking for further distinct failures "
+                    f"(--max-failures): {_exception_text(exc)}; the failures reported were found before it "
+                    f"(set CONFORMANCE_DEBUG=1 to see the traceback)"
+                ),
+            }
+        )
         if os.environ.get("CONFORMANCE_DEBUG"):
             traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
 
 
-def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, capabilities: dict, on_example,
-                   prepared: Prepared, seed: int | None = None, max_examples: int | None = None,
-                   more: list[Failure] | None = None) -> list[Failure]:
+def _more_failures(
+    config: RunConfig,
+    spec: Spec,
+    session: Session,
+    outcome,
+    capabilities: dict,
+    on_example,
+    prepared: Prepared,
+    seed: int | None = None,
+    max_examples: int | None = None,
+    more: list[Failure] | None = None,
+) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
     accepted deviations; only divergences can be masked, so it stops at any
@@ -926,20 +1135,34 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
     first_seed = config.seed if seed is None else seed
     tries = 0
     try:
-        while (1 + len(more) < config.max_failures and tries < config.max_failures + 1
-               and masked.kind == "divergence" and masked.path):
+        while (
+            1 + len(more) < config.max_failures
+            and tries < config.max_failures + 1
+            and masked.kind == "divergence"
+            and masked.path
+        ):
             _, operation, path = signature(masked)
             session.known_failures.append((operation, path))
             tries += 1
             seed = first_seed + tries
-            again = run_stateful(spec, session, profile=config.profile, seed=seed, capabilities=capabilities,
-                                 on_example=on_example, shrink_s=config.shrink_s,
-                                 database=_example_db(config, prepared),
-                                 **({"max_examples": max_examples} if max_examples is not None else {}))
+            again = run_stateful(
+                spec,
+                session,
+                profile=config.profile,
+                seed=seed,
+                capabilities=capabilities,
+                on_example=on_example,
+                shrink_s=config.shrink_s,
+                database=_example_db(config, prepared),
+                **({"max_examples": max_examples} if max_examples is not None else {}),
+            )
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
-            failure = _unmasked(session, lambda: explain_race(session, again.failure)) \
-                if again.failure.kind == "linearizability" else again.failure
+            failure = (
+                _unmasked(session, lambda: explain_race(session, again.failure))
+                if again.failure.kind == "linearizability"
+                else again.failure
+            )
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
             failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
@@ -949,8 +1172,10 @@ def _more_failures(config: RunConfig, spec: Spec, session: Session, outcome, cap
             if first is not None and signature(first) in known - {signature(failure)}:
                 continue  # a consequence of a failure reported already
             failure.seed = seed
-            failure.message += (f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
-                                f"{1 + len(more)} failure(s) reported before it)")
+            failure.message += (
+                f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
+                f"{1 + len(more)} failure(s) reported before it)"
+            )
             more.append(failure)
     finally:
         session.known_failures.clear()
@@ -979,15 +1204,25 @@ def _unmasked(session: Session, run: Callable[[], Any]) -> Any:
         session.known_failures[:] = masks
 
 
-def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, base_cmd: str,
-                               adapter_args: str, number: int = 1, part: tuple | None = None) -> None:
+def _describe_stateful_failure(
+    config: RunConfig,
+    spec: Spec,
+    failure: Failure,
+    base_cmd: str,
+    adapter_args: str,
+    number: int = 1,
+    part: tuple | None = None,
+) -> None:
     """The exploration's failure gets its seed, a counterexample file and the
     commands that replay it. ``part``: (index, count, seed) of the part of a
     run in parts that found it (its file is renamed once all parts ran)."""
     seed = failure.seed if number > 1 and failure.seed is not None else part[2] if part else config.seed
     failure.seed = seed
-    rerun = (f"{base_cmd} --profile {config.profile} --seed {config.seed} --shard {part[0]}/{part[1]} --no-scenarios"
-             if part else f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios --workers 1")
+    rerun = (
+        f"{base_cmd} --profile {config.profile} --seed {config.seed} --shard {part[0]}/{part[1]} --no-scenarios"
+        if part
+        else f"{base_cmd} --profile {config.profile} --seed {seed} --no-scenarios --workers 1"
+    )
     if failure.steps and config.report_dir:
         name = "counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"
         if part:
@@ -997,8 +1232,10 @@ def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, 
             _write_counterexample(path, spec, failure, config)
         except OSError as exc:  # the report directory's trouble is reported when the reports are written
             failure.replay = rerun
-            failure.message += (f"\n(the counterexample could not be written to {path}: {exc.strerror or exc}; "
-                                f"the whole exploration re-runs with: {rerun})")
+            failure.message += (
+                f"\n(the counterexample could not be written to {path}: {exc.strerror or exc}; "
+                f"the whole exploration re-runs with: {rerun})"
+            )
             return
         failure.counterexample_file = str(path)
         failure.replay = f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(str(path))} {adapter_args}"
@@ -1010,8 +1247,8 @@ def _describe_stateful_failure(config: RunConfig, spec: Spec, failure: Failure, 
 def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report: dict, base_cmd: str) -> str:
     """Coverage of the whole run per category, the --min-coverage gates, and
     the failure the state diagram highlights; returns the gates' verdict."""
-    from .coverage import check_gates, coverage_categories, failure_focus
     from ..reporting._format import failed_checks
+    from .coverage import check_gates, coverage_categories, failure_focus
 
     counts = coverage.as_dict()
     concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
@@ -1019,12 +1256,21 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     gates, failure = check_gates(categories, config.min_coverage)
     if failure is not None:
         failure.replay = f"{base_cmd} {_selection_args(config)}{_parts_args(config)} " + " ".join(
-            f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
-    report["coverage"] = {"categories": categories, "transitions": counts["transitions"], "states": counts["states"],
-                          "operations": counts["operations"], "outcomes": counts["outcomes"],
-                          "policies": counts["policies"], "races": counts["races"], "limits": counts["limits"],
-                          # the counts merge-reports sums (engine/shards.py)
-                          "gates": gates, "failure": failure.to_dict() if failure else None}
+            f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates
+        )
+    report["coverage"] = {
+        "categories": categories,
+        "transitions": counts["transitions"],
+        "states": counts["states"],
+        "operations": counts["operations"],
+        "outcomes": counts["outcomes"],
+        "policies": counts["policies"],
+        "races": counts["races"],
+        "limits": counts["limits"],
+        # the counts merge-reports sums (engine/shards.py)
+        "gates": gates,
+        "failure": failure.to_dict() if failure else None,
+    }
     first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
     if report["spec"].get("lifecycle") is not None:
         report["spec"]["lifecycle"]["highlight"] = failure_focus(spec, first)
@@ -1038,10 +1284,16 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
     offered = spec.offered_operations(params)
     uncovered += [f"operation {op}" for op in spec.operations if op in offered and op not in counts["operations"]]
     uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
-    return {"operations": counts["operations"], "outcomes": counts["outcomes"],
-            "transitions": counts["transitions"], "states": counts["states"],
-            "policies": counts["policies"], "races": counts["races"], "limits": counts["limits"],
-            "uncovered": uncovered}
+    return {
+        "operations": counts["operations"],
+        "outcomes": counts["outcomes"],
+        "transitions": counts["transitions"],
+        "states": counts["states"],
+        "policies": counts["policies"],
+        "races": counts["races"],
+        "limits": counts["limits"],
+        "uncovered": uncovered,
+    }
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
@@ -1053,12 +1305,16 @@ def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunC
             steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
         else:
             steps.append({"call": step["operation"], "args": step["args"]})
-    doc = {"id": "stateful-counterexample",
-           "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
-           "failure": failure.message.splitlines()[0],
-           "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
-           "steps": steps}
+    doc = {
+        "id": "stateful-counterexample",
+        "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
+        "failure": failure.message.splitlines()[0],
+        "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
+        "steps": steps,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = ("# The failing step list the stateful exploration found, shrunk by Hypothesis and reduced by replaying\n"
-              "# it (every step left is needed for this failure); replay it with the command in the report.\n")
+    header = (
+        "# The failing step list the stateful exploration found, shrunk by Hypothesis and reduced by replaying\n"
+        "# it (every step left is needed for this failure); replay it with the command in the report.\n"
+    )
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")

@@ -1,5 +1,6 @@
 """Running the scenario matrix: every step in lockstep with the model, and
 every written expectation checked against what the implementation did."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from statemachines import (AdvanceStep, CallStep, ConcurrentStep, ExpressionError, RepeatStep, Scenario,
-                           first_difference, render)
+from statemachines import (
+    AdvanceStep,
+    CallStep,
+    ConcurrentStep,
+    ExpressionError,
+    RepeatStep,
+    Scenario,
+    first_difference,
+    render,
+)
 
 from ..errors import AdapterLoadError
 from .compare import without_path
@@ -18,8 +27,16 @@ from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
 from .interrupts import checkpoint
 from .session import Session
 
-__all__ = ["NOT_APPLICABLE", "RACE_RUNS", "ScenarioOutcome", "not_applicable_reason", "race_runs_of", "run_scenario",
-           "run_steps", "scenario_cost"]
+__all__ = [
+    "NOT_APPLICABLE",
+    "RACE_RUNS",
+    "ScenarioOutcome",
+    "not_applicable_reason",
+    "race_runs_of",
+    "run_scenario",
+    "run_steps",
+    "scenario_cost",
+]
 
 # A scenario written for other parameters (another profile): not a skip, and
 # not a test item; reports count these on one line and list them in report.json.
@@ -28,8 +45,9 @@ NOT_APPLICABLE = "not-applicable"
 
 def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
     """Why these parameters make the scenario inapplicable, in words, or None."""
-    if scenario.assumes is not None and not scenario.assumes.evaluate_bool({"params": params},
-                                                                           role="a scenario's `assumes`"):
+    if scenario.assumes is not None and not scenario.assumes.evaluate_bool(
+        {"params": params}, role="a scenario's `assumes`"
+    ):
         names = sorted(set(re.findall(r"params\.(\w+)", scenario.assumes.source)))
         here = ", ".join(f"{n} = {json.dumps(params.get(n))}" for n in names if n in params)
         because = f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
@@ -53,9 +71,14 @@ class ScenarioOutcome:
     note: str | None = None
 
     def to_dict(self) -> dict:
-        return {"id": self.scenario.id, "title": self.scenario.title, "category": self.scenario.category,
-                "verdict": self.verdict, "duration_s": round(self.duration_s, 4),
-                "failure": self.failure.to_dict() if self.failure else None}
+        return {
+            "id": self.scenario.id,
+            "title": self.scenario.title,
+            "category": self.scenario.category,
+            "verdict": self.verdict,
+            "duration_s": round(self.duration_s, 4),
+            "failure": self.failure.to_dict() if self.failure else None,
+        }
 
 
 class _Stop(Exception):
@@ -117,16 +140,19 @@ def scenario_cost(spec, scenario: Scenario, params: dict, capabilities: dict, *,
     return race_runs_of(scenario, race_runs) * (1 + calls(scenario.steps))
 
 
-def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,
-                 race_runs: int = RACE_RUNS) -> ScenarioOutcome:
+def run_scenario(
+    session: Session, scenario: Scenario, capabilities: dict, *, race_runs: int = RACE_RUNS
+) -> ScenarioOutcome:
     """Run one scenario; one with concurrent steps runs ``race_runs`` times
     (or its own ``race_runs:``) and fails on the first run that fails."""
     started = time.perf_counter()
     requires = getattr(scenario, "requires", ()) or ()
     missing = [r for r in requires if not capabilities.get(r)]
     if missing:
-        note = (f"needs the {', '.join(missing)} capability, which the implementation does not declare "
-                f"(describe() -> capabilities)")
+        note = (
+            f"needs the {', '.join(missing)} capability, which the implementation does not declare "
+            f"(describe() -> capabilities)"
+        )
         return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
         reason = not_applicable_reason(session.spec, scenario, session.params)
@@ -147,20 +173,24 @@ def run_scenario(session: Session, scenario: Scenario, capabilities: dict, *,
             run_steps(session, scenario.steps, {"params": session.params})
     except _Avoided as avoided:
         d = avoided.deviation
-        note = (f"deviation {d.id} avoids this input: {avoided.operation} at {avoided.where} "
-                f"({' '.join(d.reason.split())})")
+        note = (
+            f"deviation {d.id} avoids this input: {avoided.operation} at {avoided.where} ({' '.join(d.reason.split())})"
+        )
         return ScenarioOutcome(scenario, "skip", None, time.perf_counter() - started, note)
     except _Stop as stop:
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
         if runs > 1:
-            failure.message += (f"\n(in run {run} of {runs}: this scenario races calls, so it runs {runs} times; "
-                                f"{'it passed the runs before' if run > 1 else 'the first run failed'})")
+            failure.message += (
+                f"\n(in run {run} of {runs}: this scenario races calls, so it runs {runs} times; "
+                f"{'it passed the runs before' if run > 1 else 'the first run failed'})"
+            )
         verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
         return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started)
     except AdapterLoadError as exc:
-        failure = Failure(kind="implementation-error", message=f"scenario {scenario.id}: {exc}",
-                          steps=list(session.trace))
+        failure = Failure(
+            kind="implementation-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace)
+        )
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     except ExpressionError as exc:
         failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace))
@@ -203,7 +233,7 @@ def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
         again = None
     except _Stop as stop:
         again = stop.failure
-    except Exception:  # noqa: BLE001 - the first failure stands
+    except Exception:
         return failure
     if again is not None and (again.kind, again.step, again.path) == (failure.kind, failure.step, failure.path):
         return failure
@@ -214,18 +244,32 @@ def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
     differing = _differing_answers(first_trace, replay_trace, last)
     if not differing:
         return failure  # the same answers: whatever made the replay end otherwise, the implementation did not
-    where = "passed" if again is None else f"failed differently ({again.kind} at step {again.step}: {again.message.splitlines()[0]})"
+    where = (
+        "passed"
+        if again is None
+        else f"failed differently ({again.kind} at step {again.step}: {again.message.splitlines()[0]})"
+    )
     shown = next((i for i in differing if i == last), differing[-1])
     first, second = _answer_at(first_trace, shown), _answer_at(replay_trace, shown)
     steps = ", ".join(map(str, differing[:10])) + (", ..." if len(differing) > 10 else "")
-    return Failure(kind="nondeterminism", step=failure.step, operation=failure.operation, args=failure.args,
-                   expected=failure.expected, observed=failure.observed, path=failure.path, steps=first_trace,
-                   message=(f"the implementation answered differently when the same steps were replayed "
-                            f"(answers differ at step(s) {steps}): the first run failed ({failure.kind}: "
-                            f"{failure.message.splitlines()[0]}), the replay {where}\n"
-                            f"step {shown}, {_label(first_trace, shown)}, differs at {_differs_at(first, second)}:\n"
-                            f"  first run: {_short_json(first)}\n"
-                            f"  replay:    {_short_json(second)}"))
+    return Failure(
+        kind="nondeterminism",
+        step=failure.step,
+        operation=failure.operation,
+        args=failure.args,
+        expected=failure.expected,
+        observed=failure.observed,
+        path=failure.path,
+        steps=first_trace,
+        message=(
+            f"the implementation answered differently when the same steps were replayed "
+            f"(answers differ at step(s) {steps}): the first run failed ({failure.kind}: "
+            f"{failure.message.splitlines()[0]}), the replay {where}\n"
+            f"step {shown}, {_label(first_trace, shown)}, differs at {_differs_at(first, second)}:\n"
+            f"  first run: {_short_json(first)}\n"
+            f"  replay:    {_short_json(second)}"
+        ),
+    )
 
 
 def _answers(trace: list) -> dict:
@@ -309,11 +353,22 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
         problem = _unmet(expect, response, session.acceptor(step.operation, args, len(session.trace) - 1))
         if problem:
             path, expected, observed, reason = problem
-            raise _Stop(Failure(
-                kind="expectation", operation=step.operation, args=args, step=len(session.trace) - 1,
-                message=(f"{step.operation} at {step.where}: {path}: {reason} (the spec's model agreed with the "
-                         f"implementation here, so the scenario's written expectation contradicts the model)"),
-                expected=expected, observed=observed, path=path, steps=list(session.trace)))
+            raise _Stop(
+                Failure(
+                    kind="expectation",
+                    operation=step.operation,
+                    args=args,
+                    step=len(session.trace) - 1,
+                    message=(
+                        f"{step.operation} at {step.where}: {path}: {reason} (the spec's model agreed with the "
+                        f"implementation here, so the scenario's written expectation contradicts the model)"
+                    ),
+                    expected=expected,
+                    observed=observed,
+                    path=path,
+                    steps=list(session.trace),
+                )
+            )
     for name, target in step.save.items():
         env[name] = _pick(response, target, step)
 
@@ -334,8 +389,12 @@ def _first_unmet(expect: dict, response: dict):
     if "error" in expect:
         if "error" not in response:
             # paths as the model's comparison names them: where the answer went the other way
-            return ("result", {"error": expect["error"]}, response.get("result"),
-                    f"expected error {expect['error'].get('kind')}")
+            return (
+                "result",
+                {"error": expect["error"]},
+                response.get("result"),
+                f"expected error {expect['error'].get('kind')}",
+            )
         diff = first_difference(expect["error"], response["error"], "error")
         if diff:
             return (diff.path, diff.expected, diff.observed, diff.reason)
@@ -360,9 +419,14 @@ def _pick(response: dict, target: str, step: CallStep) -> Any:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            raise _Stop(Failure(kind="expectation", operation=step.operation,
-                                message=f"{step.operation} at {step.where}: cannot save {target}: the response has no such value",
-                                observed=response))
+            raise _Stop(
+                Failure(
+                    kind="expectation",
+                    operation=step.operation,
+                    message=f"{step.operation} at {step.where}: cannot save {target}: the response has no such value",
+                    observed=response,
+                )
+            )
     return node
 
 
@@ -389,9 +453,16 @@ def _concurrently(session: Session, step: ConcurrentStep, env: dict) -> None:
         if effects.get(name, 0) != count:
             problems.append(f"expected {count} {name} effect(s) in total, got {effects.get(name, 0)}")
     if problems:
-        raise _Stop(Failure(kind="expectation", step=len(session.trace) - 1,
-                            message=f"concurrent calls at {step.where}: " + "; ".join(problems),
-                            expected=expect, observed=responses, steps=list(session.trace)))
+        raise _Stop(
+            Failure(
+                kind="expectation",
+                step=len(session.trace) - 1,
+                message=f"concurrent calls at {step.where}: " + "; ".join(problems),
+                expected=expect,
+                observed=responses,
+                steps=list(session.trace),
+            )
+        )
     for c, response in zip(step.calls, responses):
         for name, target in c.save.items():
             env[name] = _pick(response, target, c)

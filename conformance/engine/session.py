@@ -5,6 +5,7 @@ checked for shape and against the operation's schemas, then the model
 predicts what the answer must be and the two are compared. Everything is
 recorded in a trace that becomes a failure's step list or a counterexample.
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,8 @@ import queue
 import re
 import signal
 import threading
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from statemachines import ExpressionError, Model, ObservationError, Spec
 
@@ -88,7 +90,7 @@ class _Worker:
                 return
             try:
                 box.append((True, fn()))
-            except BaseException as exc:  # noqa: BLE001 - reported, never swallowed silently
+            except BaseException as exc:
                 box.append((False, exc))
             done.set()
 
@@ -125,7 +127,7 @@ def describe_exception(exc: BaseException) -> str:
     whose own ``__str__`` fails."""
     try:
         text = str(exc)
-    except Exception:  # noqa: BLE001 - the implementation's exception is broken; say so
+    except Exception:
         text = "<its message could not be printed>"
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     if isinstance(exc, KeyboardInterrupt):
@@ -190,8 +192,9 @@ def _structure(response: Any) -> str | None:
         if not isinstance(err, dict) or not isinstance(err.get("kind"), str) or not isinstance(err.get("message"), str):
             return "`error` must be {\"kind\": string, \"message\": string}"
     effects = response.get("effects", [])
-    if not isinstance(effects, list) or not all(isinstance(e, dict) and isinstance(e.get("effect"), str)
-                                                for e in effects):
+    if not isinstance(effects, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("effect"), str) for e in effects
+    ):
         return "`effects` must be a list of objects, each with an `effect` name"
     return None
 
@@ -199,8 +202,9 @@ def _structure(response: Any) -> str | None:
 class Session:
     """One implementation instance and one model, stepped together."""
 
-    def __init__(self, spec: Spec, params: dict, factory: Callable[[], Adapter], *,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self, spec: Spec, params: dict, factory: Callable[[], Adapter], *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ):
         self.spec, self.params, self.factory, self.timeout_s = spec, params, factory, timeout_s
         self.model = Model(spec, params)
         self.worker = _Worker()
@@ -238,10 +242,12 @@ class Session:
         # subset does not cover (engine/answer_schemas.py): only those need it.
         self._valid_responses: set = set()
         self._result_validators = {
-            name: AnswerSchema(op.result_schema) for name, op in spec.operations.items() if op.result_schema}
+            name: AnswerSchema(op.result_schema) for name, op in spec.operations.items() if op.result_schema
+        }
         self._effect_validators = {name: AnswerSchema(e.schema) for name, e in spec.effects.items()}
-        self._all_compiled = all(v.compiled for v in [*self._result_validators.values(),
-                                                      *self._effect_validators.values()])
+        self._all_compiled = all(
+            v.compiled for v in [*self._result_validators.values(), *self._effect_validators.values()]
+        )
         self._observed_invariants = [inv for inv in spec.invariants if inv.kind == "observed"]
         self._seen: dict[str, dict] = {inv.id: {} for inv in self._observed_invariants}
 
@@ -304,8 +310,9 @@ class Session:
         try:
             self.worker.run(self.adapter.close, limit)
         except _CallTimeout:
-            self.faults.append(("timeout", f"close() {when} did not return within {limit:g}s; "
-                                           f"the kit stopped waiting for it"))
+            self.faults.append(
+                ("timeout", f"close() {when} did not return within {limit:g}s; the kit stopped waiting for it")
+            )
         except BaseException as exc:  # SystemExit, the implementation's own KeyboardInterrupt too
             if self._stops(exc):
                 raise
@@ -356,14 +363,21 @@ class Session:
             prediction = self.model.advance(self.now)
         except ExpressionError as exc:
             return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
-        diff = compare(prediction, observed, self.spec.entity.key,
-                       accept=self.acceptor("set_clock", {"now_ms": self.now}, index))
+        diff = compare(
+            prediction, observed, self.spec.entity.key, accept=self.acceptor("set_clock", {"now_ms": self.now}, index)
+        )
         if diff and self._reconsider(lambda: self._agrees("set_clock", self.now, observed)):
             diff = None  # another order of the last concurrent calls explains it
         if diff:
             path, expected, got, reason = diff
-            return self._fail("divergence", f"after the clock moved to {self.now} ms: {path}: {reason}", index,
-                              expected=expected, observed=got, path=path)
+            return self._fail(
+                "divergence",
+                f"after the clock moved to {self.now} ms: {path}: {reason}",
+                index,
+                expected=expected,
+                observed=got,
+                path=path,
+            )
         self._remember("set_clock", self.now, observed)
         return self.check_invariants([(index, "set_clock", observed)])
 
@@ -389,8 +403,9 @@ class Session:
         # One walk tells both the trace and the answer check that the answer is plain JSON.
         plain = problem is None and is_plain_answer(response)
         if record:
-            self.trace.append({"index": index, "operation": operation, "args": args,
-                               "observed": _kept(response, plain)})
+            self.trace.append(
+                {"index": index, "operation": operation, "args": args, "observed": _kept(response, plain)}
+            )
         if problem:
             return None, self._fail(problem[0], problem[1], index, operation=operation, args=args)
         self._plain_answer = response if plain else None
@@ -403,11 +418,17 @@ class Session:
         try:
             prediction = self.model.predict(operation, args, response)
         except ObservationError as exc:
-            return self._fail("divergence", f"{operation}: {exc}", index, operation=operation, args=args,
-                              observed=response)
+            return self._fail(
+                "divergence", f"{operation}: {exc}", index, operation=operation, args=args, observed=response
+            )
         except ExpressionError as exc:
-            return self._fail("spec-error", f"the spec failed while predicting {operation}: {exc}", index,
-                              operation=operation, args=args)
+            return self._fail(
+                "spec-error",
+                f"the spec failed while predicting {operation}: {exc}",
+                index,
+                operation=operation,
+                args=args,
+            )
         if prediction.chosen and index < len(self.trace) and self.trace[index].get("operation") == operation:
             self.trace[index]["chosen"] = list(prediction.chosen)  # what a replay maps to the new choices
         diff = compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index))
@@ -415,8 +436,16 @@ class Session:
             diff = None  # another order of the last concurrent calls explains it
         if diff:
             path, expected, got, reason = diff
-            return self._fail("divergence", f"{operation}: {path}: {reason}", index, operation=operation,
-                              args=args, expected=expected, observed=got, path=path)
+            return self._fail(
+                "divergence",
+                f"{operation}: {path}: {reason}",
+                index,
+                operation=operation,
+                args=args,
+                expected=expected,
+                observed=got,
+                path=path,
+            )
         self._remember(operation, args, response)
         return self.check_invariants([(index, operation, response)])
 
@@ -455,8 +484,12 @@ class Session:
                 prediction = self.model.predict(operation, args, response)
         except (ObservationError, ExpressionError):
             return False
-        if (index is not None and prediction.chosen and index < len(self.trace)
-                and self.trace[index].get("operation") == operation):
+        if (
+            index is not None
+            and prediction.chosen
+            and index < len(self.trace)
+            and self.trace[index].get("operation") == operation
+        ):
             self.trace[index]["chosen"] = list(prediction.chosen)
         return compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args)) is None
 
@@ -488,12 +521,22 @@ class Session:
         deviations, known = self.deviations, self.known_failures
 
         def accept(path: str, expected: Any, observed: Any) -> bool:
-            if deviations is not None and deviations.accept(
-                    operation, args, path, _printable(expected), _printable(observed),
-                    where=f"step {index}" if index is not None else None) is not None:
+            if (
+                deviations is not None
+                and deviations.accept(
+                    operation,
+                    args,
+                    path,
+                    _printable(expected),
+                    _printable(observed),
+                    where=f"step {index}" if index is not None else None,
+                )
+                is not None
+            ):
                 return True
             general = re.sub(r"\[\d+\]", "[*]", path)
             return any(op in (None, operation) and general == where for op, where in known)
+
         return accept
 
     def avoided(self, operation: str, args: Any):
@@ -508,18 +551,35 @@ class Session:
         if shape and path is not None:
             # A value JSON cannot carry (NaN, a huge integer, an integer key...):
             # the answer breaks the protocol there, wherever the spec looks.
-            return self._fail("implementation-error", f"{operation}: malformed response: {shape}; an answer "
-                                                      f"must be JSON (docs/adapter-protocol.md)", index,
-                              operation=operation, args=args, observed=json_safe(response), path=path)
+            return self._fail(
+                "implementation-error",
+                f"{operation}: malformed response: {shape}; an answer must be JSON (docs/adapter-protocol.md)",
+                index,
+                operation=operation,
+                args=args,
+                observed=json_safe(response),
+                path=path,
+            )
         if shape:
-            return self._fail("implementation-error", f"{operation}: malformed response: {shape}", index,
-                              operation=operation, args=args, observed=json_safe(response))
+            return self._fail(
+                "implementation-error",
+                f"{operation}: malformed response: {shape}",
+                index,
+                operation=operation,
+                args=args,
+                observed=json_safe(response),
+            )
         if "error" in response and response["error"]["kind"] == NOT_IMPLEMENTED:
             # A stub (e.g. from `conformance init`) says so plainly instead of being judged.
             detail = response["error"]["message"]
-            return self._fail("not-implemented", f"operation {operation} is not implemented"
-                                                 + (f" ({detail})" if detail else ""), index,
-                              operation=operation, args=args, observed=_printable(response))
+            return self._fail(
+                "not-implemented",
+                f"operation {operation} is not implemented" + (f" ({detail})" if detail else ""),
+                index,
+                operation=operation,
+                args=args,
+                observed=_printable(response),
+            )
         if self._all_compiled:
             return self._check_schemas(operation, args, response, index)
         # Some schema is checked by jsonschema alone: most answers repeat one already
@@ -542,20 +602,39 @@ class Session:
             if error is not None:
                 where = "result" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
                 schema_path = "/".join(map(str, error.schema_path))
-                return self._fail("schema", f"{operation}: {where} breaks the result schema "
-                                            f"(at schema path {schema_path}): {error.message}", index,
-                                  operation=operation, args=args, observed=response["result"], path=where)
+                return self._fail(
+                    "schema",
+                    f"{operation}: {where} breaks the result schema (at schema path {schema_path}): {error.message}",
+                    index,
+                    operation=operation,
+                    args=args,
+                    observed=response["result"],
+                    path=where,
+                )
         for i, effect in enumerate(response.get("effects", [])):
             validator = self._effect_validators.get(effect["effect"])
             if validator is None:
-                return self._fail("schema", f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
-                                            f"does not declare (declared: {', '.join(self._effect_validators)})",
-                                  index, operation=operation, args=args, observed=effect, path=f"effects[{i}]")
+                return self._fail(
+                    "schema",
+                    f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
+                    f"does not declare (declared: {', '.join(self._effect_validators)})",
+                    index,
+                    operation=operation,
+                    args=args,
+                    observed=effect,
+                    path=f"effects[{i}]",
+                )
             error = validator.first_error(effect)
             if error is not None:
-                return self._fail("schema", f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: "
-                                            f"{error.message}", index, operation=operation, args=args,
-                                  observed=effect, path=f"effects[{i}]")
+                return self._fail(
+                    "schema",
+                    f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: {error.message}",
+                    index,
+                    operation=operation,
+                    args=args,
+                    observed=effect,
+                    path=f"effects[{i}]",
+                )
         return None
 
     def check_invariants(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
@@ -570,11 +649,17 @@ class Session:
         try:
             broken = self.model.check_invariants()
         except ExpressionError as exc:  # e.g. an invariant that is not a boolean, or divides by zero
-            return self._fail("spec-error", f"the spec failed while checking its invariants: {exc}",
-                              len(self.trace) - 1 if index is None else index)
+            return self._fail(
+                "spec-error",
+                f"the spec failed while checking its invariants: {exc}",
+                len(self.trace) - 1 if index is None else index,
+            )
         for inv_id, message in broken:
-            return self._fail("spec-error", f"the spec's own model broke invariant {inv_id}: {message}",
-                              len(self.trace) - 1 if index is None else index)
+            return self._fail(
+                "spec-error",
+                f"the spec's own model broke invariant {inv_id}: {message}",
+                len(self.trace) - 1 if index is None else index,
+            )
         return None
 
     def check_observed(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
@@ -593,12 +678,20 @@ class Session:
                     life = self.model.births.get(key, 0) if isinstance(key, (str, int, float, bool)) else 0
                     if key in seen and seen[key][1] == life:
                         first = seen[key][0]
-                        when = (f"twice by the concurrent calls of step {index}" if first == index
-                                else f"at step {first} and again at step {index}")
-                        return self._fail("invariant", f"invariant {inv.id} broken: {inv.description} — "
-                                          f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
-                                          f"was reported {when}",
-                                          index, operation=operation, observed=effect)
+                        when = (
+                            f"twice by the concurrent calls of step {index}"
+                            if first == index
+                            else f"at step {first} and again at step {index}"
+                        )
+                        return self._fail(
+                            "invariant",
+                            f"invariant {inv.id} broken: {inv.description} — "
+                            f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
+                            f"was reported {when}",
+                            index,
+                            operation=operation,
+                            observed=effect,
+                        )
                     seen[key] = (index, life)
         return None
 
@@ -613,7 +706,7 @@ class Session:
             line.start(self.timeout_s)
             try:
                 outcome = (True, self.adapter.call(op, args))
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 outcome = (False, exc)
             release()
             line.finish(i, outcome)
@@ -632,16 +725,26 @@ class Session:
                 self._needs_restart = True
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
-                return responses, self._fail("timeout", f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
-                                             index, operation=op, args=args)
+                return responses, self._fail(
+                    "timeout",
+                    f"{op} (concurrent) did not answer within {self.timeout_s:g}s",
+                    index,
+                    operation=op,
+                    args=args,
+                )
             ok, value = line.outcomes[i]
             if not ok:
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
                 if isinstance(value, InputRefused):
                     return responses, self._fail(INPUT_REFUSED, str(value), index, operation=op, args=args)
-                return responses, self._fail("implementation-error", f"{op} (concurrent) raised "
-                                             f"{describe_exception(value)}", index, operation=op, args=args)
+                return responses, self._fail(
+                    "implementation-error",
+                    f"{op} (concurrent) raised {describe_exception(value)}",
+                    index,
+                    operation=op,
+                    args=args,
+                )
             responses.append(value)
         # One walk per answer tells both the trace and the answer check that it is plain JSON.
         plain = [is_plain_answer(response) for response in responses]
@@ -659,8 +762,9 @@ class Session:
         for op, args in probes:
             response, problem = self._invoke(op, args)
             ok = problem is None and is_plain_answer(response)
-            self.trace.append({"index": len(self.trace), "operation": op, "args": args,
-                               "observed": _kept(response, ok)})
+            self.trace.append(
+                {"index": len(self.trace), "operation": op, "args": args, "observed": _kept(response, ok)}
+            )
             if problem:
                 return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
             self._plain_answer = response if ok else None
@@ -683,6 +787,7 @@ class Session:
             def explained() -> bool:
                 open_before[:] = [self.race_outcome]  # the outcome _reconsider adopted
                 return linearize(self, calls, responses, index, followups) is None
+
             if self._reconsider(explained):
                 failure = None
                 earlier = open_before[0]
@@ -731,8 +836,10 @@ class Session:
                         text = None
                     calls.append((probe["call"], args, text))
             self._probe_calls = (self.params, calls)
-        return [(op, json.loads(text) if text is not None else copy.deepcopy(args), text)
-                for op, args, text in self._probe_calls[1]]
+        return [
+            (op, json.loads(text) if text is not None else copy.deepcopy(args), text)
+            for op, args, text in self._probe_calls[1]
+        ]
 
     def probe(self, *, when_changed: bool = False) -> Failure | None:
         """Compare the implementation's visible state with the model's.
@@ -752,7 +859,9 @@ class Session:
             response, failure = self._probe_one(op, args, text)
             if failure:
                 # Only a failing probe joins the trace: it is the step that shows the divergence.
-                self.trace.append({"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)})
+                self.trace.append(
+                    {"index": len(self.trace), "operation": op, "args": args, "observed": _printable(response)}
+                )
                 failure.step = len(self.trace) - 1
                 failure.steps = [dict(s) for s in self.trace]
                 failure.message = f"probe after the last step: {failure.message}"
@@ -789,8 +898,9 @@ class Session:
             self.model.track_reads = False
         reads = self.model.last_reads
         if failure is None and reads is not None and self.model.epoch == epoch and type(response) is dict:
-            self._probe_passed[(op, text)] = _Passed(self.model.read_token(reads), reads, repr(response),
-                                                     self.model.last_hits)
+            self._probe_passed[(op, text)] = _Passed(
+                self.model.read_token(reads), reads, repr(response), self.model.last_hits
+            )
         return response, failure
 
     # -- helpers ------------------------------------------------------------------
@@ -810,10 +920,14 @@ class Session:
 
 def _group(calls, responses, plain=()) -> list[dict]:
     """A concurrent group's trace entries; ``plain[i]``: answer i is known to be plain JSON already."""
-    return [{"operation": op, "args": args,
-             "observed": _kept(responses[i], i < len(plain) and plain[i])
-             if i < len(responses) else None}
-            for i, (op, args) in enumerate(calls)]
+    return [
+        {
+            "operation": op,
+            "args": args,
+            "observed": _kept(responses[i], i < len(plain) and plain[i]) if i < len(responses) else None,
+        }
+        for i, (op, args) in enumerate(calls)
+    ]
 
 
 def _kept(response: Any, plain: bool) -> Any:

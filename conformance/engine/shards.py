@@ -29,6 +29,7 @@ never applies the gates to its part alone), distinct failures (kind,
 operation, path) in part order with their counterexample files renumbered,
 and one verdict.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,15 +38,27 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import ConformanceError
 from .failures import signature
 
-__all__ = ["ShardError", "parse_shard", "part_seed", "part_examples", "shard_items", "claim_item", "combine_stateful",
-           "place_counterexamples", "load_shard_report", "check_shards", "merge_reports",
-           "shard_info"]
+__all__ = [
+    "ShardError",
+    "parse_shard",
+    "part_seed",
+    "part_examples",
+    "shard_items",
+    "claim_item",
+    "combine_stateful",
+    "place_counterexamples",
+    "load_shard_report",
+    "check_shards",
+    "merge_reports",
+    "shard_info",
+]
 
 
 class ShardError(ConformanceError):
@@ -147,14 +160,21 @@ def combine_stateful(parts: list[dict], seed: int) -> dict:
             failures.append(failure)
     verdicts = [p["verdict"] for p in parts]
     verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")
-    out = {"verdict": verdict, "profile": parts[0].get("profile"), "seed": seed,
-           "examples": sum(p.get("examples") or 0 for p in parts), "steps": sum(p.get("steps") or 0 for p in parts),
-           "duration_s": round(sum(p.get("duration_s") or 0.0 for p in parts), 3),
-           "coverage": _combine_coverage([p.get("coverage") for p in parts]),
-           "failure": failures[0] if failures else None,
-           "parts": [{key: p.get(key) for key in ("verdict", "examples", "steps", "duration_s")}
-                     | {"index": p["part"]["index"], "count": p["part"]["count"], "seed": p["part"]["seed"]}
-                     for p in parts]}
+    out = {
+        "verdict": verdict,
+        "profile": parts[0].get("profile"),
+        "seed": seed,
+        "examples": sum(p.get("examples") or 0 for p in parts),
+        "steps": sum(p.get("steps") or 0 for p in parts),
+        "duration_s": round(sum(p.get("duration_s") or 0.0 for p in parts), 3),
+        "coverage": _combine_coverage([p.get("coverage") for p in parts]),
+        "failure": failures[0] if failures else None,
+        "parts": [
+            {key: p.get(key) for key in ("verdict", "examples", "steps", "duration_s")}
+            | {"index": p["part"]["index"], "count": p["part"]["count"], "seed": p["part"]["seed"]}
+            for p in parts
+        ],
+    }
     if len(failures) > 1:
         out["more_failures"] = failures[1:]
     outputs = [p["output"] for p in parts if p.get("output")]
@@ -204,8 +224,14 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
 
 def shard_info(index: int, count: int, *, seed: int, profile: str, rerun: str, min_coverage: dict) -> dict:
     """The ``shard`` field of a shard's report: which part it is, of what run."""
-    return {"index": index, "count": count, "seed": seed, "profile": profile, "rerun": rerun,
-            "min_coverage": dict(min_coverage)}
+    return {
+        "index": index,
+        "count": count,
+        "seed": seed,
+        "profile": profile,
+        "rerun": rerun,
+        "min_coverage": dict(min_coverage),
+    }
 
 
 def load_shard_report(where: str | Path) -> tuple[dict, Path]:
@@ -214,33 +240,47 @@ def load_shard_report(where: str | Path) -> tuple[dict, Path]:
     if path.is_dir():
         path = path / "report.json"
     if not path.is_file():
-        raise ShardError(f"{where}: no report.json there (give the --report-dir of a `conformance run --shard I/N`, "
-                         f"or its report.json)")
+        raise ShardError(
+            f"{where}: no report.json there (give the --report-dir of a `conformance run --shard I/N`, "
+            f"or its report.json)"
+        )
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ShardError(f"{path}: not a readable report ({exc}); re-run that shard or download its report "
-                         f"again") from None
+        raise ShardError(
+            f"{path}: not a readable report ({exc}); re-run that shard or download its report again"
+        ) from None
     if not isinstance(report, dict) or not isinstance(report.get("shard"), dict):
-        raise ShardError(f"{path}: not a shard's report (it has no `shard` field); merge the reports of "
-                         f"`conformance run --shard I/N`, one per I")
+        raise ShardError(
+            f"{path}: not a shard's report (it has no `shard` field); merge the reports of "
+            f"`conformance run --shard I/N`, one per I"
+        )
     return report, path.parent
 
 
 def _identity(report: dict) -> dict:
     implementation = report.get("implementation") or {}
     shard = report["shard"]
-    return {"spec": (report["spec"].get("id"), report["spec"].get("version")),
-            "implementation": (implementation.get("adapter"), implementation.get("name"),
-                               implementation.get("version")),
-            "parameters": json.dumps(report.get("parameters"), sort_keys=True, default=str),
-            "profile": shard.get("profile"), "seed": shard.get("seed"), "count": shard.get("count"),
-            "min_coverage": json.dumps(shard.get("min_coverage") or {}, sort_keys=True)}
+    return {
+        "spec": (report["spec"].get("id"), report["spec"].get("version")),
+        "implementation": (implementation.get("adapter"), implementation.get("name"), implementation.get("version")),
+        "parameters": json.dumps(report.get("parameters"), sort_keys=True, default=str),
+        "profile": shard.get("profile"),
+        "seed": shard.get("seed"),
+        "count": shard.get("count"),
+        "min_coverage": json.dumps(shard.get("min_coverage") or {}, sort_keys=True),
+    }
 
 
-_SAID = {"spec": "specs (id, version)", "implementation": "implementations (adapter, name, version)",
-         "parameters": "parameters", "profile": "profiles", "seed": "seeds", "count": "shard counts (the N of I/N)",
-         "min_coverage": "--min-coverage gates"}
+_SAID = {
+    "spec": "specs (id, version)",
+    "implementation": "implementations (adapter, name, version)",
+    "parameters": "parameters",
+    "profile": "profiles",
+    "seed": "seeds",
+    "count": "shard counts (the N of I/N)",
+    "min_coverage": "--min-coverage gates",
+}
 
 
 def check_shards(loaded: list[tuple[dict, Path]], *, allow_missing: bool = False) -> int:
@@ -258,23 +298,30 @@ def check_shards(loaded: list[tuple[dict, Path]], *, allow_missing: bool = False
                 raise ShardError(
                     f"{directory}: this shard ran another run than {started[0][1]}: their {_SAID[key]} differ "
                     f"({reference[key]} vs {value}). Merge only the shards of one run: the same spec, "
-                    f"implementation, --profile, --seed, --min-coverage and N of --shard I/N")
+                    f"implementation, --profile, --seed, --min-coverage and N of --shard I/N"
+                )
     counts = {r["shard"]["count"] for r, _ in loaded}
     if len(counts) > 1:
-        raise ShardError(f"the shards were cut into different numbers of parts ({sorted(counts)}); merge the "
-                         f"shards of one run, all with the same N in --shard I/N")
+        raise ShardError(
+            f"the shards were cut into different numbers of parts ({sorted(counts)}); merge the "
+            f"shards of one run, all with the same N in --shard I/N"
+        )
     count = counts.pop()
     by_index: dict[int, Path] = {}
     for report, directory in loaded:
         index = report["shard"]["index"]
         if index in by_index:
-            raise ShardError(f"shard {index}/{count} is given twice ({by_index[index]} and {directory}); give each "
-                             f"shard's report once")
+            raise ShardError(
+                f"shard {index}/{count} is given twice ({by_index[index]} and {directory}); give each "
+                f"shard's report once"
+            )
         by_index[index] = directory
     missing = [i for i in range(1, count + 1) if i not in by_index]
     if missing and not allow_missing:
-        raise ShardError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: give the report of every "
-                         f"shard 1/{count} ... {count}/{count} (re-run a shard that did not finish)")
+        raise ShardError(
+            f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: give the report of every "
+            f"shard 1/{count} ... {count}/{count} (re-run a shard that did not finish)"
+        )
     return count
 
 
@@ -293,8 +340,9 @@ def _merge_deviations(sections: list[dict]) -> dict | None:
     return out
 
 
-def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *, spec: Any = None,
-                  allow_missing: bool = False) -> dict:
+def merge_reports(
+    loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *, spec: Any = None, allow_missing: bool = False
+) -> dict:
     """One report from the reports of the shards of one run (see the module's
     doc). ``spec``: the loaded spec (scenario order, coverage categories, the
     state diagram's highlight); None loads it from the reports' spec path.
@@ -312,18 +360,39 @@ def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *
     if spec is None and first["spec"].get("path"):
         try:
             spec = load_spec(resolve_spec(first["spec"]["path"]))
-        except Exception as exc:  # noqa: BLE001 - SpecError, SpecNotFound, OSError: say what to do
-            raise ShardError(f"could not load the spec the shards ran ({first['spec']['path']}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); run merge-reports "
-                             f"where that path resolves, or name the spec with --spec") from None
-    if spec is not None and first["spec"].get("id") and (spec.id, spec.version) != (first["spec"]["id"],
-                                                                                    first["spec"]["version"]):
-        raise ShardError(f"the spec given is {spec.id} {spec.version} but the shards ran {first['spec']['id']} "
-                         f"{first['spec']['version']}; name the spec the shards ran")
+        except Exception as exc:
+            raise ShardError(
+                f"could not load the spec the shards ran ({first['spec']['path']}: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); run merge-reports "
+                f"where that path resolves, or name the spec with --spec"
+            ) from None
+    if (
+        spec is not None
+        and first["spec"].get("id")
+        and (spec.id, spec.version) != (first["spec"]["id"], first["spec"]["version"])
+    ):
+        raise ShardError(
+            f"the spec given is {spec.id} {spec.version} but the shards ran {first['spec']['id']} "
+            f"{first['spec']['version']}; name the spec the shards ran"
+        )
     order = {s.id: n for n, s in enumerate(spec.scenarios)} if spec is not None else {}
-    out = {key: json.loads(json.dumps(value)) for key, value in first.items()
-           if key not in ("shard", "scenarios", "stateful", "problems", "coverage", "not_applicable", "deviations",
-                          "replay", "verdict", "exit_code")}
+    out = {
+        key: json.loads(json.dumps(value))
+        for key, value in first.items()
+        if key
+        not in (
+            "shard",
+            "scenarios",
+            "stateful",
+            "problems",
+            "coverage",
+            "not_applicable",
+            "deviations",
+            "replay",
+            "verdict",
+            "exit_code",
+        )
+    }
     out["started_at"] = min((r.get("started_at") for r in reports if r.get("started_at")), default=None)
     out["duration_s"] = max((r.get("duration_s") or 0.0 for r in reports), default=0.0)
     scenarios = [s for r in reports for s in r.get("scenarios") or []]
@@ -331,8 +400,10 @@ def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *
     not_applicable = [s for r in reports for s in (r.get("not_applicable") or {}).get("scenarios") or []]
     if not_applicable:
         profile = next(r["not_applicable"]["profile"] for r in reports if r.get("not_applicable"))
-        out["not_applicable"] = {"profile": profile,
-                                 "scenarios": sorted(not_applicable, key=lambda s: order.get(s["id"], len(order)))}
+        out["not_applicable"] = {
+            "profile": profile,
+            "scenarios": sorted(not_applicable, key=lambda s: order.get(s["id"], len(order))),
+        }
     split = _split_parts(reports)
     out["stateful"] = combine_stateful(split, shard["seed"]) if split else None
     problems, seen = [], set()
@@ -359,10 +430,15 @@ def merge_reports(loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *
         gates, failure = check_gates(categories, shard.get("min_coverage") or {})
         if failure is not None:
             failure.replay = f"{shard['rerun']}{_workers(count)} " + " ".join(
-                f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates)
+                f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates
+            )
             gate_verdict = "fail"
-        out["coverage"] = {"categories": categories, **{key: counts[key] for key in _COUNTS}, "gates": gates,
-                           "failure": failure.to_dict() if failure else None}
+        out["coverage"] = {
+            "categories": categories,
+            **{key: counts[key] for key in _COUNTS},
+            "gates": gates,
+            "failure": failure.to_dict() if failure else None,
+        }
 
     verdicts = [r.get("verdict") for r in reports]
     interrupted = next((r for r in reports if r.get("verdict") == "interrupted"), None)
@@ -398,8 +474,11 @@ def _split_parts(reports: list[dict]) -> list[dict]:
         part = (stateful.get("parts") or [None])[0]
         if part is None:  # a shard stopped before its exploration recorded its part
             shard = report["shard"]
-            part = {"index": shard["index"], "count": shard["count"], "seed": part_seed(shard["seed"],
-                                                                                   shard["index"], shard["count"])}
+            part = {
+                "index": shard["index"],
+                "count": shard["count"],
+                "seed": part_seed(shard["seed"], shard["index"], shard["count"]),
+            }
         out.append(dict(stateful, part={"index": part["index"], "count": part["count"], "seed": part["seed"]}))
     return out
 
@@ -410,8 +489,12 @@ def _combine_categories(categories: list[dict]) -> dict:
         missed = [m for m in entry["missed"] if all(m in (c.get(name) or {}).get("missed", []) for c in categories)]
         total = entry["total"]
         covered = total - len(missed)
-        out[name] = {"total": total, "covered": covered,
-                     "percent": round(100.0 * covered / total, 1) if total else 100.0, "missed": missed}
+        out[name] = {
+            "total": total,
+            "covered": covered,
+            "percent": round(100.0 * covered / total, 1) if total else 100.0,
+            "missed": missed,
+        }
     return out
 
 

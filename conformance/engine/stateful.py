@@ -9,17 +9,21 @@ keys seen so far (live and evicted, so forbidden calls are tried too) and
 from policies (payloads around the spill limits). After every step the
 spec's probe compares the implementation's whole visible state with the model.
 """
+
 from __future__ import annotations
 
 import copy
 import gc
 import re
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, given, reject, settings as Settings, strategies as st
+from hypothesis import HealthCheck, Verbosity, given, reject
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
@@ -40,8 +44,16 @@ from . import choices
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
 
-__all__ = ["PROFILES", "StatefulOutcome", "Explorer", "Driver", "carry_out", "build_example",
-           "exploration_test", "run_stateful"]
+__all__ = [
+    "PROFILES",
+    "StatefulOutcome",
+    "Explorer",
+    "Driver",
+    "carry_out",
+    "build_example",
+    "exploration_test",
+    "run_stateful",
+]
 
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
@@ -54,8 +66,10 @@ PROFILES = {
 }
 
 
-_NOT_REPLAYED = ("\n(Hypothesis's replay of this sequence did not fail again: the implementation may "
-                 "behave nondeterministically here, e.g. a race, or a concurrent group gave its ids in another order)")
+_NOT_REPLAYED = (
+    "\n(Hypothesis's replay of this sequence did not fail again: the implementation may "
+    "behave nondeterministically here, e.g. a race, or a concurrent group gave its ids in another order)"
+)
 
 
 class _ShrinkBudgetSpent(BaseException):
@@ -75,9 +89,16 @@ class StatefulOutcome:
     coverage: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "profile": self.profile, "seed": self.seed, "examples": self.examples,
-                "steps": self.steps, "duration_s": round(self.duration_s, 3), "coverage": self.coverage,
-                "failure": self.failure.to_dict() if self.failure else None}
+        return {
+            "verdict": self.verdict,
+            "profile": self.profile,
+            "seed": self.seed,
+            "examples": self.examples,
+            "steps": self.steps,
+            "duration_s": round(self.duration_s, 3),
+            "coverage": self.coverage,
+            "failure": self.failure.to_dict() if self.failure else None,
+        }
 
 
 _ABSENT = choices.ABSENT
@@ -114,8 +135,9 @@ class Explorer:
         # Races the spec implies (each operation writing a record twice at once,
         # each conflicting pair on one record: statemachines.races): together
         # one declared group's share per three of them, between one and six.
-        self.derived = tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) \
-            if concurrent else ()
+        self.derived = (
+            tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) if concurrent else ()
+        )
         if concurrent:
             for group in ex.concurrent:
                 if exploration_applies(group, params, offered):
@@ -149,8 +171,11 @@ class Explorer:
         self.advance_ms = moves
         self._batch_plans: dict = {}
         self.model = None  # set by the state machine, for drawing live keys
-        self._payloads = {name: self._payload_drawer(policy) for name, policy in spec.policies.items()
-                          if policy.kind == "inline_or_spill"}
+        self._payloads = {
+            name: self._payload_drawer(policy)
+            for name, policy in spec.policies.items()
+            if policy.kind == "inline_or_spill"
+        }
         # which derived race: always one choice, even when there is one race (the choices Hypothesis recorded stay valid)
         self.derived_index = choices.integers(0, len(self.derived) - 1) if self.derived else None
 
@@ -178,11 +203,15 @@ class Explorer:
         items = schema.get("items") if isinstance(schema, dict) else None
         if not draw and isinstance(items, dict) and "x-draw" in items:  # a list of drawn values (e.g. ids)
             item, kind = self._raw_drawer(op, prop, items)
-            return (choices.list_of(item, int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
-                    ("list", kind))
+            return (
+                choices.list_of(item, int(schema.get("minItems", 0)), int(schema.get("maxItems", 3))),
+                ("list", kind),
+            )
         if draw and "keys" in draw:
-            return (choices.tuple_of([choices.integers(0, 99), choices.integers(0, 255)]),
-                    ("key", float(draw.get("fresh", 0.1))))
+            return (
+                choices.tuple_of([choices.integers(0, 99), choices.integers(0, 255)]),
+                ("key", float(draw.get("fresh", 0.1))),
+            )
         if draw and "policy" in draw:
             drawer = self._payloads[draw["policy"]]
         elif draw and "pool" in draw:
@@ -264,7 +293,8 @@ class Explorer:
             plan = self._batch_plans[batch["name"]] = {
                 "count": count,
                 "shared": {name: choices.sampled(pools[how["pool"]]) for name, how in batch["shared"].items()},
-                "advance": [choices.sampled(phase["advance_ms"]) for phase in batch["phases"]]}
+                "advance": [choices.sampled(phase["advance_ms"]) for phase in batch["phases"]],
+            }
         return plan
 
     def intermediate_keys(self) -> list:
@@ -289,8 +319,11 @@ class Explorer:
     def resolve_args(self, op: str, raw: tuple, keys: list, omit=()) -> dict:
         """The arguments of ``op`` from a raw draw of ``args_plan(op, omit)``."""
         _, names, kinds = self.args_plan(op, omit)
-        return {name: self._resolve(value, kind, keys)
-                for name, kind, value in zip(names, kinds, raw) if value is not _ABSENT}
+        return {
+            name: self._resolve(value, kind, keys)
+            for name, kind, value in zip(names, kinds, raw)
+            if value is not _ABSENT
+        }
 
     def draw_step(self, data):
         """A whole step: the action and every raw value it needs, drawn as
@@ -332,7 +365,7 @@ class Driver:
 class _Checked(Driver):
     """The kit's driver: every call judged by the session; a failure stops the example."""
 
-    def __init__(self, session: Session, stats: "_Stats"):
+    def __init__(self, session: Session, stats: _Stats):
         self.session, self.stats = session, stats
 
     def check(self, failure: Failure | None) -> None:
@@ -393,7 +426,9 @@ def in_call_order(keys: list, answers: list) -> list:
     for index, answer in enumerate(answers):
         for value in _scalars(answer):
             position.setdefault(value, index)
-    return sorted(keys, key=lambda key: position.get(key, len(answers)) if isinstance(key, (str, int)) else len(answers))
+    return sorted(
+        keys, key=lambda key: position.get(key, len(answers)) if isinstance(key, (str, int)) else len(answers)
+    )
 
 
 def _scalars(value, depth: int = 0):
@@ -409,7 +444,7 @@ def _scalars(value, depth: int = 0):
         yield value
 
 
-def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> None:
+def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
     """Carry out one drawn step (``Explorer.step``): its raw draws become
     arguments against the state as it is now."""
     kind, what = step[0], step[1]
@@ -439,7 +474,7 @@ def carry_out(explorer: "Explorer", step: tuple, machine, driver: Driver) -> Non
         _carry_out_batch(explorer, step, machine, driver)
 
 
-def _carry_out_batch(explorer: "Explorer", step: tuple, machine, driver: Driver) -> None:
+def _carry_out_batch(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
     _, batch, n, shared, phases = step
     params = explorer.params
     machine.batches += 1
@@ -460,7 +495,9 @@ def _carry_out_batch(explorer: "Explorer", step: tuple, machine, driver: Driver)
             scope = {"params": params, "shared": shared, "batch": machine.batches, "index": index, "item": item}
             args.update({k: expr.evaluate(scope) for k, expr in phase["args"].items()})
             response = driver.call(phase["call"], args)
-            item[phase["call"]] = response.get("result") if isinstance(response, dict) and "result" in response else None
+            item[phase["call"]] = (
+                response.get("result") if isinstance(response, dict) and "result" in response else None
+            )
 
 
 @dataclass
@@ -617,6 +654,7 @@ def _draws_of_the_seed_alone():
 
     def none(*args, **kwargs):
         return empty
+
     none._conformance_none = True
     providers._get_local_constants = none
     cache.clear()  # it holds the permitted constants worked out from the pool so far
@@ -666,7 +704,7 @@ def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step
                     must_stop = False  # an example runs at least one step
                 elif cd.length > 0.8 * BUFFER_SIZE:
                     must_stop = True  # better fewer steps than a run over Hypothesis's choice budget
-                if cd.draw_boolean(p=2 ** -16, forced=must_stop):
+                if cd.draw_boolean(p=2**-16, forced=must_stop):
                     break
                 run += 1
                 example.step(draw_step(cd))
@@ -675,8 +713,16 @@ def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step
             example.teardown()
 
 
-def exploration_test(new_example: Callable[[], Any], draw_step: choices.Drawer, *, step_count: int,
-                     settings: Settings, key: str, seed: int | None = None, method: bool = False):
+def exploration_test(
+    new_example: Callable[[], Any],
+    draw_step: choices.Drawer,
+    *,
+    step_count: int,
+    settings: Settings,
+    key: str,
+    seed: int | None = None,
+    method: bool = False,
+):
     """The exploration as a plain Hypothesis test: ``@given(st.data())``, each
     example a ``new_example()`` driven through up to ``step_count`` steps, each
     drawn by ``draw_step`` (``Explorer.draw_step``), then its ``teardown()``. ``key`` names it in
@@ -684,11 +730,14 @@ def exploration_test(new_example: Callable[[], Any], draw_step: choices.Drawer, 
     fixes its randomness and keeps the database on; ``method``: a
     ``unittest.TestCase`` method (``self`` first), for pytest and HypoFuzz."""
     if method:
+
         def test(self, data):
             _explore(data.conjecture_data, new_example, draw_step, step_count)
     else:
+
         def test(data):
             _explore(data.conjecture_data, new_example, draw_step, step_count)
+
     test.__name__ = test.__qualname__ = "runTest" if method else "explore"
     test = settings(given(st.data())(test))
     test.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode("utf-8")
@@ -701,9 +750,18 @@ def exploration_test(new_example: Callable[[], Any], draw_step: choices.Drawer, 
     return test
 
 
-def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capabilities: dict,
-                 on_example=None, shrink_s: float | None = None, database: str | None = None,
-                 max_examples: int | None = None) -> StatefulOutcome:
+def run_stateful(
+    spec: Spec,
+    session: Session,
+    *,
+    profile: str,
+    seed: int,
+    capabilities: dict,
+    on_example=None,
+    shrink_s: float | None = None,
+    database: str | None = None,
+    max_examples: int | None = None,
+) -> StatefulOutcome:
     """Explore generated step sequences; on failure, report the shrunk one.
     ``max_examples``: this many examples instead of the profile's (one part
     of a run split into parts: engine/shards.py).
@@ -711,8 +769,10 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     tries the failures found before first (None: none kept)."""
     config = PROFILES[profile]
     started = time.perf_counter()
-    stats = _Stats(shrink_s=config["shrink_s"] if shrink_s is None else shrink_s,
-                   shrink_examples=config.get("shrink_examples", _Stats.shrink_examples))
+    stats = _Stats(
+        shrink_s=config["shrink_s"] if shrink_s is None else shrink_s,
+        shrink_examples=config.get("shrink_examples", _Stats.shrink_examples),
+    )
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
     example = build_example(spec, session, explorer, stats)
@@ -722,14 +782,26 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
         def init(self):
             original_init(self)
             on_example(stats.examples)
+
         example.__init__ = init
-    settings = Settings(max_examples=config["max_examples"] if max_examples is None else max_examples,
-                        stateful_step_count=config["stateful_step_count"],
-                        deadline=None, verbosity=Verbosity.quiet, print_blob=False,
-                        database=DirectoryBasedExampleDatabase(database) if database else None,
-                        suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
-    test = exploration_test(example, explorer.draw_step, step_count=config["stateful_step_count"], settings=settings,
-                            key=f"exploration:{spec.id}", seed=seed)
+    settings = Settings(
+        max_examples=config["max_examples"] if max_examples is None else max_examples,
+        stateful_step_count=config["stateful_step_count"],
+        deadline=None,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        database=DirectoryBasedExampleDatabase(database) if database else None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    test = exploration_test(
+        example,
+        explorer.draw_step,
+        step_count=config["stateful_step_count"],
+        settings=settings,
+        key=f"exploration:{spec.id}",
+        seed=seed,
+    )
     outcome = StatefulOutcome("pass", profile, seed)
     try:
         with _exploring():  # Hypothesis's own work between examples allocates as much as an example
@@ -739,16 +811,20 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
     except _ShrinkBudgetSpent:
         outcome.verdict, outcome.failure = "fail", stats.best
         outcome.failure.message += (
-            "\n(not shrunk: shrinking was switched off)" if not stats.shrink_s else
-            f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
+            "\n(not shrunk: shrinking was switched off)"
+            if not stats.shrink_s
+            else f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
             f"a re-run on a faster or less loaded machine may shrink further; this is the shortest of "
-            f"{stats.failures} failing sequences found)" if stats.timed_out else
-            f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
-            f"{stats.failures} failing sequences found)")
+            f"{stats.failures} failing sequences found)"
+            if stats.timed_out
+            else f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
+            f"{stats.failures} failing sequences found)"
+        )
         if stats.others:
             outcome.failure.message += (
                 f"\n({stats.others} sequence(s) tried while shrinking failed in another way (another operation, "
-                f"a race or an invariant): another bug, left aside here; --max-failures N reports distinct failures)")
+                f"a race or an invariant): another bug, left aside here; --max-failures N reports distinct failures)"
+            )
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
@@ -758,9 +834,14 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
             outcome.failure.message += _NOT_REPLAYED
         else:
             outcome.verdict = "error"
-            outcome.failure = Failure(kind="spec-error", seed=seed, message=(
-                "the exploration stopped: its step generation depended on state in a way Hypothesis could "
-                f"not replay ({str(exc).splitlines()[0]}); no failure of the implementation was seen"))
+            outcome.failure = Failure(
+                kind="spec-error",
+                seed=seed,
+                message=(
+                    "the exploration stopped: its step generation depended on state in a way Hypothesis could "
+                    f"not replay ({str(exc).splitlines()[0]}); no failure of the implementation was seen"
+                ),
+            )
     except Flaky as exc:
         outcome.verdict = "fail"
         if stats.best is not None:
@@ -772,10 +853,16 @@ def run_stateful(spec: Spec, session: Session, *, profile: str, seed: int, capab
             outcome.failure = stats.best
             outcome.failure.message += _NOT_REPLAYED
         else:
-            outcome.failure = Failure(kind="nondeterminism", seed=seed, steps=[], message=(
-                "the exploration's replay of a sequence gave a result other than the first run's "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0]}): the implementation behaves "
-                "nondeterministically"))
+            outcome.failure = Failure(
+                kind="nondeterminism",
+                seed=seed,
+                steps=[],
+                message=(
+                    "the exploration's replay of a sequence gave a result other than the first run's "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0]}): the implementation behaves "
+                    "nondeterministically"
+                ),
+            )
     except AdapterLoadError as exc:
         outcome.verdict = "error"
         outcome.failure = Failure(kind="implementation-error", message=str(exc), seed=seed)

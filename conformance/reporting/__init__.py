@@ -4,6 +4,7 @@ Everything is rendered from one JSON-compatible report dict (the shape is
 ``conformance/schemas/report.schema.json``); nothing here imports other kit
 modules, so the writers can re-render a stored report.json on their own.
 """
+
 from __future__ import annotations
 
 import os
@@ -91,7 +92,11 @@ def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool
         errors = validate_report(report)
         if errors:
             raise InvalidReportError(errors)
-    texts = {"json": render_json(report), "junit": render_junit_xml(report), "markdown": render_summary_markdown(report)}
+    texts = {
+        "json": render_json(report),
+        "junit": render_junit_xml(report),
+        "markdown": render_summary_markdown(report),
+    }
     return _write_texts(out_dir, texts)
 
 
@@ -115,7 +120,7 @@ def write_documents(report: dict, report_dir: str | os.PathLike) -> tuple[dict[s
     for kind, render in (("json", render_json), ("junit", render_junit_xml), ("markdown", render_summary_markdown)):
         try:
             texts[kind] = render(report)
-        except Exception as exc:  # noqa: BLE001 - the other documents are still worth writing
+        except Exception as exc:
             failed[kind] = f"{type(exc).__name__}: {exc}"
     return _write_texts(out_dir, texts), failed
 

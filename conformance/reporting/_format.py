@@ -3,10 +3,12 @@
 Every writer reads the report with ``.get`` and defaults: an "error" report
 may carry little more than its problems, and rendering it must still work.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = [
     "CATEGORY_ORDER",
@@ -52,8 +54,10 @@ def deviation_lines(report: dict) -> list[str]:
         line = f"{d.get('id')}: {done}: {' '.join(str(d.get('reason') or '').split())}"
         example = d.get("example") or {}
         if d.get("kind") == "accept" and example:
-            line += (f" (e.g. {example.get('operation')} {example.get('path')}: expected "
-                     f"{compact_json(example.get('expected'), 80)}, got {compact_json(example.get('observed'), 80)})")
+            line += (
+                f" (e.g. {example.get('operation')} {example.get('path')}: expected "
+                f"{compact_json(example.get('expected'), 80)}, got {compact_json(example.get('observed'), 80)})"
+            )
         if d.get("errors"):
             line += f" [its `when` failed: {first_line(d['errors'][0])}]"
         lines.append(line)

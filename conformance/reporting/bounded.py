@@ -12,22 +12,32 @@ disk, a file-size limit) is named by its size and digest only. Any other text in
 :data:`TEXT_LIMIT` characters. The limits keep every report file within a
 few megabytes whatever the implementation answers.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-__all__ = ["STRING_LIMIT", "VALUE_LIMIT", "STEPS_LIMIT", "TEXT_LIMIT", "STORE_LIMIT", "VALUES_DIR",
-           "bound_report", "is_truncated"]
+__all__ = [
+    "STRING_LIMIT",
+    "VALUE_LIMIT",
+    "STEPS_LIMIT",
+    "TEXT_LIMIT",
+    "STORE_LIMIT",
+    "VALUES_DIR",
+    "bound_report",
+    "is_truncated",
+]
 
-STRING_LIMIT = 8 * 1024        # a string value longer than this (characters) is truncated...
-STRING_KEEP = 2 * 1024         # ...to its first this many characters
-VALUE_LIMIT = 64 * 1024        # a list/object whose JSON is longer than this is replaced by a summary
-STEPS_LIMIT = 1024 * 1024      # a failure's steps: past this much JSON, earlier steps' answers are summarised
-TEXT_LIMIT = 16 * 1024         # any other string of the report (messages)
+STRING_LIMIT = 8 * 1024  # a string value longer than this (characters) is truncated...
+STRING_KEEP = 2 * 1024  # ...to its first this many characters
+VALUE_LIMIT = 64 * 1024  # a list/object whose JSON is longer than this is replaced by a summary
+STEPS_LIMIT = 1024 * 1024  # a failure's steps: past this much JSON, earlier steps' answers are summarised
+TEXT_LIMIT = 16 * 1024  # any other string of the report (messages)
 STORE_LIMIT = 64 * 1024 * 1024  # the whole values stored next to the reports, at most
 VALUES_DIR = "values"
 _MARK = "[truncated:"
@@ -88,8 +98,10 @@ def _json(value: Any) -> str:
 def _truncate_string(value: str, store: _Store) -> str:
     data, digest = _encoded(value)
     where = store.keep(f"sha256-{digest}.txt", data)
-    return (f"{value[:STRING_KEEP]}… {_MARK} {len(value):,} characters, {len(data):,} bytes as UTF-8, "
-            f"sha256 {digest}; {where}]")
+    return (
+        f"{value[:STRING_KEEP]}… {_MARK} {len(value):,} characters, {len(data):,} bytes as UTF-8, "
+        f"sha256 {digest}; {where}]"
+    )
 
 
 def _summarise(value: Any, text: str, store: _Store | None) -> str:

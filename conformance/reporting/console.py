@@ -4,18 +4,33 @@ All report text goes in as ``Text`` objects, never as markup strings:
 implementation messages may contain "[...]" that rich would otherwise parse
 as markup (or reject), and ":name:" that it would turn into emoji.
 """
+
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ._format import (compact_json, deviation_lines, failed_checks, first_line, ordered_scenarios, replay_for, step_text,
-                      verdict_counts)
+from ._format import (
+    compact_json,
+    deviation_lines,
+    failed_checks,
+    first_line,
+    ordered_scenarios,
+    replay_for,
+    step_text,
+    verdict_counts,
+)
 
 __all__ = ["VERDICT_STYLES", "render_console_summary"]
 
-VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "error": "bold yellow", "skip": "dim", "interrupted": "bold magenta"}
+VERDICT_STYLES = {
+    "pass": "bold green",
+    "fail": "bold red",
+    "error": "bold yellow",
+    "skip": "dim",
+    "interrupted": "bold magenta",
+}
 
 
 def _verdict(verdict) -> Text:
@@ -32,8 +47,12 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     for column in ("ID", "Category", "Scenario", "Verdict"):
         table.add_column(column, no_wrap=column != "Scenario")
     for s in ordered_scenarios(report):
-        table.add_row(Text(str(s.get("id"))), Text(str(s.get("category") or "")), Text(str(s.get("title") or "")),
-                      _verdict(s.get("verdict")))
+        table.add_row(
+            Text(str(s.get("id"))),
+            Text(str(s.get("category") or "")),
+            Text(str(s.get("title") or "")),
+            _verdict(s.get("verdict")),
+        )
     # An empty table reads like a rendering bug; say what happened.
     console.print(table if table.row_count else Text(f"Conformance: {title}: no scenario was run"))
 
@@ -41,12 +60,14 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     line = Text("Stateful exploration: ")
     if st:
         line.append_text(_verdict(st.get("verdict")))
-        details = [f"profile {st['profile']}" if st.get("profile") else None,
-                   f"seed {st['seed']}" if st.get("seed") is not None else None,
-                   f"{st['examples']} examples" if st.get("examples") is not None else None,
-                   f"{st['steps']} steps" if st.get("steps") is not None else None,
-                   f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
-                   f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None]
+        details = [
+            f"profile {st['profile']}" if st.get("profile") else None,
+            f"seed {st['seed']}" if st.get("seed") is not None else None,
+            f"{st['examples']} examples" if st.get("examples") is not None else None,
+            f"{st['steps']} steps" if st.get("steps") is not None else None,
+            f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
+            f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None,
+        ]
         details = [d for d in details if d]
         if details:
             line.append(f" ({', '.join(details)})")
@@ -61,15 +82,16 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     stubbed: dict[str, list[str]] = {}
     for label, failure in checks:
         if (failure or {}).get("kind") == "not-implemented":
-            stubbed.setdefault(str(failure.get("operation")), []).append(label.split(" ", 1)[0]
-                                                                         if label != "stateful exploration"
-                                                                         else "the exploration")
+            stubbed.setdefault(str(failure.get("operation")), []).append(
+                label.split(" ", 1)[0] if label != "stateful exploration" else "the exploration"
+            )
     if stubbed:
         console.print()
         console.print(Text(f"Not implemented: {len(stubbed)} operation(s) answer not_implemented", style="bold red"))
         for operation, labels in sorted(stubbed.items()):
-            console.print(Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"),
-                          soft_wrap=True)
+            console.print(
+                Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"), soft_wrap=True
+            )
     for label, failure in checks:
         failure = failure or {}
         if failure.get("kind") == "not-implemented":
@@ -104,9 +126,13 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
 
     not_applicable = report.get("not_applicable")
     if not_applicable and not_applicable.get("scenarios"):
-        console.print(Text(f"{len(not_applicable['scenarios'])} scenario(s) not applicable to profile "
-                           f"{not_applicable.get('profile')} (written for other parameters; listed in report.json)",
-                           style="dim"))
+        console.print(
+            Text(
+                f"{len(not_applicable['scenarios'])} scenario(s) not applicable to profile "
+                f"{not_applicable.get('profile')} (written for other parameters; listed in report.json)",
+                style="dim",
+            )
+        )
 
     deviations = deviation_lines(report)
     if deviations:
@@ -127,6 +153,8 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     c = verdict_counts(report.get("scenarios") or [])
     final = Text("\nVerdict: ")
     final.append_text(_verdict(report.get("verdict")))
-    final.append(f"  (exit code {report.get('exit_code')}; {c['pass']} passed, {c['fail']} failed, "
-                 f"{c['error']} errors, {c['skip']} skipped)")
+    final.append(
+        f"  (exit code {report.get('exit_code')}; {c['pass']} passed, {c['fail']} failed, "
+        f"{c['error']} errors, {c['skip']} skipped)"
+    )
     console.print(final)

@@ -1,4 +1,5 @@
 """Exceptions raised by the report writers."""
+
 from __future__ import annotations
 
 __all__ = ["InvalidReportError", "ReportWriteError", "ReportingError"]

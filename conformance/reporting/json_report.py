@@ -1,12 +1,13 @@
 """report.json: serialisation and validation against report.schema.json."""
+
 from __future__ import annotations
 
-from importlib import resources
-
 import json
+from collections.abc import Iterator
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError

@@ -4,6 +4,7 @@ Layout follows the Ant/Jenkins JUnit format that GitLab, GitHub test
 reporters, Jenkins and Azure all read: <testsuites> > <testsuite> >
 <testcase> with <failure>, <error> or <skipped> children.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,15 +31,21 @@ def _testcase(parent: ET.Element, name: str, classname: str, duration) -> ET.Ele
     return ET.SubElement(parent, "testcase", name=_clean(name), classname=_clean(classname), time=_seconds(duration))
 
 
-def _outcome(case: ET.Element, verdict: str | None, failure: dict | None, report: dict, note: str | None = None) -> None:
+def _outcome(
+    case: ET.Element, verdict: str | None, failure: dict | None, report: dict, note: str | None = None
+) -> None:
     if verdict == "skip":
         ET.SubElement(case, "skipped", message=_clean(note or first_line((failure or {}).get("message"), "skipped")))
     elif verdict == "interrupted":  # the run's own testcase carries the interrupt as an error
         ET.SubElement(case, "skipped", message="interrupted before it finished")
     elif verdict in ("fail", "error"):
         tag = "failure" if verdict == "fail" else "error"
-        elem = ET.SubElement(case, tag, message=_clean(first_line((failure or {}).get("message"), verdict)),
-                             type=_clean((failure or {}).get("kind") or verdict))
+        elem = ET.SubElement(
+            case,
+            tag,
+            message=_clean(first_line((failure or {}).get("message"), verdict)),
+            type=_clean((failure or {}).get("kind") or verdict),
+        )
         elem.text = _clean(failure_text(failure, report))
 
 
@@ -50,11 +57,17 @@ def render_junit_xml(report: dict) -> str:
     props = ET.SubElement(suite, "properties")  # dropped below if it stays empty
     impl = report.get("implementation") or {}
     stateful = report.get("stateful") or {}
-    for key, value in (("spec.version", spec.get("version")), ("spec.path", spec.get("path")),
-                       ("implementation.name", impl.get("name")), ("implementation.version", impl.get("version")),
-                       ("implementation.profile", impl.get("profile")), ("verdict", report.get("verdict")),
-                       ("exit_code", report.get("exit_code")), ("seed", stateful.get("seed")),
-                       ("replay", report.get("replay"))):
+    for key, value in (
+        ("spec.version", spec.get("version")),
+        ("spec.path", spec.get("path")),
+        ("implementation.name", impl.get("name")),
+        ("implementation.version", impl.get("version")),
+        ("implementation.profile", impl.get("profile")),
+        ("verdict", report.get("verdict")),
+        ("exit_code", report.get("exit_code")),
+        ("seed", stateful.get("seed")),
+        ("replay", report.get("replay")),
+    ):
         if value is not None:
             ET.SubElement(props, "property", name=key, value=_clean(value))
     for line in deviation_lines(report):  # accepted deviations are listed wherever the verdict is read
@@ -63,8 +76,12 @@ def render_junit_xml(report: dict) -> str:
         suite.remove(props)  # some schemas want at least one <property>
 
     for s in ordered_scenarios(report):
-        case = _testcase(suite, f"{s.get('id')} {s.get('title') or ''}".strip(),
-                         f"{suite_name}.{s.get('category') or 'scenario'}", s.get("duration_s"))
+        case = _testcase(
+            suite,
+            f"{s.get('id')} {s.get('title') or ''}".strip(),
+            f"{suite_name}.{s.get('category') or 'scenario'}",
+            s.get("duration_s"),
+        )
         _outcome(case, s.get("verdict"), s.get("failure"), report, s.get("note"))
 
     case = _testcase(suite, "stateful exploration", f"{suite_name}.stateful", stateful.get("duration_s"))
@@ -85,15 +102,20 @@ def render_junit_xml(report: dict) -> str:
     # nondeterminism). CI must not show that as green, so the problems become
     # a testcase of their own whenever no check carries the verdict.
     problems = report.get("problems") or []
-    problem_text = "\n".join(f"[{p.get('kind')}] {p.get('message')}" + (f" ({p['where']})" if p.get("where") else "")
-                             for p in problems)
+    problem_text = "\n".join(
+        f"[{p.get('kind')}] {p.get('message')}" + (f" ({p['where']})" if p.get("where") else "") for p in problems
+    )
     verdict = report.get("verdict")
     tag = {"fail": "failure", "error": "error", "interrupted": "error"}.get(verdict)
     if tag and suite.find(f"testcase/{tag}") is None:
         case = _testcase(suite, "conformance run", f"{suite_name}.run", report.get("duration_s"))
         first = problems[0] if problems else {}
-        elem = ET.SubElement(case, tag, message=_clean(first_line(first.get("message"), f"run verdict: {verdict}")),
-                             type=_clean(first.get("kind") or verdict))
+        elem = ET.SubElement(
+            case,
+            tag,
+            message=_clean(first_line(first.get("message"), f"run verdict: {verdict}")),
+            type=_clean(first.get("kind") or verdict),
+        )
         replay = replay_for(None, report)
         elem.text = _clean((problem_text or f"run verdict: {verdict}") + (f"\n\nreplay: {replay}" if replay else ""))
     elif problems:
@@ -102,7 +124,9 @@ def render_junit_xml(report: dict) -> str:
     cases = suite.findall("testcase")
     counts = {"tests": len(cases)}
     for tag in ("failure", "error", "skipped"):
-        counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[tag]] = len(suite.findall(f"testcase/{tag}"))
+        counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[tag]] = len(
+            suite.findall(f"testcase/{tag}")
+        )
     suite.attrib.update({k: str(v) for k, v in counts.items()})
     suite.set("time", _seconds(report.get("duration_s")))
     if report.get("started_at"):

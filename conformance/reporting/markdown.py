@@ -1,9 +1,19 @@
 """summary.md: a human summary for CI job summaries and pull requests."""
+
 from __future__ import annotations
 
 import re
 
-from ._format import compact_json, deviation_lines, failed_checks, ordered_scenarios, pretty_json, replay_for, step_text, verdict_counts
+from ._format import (
+    compact_json,
+    deviation_lines,
+    failed_checks,
+    ordered_scenarios,
+    pretty_json,
+    replay_for,
+    step_text,
+    verdict_counts,
+)
 from .mermaid import mermaid_state_diagram
 
 __all__ = ["VERDICT_ICONS", "render_summary_markdown"]
@@ -50,41 +60,59 @@ def _header(report: dict) -> list[str]:
     verdict = report.get("verdict")
     title = " ".join(str(p) for p in (spec.get("id") or "unknown spec", spec.get("version")) if p)
     kit = report.get("kit") or {}
-    facts = [f"_{_text(spec['title'])}_" if spec.get("title") else None,
-             _code(spec["path"]) if spec.get("path") else None,
-             f"{kit.get('name', '')} {kit.get('version', '')}".strip() or None,
-             f"started {report['started_at']}" if report.get("started_at") else None,
-             f"{report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else None,
-             f"exit code {report.get('exit_code')}"]
-    lines = [f"# {VERDICT_ICONS.get(verdict, '❔')} {_text(title)}: {str(verdict).upper()}", "",
-             " · ".join(f for f in facts if f), ""]
+    facts = [
+        f"_{_text(spec['title'])}_" if spec.get("title") else None,
+        _code(spec["path"]) if spec.get("path") else None,
+        f"{kit.get('name', '')} {kit.get('version', '')}".strip() or None,
+        f"started {report['started_at']}" if report.get("started_at") else None,
+        f"{report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else None,
+        f"exit code {report.get('exit_code')}",
+    ]
+    lines = [
+        f"# {VERDICT_ICONS.get(verdict, '❔')} {_text(title)}: {str(verdict).upper()}",
+        "",
+        " · ".join(f for f in facts if f),
+        "",
+    ]
 
     impl = report.get("implementation")
     if impl:
         who = " ".join(str(p) for p in (impl.get("name") or "unnamed implementation", impl.get("version")) if p)
-        parts = [f"**Implementation:** {_text(who)}",
-                 f"profile {_code(impl['profile'])}" if impl.get("profile") else "no profile",
-                 f"adapter {_code(impl['adapter'])}" if impl.get("adapter") else None]
+        parts = [
+            f"**Implementation:** {_text(who)}",
+            f"profile {_code(impl['profile'])}" if impl.get("profile") else "no profile",
+            f"adapter {_code(impl['adapter'])}" if impl.get("adapter") else None,
+        ]
         declared = impl.get("parameters") or {}
-        parts.append("declared parameters: " + (", ".join(_code(f"{k}={compact_json(v)}") for k, v in declared.items())
-                                                 if declared else "none"))
+        parts.append(
+            "declared parameters: "
+            + (", ".join(_code(f"{k}={compact_json(v)}") for k, v in declared.items()) if declared else "none")
+        )
         lines += [" · ".join(p for p in parts if p), ""]
     else:
         lines += ["**Implementation:** not loaded", ""]
     if report.get("parameters"):
-        lines += ["**Effective parameters:** " + ", ".join(_code(f"{k}={compact_json(v)}")
-                                                           for k, v in report["parameters"].items()), ""]
+        lines += [
+            "**Effective parameters:** "
+            + ", ".join(_code(f"{k}={compact_json(v)}") for k, v in report["parameters"].items()),
+            "",
+        ]
 
     scenarios = report.get("scenarios") or []
     c = verdict_counts(scenarios)
-    result = (f"**Result:** {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
-              f"of {len(scenarios)} scenarios")
+    result = (
+        f"**Result:** {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+        f"of {len(scenarios)} scenarios"
+    )
     not_applicable = (report.get("not_applicable") or {}).get("scenarios") or []
     if not_applicable:
-        result += (f" · {len(not_applicable)} not applicable to profile "
-                   f"{_code(report['not_applicable'].get('profile'))}")
+        result += f" · {len(not_applicable)} not applicable to profile {_code(report['not_applicable'].get('profile'))}"
     stateful = report.get("stateful")
-    result += f" · stateful exploration {_verdict(stateful.get('verdict'))}" if stateful else " · stateful exploration not run"
+    result += (
+        f" · stateful exploration {_verdict(stateful.get('verdict'))}"
+        if stateful
+        else " · stateful exploration not run"
+    )
     return lines + [result, ""]
 
 
@@ -94,8 +122,11 @@ def _matrix(report: dict) -> list[str]:
     if not scenarios:
         return lines + ["No scenario was run.", ""]
     lines += ["| ID | Category | Scenario | Verdict |", "|---|---|---|---|"]
-    lines += [f"| {_cell(s.get('id'))} | {_cell(s.get('category') or '')} | {_cell(s.get('title') or '')} "
-              f"| {_verdict(s.get('verdict'))} |" for s in scenarios]
+    lines += [
+        f"| {_cell(s.get('id'))} | {_cell(s.get('category') or '')} | {_cell(s.get('title') or '')} "
+        f"| {_verdict(s.get('verdict'))} |"
+        for s in scenarios
+    ]
     return lines + [""]
 
 
@@ -103,9 +134,15 @@ def _not_applicable(report: dict) -> list[str]:
     entries = (report.get("not_applicable") or {}).get("scenarios") or []
     if not entries:
         return []
-    lines = ["<details><summary>" + f"{len(entries)} scenario(s) not applicable to profile "
-             + _text(str(report["not_applicable"].get("profile"))) + "</summary>", "",
-             "| ID | Scenario | Why |", "|---|---|---|"]
+    lines = [
+        "<details><summary>"
+        + f"{len(entries)} scenario(s) not applicable to profile "
+        + _text(str(report["not_applicable"].get("profile")))
+        + "</summary>",
+        "",
+        "| ID | Scenario | Why |",
+        "|---|---|---|",
+    ]
     lines += [f"| {_cell(e['id'])} | {_cell(e.get('title') or '')} | {_cell(e['reason'])} |" for e in entries]
     return lines + ["", "</details>", ""]
 
@@ -114,9 +151,13 @@ def _deviations(report: dict) -> list[str]:
     block = report.get("deviations")
     if not block:
         return []
-    lines = ["## Accepted deviations", "",
-             f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted, "
-             f"{block.get('avoided', 0)} call(s) not sent.", ""]
+    lines = [
+        "## Accepted deviations",
+        "",
+        f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted, "
+        f"{block.get('avoided', 0)} call(s) not sent.",
+        "",
+    ]
     lines += [f"- {_text(line)}" for line in deviation_lines(report)]
     return lines + [""]
 
@@ -127,12 +168,20 @@ def _stateful(report: dict) -> list[str]:
     if not st:
         return lines + ["Not run.", ""]
     duration = f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else ""
-    lines += ["| Verdict | Profile | Seed | Examples | Steps | Duration |", "|---|---|---:|---:|---:|---:|",
-              f"| {_verdict(st.get('verdict'))} | {_cell(st.get('profile') or '')} | {_cell(st.get('seed', ''))} "
-              f"| {_cell(st.get('examples', ''))} | {_cell(st.get('steps', ''))} | {duration} |", ""]
+    lines += [
+        "| Verdict | Profile | Seed | Examples | Steps | Duration |",
+        "|---|---|---:|---:|---:|---:|",
+        f"| {_verdict(st.get('verdict'))} | {_cell(st.get('profile') or '')} | {_cell(st.get('seed', ''))} "
+        f"| {_cell(st.get('examples', ''))} | {_cell(st.get('steps', ''))} | {duration} |",
+        "",
+    ]
     cov = st.get("coverage") or {}
-    for title, column, key in (("Operations", "Operation", "operations"), ("Transitions", "Transition", "transitions"),
-                               ("States", "State", "states"), ("Policies", "Policy", "policies")):
+    for title, column, key in (
+        ("Operations", "Operation", "operations"),
+        ("Transitions", "Transition", "transitions"),
+        ("States", "State", "states"),
+        ("Policies", "Policy", "policies"),
+    ):
         lines += _count_table(title, column, cov.get(key))
     if cov.get("uncovered"):
         lines += ["**Never exercised**", ""] + [f"- {_code(u)}" for u in cov["uncovered"]] + [""]
@@ -141,9 +190,15 @@ def _stateful(report: dict) -> list[str]:
     return lines
 
 
-_CATEGORY_NAMES = {"transitions": "Transitions", "states": "States", "operations": "Operations",
-                   "error-kinds": "Error kinds", "policies": "Policies", "boundary-classes": "Boundary classes",
-                   "races": "Races"}
+_CATEGORY_NAMES = {
+    "transitions": "Transitions",
+    "states": "States",
+    "operations": "Operations",
+    "error-kinds": "Error kinds",
+    "policies": "Policies",
+    "boundary-classes": "Boundary classes",
+    "races": "Races",
+}
 MISSED_SHOWN = 12
 
 
@@ -153,8 +208,14 @@ def _coverage(report: dict) -> list[str]:
     if not cov or not cov.get("categories"):
         return []
     gates = {g["category"]: g for g in cov.get("gates") or []}
-    lines = ["## Coverage", "", "Scenarios and exploration together.", "",
-             "| Category | Covered | Minimum | Never exercised |", "|---|---:|---:|---|"]
+    lines = [
+        "## Coverage",
+        "",
+        "Scenarios and exploration together.",
+        "",
+        "| Category | Covered | Minimum | Never exercised |",
+        "|---|---:|---:|---|",
+    ]
     for key, entry in cov["categories"].items():
         gate = gates.get(key)
         minimum = "—" if gate is None else f"{'✅' if gate['passed'] else '❌'} {gate['minimum']:g}%"
@@ -162,8 +223,10 @@ def _coverage(report: dict) -> list[str]:
         shown = ", ".join(_code(m) for m in missed[:MISSED_SHOWN])
         if len(missed) > MISSED_SHOWN:
             shown += f", … {len(missed) - MISSED_SHOWN} more"
-        lines.append(f"| {_CATEGORY_NAMES.get(key, _cell(key))} | {entry['covered']}/{entry['total']} "
-                     f"({entry['percent']:g}%) | {minimum} | {shown or '—'} |")
+        lines.append(
+            f"| {_CATEGORY_NAMES.get(key, _cell(key))} | {entry['covered']}/{entry['total']} "
+            f"({entry['percent']:g}%) | {minimum} | {shown or '—'} |"
+        )
     return lines + [""]
 
 
@@ -202,8 +265,14 @@ def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
 
 
 def render_summary_markdown(report: dict) -> str:
-    lines = (_header(report) + _matrix(report) + _not_applicable(report) + _deviations(report) + _stateful(report)
-             + _coverage(report))
+    lines = (
+        _header(report)
+        + _matrix(report)
+        + _not_applicable(report)
+        + _deviations(report)
+        + _stateful(report)
+        + _coverage(report)
+    )
 
     failures = list(failed_checks(report))
     if failures:
@@ -223,8 +292,12 @@ def render_summary_markdown(report: dict) -> str:
     lifecycle = (report.get("spec") or {}).get("lifecycle")
     if lifecycle:
         taken = (report.get("coverage") or {}).get("transitions")
-        legend = ("Each edge: trigger · times this run took it; dashed grey: never taken; red: what the first "
-                  "failure is about." if taken is not None else "")
+        legend = (
+            "Each edge: trigger · times this run took it; dashed grey: never taken; red: what the first "
+            "failure is about."
+            if taken is not None
+            else ""
+        )
         lines += ["## Lifecycle", ""] + ([legend, ""] if legend else [])
         lines += [_fence(mermaid_state_diagram(lifecycle, taken), "mermaid"), ""]
 

@@ -6,6 +6,7 @@ labelled with the trigger and how often the run took it; edges the run never
 took are dashed and grey; the states and transitions a failure is about are
 drawn red. Labels carry no state names (the arrow already shows them).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,18 @@ GUARD_MAX = 28
 
 # Label text goes inside "..." in a flowchart; Mermaid still reads "#...;" as
 # an entity, "%%" as a comment, and sanitises "<" as HTML. Rewrite those.
-_LABEL_SUBS = (("&&", " and "), ("||", " or "), ("<=", "≤"), (">=", "≥"), ("<", "﹤"), (">", "﹥"),
-               ("#", ""), ("%", " pct "), ('"', "'"), ("`", "'"))
+_LABEL_SUBS = (
+    ("&&", " and "),
+    ("||", " or "),
+    ("<=", "≤"),
+    (">=", "≥"),
+    ("<", "﹤"),
+    (">", "﹥"),
+    ("#", ""),
+    ("%", " pct "),
+    ('"', "'"),
+    ("`", "'"),
+)
 
 # Words the (case-insensitive) state-diagram lexer takes as keywords.
 _KEYWORDS = {"state", "note", "class", "classdef", "scale", "statediagram", "acctitle", "accdescr"}

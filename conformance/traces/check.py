@@ -11,21 +11,21 @@ trace (the part between two resets) becomes one check in the report, named
 after the trace file and the line it starts on; a failure names the line
 of the event that broke the rule and shows the events around it.
 """
+
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 from statemachines import Spec, load_spec, resolve_parameters, use_file_reader
 
 from ..adapters.adapter import Adapter
 from ..engine.failures import Failure
 from ..engine.session import Session
-from ..errors import AdapterLoadError
-from ..specs import SpecNotFound, resolve_spec
+from ..specs import resolve_spec
 from .format import TraceError, TraceEvent, TraceHeader, read_trace
 
 __all__ = ["TraceAdapter", "check_traces", "TraceMismatch"]
@@ -59,16 +59,21 @@ class TraceAdapter(Adapter):
         raise FileNotFoundError(2, "the trace does not record this file's content (a `files` entry)", path)
 
     def describe(self) -> dict:
-        return {"name": self.header.implementation.get("name") or "recorded trace",
-                "version": self.header.implementation.get("version"), "profile": self.header.profile,
-                "parameters": self.header.parameters, "capabilities": {"concurrent": True}}
+        return {
+            "name": self.header.implementation.get("name") or "recorded trace",
+            "version": self.header.implementation.get("version"),
+            "profile": self.header.profile,
+            "parameters": self.header.parameters,
+            "capabilities": {"concurrent": True},
+        }
 
     def reset(self, now_ms: int) -> None:
         self._answers, self._clock_effects, self.files = [], [], {}
 
     def expect_calls(self, calls: list[dict]) -> None:
-        self._answers = [(c["call"], c["args"], {k: c[k] for k in ("result", "error", "effects") if k in c})
-                         for c in calls]
+        self._answers = [
+            (c["call"], c["args"], {k: c[k] for k in ("result", "error", "effects") if k in c}) for c in calls
+        ]
         for c in calls:
             self.files.update(c.get("files") or {})
 
@@ -86,8 +91,9 @@ class TraceAdapter(Adapter):
                 if op == operation and recorded_args == args:
                     del self._answers[i]
                     return answer
-        raise TraceMismatch(f"the kit needed an answer to {operation}({json.dumps(args)}) that the trace "
-                            "does not record")
+        raise TraceMismatch(
+            f"the kit needed an answer to {operation}({json.dumps(args)}) that the trace does not record"
+        )
 
 
 class _Part:
@@ -134,11 +140,17 @@ def _overlapping(events: Iterator[TraceEvent]) -> Iterator[TraceEvent]:
     held: TraceEvent | None = None
     for event in events:
         data = event.data
-        if (held is not None and event.kind == "call" and "start_ms" in data and "end_ms" in data
-                and held.kind in ("call", "concurrently")):
+        if (
+            held is not None
+            and event.kind == "call"
+            and "start_ms" in data
+            and "end_ms" in data
+            and held.kind in ("call", "concurrently")
+        ):
             members = held.calls if held.kind == "concurrently" else [held.data]
-            if all("start_ms" in m and "end_ms" in m for m in members) and \
-                    data["start_ms"] < max(m["end_ms"] for m in members):
+            if all("start_ms" in m and "end_ms" in m for m in members) and data["start_ms"] < max(
+                m["end_ms"] for m in members
+            ):
                 held = TraceEvent("concurrently", held.line, {"concurrently": [*members, data]}, [*members, data])
                 continue
         if held is not None:
@@ -163,8 +175,9 @@ def _context(path: Path, line: int) -> str:
     return "\n".join(shown)
 
 
-def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[TraceEvent],
-                   path: Path) -> tuple[Failure | None, int | None]:
+def _check_session(
+    session: Session, adapter: TraceAdapter, events: Iterator[TraceEvent], path: Path
+) -> tuple[Failure | None, int | None]:
     """Replay one session; the failure and the line of the event it is about."""
     session.reset()
     probes = session.probe_calls()
@@ -174,9 +187,12 @@ def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[Tra
             target = int(data["clock_ms"])
             ms = target - max(session.now, session.model.now)
             if ms < 0:
-                return Failure(kind="trace-error", message=(
-                    f"the clock goes back to {target} ms (it was at {max(session.now, session.model.now)} ms)")), \
-                    event.line
+                return Failure(
+                    kind="trace-error",
+                    message=(
+                        f"the clock goes back to {target} ms (it was at {max(session.now, session.model.now)} ms)"
+                    ),
+                ), event.line
             adapter.expect_clock(data.get("effects", []), data.get("files"))
             failure = session.advance(ms)
             if failure:
@@ -210,8 +226,9 @@ def _check_session(session: Session, adapter: TraceAdapter, events: Iterator[Tra
     return None, None
 
 
-def check_traces(spec_path: str, traces: list[str], *, deviations: str | None = None,
-                 accepted: list | None = None) -> tuple[Spec, dict, list[dict], list[dict], dict]:
+def check_traces(
+    spec_path: str, traces: list[str], *, deviations: str | None = None, accepted: list | None = None
+) -> tuple[Spec, dict, list[dict], list[dict], dict]:
     """Check each trace file; returns the spec, the parameters of the first
     trace, the report's check entries (one per session), problems, and the
     implementation the first trace's header names.
@@ -220,6 +237,7 @@ def check_traces(spec_path: str, traces: list[str], *, deviations: str | None = 
     loaded = None
     if deviations:  # accepted differences apply to recorded answers as to live ones
         from ..engine.deviations import load_deviations
+
         loaded = load_deviations(deviations, spec=spec)
         if accepted is not None:
             accepted.append(loaded)
@@ -235,17 +253,28 @@ def check_traces(spec_path: str, traces: list[str], *, deviations: str | None = 
         if header.spec_id != spec.id:
             raise TraceError(f"{path}:{header.line}: the trace is of spec {header.spec_id!r}, not {spec.id!r}")
         if header.spec_version and header.spec_version != spec.version:
-            problems.append({"kind": "trace-warning", "where": f"{path}:{header.line}",
-                             "message": f"the trace was recorded for {spec.id} {header.spec_version}; "
-                                        f"checking it against {spec.version}"})
+            problems.append(
+                {
+                    "kind": "trace-warning",
+                    "where": f"{path}:{header.line}",
+                    "message": f"the trace was recorded for {spec.id} {header.spec_version}; "
+                    f"checking it against {spec.version}",
+                }
+            )
         params, wrong = resolve_parameters(spec, header.profile, header.parameters)
         if wrong:
-            raise TraceError(f"{path}:{header.line}: the header's profile or parameters do not fit spec "
-                             f"{spec.id}: " + "; ".join(wrong))
+            raise TraceError(
+                f"{path}:{header.line}: the header's profile or parameters do not fit spec "
+                f"{spec.id}: " + "; ".join(wrong)
+            )
         first_params = first_params if first_params is not None else params
         if identity is None:
-            identity = {"name": header.implementation.get("name"), "version": header.implementation.get("version"),
-                        "profile": header.profile, "parameters": header.parameters}
+            identity = {
+                "name": header.implementation.get("name"),
+                "version": header.implementation.get("version"),
+                "profile": header.profile,
+                "parameters": header.parameters,
+            }
         adapter = TraceAdapter(header)
         session = Session(spec, params, lambda: adapter)
         session.deviations = loaded
@@ -261,17 +290,25 @@ def check_traces(spec_path: str, traces: list[str], *, deviations: str | None = 
                     for _ in part:  # count the rest of the session for its title
                         pass
                 first, last = part.first_line, part.last_line
-                entry = {"id": f"{path.name}:{first}", "category": "trace",
-                         "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)",
-                         "_source": (str(path), first, line)}
-                if failure is not None and failure.kind == "implementation-error" and "TraceMismatch" in failure.message:
+                entry = {
+                    "id": f"{path.name}:{first}",
+                    "category": "trace",
+                    "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)",
+                    "_source": (str(path), first, line),
+                }
+                if (
+                    failure is not None
+                    and failure.kind == "implementation-error"
+                    and "TraceMismatch" in failure.message
+                ):
                     failure.kind = "trace-error"  # the kit asked for more than the trace holds, not a bug
                 if failure is None:
                     entry.update(verdict="pass", failure=None)
                 else:
                     failure.message = f"{path}:{line}: {failure.message}\n{_context(path, line)}"
-                    entry.update(verdict="error" if failure.kind == "trace-error" else "fail",
-                                 failure=failure.to_dict())
+                    entry.update(
+                        verdict="error" if failure.kind == "trace-error" else "fail", failure=failure.to_dict()
+                    )
                 entry["duration_s"] = round(time.perf_counter() - started, 4)
                 entries.append(entry)
         finally:

@@ -7,20 +7,31 @@ checked against ``conformance/schemas/trace.schema.json``; a bad line is a
 :class:`TraceError` naming ``file:line`` and what to fix. Nothing here imports
 the rest of the kit, so the engine may use it to record.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from statemachines.matchers import NotARegularFile, read_regular_file
 
-__all__ = ["TRACE_FORMAT", "TraceError", "TraceHeader", "TraceEvent", "read_trace", "header_line",
-           "lines_of_session", "snapshot_files", "trace_schema"]
+__all__ = [
+    "TRACE_FORMAT",
+    "TraceError",
+    "TraceHeader",
+    "TraceEvent",
+    "read_trace",
+    "header_line",
+    "lines_of_session",
+    "snapshot_files",
+    "trace_schema",
+]
 
 TRACE_FORMAT = 1
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -43,6 +54,7 @@ class TraceHeader:
 @dataclass
 class TraceEvent:
     """One step of a trace: ``kind`` is call, clock, concurrently or reset."""
+
     kind: str
     line: int
     data: dict
@@ -70,8 +82,13 @@ def _validator(kind: str) -> Draft202012Validator:
 
 
 def _kind(obj: dict) -> str:
-    for kind, key in (("header", "trace"), ("call", "call"), ("clock", "clock_ms"), ("concurrently", "concurrently"),
-                      ("reset", "reset")):
+    for kind, key in (
+        ("header", "trace"),
+        ("call", "call"),
+        ("clock", "clock_ms"),
+        ("concurrently", "concurrently"),
+        ("reset", "reset"),
+    ):
         if key in obj:
             return kind
     return "unknown"
@@ -80,11 +97,14 @@ def _kind(obj: dict) -> str:
 def _why(obj: Any, kind: str) -> str:
     """The most useful schema complaint for a line of a known kind."""
     if kind == "unknown":
-        return ("an event needs one of `call`, `clock_ms`, `concurrently` or `reset` "
-                "(the first line, the header, needs `trace`)")
+        return (
+            "an event needs one of `call`, `clock_ms`, `concurrently` or `reset` "
+            "(the first line, the header, needs `trace`)"
+        )
     defs = trace_schema()["$defs"]
-    errors = sorted(Draft202012Validator({**defs[kind], "$defs": defs}).iter_errors(obj),
-                    key=lambda e: len(list(e.absolute_path)))
+    errors = sorted(
+        Draft202012Validator({**defs[kind], "$defs": defs}).iter_errors(obj), key=lambda e: len(list(e.absolute_path))
+    )
     if not errors:
         return "it does not match the trace format"
     error = errors[-1]
@@ -114,28 +134,41 @@ def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
             try:
                 obj = json.loads(text.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as exc:
-                raise TraceError(f"{path}:{number}: not a JSON object ({exc}); each line of a trace is one "
-                                 "JSON object") from None
+                raise TraceError(
+                    f"{path}:{number}: not a JSON object ({exc}); each line of a trace is one JSON object"
+                ) from None
             if not isinstance(obj, dict):
-                raise TraceError(f"{path}:{number}: each line of a trace must be a JSON object, "
-                                 f"got {type(obj).__name__}")
+                raise TraceError(
+                    f"{path}:{number}: each line of a trace must be a JSON object, got {type(obj).__name__}"
+                )
             kind = _kind(obj)
             if not header_seen:
                 if kind != "header":
-                    raise TraceError(f"{path}:{number}: the first line must be the header, "
-                                     '{"trace": 1, "spec": {"id": ..., "version": ...}, ...}')
+                    raise TraceError(
+                        f"{path}:{number}: the first line must be the header, "
+                        '{"trace": 1, "spec": {"id": ..., "version": ...}, ...}'
+                    )
                 if obj.get("trace") != TRACE_FORMAT:
-                    raise TraceError(f"{path}:{number}: trace format {obj.get('trace')!r} is not supported "
-                                     f"(this kit reads format {TRACE_FORMAT})")
+                    raise TraceError(
+                        f"{path}:{number}: trace format {obj.get('trace')!r} is not supported "
+                        f"(this kit reads format {TRACE_FORMAT})"
+                    )
             if kind == "unknown" or not _validator(kind).is_valid(obj):
                 raise TraceError(f"{path}:{number}: {_why(obj, kind)}")
             if kind == "header":
                 if header_seen:
-                    raise TraceError(f"{path}:{number}: a second header; start another session with "
-                                     '{"reset": true} instead')
+                    raise TraceError(
+                        f"{path}:{number}: a second header; start another session with {{\"reset\": true}} instead"
+                    )
                 header_seen = True
-                yield TraceHeader(obj["spec"]["id"], obj["spec"].get("version"), obj.get("profile"),
-                                  obj.get("parameters") or {}, obj.get("implementation") or {}, number)
+                yield TraceHeader(
+                    obj["spec"]["id"],
+                    obj["spec"].get("version"),
+                    obj.get("profile"),
+                    obj.get("parameters") or {},
+                    obj.get("implementation") or {},
+                    number,
+                )
             elif kind == "concurrently":
                 yield TraceEvent(kind, number, obj, list(obj["concurrently"]))
             else:
@@ -146,11 +179,22 @@ def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
 
 # -- writing ----------------------------------------------------------------------
 
-def header_line(spec_id: str, spec_version: str, *, profile: str | None, parameters: dict,
-                implementation: dict, source: str) -> str:
-    return json.dumps({"trace": TRACE_FORMAT, "spec": {"id": spec_id, "version": spec_version}, "profile": profile,
-                       "parameters": parameters, "implementation": implementation, "clock": "virtual",
-                       "source": source}, sort_keys=False)
+
+def header_line(
+    spec_id: str, spec_version: str, *, profile: str | None, parameters: dict, implementation: dict, source: str
+) -> str:
+    return json.dumps(
+        {
+            "trace": TRACE_FORMAT,
+            "spec": {"id": spec_id, "version": spec_version},
+            "profile": profile,
+            "parameters": parameters,
+            "implementation": implementation,
+            "clock": "virtual",
+            "source": source,
+        },
+        sort_keys=False,
+    )
 
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -223,7 +267,9 @@ def lines_of_session(steps: list[dict], probes: list[tuple[str, dict]]) -> Itera
             if not isinstance(observed, dict):
                 return
             files = snapshot_files(observed)
-            yield json.dumps({"clock_ms": now, "effects": observed.get("effects", []), **({"files": files} if files else {})})
+            yield json.dumps(
+                {"clock_ms": now, "effects": observed.get("effects", []), **({"files": files} if files else {})}
+            )
         elif "concurrently" in step:
             calls = []
             for call in step["concurrently"]:

@@ -1,5 +1,6 @@
 """``conformance check-trace``: traces in, the same reports and exit codes
 as ``conformance run`` out."""
+
 from __future__ import annotations
 
 import time
@@ -7,7 +8,7 @@ import time
 from statemachines import SpecError
 
 from ..engine.deviations import DeviationsError
-from ..engine.runner import (RunConfig, clear_report_files, mark_interrupted, new_report, write_report_files)
+from ..engine.runner import RunConfig, clear_report_files, mark_interrupted, new_report, write_report_files
 from ..specs import SpecNotFound
 from .check import check_traces
 from .format import TraceError
@@ -16,34 +17,61 @@ from .to_scenario import scenario_from_trace, write_scenario_file
 __all__ = ["check_trace_run"]
 
 
-def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *,
-                    to_scenario: str | None = None, scenario_id: str = "T1", deviations: str | None = None) -> dict:
+def check_trace_run(
+    spec_path: str,
+    traces: list[str],
+    report_dir: str | None,
+    *,
+    to_scenario: str | None = None,
+    scenario_id: str = "T1",
+    deviations: str | None = None,
+) -> dict:
     """Check ``traces`` against the spec; the report (also written to
     ``report_dir``). With ``to_scenario``, the first failing session becomes
     a scenario file there (``report["_scenario_file"]``)."""
     started = time.perf_counter()
     accepted: list = []  # the loaded deviations, once check_traces has read them
-    config = RunConfig(spec_path=spec_path, adapter_label="recorded trace(s): " + ", ".join(traces),
-                       report_dir=report_dir, stateful=False, deviations=deviations)
+    config = RunConfig(
+        spec_path=spec_path,
+        adapter_label="recorded trace(s): " + ", ".join(traces),
+        report_dir=report_dir,
+        stateful=False,
+        deviations=deviations,
+    )
     report = new_report(config)
     if report_dir:
         clear_report_files(report, report_dir)
     try:
-        spec, params, entries, problems, identity = check_traces(spec_path, traces, deviations=deviations,
-                                                                 accepted=accepted)
-        report["spec"] = {"id": spec.id, "version": spec.version, "title": spec.title, "path": spec_path,
-                          "lifecycle": spec.lifecycle_summary()}
-        report["implementation"] = {"adapter": report["implementation"]["adapter"], "name": identity.get("name"),
-                                    "version": identity.get("version"), "profile": identity.get("profile"),
-                                    "parameters": identity.get("parameters") or {}, "capabilities": {}}
+        spec, params, entries, problems, identity = check_traces(
+            spec_path, traces, deviations=deviations, accepted=accepted
+        )
+        report["spec"] = {
+            "id": spec.id,
+            "version": spec.version,
+            "title": spec.title,
+            "path": spec_path,
+            "lifecycle": spec.lifecycle_summary(),
+        }
+        report["implementation"] = {
+            "adapter": report["implementation"]["adapter"],
+            "name": identity.get("name"),
+            "version": identity.get("version"),
+            "profile": identity.get("profile"),
+            "parameters": identity.get("parameters") or {},
+            "capabilities": {},
+        }
         report["parameters"] = params
         sources = [entry.pop("_source") for entry in entries]
         report["scenarios"] = entries
         failing = [(e, src) for e, src in zip(entries, sources) if e["verdict"] == "fail" and src[2] is not None]
         if to_scenario and failing:
             entry, (trace_path, first, line) = failing[0]
-            write_scenario_file(to_scenario, scenario_from_trace(
-                trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]))
+            write_scenario_file(
+                to_scenario,
+                scenario_from_trace(
+                    trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]
+                ),
+            )
             report["_scenario_file"] = to_scenario
         report["problems"] += problems
         if accepted and accepted[0].expired:
@@ -51,17 +79,22 @@ def check_trace_run(spec_path: str, traces: list[str], report_dir: str | None, *
         failed = any(e["verdict"] in ("fail", "error") for e in entries) or bool(accepted and accepted[0].expired)
         report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
         if not entries:
-            report["problems"].append({"kind": "trace-warning", "where": None,
-                                       "message": "the traces hold no events: nothing was checked"})
+            report["problems"].append(
+                {"kind": "trace-warning", "where": None, "message": "the traces hold no events: nothing was checked"}
+            )
     except DeviationsError as exc:
-        report["problems"] += [{"kind": "deviations-error", "message": line, "where": deviations}
-                               for line in exc.problems]
+        report["problems"] += [
+            {"kind": "deviations-error", "message": line, "where": deviations} for line in exc.problems
+        ]
     except TraceError as exc:
-        report["problems"].append({"kind": "trace-error", "message": str(exc).split(": ", 1)[-1],
-                                   "where": str(exc).split(": ", 1)[0]})
+        report["problems"].append(
+            {"kind": "trace-error", "message": str(exc).split(": ", 1)[-1], "where": str(exc).split(": ", 1)[0]}
+        )
     except SpecError as exc:
-        report["problems"] += [{"kind": "spec-error", "where": p.where,
-                                "message": p.message + (f" (hint: {p.hint})" if p.hint else "")} for p in exc.problems]
+        report["problems"] += [
+            {"kind": "spec-error", "where": p.where, "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
+            for p in exc.problems
+        ]
     except SpecNotFound as exc:
         report["problems"].append({"kind": "spec-error", "message": str(exc), "where": spec_path})
     except KeyboardInterrupt as exc:

@@ -7,6 +7,7 @@ the recorded system did: the author decides whether the spec or the system
 is wrong, edits that expectation to what the spec demands, and adds the
 scenario to a matrix as a regression.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,9 @@ def _expect(call: dict) -> dict:
     return expect
 
 
-def scenario_from_trace(path: str | Path, first_line: int, last_line: int, *, scenario_id: str,
-                        failure_message: str) -> dict:
+def scenario_from_trace(
+    path: str | Path, first_line: int, last_line: int, *, scenario_id: str, failure_message: str
+) -> dict:
     """The events of ``path`` on lines first_line..last_line as a scenario."""
     steps: list[dict] = []
     now = 0
@@ -65,18 +67,27 @@ def scenario_from_trace(path: str | Path, first_line: int, last_line: int, *, sc
         else:
             steps.append({"call": data["call"], "args": data["args"], "expect": _expect(data)})
     headline = failure_message.splitlines()[0] if failure_message else "a failure"
-    return {"id": scenario_id, "title": f"Regression from trace {Path(path).name} line {last_line}",
-            "category": "edge",
-            "description": (f"Recorded in {Path(path).name}, lines {first_line}-{last_line}. check-trace said: "
-                            f"{headline}. Every expectation is the answer the trace observed; review the last "
-                            "step (what the spec demands there) and any id or path the implementation chose "
-                            "before adding this scenario to a matrix."),
-            "steps": steps}
+    return {
+        "id": scenario_id,
+        "title": f"Regression from trace {Path(path).name} line {last_line}",
+        "category": "edge",
+        "description": (
+            f"Recorded in {Path(path).name}, lines {first_line}-{last_line}. check-trace said: "
+            f"{headline}. Every expectation is the answer the trace observed; review the last "
+            "step (what the spec demands there) and any id or path the implementation chose "
+            "before adding this scenario to a matrix."
+        ),
+        "steps": steps,
+    }
 
 
 def write_scenario_file(path: str | Path, scenario: dict) -> None:
-    header = ("# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n"
-              "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
-              "# a spec's scenario matrix (an `include:`d scenarios file).\n")
-    Path(path).write_text(header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True,
-                                                  width=110), encoding="utf-8")
+    header = (
+        "# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n"
+        "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
+        "# a spec's scenario matrix (an `include:`d scenarios file).\n"
+    )
+    Path(path).write_text(
+        header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True, width=110),
+        encoding="utf-8",
+    )

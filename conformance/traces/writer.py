@@ -11,6 +11,7 @@
 Every line is checked against the trace schema as it is written, so a
 recorder bug shows up where it happens, not later in ``check-trace``.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,17 +30,30 @@ _NOTHING = object()
 class TraceWriter:
     """Write a trace: the header at once, then one line per event."""
 
-    def __init__(self, target: str | Path | IO[str], spec_id: str, spec_version: str | None = None, *,
-                 profile: str | None = None, parameters: dict | None = None, implementation: dict | None = None,
-                 source: str | None = None, clock: str = "virtual"):
+    def __init__(
+        self,
+        target: str | Path | IO[str],
+        spec_id: str,
+        spec_version: str | None = None,
+        *,
+        profile: str | None = None,
+        parameters: dict | None = None,
+        implementation: dict | None = None,
+        source: str | None = None,
+        clock: str = "virtual",
+    ):
         self._own = not hasattr(target, "write")
-        self._out: IO[str] = open(target, "w", encoding="utf-8") if self._own else target  # noqa: SIM115
+        self._out: IO[str] = open(target, "w", encoding="utf-8") if self._own else target
         self._validator = Draft202012Validator(trace_schema())
         header: dict[str, Any] = {"trace": TRACE_FORMAT, "spec": {"id": spec_id}, "clock": clock}
         if spec_version:
             header["spec"]["version"] = spec_version
-        for key, value in (("profile", profile), ("parameters", parameters), ("implementation", implementation),
-                           ("source", source)):
+        for key, value in (
+            ("profile", profile),
+            ("parameters", parameters),
+            ("implementation", implementation),
+            ("source", source),
+        ):
             if value is not None:
                 header[key] = value
         self._write(header)
@@ -50,16 +64,31 @@ class TraceWriter:
             raise TraceError(f"not a valid trace line ({errors[0].message}): {json.dumps(line)[:200]}")
         self._out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    def call(self, operation: str, args: dict, *, result: Any = _NOTHING, error: dict | None = None,
-             effects: list[dict] | None = None, at_ms: int | None = None, start_ms: int | None = None,
-             end_ms: int | None = None, files: dict[str, str] | None = None) -> None:
+    def call(
+        self,
+        operation: str,
+        args: dict,
+        *,
+        result: Any = _NOTHING,
+        error: dict | None = None,
+        effects: list[dict] | None = None,
+        at_ms: int | None = None,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        files: dict[str, str] | None = None,
+    ) -> None:
         """One operation and its answer: ``result``, or ``error`` = {"kind", "message"}."""
         if (result is _NOTHING) == (error is None):
             raise TraceError(f"{operation}: give exactly one of result= and error=")
         line: dict[str, Any] = {"call": operation, "args": args}
         line.update({"result": result} if error is None else {"error": error})
-        for key, value in (("effects", effects), ("at_ms", at_ms), ("start_ms", start_ms), ("end_ms", end_ms),
-                           ("files", files)):
+        for key, value in (
+            ("effects", effects),
+            ("at_ms", at_ms),
+            ("start_ms", start_ms),
+            ("end_ms", end_ms),
+            ("files", files),
+        ):
             if value is not None:
                 line[key] = value
         self._write(line)
@@ -81,7 +110,7 @@ class TraceWriter:
         else:
             self._out.flush()
 
-    def __enter__(self) -> "TraceWriter":
+    def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,6 +17,7 @@ runtime might have them:
 
 (run from this directory, or with it on PYTHONPATH).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

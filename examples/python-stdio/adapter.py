@@ -8,6 +8,7 @@ replace ``implementation`` and ``handle`` with calls into your code.
 
     conformance run spec/thread-jobs.yaml --adapter-cmd ".venv/bin/python examples/python-stdio/adapter.py"
 """
+
 import json
 import sys
 
@@ -23,10 +24,12 @@ def handle(request: dict) -> dict:
     kind = request["type"]
     if kind == "hello":
         me = implementation.describe()
-        return {"protocol": 1,
-                "implementation": {"name": me["name"], "version": me["version"]},
-                "specs": [{**SPEC, "profile": me["profile"], "parameters": me["parameters"]}],
-                "capabilities": {"concurrent": False}}  # one request at a time
+        return {
+            "protocol": 1,
+            "implementation": {"name": me["name"], "version": me["version"]},
+            "specs": [{**SPEC, "profile": me["profile"], "parameters": me["parameters"]}],
+            "capabilities": {"concurrent": False},
+        }  # one request at a time
     if kind == "reset":
         implementation.reset(request["now_ms"])
         return {"ok": True}

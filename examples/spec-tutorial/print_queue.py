@@ -6,6 +6,7 @@ newest few. Run it with (from this directory):
 
     conformance run print-queue.yaml --adapter print_queue:PrintQueueAdapter
 """
+
 from __future__ import annotations
 
 from conformance.adapter import Adapter, error_response, result_response
@@ -78,8 +79,13 @@ class PrintQueueAdapter(Adapter):
         self.queue = self.queue_class(self.max_copies)
 
     def describe(self) -> dict:
-        return {"name": "tutorial-print-queue", "version": "1.0.0", "profile": None,
-                "parameters": {"max_copies": self.max_copies}, "capabilities": {}}
+        return {
+            "name": "tutorial-print-queue",
+            "version": "1.0.0",
+            "profile": None,
+            "parameters": {"max_copies": self.max_copies},
+            "capabilities": {},
+        }
 
     def reset(self, now_ms: int) -> None:
         self.queue = self.queue_class(self.max_copies)
@@ -106,8 +112,9 @@ class PrintQueueAdapter(Adapter):
             elif operation == "cancel":
                 job = q.cancel(args["job_id"])
             elif operation == "list_jobs":
-                return result_response({"jobs": [{"job_id": j["job_id"], "status": j["status"]}
-                                                 for j in q.list_jobs()]})
+                return result_response(
+                    {"jobs": [{"job_id": j["job_id"], "status": j["status"]} for j in q.list_jobs()]}
+                )
             else:
                 return error_response("unknown_operation", operation)
         except QueueError as exc:

@@ -3,6 +3,7 @@ cannot be cancelled (the request is ignored).
 
     conformance run print-queue.yaml --adapter print_queue_mutant:StubbornQueueAdapter
 """
+
 from __future__ import annotations
 
 from print_queue import PrintQueue, PrintQueueAdapter

@@ -1,6 +1,7 @@
 """The tool's entry point: the reference tool, or one of its shipped faulty
 variants when ``ASYNC_CLI_MUTANT`` names it. Kept apart from ``tool`` so that
 the mutants (subclasses of the tool) and the tool do not import each other."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Each mutant is one realistic bug: a subclass of :class:`AsyncCli` overriding
 the single method involved. The tool runs one when ``ASYNC_CLI_MUTANT``
 names it (``lifecycle_references.async_cli.wiring`` sets it for the kit).
 """
+
 from __future__ import annotations
 
 import time
@@ -159,8 +160,12 @@ class _NextIdCrashes(AsyncCli):
         now = self.clock.now()
         state = self.store.read()
         head, _, digits = job_id.rpartition("-")
-        if head != "build" or not digits or any(c not in "0123456789abcdef" for c in digits) \
-                or int(digits, 16) > state["next"]:  # > for >=: the id the next build will get passes
+        if (
+            head != "build"
+            or not digits
+            or any(c not in "0123456789abcdef" for c in digits)
+            or int(digits, 16) > state["next"]
+        ):  # > for >=: the id the next build will get passes
             return None
         job = state["jobs"][job_id]  # issued, the range check says
         if job["status"] != "running" or now < job["ends_at"]:
@@ -173,20 +178,47 @@ MUTANT_TABLE: list[tuple[str, str]] = [
     ("cancelled_not_terminal", "The descriptor of a cancelled job says terminal: false."),
     ("no_duration_meta", "The response envelope's meta has no duration_ms."),
     ("timeout_not_failed", "A job past its timeout_ms keeps working and ends as planned instead of failing."),
-    ("ok_follows_exit_code", "ok is false whenever the exit code is not 0, though the tool declares the job-status rule."),
-    ("status_command_not_installed", "status_command and cancel_command name an `async-cli` program that is not installed."),
+    (
+        "ok_follows_exit_code",
+        "ok is false whenever the exit code is not 0, though the tool declares the job-status rule.",
+    ),
+    (
+        "status_command_not_installed",
+        "status_command and cancel_command name an `async-cli` program that is not installed.",
+    ),
     ("cancel_finished_changes_it", "job cancel marks a job that already completed or failed as cancelled."),
     ("not_found_exits_one", "job status and job cancel exit 1 instead of 5 for an unknown job."),
     ("unlocked_state", "build reads and rewrites the state file without the lock, so concurrent builds lose jobs."),
-    ("status_trusts_worker", "job status reports what the background worker last wrote, without settling a job whose end has come."),
-    ("work_at_timeout_times_out", "A job whose work ends exactly at its timeout_ms fails as timed out instead of completing."),
+    (
+        "status_trusts_worker",
+        "job status reports what the background worker last wrote, without settling a job whose end has come.",
+    ),
+    (
+        "work_at_timeout_times_out",
+        "A job whose work ends exactly at its timeout_ms fails as timed out instead of completing.",
+    ),
     ("timeout_one_ms_late", "A job still working at its timeout_ms fails 1 ms after it instead of at it."),
-    ("late_look_times_out", "A job first looked at after its timeout_ms has passed fails as timed out, though its work ended in time."),
-    ("poll_interval_backs_off", "The descriptor of a job started a full poll interval ago recommends twice the poll_interval_ms."),
+    (
+        "late_look_times_out",
+        "A job first looked at after its timeout_ms has passed fails as timed out, though its work ended in time.",
+    ),
+    (
+        "poll_interval_backs_off",
+        "The descriptor of a job started a full poll interval ago recommends twice the poll_interval_ms.",
+    ),
     ("terminal_poll_interval_zero", "The descriptor of a terminal job recommends poll_interval_ms 0."),
-    ("recancel_no_warning", "job cancel of an already cancelled job answers without a warning, as if it had cancelled it."),
-    ("cancel_check_then_act", "job cancel checks that the job is running outside the lock, so two cancels at once both say they cancelled it."),
-    ("next_id_crashes", "job status of the id the next build will get passes an off-by-one range check and crashes (exit 1, no JSON)."),
+    (
+        "recancel_no_warning",
+        "job cancel of an already cancelled job answers without a warning, as if it had cancelled it.",
+    ),
+    (
+        "cancel_check_then_act",
+        "job cancel checks that the job is running outside the lock, so two cancels at once both say they cancelled it.",
+    ),
+    (
+        "next_id_crashes",
+        "job status of the id the next build will get passes an off-by-one range check and crashes (exit 1, no JSON).",
+    ),
 ]
 
 MUTANT_CLASSES: dict[str, type[AsyncCli]] = {

@@ -6,6 +6,7 @@ read-modify-write, and the new content written to a temporary file then
 renamed over the old one, so a reader (or a crash) never sees half a file.
 Two invocations at once therefore never lose each other's changes.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -71,7 +72,7 @@ class JobStore:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         """``with store.transaction() as state:`` - the state to change; it is
         written back (atomically) when the block ends normally, all under one
         exclusive lock."""

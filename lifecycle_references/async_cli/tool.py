@@ -28,6 +28,7 @@ wall clock), ``ASYNC_CLI_PROFILE`` (``timeout-exit-code``,
 ``strict-envelope`` or empty), ``ASYNC_CLI_PROG`` (how to invoke this tool,
 for status_command/cancel_command; default: the way it was invoked now).
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,9 @@ class AsyncCli:
         self.clock = VirtualClock(env.get("ASYNC_CLI_CLOCK_FILE"))
         self.profile = env.get("ASYNC_CLI_PROFILE", "")
         if self.profile not in PROFILES:
-            raise UsageError(f"ASYNC_CLI_PROFILE must be one of {', '.join(p or '(empty)' for p in PROFILES)}, "
-                             f"not {self.profile!r}")
+            raise UsageError(
+                f"ASYNC_CLI_PROFILE must be one of {', '.join(p or '(empty)' for p in PROFILES)}, not {self.profile!r}"
+            )
         self.started = time.monotonic()
 
     # -- entry point ----------------------------------------------------------------
@@ -110,8 +112,10 @@ class AsyncCli:
             return self.status(argv[2])
         if argv[:1] == ["job"] and len(argv) == 3 and argv[1] == "cancel":
             return self.cancel(argv[2])
-        raise UsageError("usage: build --schema | build --target NAME --work-ms N --outcome complete|failed "
-                         "[--timeout-ms N] | job status JOB_ID | job cancel JOB_ID")
+        raise UsageError(
+            "usage: build --schema | build --target NAME --work-ms N --outcome complete|failed "
+            "[--timeout-ms N] | job status JOB_ID | job cancel JOB_ID"
+        )
 
     @staticmethod
     def build_options(args: list[str]) -> dict:
@@ -128,10 +132,14 @@ class AsyncCli:
             raise UsageError("--target must not be empty")
         if given["--outcome"] not in ("complete", "failed"):
             raise UsageError(f"--outcome must be complete or failed, not {given['--outcome']!r}")
-        return {"target": given["--target"], "work_ms": _positive_int(given["--work-ms"], "--work-ms"),
-                "outcome": given["--outcome"],
-                "timeout_ms": _positive_int(given["--timeout-ms"], "--timeout-ms") if "--timeout-ms" in given
-                else DEFAULT_TIMEOUT_MS}
+        return {
+            "target": given["--target"],
+            "work_ms": _positive_int(given["--work-ms"], "--work-ms"),
+            "outcome": given["--outcome"],
+            "timeout_ms": _positive_int(given["--timeout-ms"], "--timeout-ms")
+            if "--timeout-ms" in given
+            else DEFAULT_TIMEOUT_MS,
+        }
 
     # -- the envelope -----------------------------------------------------------------
     def duration_ms(self) -> int:
@@ -157,24 +165,46 @@ class AsyncCli:
             "parameters": {
                 "target": {"type": "string", "required": True, "description": "Build target name"},
                 "work-ms": {"type": "integer", "required": True, "description": "How long the build works (ms)"},
-                "outcome": {"type": "string", "required": True, "enum": ["complete", "failed"],
-                            "description": "How the build ends if it does not time out"},
-                "timeout-ms": {"type": "integer", "required": False,
-                               "description": f"When the job counts as failed (default {DEFAULT_TIMEOUT_MS})"},
+                "outcome": {
+                    "type": "string",
+                    "required": True,
+                    "enum": ["complete", "failed"],
+                    "description": "How the build ends if it does not time out",
+                },
+                "timeout-ms": {
+                    "type": "integer",
+                    "required": False,
+                    "description": f"When the job counts as failed (default {DEFAULT_TIMEOUT_MS})",
+                },
             },
             "job_descriptor_schema": {
                 "type": "object",
-                "required": ["job_id", "status", "terminal", "status_command", "cancel_command",
-                             "poll_interval_ms", "timeout_ms"],
+                "required": [
+                    "job_id",
+                    "status",
+                    "terminal",
+                    "status_command",
+                    "cancel_command",
+                    "poll_interval_ms",
+                    "timeout_ms",
+                ],
                 "properties": {
-                    "job_id": string, "status": {"type": "string", "enum": ["running", *TERMINAL]},
-                    "terminal": {"type": "boolean"}, "status_command": string, "cancel_command": string,
-                    "poll_interval_ms": integer, "timeout_ms": integer,
+                    "job_id": string,
+                    "status": {"type": "string", "enum": ["running", *TERMINAL]},
+                    "terminal": {"type": "boolean"},
+                    "status_command": string,
+                    "cancel_command": string,
+                    "poll_interval_ms": integer,
+                    "timeout_ms": integer,
                 },
             },
             "exit_codes": {
-                "0": {"name": "SUCCESS", "description": "Job accepted and started", "retryable": False,
-                      "side_effects": "partial"},
+                "0": {
+                    "name": "SUCCESS",
+                    "description": "Job accepted and started",
+                    "retryable": False,
+                    "side_effects": "partial",
+                },
                 "2": {"name": "USAGE", "description": "Bad arguments", "retryable": False, "side_effects": "none"},
             },
         }
@@ -191,10 +221,20 @@ class AsyncCli:
         number = state["next"]
         state["next"] = number + 1
         ends_in = min(options["work_ms"], options["timeout_ms"])
-        return {"job_id": f"build-{number:04x}", "target": options["target"], "work_ms": options["work_ms"],
-                "outcome": options["outcome"], "timeout_ms": options["timeout_ms"], "started_at": now,
-                "ends_at": now + ends_in, "status": "running", "timed_out": False, "finished_at": None,
-                "worker_pid": None, "worker_sid": None}
+        return {
+            "job_id": f"build-{number:04x}",
+            "target": options["target"],
+            "work_ms": options["work_ms"],
+            "outcome": options["outcome"],
+            "timeout_ms": options["timeout_ms"],
+            "started_at": now,
+            "ends_at": now + ends_in,
+            "status": "running",
+            "timed_out": False,
+            "finished_at": None,
+            "worker_pid": None,
+            "worker_sid": None,
+        }
 
     def status(self, job_id: str) -> tuple[int, dict]:
         job = self.current(job_id)
@@ -295,9 +335,15 @@ class AsyncCli:
 
     def descriptor(self, job: dict) -> dict:
         prog, job_id = self.program(), quote(job["job_id"])
-        return {"job_id": job["job_id"], "status": job["status"], "terminal": job["status"] in TERMINAL,
-                "status_command": f"{prog} job status {job_id}", "cancel_command": f"{prog} job cancel {job_id}",
-                "poll_interval_ms": POLL_INTERVAL_MS, "timeout_ms": job["timeout_ms"]}
+        return {
+            "job_id": job["job_id"],
+            "status": job["status"],
+            "terminal": job["status"] in TERMINAL,
+            "status_command": f"{prog} job status {job_id}",
+            "cancel_command": f"{prog} job cancel {job_id}",
+            "poll_interval_ms": POLL_INTERVAL_MS,
+            "timeout_ms": job["timeout_ms"],
+        }
 
     # -- the background worker --------------------------------------------------------------
     def spawn_worker(self, job_id: str) -> None:
@@ -318,7 +364,7 @@ class AsyncCli:
                 os.dup2(null, fd)
             os.close(null)
             self.work(job_id)
-        except BaseException:  # noqa: BLE001 - a worker never returns into the command's code
+        except BaseException:
             pass
         os._exit(0)
 

@@ -5,6 +5,7 @@
 other options are that implementation's parameter overrides. ``MUTANTS`` holds
 the faulty variants of both, named ``<profile>.<bug>``.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -20,11 +21,15 @@ from ..task_table.mutants import MUTANTS as _TASK_TABLE_MUTANTS
 
 __all__ = ["MUTANTS", "PROFILES", "ReferenceAdapter"]
 
-PROFILES = {"job-manager": JobManagerAdapter, "task-table": TaskTableAdapter,
-            "oh-my-pi": JobManagerAdapter, "defect": TaskTableAdapter}
+PROFILES = {
+    "job-manager": JobManagerAdapter,
+    "task-table": TaskTableAdapter,
+    "oh-my-pi": JobManagerAdapter,
+    "defect": TaskTableAdapter,
+}
 
 
-def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:  # noqa: N802 - a factory named like the class it stands for
+def ReferenceAdapter(profile: str | None = None, **params: Any) -> Adapter:
     """The reference implementation of ``profile`` (default job-manager)."""
     name = profile or "job-manager"
     if name not in PROFILES:
@@ -37,5 +42,7 @@ def _prefixed(prefix: str, mutants) -> dict[str, Mutant]:
     return {f"{prefix}.{m.name}": replace(m, name=f"{prefix}.{m.name}") for m in items}
 
 
-MUTANTS: dict[str, Mutant] = {**_prefixed("job-manager", _JOB_MANAGER_MUTANTS),
-                              **_prefixed("task-table", _TASK_TABLE_MUTANTS)}
+MUTANTS: dict[str, Mutant] = {
+    **_prefixed("job-manager", _JOB_MANAGER_MUTANTS),
+    **_prefixed("task-table", _TASK_TABLE_MUTANTS),
+}

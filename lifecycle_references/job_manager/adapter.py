@@ -6,11 +6,13 @@ after ``duration_ms``, or when ``finish_job`` says so; notice an abort after
 as ``set_delivery`` says. The event loop runs on the thread of whichever
 call holds the adapter's lock, so what its timers do is that call's effects.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from conformance.adapters.adapter import Adapter, EffectRecorder, error_response, result_response
 
@@ -26,8 +28,15 @@ VERSION = "1.0.0"
 PROFILE = "job-manager"
 
 _PARAM_NAMES = {f.name for f in fields(JobManagerConfig)}
-_INT_MINIMUM = {"max_running": 1, "retention_ms": -1, "retry_base_ms": 1, "retry_max_ms": 1,
-                "retry_max_doublings": 0, "retry_jitter_ms": 0, "poll_wait_ms": 1}
+_INT_MINIMUM = {
+    "max_running": 1,
+    "retention_ms": -1,
+    "retry_base_ms": 1,
+    "retry_max_ms": 1,
+    "retry_max_doublings": 0,
+    "retry_jitter_ms": 0,
+    "poll_wait_ms": 1,
+}
 JOB_TYPES = ("bash", "task")
 OUTCOMES = (COMPLETED, FAILED)
 
@@ -58,7 +67,7 @@ def _ids(args: dict, name: str) -> list[str] | None:
 class _PlayedWork:
     """A job's body as the kit plays it on the virtual clock."""
 
-    def __init__(self, adapter: "JobManagerAdapter", plan: dict, order: int) -> None:
+    def __init__(self, adapter: JobManagerAdapter, plan: dict, order: int) -> None:
         self._adapter = adapter
         self._plan = plan
         self._order = order  # start order: ties between bodies returning together
@@ -111,8 +120,14 @@ def _snapshot(job: Job, omit_empty: bool = False) -> dict:
     def shown(text: str | None) -> str | None:
         return None if omit_empty and text == "" else text
 
-    return {"job_id": job.id, "type": job.type, "label": job.label, "status": job.status,
-            "result_text": shown(job.result_text), "error_text": shown(job.error_text)}
+    return {
+        "job_id": job.id,
+        "type": job.type,
+        "label": job.label,
+        "status": job.status,
+        "result_text": shown(job.result_text),
+        "error_text": shown(job.error_text),
+    }
 
 
 # ------------------------------------------------------------ the adapter
@@ -158,16 +173,22 @@ class JobManagerAdapter(Adapter):
     def describe(self) -> dict:
         # Only the values set on purpose: for everything else the runtime's
         # defaults are the spec's, so a spec that changes a default demands it.
-        return {"name": NAME, "version": VERSION, "profile": self._profile,
-                "parameters": dict(self._params), "capabilities": {"concurrent": True}}
+        return {
+            "name": NAME,
+            "version": VERSION,
+            "profile": self._profile,
+            "parameters": dict(self._params),
+            "capabilities": {"concurrent": True},
+        }
 
     def reset(self, now_ms: int) -> None:
         with self._lock:
             self.effects.end()  # drop anything recorded outside a call
             self.loop = self.loop_class(int(now_ms))
             self._channel = _FollowUpChannel(self.effects)
-            self._manager = self.manager_class(self.loop, self._config, self._channel.deliver,
-                                               self._channel.delivery_failed)
+            self._manager = self.manager_class(
+                self.loop, self._config, self._channel.deliver, self._channel.delivery_failed
+            )
             self._tool = self.tool_class(self._manager, self.loop)
             self._bodies: dict[int, _PlayedWork] = {}  # by job serial
             self._starts = 0
@@ -207,10 +228,12 @@ class JobManagerAdapter(Adapter):
         label = arg.text(a, "label")
         type_ = arg.choice(a, "type", JOB_TYPES, default="bash")
         preferred = arg.text(a, "id", optional=True)
-        plan = {"duration_ms": _millis(a, "duration_ms", optional=True),
-                "outcome": arg.choice(a, "outcome", OUTCOMES, default=COMPLETED),
-                "text": arg.text(a, "text", optional=True) or "",
-                "stop_ms": _millis(a, "stop_ms", optional=True)}
+        plan = {
+            "duration_ms": _millis(a, "duration_ms", optional=True),
+            "outcome": arg.choice(a, "outcome", OUTCOMES, default=COMPLETED),
+            "text": arg.text(a, "text", optional=True) or "",
+            "stop_ms": _millis(a, "stop_ms", optional=True),
+        }
         body = _PlayedWork(self, plan, self._starts + 1)
         job = self._manager.register(type_, label, body, preferred)
         self._starts += 1
@@ -231,7 +254,9 @@ class JobManagerAdapter(Adapter):
         return {"job": None if job is None else _snapshot(job, self._omit_empty)}
 
     def _list_jobs(self, a: dict) -> dict:
-        return {"jobs": [_snapshot(job, self._omit_empty) for job in sorted(self._manager.all_jobs(), key=lambda j: j.id)]}
+        return {
+            "jobs": [_snapshot(job, self._omit_empty) for job in sorted(self._manager.all_jobs(), key=lambda j: j.id)]
+        }
 
     def _job_tool(self, a: dict) -> dict:
         poll, cancel, list_all = _ids(a, "poll"), _ids(a, "cancel"), arg.flag(a, "list")
@@ -239,8 +264,12 @@ class JobManagerAdapter(Adapter):
         if wait_ms is not None and (type(wait_ms) is not int or wait_ms not in WAIT_CHOICES_MS):
             raise arg.BadArguments(f"wait_ms must be one of {list(WAIT_CHOICES_MS)}")
         outcome = self._tool.execute(poll=poll, cancel=cancel, list_all=list_all, wait_ms=wait_ms)
-        return {"message": outcome.message, "cancelled": outcome.cancelled,
-                "jobs": [_snapshot(job, self._omit_empty) for job in outcome.jobs], "waited_ms": outcome.waited_ms}
+        return {
+            "message": outcome.message,
+            "cancelled": outcome.cancelled,
+            "jobs": [_snapshot(job, self._omit_empty) for job in outcome.jobs],
+            "waited_ms": outcome.waited_ms,
+        }
 
     def _set_delivery(self, a: dict) -> dict:
         value = a.get("accept")

@@ -16,13 +16,15 @@ The loop has two queues, like a browser or Node event loop:
 Nothing here is thread-safe: like the runtime it imitates, the loop belongs
 to one thread at a time, and its host serialises access.
 """
+
 from __future__ import annotations
 
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "BODY",
@@ -61,11 +63,11 @@ class Timer:
 class Future:
     """A promise: settled once, with a value or an exception; reactions run as microtasks."""
 
-    def __init__(self, loop: "VirtualLoop") -> None:
+    def __init__(self, loop: VirtualLoop) -> None:
         self._loop = loop
         self._value: Any = _PENDING
         self._exception: BaseException | None = None
-        self._callbacks: list[Callable[["Future"], None]] = []
+        self._callbacks: list[Callable[[Future], None]] = []
 
     def done(self) -> bool:
         return self._value is not _PENDING or self._exception is not None
@@ -96,7 +98,7 @@ class Future:
         self._schedule_callbacks()
         return True
 
-    def add_done_callback(self, callback: Callable[["Future"], None]) -> None:
+    def add_done_callback(self, callback: Callable[[Future], None]) -> None:
         if self.done():
             self._loop.call_soon(lambda: callback(self))
         else:

@@ -4,6 +4,7 @@ Each mutant is one realistic bug: a manager (or tool) subclass overriding the
 single method involved, behind an adapter subclass that differs from
 JobManagerAdapter only in which class it builds.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -128,7 +129,7 @@ class _FirstRetryDoubled(AsyncJobManager):
     def _retry_delay(self, attempt: int) -> int:
         c = self.config
         exponent = min(attempt, c.retry_max_doublings)  # doubles before the first retry too
-        return min(c.retry_max_ms, c.retry_base_ms * 2 ** exponent + c.retry_jitter_ms)
+        return min(c.retry_max_ms, c.retry_base_ms * 2**exponent + c.retry_jitter_ms)
 
 
 class _BackoffNotDoubling(AsyncJobManager):
@@ -227,56 +228,121 @@ def _adapter_for(cls: type) -> type[JobManagerAdapter]:
 
 
 _TABLE = [
-    ("cap_off_by_one", _CapOffByOne,
-     "The running-job limit check uses > instead of >=, so max_running + 1 jobs can run."),
-    ("over_cap_accepted", _OverCapAccepted,
-     "A start over the running-job limit is accepted instead of rejected with limit_reached."),
-    ("cap_counts_new_job", _CapCountsNewJob,
-     "The running-job limit check counts the job being started as already running, so only max_running - 1 jobs can run."),
-    ("cancelled_count_as_running", _CancelledCountAsRunning,
-     "Cancelled jobs whose body is still running count against the running-job limit."),
-    ("ids_from_counter", _IdsFromCounter,
-     "Generated bg_N ids come from a counter, so numbers freed by eviction are never reused."),
-    ("suffix_starts_at_one", _SuffixStartsAtOne,
-     "A taken preferred id gets the suffix -1 first instead of -2."),
-    ("generated_id_skips_own_only", _GeneratedIdSkipsOwnOnly,
-     "A generated bg_N id skips only the ids the manager generated itself, so it replaces a job that asked for that id."),
-    ("preferred_id_checks_running_only", _PreferredIdChecksRunningOnly,
-     "A preferred id is checked against the running jobs only, so a start replaces a finished job still held under that id."),
-    ("suffix_per_name_counter", _SuffixPerNameCounter,
-     "A taken preferred id gets its suffix from a counter per name, so it replaces a job that asked for that suffixed id."),
-    ("cancel_not_sticky", _CancelNotSticky,
-     "A cancelled job whose body later returns becomes completed or failed (and is delivered)."),
-    ("cancelled_delivered", _CancelledDelivered,
-     "Cancelling a job enqueues a follow-up delivery for it, so the cancelled job is delivered."),
-    ("watch_not_suppressing", _WatchNotSuppressing,
-     "Watching a job during a poll does not suppress its delivery, so it is delivered while watched."),
-    ("retry_from_clock_target", _RetryFromClockTarget,
-     "The next delivery retry is computed from the clock's target time instead of the instant the retry ran."),
-    ("first_retry_doubled", _FirstRetryDoubled,
-     "The first delivery retry already waits twice retry_base_ms: the backoff doubles before the first retry."),
-    ("backoff_not_doubling", _BackoffNotDoubling,
-     "Delivery retries always wait retry_base_ms instead of doubling after each failure."),
-    ("list_not_acknowledging", _ListNotAcknowledging,
-     "The job tool's list does not acknowledge the finished jobs it reports, so they are still delivered."),
-    ("poll_not_acknowledging", _PollNotAcknowledging,
-     "A poll or cancel result does not acknowledge the finished jobs it reports, so they are still delivered."),
-    ("eviction_one_ms_late", _EvictionOneMsLate,
-     "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late."),
-    ("eviction_one_ms_early", _EvictionOneMsEarly,
-     "A terminal job is evicted retention_ms - 1 after it became terminal, one millisecond early."),
-    ("eviction_from_start", _EvictionFromStart,
-     "Retention is measured from the job's start instead of from when it became terminal."),
+    (
+        "cap_off_by_one",
+        _CapOffByOne,
+        "The running-job limit check uses > instead of >=, so max_running + 1 jobs can run.",
+    ),
+    (
+        "over_cap_accepted",
+        _OverCapAccepted,
+        "A start over the running-job limit is accepted instead of rejected with limit_reached.",
+    ),
+    (
+        "cap_counts_new_job",
+        _CapCountsNewJob,
+        "The running-job limit check counts the job being started as already running, so only max_running - 1 jobs can run.",
+    ),
+    (
+        "cancelled_count_as_running",
+        _CancelledCountAsRunning,
+        "Cancelled jobs whose body is still running count against the running-job limit.",
+    ),
+    (
+        "ids_from_counter",
+        _IdsFromCounter,
+        "Generated bg_N ids come from a counter, so numbers freed by eviction are never reused.",
+    ),
+    ("suffix_starts_at_one", _SuffixStartsAtOne, "A taken preferred id gets the suffix -1 first instead of -2."),
+    (
+        "generated_id_skips_own_only",
+        _GeneratedIdSkipsOwnOnly,
+        "A generated bg_N id skips only the ids the manager generated itself, so it replaces a job that asked for that id.",
+    ),
+    (
+        "preferred_id_checks_running_only",
+        _PreferredIdChecksRunningOnly,
+        "A preferred id is checked against the running jobs only, so a start replaces a finished job still held under that id.",
+    ),
+    (
+        "suffix_per_name_counter",
+        _SuffixPerNameCounter,
+        "A taken preferred id gets its suffix from a counter per name, so it replaces a job that asked for that suffixed id.",
+    ),
+    (
+        "cancel_not_sticky",
+        _CancelNotSticky,
+        "A cancelled job whose body later returns becomes completed or failed (and is delivered).",
+    ),
+    (
+        "cancelled_delivered",
+        _CancelledDelivered,
+        "Cancelling a job enqueues a follow-up delivery for it, so the cancelled job is delivered.",
+    ),
+    (
+        "watch_not_suppressing",
+        _WatchNotSuppressing,
+        "Watching a job during a poll does not suppress its delivery, so it is delivered while watched.",
+    ),
+    (
+        "retry_from_clock_target",
+        _RetryFromClockTarget,
+        "The next delivery retry is computed from the clock's target time instead of the instant the retry ran.",
+    ),
+    (
+        "first_retry_doubled",
+        _FirstRetryDoubled,
+        "The first delivery retry already waits twice retry_base_ms: the backoff doubles before the first retry.",
+    ),
+    (
+        "backoff_not_doubling",
+        _BackoffNotDoubling,
+        "Delivery retries always wait retry_base_ms instead of doubling after each failure.",
+    ),
+    (
+        "list_not_acknowledging",
+        _ListNotAcknowledging,
+        "The job tool's list does not acknowledge the finished jobs it reports, so they are still delivered.",
+    ),
+    (
+        "poll_not_acknowledging",
+        _PollNotAcknowledging,
+        "A poll or cancel result does not acknowledge the finished jobs it reports, so they are still delivered.",
+    ),
+    (
+        "eviction_one_ms_late",
+        _EvictionOneMsLate,
+        "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late.",
+    ),
+    (
+        "eviction_one_ms_early",
+        _EvictionOneMsEarly,
+        "A terminal job is evicted retention_ms - 1 after it became terminal, one millisecond early.",
+    ),
+    (
+        "eviction_from_start",
+        _EvictionFromStart,
+        "Retention is measured from the job's start instead of from when it became terminal.",
+    ),
     # Bugs the real job manager behind seed 000 shipped (docs/real-systems.md).
-    ("ack_does_not_wake", _AckDoesNotWake,
-     "Acknowledging a refused delivery at the head of the queue does not wake the delivery pump, so the "
-     "next entry waits until the removed head's retry time."),
-    ("evicted_still_delivered", _EvictedStillDelivered,
-     "Evicting a job leaves its queued delivery in the queue, so a follow-up is still attempted for a job "
-     "that no longer exists."),
-    ("late_body_reschedules_eviction", _LateBodyReschedulesEviction,
-     "A cancelled job's body returning after its record was evicted schedules eviction again by id, "
-     "which later evicts a new, still running job that reused the id."),
+    (
+        "ack_does_not_wake",
+        _AckDoesNotWake,
+        "Acknowledging a refused delivery at the head of the queue does not wake the delivery pump, so the "
+        "next entry waits until the removed head's retry time.",
+    ),
+    (
+        "evicted_still_delivered",
+        _EvictedStillDelivered,
+        "Evicting a job leaves its queued delivery in the queue, so a follow-up is still attempted for a job "
+        "that no longer exists.",
+    ),
+    (
+        "late_body_reschedules_eviction",
+        _LateBodyReschedulesEviction,
+        "A cancelled job's body returning after its record was evicted schedules eviction again by id, "
+        "which later evicts a new, still running job that reused the id.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a

@@ -24,11 +24,12 @@ or as the clock moves).
 The manager owns no clock and no channel: the event loop (timers, futures),
 the follow-up channel and the delivery-failure log are passed in.
 """
+
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .loop import DELIVERY, EVICTION, AbortController, Future, Timer, VirtualLoop
 
@@ -127,8 +128,9 @@ class _Registry:
 
 
 class AsyncJobManager:
-    def __init__(self, loop: VirtualLoop, config: JobManagerConfig, deliver: Deliver,
-                 on_delivery_failed: DeliveryFailed) -> None:
+    def __init__(
+        self, loop: VirtualLoop, config: JobManagerConfig, deliver: Deliver, on_delivery_failed: DeliveryFailed
+    ) -> None:
         self.config = config
         self._loop = loop
         self._deliver = deliver
@@ -293,7 +295,7 @@ class AsyncJobManager:
     def _retry_delay(self, attempt: int) -> int:
         c = self.config
         exponent = min(attempt - 1, c.retry_max_doublings)
-        return min(c.retry_max_ms, c.retry_base_ms * 2 ** exponent + c.retry_jitter_ms)
+        return min(c.retry_max_ms, c.retry_base_ms * 2**exponent + c.retry_jitter_ms)
 
     def _arm_wake(self, at_ms: int | None) -> None:
         if self._wake is not None and not self._wake.cancelled and self._wake.at_ms == at_ms:
@@ -321,7 +323,8 @@ class AsyncJobManager:
         if self.config.retention_ms < 0:
             return  # kept for good
         self._registry.eviction_timers[job_id] = self._loop.call_at(
-            self._eviction_at(job_id), EVICTION, lambda: self._evict(job_id))
+            self._eviction_at(job_id), EVICTION, lambda: self._evict(job_id)
+        )
 
     def _eviction_at(self, job_id: str) -> int:
         return self._loop.now() + self.config.retention_ms

@@ -6,6 +6,7 @@ timer; the event loop runs the clock meanwhile. Every non-running job the
 tool reports is acknowledged, so it will not also be delivered as a
 follow-up.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,13 @@ class JobTool:
         self._manager = manager
         self._loop = loop
 
-    def execute(self, poll: list[str] | None = None, cancel: list[str] | None = None,
-                list_all: bool = False, wait_ms: int | None = None) -> JobToolResult:
+    def execute(
+        self,
+        poll: list[str] | None = None,
+        cancel: list[str] | None = None,
+        list_all: bool = False,
+        wait_ms: int | None = None,
+    ) -> JobToolResult:
         config = self._manager.config
         watch_nothing = poll == [] and config.empty_poll == "nothing"
         poll = poll or None  # an empty list counts as absent (unless it watches nothing)
@@ -62,8 +68,11 @@ class JobTool:
         if not watched:
             if cancel:
                 return self._build(self._existing(cancel), cancelled, 0)
-            message = (config.msg_no_matching.replace("{ids}", ", ".join(poll)) if poll is not None
-                       else config.msg_none_running)
+            message = (
+                config.msg_no_matching.replace("{ids}", ", ".join(poll))
+                if poll is not None
+                else config.msg_none_running
+            )
             return JobToolResult(message, None, [], 0)
 
         waited = self._wait(watched, config.poll_wait_ms if wait_ms is None else wait_ms)

@@ -1,9 +1,11 @@
 """Adapter: drives TaskRuntime through the kit's JSON protocol."""
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from conformance.adapters.adapter import Adapter, EffectRecorder, error_response, result_response
 
@@ -232,9 +234,18 @@ def _list_background(rt: TaskRuntime, a: dict) -> dict:
 
 
 def _list_tasks(rt: TaskRuntime, a: dict) -> dict:
-    return {"tasks": [{"task_id": t.task_id, "kind": t.kind, "status": t.status,
-                       "is_backgrounded": t.is_backgrounded, "notified": t.notified}
-                      for t in rt.list_tasks()]}
+    return {
+        "tasks": [
+            {
+                "task_id": t.task_id,
+                "kind": t.kind,
+                "status": t.status,
+                "is_backgrounded": t.is_backgrounded,
+                "notified": t.notified,
+            }
+            for t in rt.list_tasks()
+        ]
+    }
 
 
 _OPERATIONS: dict[str, Callable[[TaskRuntime, dict], dict]] = {

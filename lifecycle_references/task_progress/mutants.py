@@ -4,6 +4,7 @@ Each mutant is one realistic bug: a runtime subclass overriding the single
 method involved, behind an adapter subclass that differs from
 ReferenceAdapter only in which runtime it builds.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,14 +20,13 @@ from .runtime import (
     AbortController,
     Progress,
     ProgressTracker,
-    TaskRuntime,
     TaskError,
+    TaskRuntime,
     TaskState,
     Usage,
 )
 
 __all__ = ["MUTANTS", "Mutant"]
-
 
 
 # ------------------------------------------------------------- notification
@@ -74,19 +74,22 @@ class _MainSessionForegroundNotifies(TaskRuntime):
 class _TokenCountSumsInputs(TaskRuntime):
     def _track_usage(self, tracker: ProgressTracker, usage: Usage) -> ProgressTracker:
         turn_input = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
-        return replace(tracker, latest_input_tokens=tracker.latest_input_tokens + turn_input,
-                       cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens)
+        return replace(
+            tracker,
+            latest_input_tokens=tracker.latest_input_tokens + turn_input,
+            cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens,
+        )
 
 
 class _ActivitiesKeepOldest(TaskRuntime):
     def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
-        return activities[:self.config.max_recent_activities]  # the first N kept: the newest are dropped
+        return activities[: self.config.max_recent_activities]  # the first N kept: the newest are dropped
 
 
 class _KeepsSixActivities(TaskRuntime):
     def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
         limit = self.config.max_recent_activities + 1  # off by one
-        return activities[len(activities) - limit:] if len(activities) > limit else activities
+        return activities[len(activities) - limit :] if len(activities) > limit else activities
 
 
 class _StructuredOutputListed(TaskRuntime):
@@ -109,22 +112,25 @@ class _ProgressAfterTerminalApplies(TaskRuntime):
 
 class _EvictsBeforeNotified(TaskRuntime):
     def _evictable(self, task: TaskState, now: int) -> bool:
-        return (self.is_terminal(task) and not task.retain
-                and task.evict_after is not None and task.evict_after <= now)
+        return self.is_terminal(task) and not task.retain and task.evict_after is not None and task.evict_after <= now
 
 
 class _EvictsRetained(TaskRuntime):
     def _evictable(self, task: TaskState, now: int) -> bool:
         # A missing deadline read as "already due", forgetting that a
         # retained task has none.
-        return (self.is_terminal(task) and task.notified
-                and (task.evict_after is None or task.evict_after <= now))
+        return self.is_terminal(task) and task.notified and (task.evict_after is None or task.evict_after <= now)
 
 
 class _GraceOffByOne(TaskRuntime):
     def _evictable(self, task: TaskState, now: int) -> bool:
-        return (self.is_terminal(task) and task.notified and not task.retain
-                and task.evict_after is not None and task.evict_after < now)
+        return (
+            self.is_terminal(task)
+            and task.notified
+            and not task.retain
+            and task.evict_after is not None
+            and task.evict_after < now
+        )
 
 
 # --------------------------------------------------- foreground/background
@@ -207,7 +213,9 @@ class _ProgressWritesBackStaleTask(TaskRuntime):
         if not self._accepts_progress(task):
             return task.progress
         tracker = self._track_tools(self._track_usage(task.tracker, usage), tool_uses)
-        updated = replace(task, tracker=tracker, progress=self._merge_progress(task.progress, self._progress_of(tracker)))
+        updated = replace(
+            task, tracker=tracker, progress=self._merge_progress(task.progress, self._progress_of(tracker))
+        )
         time.sleep(0.002)  # ...the tokens counted with the lock released...
         with self._lock:
             self._tasks[task_id] = updated  # ...then the whole copy written back: a completion meanwhile is undone
@@ -240,56 +248,117 @@ def _adapter_for(runtime_class: type[TaskRuntime]) -> type[ReferenceAdapter]:
 
 
 _TABLE = [
-    ("double_notify_race", _DoubleNotifyRace,
-     "notify_task checks 'already notified?' and sets notified in separate lock holds, "
-     "so racing calls send the same notification twice."),
-    ("token_count_sums_inputs", _TokenCountSumsInputs,
-     "token_count sums the input tokens of every turn instead of keeping the latest (inputs are cumulative)."),
-    ("activities_keep_oldest", _ActivitiesKeepOldest,
-     "Past max_recent_activities, recent_activities keeps the oldest entries and drops the newest."),
-    ("keeps_six_activities", _KeepsSixActivities,
-     "recent_activities keeps max_recent_activities + 1 entries."),
-    ("structured_output_listed", _StructuredOutputListed,
-     "The internal structured-output tool is listed among recent_activities."),
-    ("summary_lost_on_update", _SummaryLostOnUpdate,
-     "A progress update replaces the progress wholesale, dropping the existing summary."),
-    ("progress_after_terminal_applies", _ProgressAfterTerminalApplies,
-     "update_progress still changes the progress of a task that is no longer running."),
-    ("evicts_before_notified", _EvictsBeforeNotified,
-     "evict removes finished tasks past their grace period before they were notified."),
-    ("evicts_retained", _EvictsRetained,
-     "evict reads a missing evict_after as due, so retained finished tasks are evicted."),
-    ("grace_off_by_one", _GraceOffByOne,
-     "evict requires evict_after < now, keeping a task whose grace period ends exactly now."),
-    ("background_twice_true", _BackgroundTwiceTrue,
-     "Backgrounding an already backgrounded task reports true and releases the caller again."),
-    ("foreground_keeps_previous", _ForegroundKeepsPrevious,
-     "foreground_task does not put the previously foregrounded task back in the background."),
-    ("kill_finished_changes_it", _KillFinishedChangesIt,
-     "kill_task kills a completed or failed task instead of refusing it as not running."),
-    ("child_not_killed", _ChildNotKilled,
-     "A child task's abort controller is not linked to its parent's, so killing the parent leaves it running."),
-    ("child_shares_parent_controller", _ChildSharesParentController,
-     "A child task gets its parent's abort controller instead of a linked one of its own: killing one child also "
-     "kills its running siblings and aborts the parent's work."),
-    ("cascade_stops_at_finished_child", _CascadeStopsAtFinishedChild,
-     "Killing a task does not reach running tasks below a child that is not running (finished, or still pending)."),
-    ("cascade_breadth_first", _CascadeBreadthFirst,
-     "Killing a task kills its descendants a level at a time instead of depth first (siblings before grandchildren)."),
-    ("complete_check_then_act", _CompleteCheckThenAct,
-     "complete_task and fail_task check that the task runs, release the lock, then finish it: two racing calls both report the change."),
-    ("queue_lost_update", _QueueLostUpdate,
-     "queue_message reads the queue, releases the lock, then writes it back with the new message: a message queued meanwhile is lost."),
-    ("progress_writes_back_stale_task", _ProgressWritesBackStaleTask,
-     "update_progress copies the task, counts the tokens with the lock released, then writes the whole copy back: "
-     "a task that finished meanwhile is running again."),
-    ("kill_check_then_act", _KillCheckThenAct,
-     "kill_task checks that the task runs, releases the lock, then kills it whatever its status: a task that "
-     "completed or failed meanwhile is killed too."),
-    ("drain_keeps_queue", _DrainKeepsQueue,
-     "drain_messages returns the queued messages but leaves them queued."),
-    ("main_session_foreground_notifies", _MainSessionForegroundNotifies,
-     "A main-session task completed while in the foreground also sends a notification."),
+    (
+        "double_notify_race",
+        _DoubleNotifyRace,
+        "notify_task checks 'already notified?' and sets notified in separate lock holds, "
+        "so racing calls send the same notification twice.",
+    ),
+    (
+        "token_count_sums_inputs",
+        _TokenCountSumsInputs,
+        "token_count sums the input tokens of every turn instead of keeping the latest (inputs are cumulative).",
+    ),
+    (
+        "activities_keep_oldest",
+        _ActivitiesKeepOldest,
+        "Past max_recent_activities, recent_activities keeps the oldest entries and drops the newest.",
+    ),
+    ("keeps_six_activities", _KeepsSixActivities, "recent_activities keeps max_recent_activities + 1 entries."),
+    (
+        "structured_output_listed",
+        _StructuredOutputListed,
+        "The internal structured-output tool is listed among recent_activities.",
+    ),
+    (
+        "summary_lost_on_update",
+        _SummaryLostOnUpdate,
+        "A progress update replaces the progress wholesale, dropping the existing summary.",
+    ),
+    (
+        "progress_after_terminal_applies",
+        _ProgressAfterTerminalApplies,
+        "update_progress still changes the progress of a task that is no longer running.",
+    ),
+    (
+        "evicts_before_notified",
+        _EvictsBeforeNotified,
+        "evict removes finished tasks past their grace period before they were notified.",
+    ),
+    (
+        "evicts_retained",
+        _EvictsRetained,
+        "evict reads a missing evict_after as due, so retained finished tasks are evicted.",
+    ),
+    (
+        "grace_off_by_one",
+        _GraceOffByOne,
+        "evict requires evict_after < now, keeping a task whose grace period ends exactly now.",
+    ),
+    (
+        "background_twice_true",
+        _BackgroundTwiceTrue,
+        "Backgrounding an already backgrounded task reports true and releases the caller again.",
+    ),
+    (
+        "foreground_keeps_previous",
+        _ForegroundKeepsPrevious,
+        "foreground_task does not put the previously foregrounded task back in the background.",
+    ),
+    (
+        "kill_finished_changes_it",
+        _KillFinishedChangesIt,
+        "kill_task kills a completed or failed task instead of refusing it as not running.",
+    ),
+    (
+        "child_not_killed",
+        _ChildNotKilled,
+        "A child task's abort controller is not linked to its parent's, so killing the parent leaves it running.",
+    ),
+    (
+        "child_shares_parent_controller",
+        _ChildSharesParentController,
+        "A child task gets its parent's abort controller instead of a linked one of its own: killing one child also "
+        "kills its running siblings and aborts the parent's work.",
+    ),
+    (
+        "cascade_stops_at_finished_child",
+        _CascadeStopsAtFinishedChild,
+        "Killing a task does not reach running tasks below a child that is not running (finished, or still pending).",
+    ),
+    (
+        "cascade_breadth_first",
+        _CascadeBreadthFirst,
+        "Killing a task kills its descendants a level at a time instead of depth first (siblings before grandchildren).",
+    ),
+    (
+        "complete_check_then_act",
+        _CompleteCheckThenAct,
+        "complete_task and fail_task check that the task runs, release the lock, then finish it: two racing calls both report the change.",
+    ),
+    (
+        "queue_lost_update",
+        _QueueLostUpdate,
+        "queue_message reads the queue, releases the lock, then writes it back with the new message: a message queued meanwhile is lost.",
+    ),
+    (
+        "progress_writes_back_stale_task",
+        _ProgressWritesBackStaleTask,
+        "update_progress copies the task, counts the tokens with the lock released, then writes the whole copy back: "
+        "a task that finished meanwhile is running again.",
+    ),
+    (
+        "kill_check_then_act",
+        _KillCheckThenAct,
+        "kill_task checks that the task runs, releases the lock, then kills it whatever its status: a task that "
+        "completed or failed meanwhile is killed too.",
+    ),
+    ("drain_keeps_queue", _DrainKeepsQueue, "drain_messages returns the queued messages but leaves them queued."),
+    (
+        "main_session_foreground_notifies",
+        _MainSessionForegroundNotifies,
+        "A main-session task completed while in the foreground also sends a notification.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a

@@ -20,14 +20,16 @@ The runtime owns no clock and no I/O: the virtual clock (which also runs
 timers), the notification queue, the abort sink, the SDK event stream and the
 waiting callers are collaborators passed to the constructor.
 """
+
 from __future__ import annotations
 
 import heapq
 import itertools
 import random
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -356,7 +358,8 @@ class TaskRuntime:
             self._controllers[task_id] = self._controller_for(task_id, parent)
             if mode == FOREGROUND and auto_background_ms is not None:
                 self._auto_timers[task_id] = self._clock.schedule(
-                    task.start_time + auto_background_ms, lambda: self._auto_background(task_id))
+                    task.start_time + auto_background_ms, lambda: self._auto_background(task_id)
+                )
             return task
 
     def _controller_for(self, task_id: str, parent: AbortController | None) -> AbortController:
@@ -367,8 +370,7 @@ class TaskRuntime:
         return controller
 
     def start_task(self, task_id: str) -> TaskState:
-        return self._update_known(
-            task_id, lambda t: replace(t, status=RUNNING) if t.status == PENDING else t)
+        return self._update_known(task_id, lambda t: replace(t, status=RUNNING) if t.status == PENDING else t)
 
     # ----------------------------------------------------------- endings
 
@@ -390,9 +392,13 @@ class TaskRuntime:
                     return task
                 changed, was_backgrounded = True, task.is_backgrounded
                 now = self._clock.now()
-                return replace(task, status=status, end_time=now,
-                               error=error if status == FAILED else task.error,
-                               evict_after=self._evict_after(task, now))
+                return replace(
+                    task,
+                    status=status,
+                    end_time=now,
+                    error=error if status == FAILED else task.error,
+                    evict_after=self._evict_after(task, now),
+                )
 
             task = self._update(task_id, finish)
             if changed:
@@ -433,8 +439,9 @@ class TaskRuntime:
                 return task
             killed = True
             now = self._clock.now()
-            return replace(task, status=self.config.killed_status, end_time=now,
-                           evict_after=self._evict_after(task, now))
+            return replace(
+                task, status=self.config.killed_status, end_time=now, evict_after=self._evict_after(task, now)
+            )
 
         with self._lock:
             self._update(task_id, kill)
@@ -534,8 +541,9 @@ class TaskRuntime:
             if not self._accepts_progress(task):
                 return task
             tracker = self._track_tools(self._track_usage(task.tracker, usage), tool_uses)
-            return replace(task, tracker=tracker,
-                           progress=self._merge_progress(task.progress, self._progress_of(tracker)))
+            return replace(
+                task, tracker=tracker, progress=self._merge_progress(task.progress, self._progress_of(tracker))
+            )
 
         return self._update_known(task_id, apply).progress
 
@@ -543,15 +551,20 @@ class TaskRuntime:
         return task.status == RUNNING
 
     def _track_usage(self, tracker: ProgressTracker, usage: Usage) -> ProgressTracker:
-        latest_input = (usage.input_tokens + usage.cache_creation_input_tokens
-                        + usage.cache_read_input_tokens)
-        return replace(tracker, latest_input_tokens=latest_input,
-                       cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens)
+        latest_input = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+        return replace(
+            tracker,
+            latest_input_tokens=latest_input,
+            cumulative_output_tokens=tracker.cumulative_output_tokens + usage.output_tokens,
+        )
 
     def _track_tools(self, tracker: ProgressTracker, tool_uses: tuple[str, ...]) -> ProgressTracker:
         listed = tuple(name for name in tool_uses if self._listed_activity(name))
-        return replace(tracker, tool_use_count=tracker.tool_use_count + len(tool_uses),
-                       recent_activities=self._trim(tracker.recent_activities + listed))
+        return replace(
+            tracker,
+            tool_use_count=tracker.tool_use_count + len(tool_uses),
+            recent_activities=self._trim(tracker.recent_activities + listed),
+        )
 
     def _listed_activity(self, tool_name: str) -> bool:
         # The structured-output tool is internal: counted as a use, never shown.
@@ -559,7 +572,7 @@ class TaskRuntime:
 
     def _trim(self, activities: tuple[str, ...]) -> tuple[str, ...]:
         limit = self.config.max_recent_activities
-        return activities[len(activities) - limit:] if len(activities) > limit else activities
+        return activities[len(activities) - limit :] if len(activities) > limit else activities
 
     def _progress_of(self, tracker: ProgressTracker) -> Progress:
         return Progress(
@@ -582,8 +595,7 @@ class TaskRuntime:
     # ------------------------------------------------------------ messages
 
     def queue_message(self, task_id: str, message: str) -> int:
-        task = self._update_known(
-            task_id, lambda t: replace(t, pending_messages=t.pending_messages + (message,)))
+        task = self._update_known(task_id, lambda t: replace(t, pending_messages=t.pending_messages + (message,)))
         return len(task.pending_messages)
 
     def drain_messages(self, task_id: str) -> list[str]:
@@ -619,8 +631,13 @@ class TaskRuntime:
             return victims
 
     def _evictable(self, task: TaskState, now: int) -> bool:
-        return (self.is_terminal(task) and task.notified and not task.retain
-                and task.evict_after is not None and task.evict_after <= now)
+        return (
+            self.is_terminal(task)
+            and task.notified
+            and not task.retain
+            and task.evict_after is not None
+            and task.evict_after <= now
+        )
 
     # ------------------------------------------------------------- queries
 

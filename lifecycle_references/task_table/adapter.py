@@ -1,10 +1,12 @@
 """Adapter: drives the background task table through the kit's JSON protocol
 (the ``task-table`` profile of docs/async-jobs-contract.md)."""
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from conformance.adapters.adapter import Adapter, error_response, result_response
 
@@ -56,10 +58,12 @@ class _Session:
         label = arg.text(a, "label")
         arg.choice(a, "type", _TYPES, default="bash")
         arg.text(a, "id", optional=True)  # a preferred id: this profile numbers its own
-        plan = BodyPlan(duration_ms=_millis(a, "duration_ms", optional=True),
-                        outcome=arg.choice(a, "outcome", _OUTCOMES, default=COMPLETED),
-                        text=arg.text(a, "text", optional=True) or "",
-                        stop_ms=_millis(a, "stop_ms", optional=True))
+        plan = BodyPlan(
+            duration_ms=_millis(a, "duration_ms", optional=True),
+            outcome=arg.choice(a, "outcome", _OUTCOMES, default=COMPLETED),
+            text=arg.text(a, "text", optional=True) or "",
+            stop_ms=_millis(a, "stop_ms", optional=True),
+        )
         work = KitWork()
         with self.lock:  # registered before anyone can look the id up
             handle = self.runtime.spawn(label, PlannedBody(plan, work))
@@ -113,8 +117,18 @@ class _Session:
 
 _OPERATIONS: dict[str, Callable[[_Session, dict], dict]] = {
     name: getattr(_Session, name)
-    for name in ("start_job", "finish_job", "get_job", "list_jobs", "cancel_task", "cancel_all",
-                 "drain_completed", "has_completed", "running_count", "wait_for_completion")
+    for name in (
+        "start_job",
+        "finish_job",
+        "get_job",
+        "list_jobs",
+        "cancel_task",
+        "cancel_all",
+        "drain_completed",
+        "has_completed",
+        "running_count",
+        "wait_for_completion",
+    )
 }
 
 

@@ -7,11 +7,12 @@ cancellation token: once cancelled it winds down and returns ``stop_ms``
 later, unless its work ends first; without ``stop_ms`` it ignores
 cancellation.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .runtime import COMPLETED, BackgroundResult, TaskContext
 

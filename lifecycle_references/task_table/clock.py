@@ -14,11 +14,13 @@ The clock counts *runnable* body threads: a thread is runnable from
 ``leave()``; whoever wakes a parked thread counts it runnable again before
 waking it, so there is no instant at which a woken body looks quiet.
 """
+
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["ClockClosed", "Signal", "VirtualClock"]
 

@@ -5,6 +5,7 @@ its wake-up signal or its clock) overriding the single method involved,
 behind an adapter subclass that differs from TaskTableAdapter only in which
 component it builds.
 """
+
 from __future__ import annotations
 
 import time
@@ -173,38 +174,71 @@ def _adapter_for(component: type) -> type[TaskTableAdapter]:
 
 
 _TABLE = [
-    ("cancel_flips_status_early", _CancelFlipsStatusEarly,
-     "cancel_task marks a running task canceled at once instead of when its body returns."),
-    ("status_from_body_result", _StatusFromBodyResult,
-     "A task is canceled only if its body says it stopped for cancellation, not whenever its token was cancelled."),
-    ("cancel_finished_true", _CancelFinishedTrue,
-     "cancel_task answers true for a task that has already finished."),
-    ("cancel_check_then_act", _CancelCheckThenAct,
-     "cancel_task checks that the task runs, releases the lock, then cancels its token: "
-     "a task finishing meanwhile is reported cancelled but ends completed."),
-    ("cancel_all_misses_later_tasks", _CancelAllMissesLaterTasks,
-     "cancel_all cancels the running tasks one by one but not the session, "
-     "so tasks spawned later are not born cancelled."),
-    ("canceled_not_queued", _CanceledNotQueued,
-     "A canceled task's outcome is not queued (and does not fire the wake-up signal)."),
-    ("drain_keeps_queue", _DrainKeepsQueue,
-     "drain_completed returns the queued outcomes but does not clear the queue."),
-    ("drain_copy_then_clear", _DrainCopyThenClear,
-     "drain_completed copies the queue, releases the lock, then clears it: two racing drains return the same outcomes."),
-    ("eviction_drops_outcome", _EvictionDropsOutcome,
-     "Evicting a finished task also removes its outcome from the queue before it was drained."),
-    ("lost_wakeup", _LostWakeup,
-     "The wake-up signal only wakes current waiters: a signal fired while nobody waits is lost."),
-    ("keeps_65_finished", _KeepsOneFinishedTooMany,
-     "Eviction keeps max_finished + 1 finished tasks."),
-    ("evicts_running", _EvictsRunning,
-     "Eviction caps the whole table, evicting the oldest task even if it is still running."),
-    ("evicts_newest", _EvictsNewest,
-     "Eviction removes the newest finished task instead of the oldest."),
-    ("numeric_sort", _NumericSort,
-     "list_jobs sorts by the id's number (bg-2 before bg-10) instead of by the id as a string."),
-    ("fires_in_start_order", _FiresInStartOrder,
-     "A clock move fires the due bodies in start order instead of in time order."),
+    (
+        "cancel_flips_status_early",
+        _CancelFlipsStatusEarly,
+        "cancel_task marks a running task canceled at once instead of when its body returns.",
+    ),
+    (
+        "status_from_body_result",
+        _StatusFromBodyResult,
+        "A task is canceled only if its body says it stopped for cancellation, not whenever its token was cancelled.",
+    ),
+    ("cancel_finished_true", _CancelFinishedTrue, "cancel_task answers true for a task that has already finished."),
+    (
+        "cancel_check_then_act",
+        _CancelCheckThenAct,
+        "cancel_task checks that the task runs, releases the lock, then cancels its token: "
+        "a task finishing meanwhile is reported cancelled but ends completed.",
+    ),
+    (
+        "cancel_all_misses_later_tasks",
+        _CancelAllMissesLaterTasks,
+        "cancel_all cancels the running tasks one by one but not the session, "
+        "so tasks spawned later are not born cancelled.",
+    ),
+    (
+        "canceled_not_queued",
+        _CanceledNotQueued,
+        "A canceled task's outcome is not queued (and does not fire the wake-up signal).",
+    ),
+    (
+        "drain_keeps_queue",
+        _DrainKeepsQueue,
+        "drain_completed returns the queued outcomes but does not clear the queue.",
+    ),
+    (
+        "drain_copy_then_clear",
+        _DrainCopyThenClear,
+        "drain_completed copies the queue, releases the lock, then clears it: two racing drains return the same outcomes.",
+    ),
+    (
+        "eviction_drops_outcome",
+        _EvictionDropsOutcome,
+        "Evicting a finished task also removes its outcome from the queue before it was drained.",
+    ),
+    (
+        "lost_wakeup",
+        _LostWakeup,
+        "The wake-up signal only wakes current waiters: a signal fired while nobody waits is lost.",
+    ),
+    ("keeps_65_finished", _KeepsOneFinishedTooMany, "Eviction keeps max_finished + 1 finished tasks."),
+    (
+        "evicts_running",
+        _EvictsRunning,
+        "Eviction caps the whole table, evicting the oldest task even if it is still running.",
+    ),
+    ("evicts_newest", _EvictsNewest, "Eviction removes the newest finished task instead of the oldest."),
+    (
+        "numeric_sort",
+        _NumericSort,
+        "list_jobs sorts by the id's number (bg-2 before bg-10) instead of by the id as a string.",
+    ),
+    (
+        "fires_in_start_order",
+        _FiresInStartOrder,
+        "A clock move fires the due bodies in start order instead of in time order.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a

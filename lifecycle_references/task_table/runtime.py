@@ -15,13 +15,14 @@ Entries live behind one lock. Time is the injected virtual clock's: bodies
 sleep on it, and only moving it (``advance``, ``wait_for_completion``) makes
 their timers fire.
 """
+
 from __future__ import annotations
 
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .clock import ClockClosed, VirtualClock
 from .sync import CancellationToken, Notify
@@ -76,12 +77,21 @@ class TaskSnapshot:
     error_text: str | None
 
     def to_record(self) -> dict:
-        return {"job_id": self.job_id, "label": self.label, "status": self.status,
-                "result_text": self.result_text, "error_text": self.error_text}
+        return {
+            "job_id": self.job_id,
+            "label": self.label,
+            "status": self.status,
+            "result_text": self.result_text,
+            "error_text": self.error_text,
+        }
 
     def to_outcome(self) -> dict:
-        return {"job_id": self.job_id, "status": self.status,
-                "result_text": self.result_text, "error_text": self.error_text}
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "result_text": self.result_text,
+            "error_text": self.error_text,
+        }
 
 
 class TaskContext:
@@ -151,8 +161,9 @@ class BackgroundTasks:
             entry = _Entry(job_id, label, self._session.child_token())
             self._tasks[job_id] = entry
             context = TaskContext(self._clock, entry.token, next(self._order))
-            entry.thread = threading.Thread(target=self._run, args=(entry, body, context),
-                                            name=f"task-table {job_id}", daemon=True)
+            entry.thread = threading.Thread(
+                target=self._run, args=(entry, body, context), name=f"task-table {job_id}", daemon=True
+            )
             self._threads = [t for t in self._threads if t.is_alive()] + [entry.thread]
             self._clock.enter()
             entry.thread.start()
@@ -177,8 +188,9 @@ class BackgroundTasks:
             status = self._final_status(entry, result)
             text = result.text
             failed = result.outcome == FAILED
-            entry.snapshot = TaskSnapshot(entry.snapshot.job_id, entry.snapshot.label, status,
-                                          None if failed else text, text if failed else None)
+            entry.snapshot = TaskSnapshot(
+                entry.snapshot.job_id, entry.snapshot.label, status, None if failed else text, text if failed else None
+            )
             self._finished.append(entry.snapshot.job_id)
             self._enqueue_outcome(entry.snapshot, result)
             self._evict_finished()

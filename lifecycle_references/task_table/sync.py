@@ -5,11 +5,12 @@ cancels its children, and a child taken from a cancelled token is born
 cancelled. ``Notify`` is a wake-up signal that keeps at most one permit: a
 ``notify_one`` with nobody waiting is stored, not lost.
 """
+
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["CancellationToken", "Notify", "Waiter"]
 

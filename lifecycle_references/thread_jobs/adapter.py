@@ -1,10 +1,12 @@
 """Adapter: drives ThreadJobRuntime through the kit's JSON protocol."""
+
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from conformance.adapters.adapter import Adapter, EffectRecorder, error_response, result_response
 
@@ -49,8 +51,7 @@ def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"unknown parameters: {sorted(unknown)}")
     # Options given on a command line arrive as strings.
-    return {k: int(v) if k in _INT_PARAMS else _flag(k, v) if k in _BOOL_PARAMS else str(v)
-            for k, v in params.items()}
+    return {k: int(v) if k in _INT_PARAMS else _flag(k, v) if k in _BOOL_PARAMS else str(v) for k, v in params.items()}
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -88,9 +89,7 @@ class _Conversation:
         self._effects = effects
 
     def append_assistant_message(self, thread_id: str, job_id: str, text: str) -> None:
-        self._effects.record(
-            "message_injected", thread_id=thread_id, job_id=job_id, role="assistant", text=text
-        )
+        self._effects.record("message_injected", thread_id=thread_id, job_id=job_id, role="assistant", text=text)
 
 
 # ------------------------------------------------------------ operations
@@ -102,14 +101,19 @@ def _job_status(job) -> dict:
 
 
 def _complete_sync(rt: ThreadJobRuntime, a: dict) -> dict:
-    result = rt.complete_sync(arg.text(a, "thread_id"), arg.text(a, "tool_call_id"),
-                              arg.text(a, "tool_name"), arg.text(a, "result"))
+    result = rt.complete_sync(
+        arg.text(a, "thread_id"), arg.text(a, "tool_call_id"), arg.text(a, "tool_name"), arg.text(a, "result")
+    )
     return {"mode": "synchronous", "result": result}
 
 
 def _start_job(rt: ThreadJobRuntime, a: dict) -> dict:
-    job = rt.start_job(arg.text(a, "thread_id"), arg.text(a, "tool_call_id"), arg.text(a, "tool_name"),
-                       arg.text(a, "job_id", optional=True))
+    job = rt.start_job(
+        arg.text(a, "thread_id"),
+        arg.text(a, "tool_call_id"),
+        arg.text(a, "tool_name"),
+        arg.text(a, "job_id", optional=True),
+    )
     return {"mode": "background", "job_id": job.job_id, "status": job.status}
 
 
@@ -139,13 +143,15 @@ def _turn_boundary(rt: ThreadJobRuntime, a: dict) -> dict:
 
 def _list_jobs(rt: ThreadJobRuntime, a: dict) -> dict:
     statuses = a.get("statuses")
-    if statuses is not None and not (
-        isinstance(statuses, list) and all(isinstance(s, str) for s in statuses)
-    ):
+    if statuses is not None and not (isinstance(statuses, list) and all(isinstance(s, str) for s in statuses)):
         raise arg.BadArguments("statuses must be a list of strings or null")
     jobs = rt.list_jobs(arg.text(a, "thread_id"), statuses)
-    return {"jobs": [{"job_id": j.job_id, "tool_call_id": j.tool_call_id,
-                      "tool_name": j.tool_name, "status": j.status} for j in jobs]}
+    return {
+        "jobs": [
+            {"job_id": j.job_id, "tool_call_id": j.tool_call_id, "tool_name": j.tool_name, "status": j.status}
+            for j in jobs
+        ]
+    }
 
 
 def _inspect_job(rt: ThreadJobRuntime, a: dict) -> dict:
@@ -229,8 +235,7 @@ class ReferenceAdapter(Adapter):
             conversation=_Conversation(self._effects),
             spill_dir=self._spill_dir,
             config=self._config,
-            on_spill=lambda job_id, path: self._effects.record(
-                "payload_spilled", job_id=job_id, path=path),
+            on_spill=lambda job_id, path: self._effects.record("payload_spilled", job_id=job_id, path=path),
         )
 
     def set_clock(self, now_ms: int) -> list[dict]:

@@ -4,6 +4,7 @@ Each mutant is one realistic bug: a runtime subclass overriding the single
 method involved, behind an adapter subclass that differs from
 ReferenceAdapter only in which runtime it builds.
 """
+
 from __future__ import annotations
 
 import time
@@ -16,15 +17,12 @@ from .runtime import _SYNC, ACTIVE_STATUSES, PENDING_CANCEL, Job, JobError, Thre
 __all__ = ["MUTANTS", "Mutant"]
 
 
-
 # ---------------------------------------------------------------- retention
 
 
 class _EvictAtLimit(ThreadJobRuntime):
     def _eviction_victims(self, thread_id: str) -> list[Job]:
-        finished = sorted(
-            (j for j in self._thread_jobs(thread_id) if j.is_terminal), key=self._completion_key
-        )
+        finished = sorted((j for j in self._thread_jobs(thread_id) if j.is_terminal), key=self._completion_key)
         excess = len(finished) - self.config.retention_limit + 1  # off by one
         return finished[:excess] if excess > 0 else []
 
@@ -251,8 +249,11 @@ class _LostUpdateStarts(ThreadJobRuntime):
 
     def start_job(self, thread_id, tool_call_id, tool_name, job_id=None) -> Job:
         with self._lock:
-            jobs, by_thread, calls = dict(self._jobs), {k: dict(v) for k, v in self._by_thread.items()}, dict(
-                self._tool_calls)
+            jobs, by_thread, calls = (
+                dict(self._jobs),
+                {k: dict(v) for k, v in self._by_thread.items()},
+                dict(self._tool_calls),
+            )
             created = next(self._created)
         time.sleep(0.003)  # building the job record: the lock is not held
         if calls.get(tool_call_id) is _SYNC:
@@ -264,8 +265,15 @@ class _LostUpdateStarts(ThreadJobRuntime):
         with self._lock:
             if job_id is None:
                 job_id = self._generate_job_id()
-            job = Job(job_id=job_id, thread_id=thread_id, tool_call_id=tool_call_id, tool_name=tool_name,
-                      status="running", started_at=self._clock(), created_seq=created)
+            job = Job(
+                job_id=job_id,
+                thread_id=thread_id,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                status="running",
+                started_at=self._clock(),
+                created_seq=created,
+            )
             jobs[job_id] = job
             by_thread.setdefault(thread_id, {})[job_id] = None
             calls[tool_call_id] = job_id
@@ -293,56 +301,109 @@ def _adapter_for(runtime_class: type[ThreadJobRuntime]) -> type[ReferenceAdapter
 
 
 _TABLE = [
-    ("evict_at_limit", _EvictAtLimit,
-     "Retention evicts as soon as the thread holds retention_limit terminal jobs, keeping limit-1."),
-    ("evicts_running", _EvictsRunning,
-     "Retention counts and evicts non-terminal jobs too, oldest by start."),
-    ("evict_by_start_time", _EvictByStartTime,
-     "Retention evicts the terminal job that started first instead of the one that finished first."),
-    ("unstable_tie_order", _UnstableTieOrder,
-     "Ties in completed_at are broken by job_id string order instead of terminal-marking order."),
-    ("double_inject_race", _DoubleInjectRace,
-     "turn_boundary checks 'already emitted?' and marks emitted in separate lock holds, "
-     "so concurrent boundaries inject the same job twice."),
+    (
+        "evict_at_limit",
+        _EvictAtLimit,
+        "Retention evicts as soon as the thread holds retention_limit terminal jobs, keeping limit-1.",
+    ),
+    ("evicts_running", _EvictsRunning, "Retention counts and evicts non-terminal jobs too, oldest by start."),
+    (
+        "evict_by_start_time",
+        _EvictByStartTime,
+        "Retention evicts the terminal job that started first instead of the one that finished first.",
+    ),
+    (
+        "unstable_tie_order",
+        _UnstableTieOrder,
+        "Ties in completed_at are broken by job_id string order instead of terminal-marking order.",
+    ),
+    (
+        "double_inject_race",
+        _DoubleInjectRace,
+        "turn_boundary checks 'already emitted?' and marks emitted in separate lock holds, "
+        "so concurrent boundaries inject the same job twice.",
+    ),
     ("list_cross_thread", _ListCrossThread, "list_jobs ignores thread_id and lists every thread's jobs."),
     ("inspect_cross_thread", _InspectCrossThread, "inspect_job returns jobs owned by other threads."),
     ("spill_off_by_one", _SpillOffByOne, "A payload of exactly max_bytes bytes is spilled instead of kept inline."),
-    ("lines_by_splitlines", _LinesBySplitlines,
-     "A payload's lines are counted with splitlines(), so max_lines lines ending in a newline stay inline."),
-    ("size_in_characters", _SizeInCharacters,
-     "A payload's size is measured in characters, so multi-byte text over max_bytes bytes stays inline."),
-    ("cancel_check_then_act", _CancelCheckThenAct,
-     "cancel_job checks that the job runs, releases the lock, then cancels: two racing cancels both request the cancellation."),
-    ("cancel_finished_job", _CancelFinishedJob,
-     "Cancelling a finished job moves it to pending_cancel and stamps cancel_requested_at."),
-    ("progress_injects", _ProgressInjects,
-     "A non-terminal progress update queues an injection, so the running job is announced at the next boundary."),
-    ("restart_keeps_jobs", _RestartKeepsJobs, "A restart clears thread busy flags but keeps every job and tool-call resolution."),
+    (
+        "lines_by_splitlines",
+        _LinesBySplitlines,
+        "A payload's lines are counted with splitlines(), so max_lines lines ending in a newline stay inline.",
+    ),
+    (
+        "size_in_characters",
+        _SizeInCharacters,
+        "A payload's size is measured in characters, so multi-byte text over max_bytes bytes stays inline.",
+    ),
+    (
+        "cancel_check_then_act",
+        _CancelCheckThenAct,
+        "cancel_job checks that the job runs, releases the lock, then cancels: two racing cancels both request the cancellation.",
+    ),
+    (
+        "cancel_finished_job",
+        _CancelFinishedJob,
+        "Cancelling a finished job moves it to pending_cancel and stamps cancel_requested_at.",
+    ),
+    (
+        "progress_injects",
+        _ProgressInjects,
+        "A non-terminal progress update queues an injection, so the running job is announced at the next boundary.",
+    ),
+    (
+        "restart_keeps_jobs",
+        _RestartKeepsJobs,
+        "A restart clears thread busy flags but keeps every job and tool-call resolution.",
+    ),
     ("no_idle_wakeup", _NoIdleWakeup, "A terminal outcome on an idle thread never requests a turn."),
-    ("duplicate_id_accepted", _DuplicateIdAccepted,
-     "start_job with an existing job_id replaces the old job instead of rejecting."),
-    ("lines_limit_exclusive", _LinesLimitExclusive,
-     "A payload of exactly max_lines lines is spilled to a file: the line limit is treated as exclusive."),
-    ("size_ignores_trailing_newline", _SizeIgnoresTrailingNewline,
-     "The byte limit leaves out a final newline, so a payload one byte over the limit that ends in one stays inline."),
-    ("outcome_check_then_act", _OutcomeCheckThenAct,
-     "observe_outcome checks that the job is not finished, releases the lock, then records the outcome: two racing "
-     "reports both take effect, and the second overwrites the first one's payload."),
-    ("generated_id_collides", _GeneratedIdCollides,
-     "A generated job id does not skip ids callers chose explicitly, so it replaces the job that holds it."),
+    (
+        "duplicate_id_accepted",
+        _DuplicateIdAccepted,
+        "start_job with an existing job_id replaces the old job instead of rejecting.",
+    ),
+    (
+        "lines_limit_exclusive",
+        _LinesLimitExclusive,
+        "A payload of exactly max_lines lines is spilled to a file: the line limit is treated as exclusive.",
+    ),
+    (
+        "size_ignores_trailing_newline",
+        _SizeIgnoresTrailingNewline,
+        "The byte limit leaves out a final newline, so a payload one byte over the limit that ends in one stays inline.",
+    ),
+    (
+        "outcome_check_then_act",
+        _OutcomeCheckThenAct,
+        "observe_outcome checks that the job is not finished, releases the lock, then records the outcome: two racing "
+        "reports both take effect, and the second overwrites the first one's payload.",
+    ),
+    (
+        "generated_id_collides",
+        _GeneratedIdCollides,
+        "A generated job id does not skip ids callers chose explicitly, so it replaces the job that holds it.",
+    ),
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
-    ("id_unique_per_thread", _IdUniquePerThread,
-     "An explicit job id is checked against the caller's thread only, so a start in another thread takes over "
-     "the job that holds it."),
-    ("second_start_allowed", _SecondStartAllowed,
-     "A second start_job for the same tool_call_id creates another job."),
+    (
+        "id_unique_per_thread",
+        _IdUniquePerThread,
+        "An explicit job id is checked against the caller's thread only, so a start in another thread takes over "
+        "the job that holds it.",
+    ),
+    ("second_start_allowed", _SecondStartAllowed, "A second start_job for the same tool_call_id creates another job."),
     # Bugs the real runtime behind seed 003 shipped (docs/real-systems.md).
-    ("late_report_reopens", _LateReportReopens,
-     "A second terminal report for an injected job overwrites its status and clears the emitted flag, "
-     "so the next turn boundary injects it again."),
-    ("lost_update_starts", _LostUpdateStarts,
-     "Concurrent starts read the tables, then write their copy back without compare-and-swap: a start "
-     "succeeds but its job never appears, and a concurrent sync result and start both succeed."),
+    (
+        "late_report_reopens",
+        _LateReportReopens,
+        "A second terminal report for an injected job overwrites its status and clears the emitted flag, "
+        "so the next turn boundary injects it again.",
+    ),
+    (
+        "lost_update_starts",
+        _LostUpdateStarts,
+        "Concurrent starts read the tables, then write their copy back without compare-and-swap: a start "
+        "succeeds but its job never appears, and a concurrent sync result and start both succeed.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a

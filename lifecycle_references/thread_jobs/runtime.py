@@ -12,6 +12,7 @@ runtime, the scheduler and the conversation store are collaborators passed
 to the constructor, so a host (or a test) decides what time it is and where
 cancellations, turn requests and messages go.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,9 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -179,9 +181,7 @@ class ThreadJobRuntime:
             self._tool_calls[tool_call_id] = _SYNC
             return result
 
-    def start_job(
-        self, thread_id: str, tool_call_id: str, tool_name: str, job_id: str | None = None
-    ) -> Job:
+    def start_job(self, thread_id: str, tool_call_id: str, tool_name: str, job_id: str | None = None) -> Job:
         with self._lock:
             self._check_can_start(tool_call_id, job_id)
             if job_id is None:
@@ -358,9 +358,7 @@ class ThreadJobRuntime:
             self._forget(job)
 
     def _eviction_victims(self, thread_id: str) -> list[Job]:
-        finished = sorted(
-            (j for j in self._thread_jobs(thread_id) if j.is_terminal), key=self._completion_key
-        )
+        finished = sorted((j for j in self._thread_jobs(thread_id) if j.is_terminal), key=self._completion_key)
         excess = len(finished) - self.config.retention_limit
         return finished[:excess] if excess > 0 else []
 
