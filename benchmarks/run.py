@@ -98,7 +98,7 @@ from conformance.engine.stateful import (
     run_stateful,
 )
 from statemachines import Model, Spec, load_spec  # noqa: E402
-from statemachines.steps import Reset  # noqa: E402
+from statemachines.model.steps import Reset  # noqa: E402
 
 TARGETS = {
     "overhead_ratio": {"op": ">=", "value": 0.5},

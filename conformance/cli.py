@@ -657,7 +657,7 @@ def _capture_implementation_output():
 
 def _is_fragment(path: str) -> bool:
     """A file meant for another spec's `include:` (it has no `format:` of its own)."""
-    from statemachines.source import load_yaml_file
+    from statemachines.load.source import load_yaml_file
 
     try:
         data, _ = load_yaml_file(path)
@@ -670,7 +670,7 @@ def _including_specs(fragment: str) -> list[str]:
     """Spec files in the fragment's directory whose `include:` names it."""
     from pathlib import Path
 
-    from statemachines.source import load_yaml_file
+    from statemachines.load.source import load_yaml_file
 
     target = Path(fragment).resolve()
     found = []
@@ -744,7 +744,7 @@ def lint(specs, strict, as_json, show_suppressed):
     --strict when a finding is not suppressed, 2 when a spec does not load."""
     import json
 
-    from statemachines.lint import lint_spec
+    from statemachines.tools.lint import lint_spec
 
     resolved = []
     for given in specs:  # a file, or the name of an installed spec
@@ -810,7 +810,7 @@ def diff(old, new, rev, as_json, output, check_version):
     (for a pull-request comment) or --json. Exit 0, 1 (--check-version), 2."""
     import json
 
-    from statemachines.diff import diff_specs, render_diff_markdown
+    from statemachines.tools.diff import diff_specs, render_diff_markdown
 
     from .spec_revision import load_spec_at_revision
 

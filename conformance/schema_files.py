@@ -16,7 +16,7 @@ __all__ = ["SCHEMA_NAMES", "schema_document", "schema_json"]
 
 
 def _spec() -> dict:
-    from statemachines.schema_check import spec_format_schema
+    from statemachines.load.schema_check import spec_format_schema
 
     return spec_format_schema()
 

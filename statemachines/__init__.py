@@ -4,16 +4,16 @@ compiles them into reference models built on ``transitions``.
 This package never imports Hypothesis or pytest.
 """
 
-from .compiler import compile_spec, load_replay_file, load_spec, load_spec_data
 from .errors import ExpressionError, ObservationError, Problem, SpecError, StatemachinesError
-from .expressions import compile_expression, fill, text_of_size
-from .limits import EDGE_CLASSES, LimitEdges, exploration_applies, limit_edges
-from .matchers import Difference, Matcher, first_difference, to_jsonable, use_file_reader
-from .model import Coverage, Model, Prediction
-from .params import resolve_parameters
-from .races import derived_races, record_writers
-from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
-from .spec import Scenario, Spec
+from .language.expressions import compile_expression, fill, text_of_size
+from .load.params import resolve_parameters
+from .load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
+from .load.spec import Scenario, Spec
+from .model.compiler import compile_spec, load_replay_file, load_spec, load_spec_data
+from .model.matchers import Difference, Matcher, first_difference, to_jsonable, use_file_reader
+from .model.model import Coverage, Model, Prediction
+from .tools.limits import EDGE_CLASSES, LimitEdges, exploration_applies, limit_edges
+from .tools.races import derived_races, record_writers
 
 __all__ = [
     "use_file_reader",

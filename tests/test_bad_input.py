@@ -47,7 +47,7 @@ import pytest
 from cli_result import Result
 
 from conformance.reporting import validate_report
-from statemachines.source import MAX_SPEC_BYTES
+from statemachines.load.source import MAX_SPEC_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = ROOT / "spec"
@@ -347,7 +347,7 @@ CASES = [
 
 UNKNOWN_KEY_LINE_BUG = (
     "kit bug: an unknown key is located at the mapping that holds it, not at the key's own line "
-    "(statemachines/schema_check.py check_structure locates error.absolute_path, which for "
+    "(statemachines/load/schema_check.py check_structure locates error.absolute_path, which for "
     "`additionalProperties` is the parent mapping); at the top level that is the document's first line"
 )
 

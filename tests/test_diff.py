@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conformance.cli import cli
 from statemachines import load_spec
-from statemachines.diff import diff_specs, schema_direction
+from statemachines.tools.diff import diff_specs, schema_direction
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"

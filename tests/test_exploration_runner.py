@@ -19,7 +19,7 @@ from hypothesis_jsonschema import from_schema
 from conformance.engine.stateful import _schema_drawer, exploration_test
 from conformance.specs import bundled_specs
 from statemachines import load_spec
-from statemachines.limits import strip_hints
+from statemachines.tools.limits import strip_hints
 
 
 def _settings(examples: int) -> Settings:

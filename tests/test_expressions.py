@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statemachines import ExpressionError, compile_expression
-from statemachines.cel_subset import NotSubset, compile_subset
-from statemachines.expressions import Expression, fields_used, text_of_size
+from statemachines.language.cel_subset import NotSubset, compile_subset
+from statemachines.language.expressions import Expression, fields_used, text_of_size
 
 values = st.one_of(
     st.none(),
@@ -60,7 +60,7 @@ def test_fields_used_and_text_of_size():
     assert len(text.encode()) == 25 and text.count("\n") + 1 == 4
 
 
-# ------------------------------------------------ the CEL subset (statemachines/cel_subset.py)
+# ------------------------------------------------ the CEL subset (statemachines/language/cel_subset.py)
 def _tagged(value):
     """A value with every item's kind spelled out: True and 1, 1 and 1.0 differ."""
     if isinstance(value, list):

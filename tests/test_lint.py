@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.cli import cli
-from statemachines.lint import RULES, lint_spec
+from statemachines.tools.lint import RULES, lint_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "lint"

@@ -108,8 +108,7 @@ def test_restart_forgets_everything():
 def test_an_expression_failing_on_a_missing_part_of_the_response_blames_the_response():
     """size() of a list the implementation did not send fails inside CEL; the
     failure is the response's (a divergence), never the spec's error."""
-    from statemachines import ExpressionError
-    from statemachines.expressions import compile_expression
+    from statemachines import ExpressionError, compile_expression
 
     m = model()
     check = compile_expression("size(observed('result.warnings')) > 0", "spec.yaml:1")

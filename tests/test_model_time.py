@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from statemachines import Model, SpecError, load_spec
-from statemachines.params import resolve_parameters
+from statemachines import Model, SpecError, load_spec, resolve_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "spec" / "async-jobs.yaml")

@@ -177,8 +177,7 @@ def test_a_reset_forgets_what_passed_and_a_clock_move_only_what_read_the_clock()
 def test_an_operation_that_reads_the_clock_is_predicted_again_after_a_clock_move(tmp_path):
     from pathlib import Path
 
-    from statemachines import load_spec
-    from statemachines.params import resolve_parameters
+    from statemachines import load_spec, resolve_parameters
 
     text = Path(resolve_spec("thread-jobs")).read_text(encoding="utf-8")
     assert text.count("- result: \"{'jobs': jobs}\"") == 1

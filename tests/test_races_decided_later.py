@@ -2,7 +2,7 @@
 check goes on from one order and, when a later answer contradicts it, tries
 the others (conformance/engine/linearize.py, RaceOutcome), instead of
 reporting a race the implementation did not lose. Races derived from the spec
-(statemachines/races.py) include each conflicting pair of operations."""
+(statemachines/tools/races.py) include each conflicting pair of operations."""
 
 from __future__ import annotations
 

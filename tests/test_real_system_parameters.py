@@ -126,7 +126,7 @@ def test_not_applicable_without_assumes_is_a_spec_error(tmp_path):
 
 
 def test_spill_file_matchers_judge_exactly(tmp_path):
-    from statemachines.matchers import Matcher
+    from statemachines import Matcher
 
     raw, document = tmp_path / "raw.log", tmp_path / "doc.json"
     raw.write_text("a\nb", encoding="utf-8")
@@ -145,7 +145,7 @@ def test_a_reason_is_given_only_where_its_equivalent_scenario_runs():
     (e.g. TT-N6 under oh-my-pi, JM-E17 under defect) gets only its condition and the values."""
     from conformance.engine.scenarios import not_applicable_reason
     from statemachines import load_spec
-    from statemachines.dryrun import parameter_sets
+    from statemachines.tools.dryrun import parameter_sets
 
     given = 0
     for name in FRAGMENTS:

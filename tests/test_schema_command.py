@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from conformance.schema_files import SCHEMA_NAMES, schema_json
-from statemachines.source import load_yaml_file
+from statemachines.load.source import load_yaml_file
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = re.compile(r"\A# yaml-language-server: \$schema=(\S+)\n")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from statemachines.expressions import MODEL_FUNCTIONS, PURE_FUNCTIONS
-from statemachines.lint import RULES
-from statemachines.steps import STEP_KINDS
+from statemachines.language.expressions import MODEL_FUNCTIONS, PURE_FUNCTIONS
+from statemachines.model.steps import STEP_KINDS
+from statemachines.tools.lint import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "spec-language.md").read_text()

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines import Spec, derived_races, exploration_applies, limit_edges
-from statemachines import steps as S
-from statemachines.lint import walk_steps
-from statemachines.model import BOUNDARY_CLASSES, POLICY_ACTS
+from statemachines.model import steps as S
+from statemachines.model.model import BOUNDARY_CLASSES, POLICY_ACTS
+from statemachines.tools.lint import walk_steps
 
 from .failures import Failure
 

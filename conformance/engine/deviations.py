@@ -30,7 +30,7 @@ from typing import Any
 import jsonschema
 
 from statemachines import ExpressionError, SpecError, compile_expression
-from statemachines.source import load_yaml_file
+from statemachines.load.source import load_yaml_file
 
 from ..errors import ConformanceError
 

@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - another release: every schema through 
     canonicalish = None
 
 from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
-from statemachines.limits import strip_hints
+from statemachines.tools.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices

@@ -19,7 +19,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from statemachines.matchers import NotARegularFile, read_regular_file
+from statemachines.model.matchers import NotARegularFile, read_regular_file
 
 __all__ = [
     "TRACE_FORMAT",

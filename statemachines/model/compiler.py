@@ -13,14 +13,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import steps as S
-from .errors import ExpressionError, Problem, SpecError
-from .expressions import MAX_EXPRESSION_CHARS, PURE_FUNCTIONS, Expression, compile_expression, fields_used, type_name
-from .includes import IncludeRefused, is_spec_fragment, resolve_include
-from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
-from .schema_check import check_structure, spec_format_schema
-from .source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
-from .spec import (
+from ..errors import ExpressionError, Problem, SpecError
+from ..language.expressions import (
+    MAX_EXPRESSION_CHARS,
+    PURE_FUNCTIONS,
+    Expression,
+    compile_expression,
+    fields_used,
+    type_name,
+)
+from ..load.includes import IncludeRefused, is_spec_fragment, resolve_include
+from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
+from ..load.schema_check import check_structure, spec_format_schema
+from ..load.source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
+from ..load.spec import (
     EffectDecl,
     Entity,
     Exploration,
@@ -36,6 +42,7 @@ from .spec import (
     State,
     Transition,
 )
+from . import steps as S
 
 __all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ExpressionError
 from .cel_import import cel
 from .cel_subset import NotSubset, compile_subset
-from .errors import ExpressionError
 
 __all__ = [
     "Expression",

@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..load.spec import Spec
 from .dryrun import ScenarioWalk, parameter_sets, scenario_operations, walk_scenarios
 from .lint import parameters_read
-from .spec import Spec
 
 __all__ = [
     "Change",
@@ -775,7 +775,7 @@ def _raw_scenario(spec: Spec, sid: str) -> dict:
 
 
 def _advances(steps) -> bool:
-    from .scenario import AdvanceStep, RepeatStep
+    from ..load.scenario import AdvanceStep, RepeatStep
 
     return any(isinstance(s, AdvanceStep) or (isinstance(s, RepeatStep) and _advances(s.steps)) for s in steps)
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from transitions import Machine
 
+from ..errors import ExpressionError, ObservationError
+from ..language.expressions import Expression, compile_expression, fields_used
+from ..load.spec import Spec
 from . import steps as S
-from .errors import ExpressionError, ObservationError
-from .expressions import Expression, compile_expression, fields_used
 from .matchers import Matcher
-from .spec import Spec
 from .store import EntityStore
 
 __all__ = ["Model", "Prediction", "Coverage", "POLICY_ACTS", "BOUNDARY_CLASSES"]

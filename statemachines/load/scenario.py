@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expressions import Expression
+from ..language.expressions import Expression
 
 __all__ = ["CallStep", "AdvanceStep", "RepeatStep", "ConcurrentStep", "render", "template_names", "PLACEHOLDER"]
 

@@ -30,9 +30,9 @@ import dataclasses
 import itertools
 import re
 
-from . import steps as S
+from ..load.spec import Spec
+from ..model import steps as S
 from .lint import walk_steps
-from .spec import Spec
 
 __all__ = ["record_writers", "record_access", "derived_races"]
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import steps as S
-from .errors import StatemachinesError
-from .matchers import Matcher
-from .model import Model
-from .params import resolve_parameters
-from .scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
-from .spec import Scenario, Spec
+from ..errors import StatemachinesError
+from ..load.params import resolve_parameters
+from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
+from ..load.spec import Scenario, Spec
+from ..model import steps as S
+from ..model.matchers import Matcher
+from ..model.model import Model
 
 __all__ = ["ScenarioWalk", "walk_scenarios", "parameter_sets", "scenario_operations", "MAX_WALK_STEPS"]
 

@@ -8,7 +8,7 @@ from importlib import resources
 
 import jsonschema
 
-from .errors import Problem
+from ..errors import Problem
 from .source import SourceMap
 
 __all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure"]

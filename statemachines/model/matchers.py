@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from .expressions import type_name
+from ..language.expressions import type_name
 
 __all__ = [
     "Matcher",

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import Problem, SpecError
+from ..errors import Problem, SpecError
 
 __all__ = ["SourceMap", "load_yaml_file", "load_yaml_text", "read_spec_text", "MAX_SPEC_BYTES"]
 

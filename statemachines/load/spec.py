@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expressions import Expression
+from ..language.expressions import Expression
 from .source import SourceMap
 
 __all__ = [
@@ -187,8 +187,8 @@ class Exploration:
     probe: dict | None
     batches: list[dict]
     concurrent: list[dict]
-    limits: list[dict] = field(default_factory=list)  # probed at their edges (statemachines.limits)
-    derived_races: bool = True  # race every pair of operations writing one record (statemachines.races)
+    limits: list[dict] = field(default_factory=list)  # probed at their edges (statemachines.tools.limits)
+    derived_races: bool = True  # race every pair of operations writing one record (statemachines.tools.races)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .expressions import Expression
+from ..language.expressions import Expression
 
 __all__ = [
     "ErrorSpec",

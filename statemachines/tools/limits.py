@@ -19,8 +19,8 @@ from typing import Any
 
 import jsonschema
 
-from .errors import ExpressionError
-from .spec import Spec
+from ..errors import ExpressionError
+from ..load.spec import Spec
 
 __all__ = ["EDGE_CLASSES", "LimitEdges", "limit_edges", "exploration_applies", "strip_hints", "text_edges"]
 

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import steps as S
-from .compiler import compile_spec, load_spec_data
+from ..errors import Problem, SpecError
+from ..load.spec import Spec
+from ..model import steps as S
+from ..model.compiler import compile_spec, load_spec_data
+from ..model.model import POLICY_ACTS
 from .dryrun import ScenarioWalk, scenario_operations, walk_scenarios
-from .errors import Problem, SpecError
-from .model import POLICY_ACTS
-from .spec import Spec
 
 __all__ = [
     "RULES",
