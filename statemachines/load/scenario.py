@@ -12,7 +12,16 @@ from typing import Any
 
 from ..language.expressions import Expression
 
-__all__ = ["CallStep", "AdvanceStep", "RepeatStep", "ConcurrentStep", "render", "template_names", "PLACEHOLDER"]
+__all__ = [
+    "CallStep",
+    "AdvanceStep",
+    "RepeatStep",
+    "ConcurrentStep",
+    "ScenarioStep",
+    "render",
+    "template_names",
+    "PLACEHOLDER",
+]
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -36,7 +45,7 @@ class AdvanceStep:
 class RepeatStep:
     times: int | Expression
     var: str | None
-    steps: list
+    steps: list[ScenarioStep]
     where: str
 
 
@@ -45,6 +54,9 @@ class ConcurrentStep:
     calls: list[CallStep]
     expect: dict = field(default_factory=dict)
     where: str = ""
+
+
+ScenarioStep = CallStep | AdvanceStep | RepeatStep | ConcurrentStep
 
 
 def render(template: Any, env: dict, functions: dict | None = None) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 
@@ -31,13 +32,24 @@ def _fmt_path(path) -> str:
     return out or "(top level)"
 
 
+def _branches(error: jsonschema.ValidationError) -> list:
+    """The schemas a `oneOf` (or `anyOf`) error chose between."""
+    value = error.validator_value
+    return value if isinstance(value, list) else []
+
+
+def _schema_properties(error: jsonschema.ValidationError) -> dict:
+    """The `properties` of the schema an error is about (none when it is not an object schema)."""
+    schema = error.schema
+    return dict(schema.get("properties", {})) if isinstance(schema, Mapping) else {}
+
+
 def _narrow(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
     """For a `oneOf` over step or value kinds, report the errors of the branch the
     author evidently meant (the one whose required key is present)."""
     if error.validator != "oneOf" or not isinstance(error.instance, dict):
         return [error]
-    branches = error.validator_value
-    for index, branch in enumerate(branches):
+    for index, branch in enumerate(_branches(error)):
         required = branch.get("required") if isinstance(branch, dict) else None
         if required and required[0] in error.instance:
             sub = [e for e in error.context if e.schema_path and e.schema_path[0] == index]
@@ -47,14 +59,14 @@ def _narrow(error: jsonschema.ValidationError) -> list[jsonschema.ValidationErro
 
 def _hint(error: jsonschema.ValidationError) -> str | None:
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
+        allowed = sorted(_schema_properties(error))
         return f"allowed keys here: {', '.join(allowed)}" if allowed else None
     if error.validator == "oneOf" and isinstance(error.instance, dict):
-        kinds = [b["required"][0] for b in error.validator_value if isinstance(b, dict) and b.get("required")]
+        kinds = [b["required"][0] for b in _branches(error) if isinstance(b, dict) and b.get("required")]
         if kinds:
             return "each entry needs exactly one of: " + ", ".join(kinds)
     if error.validator == "enum":
-        return "use one of: " + ", ".join(map(str, error.validator_value))
+        return "use one of: " + ", ".join(map(str, _branches(error)))
     return None
 
 
@@ -68,7 +80,7 @@ def check_structure(data, smap: SourceMap) -> list[Problem]:
             message = leaf.message
             if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
                 # Point at each unexpected key's own line, not at its parent mapping.
-                allowed = set(leaf.schema.get("properties", {}))
+                allowed = set(_schema_properties(leaf))
                 for key in (k for k in leaf.instance if k not in allowed):
                     problems.append(
                         smap.problem(

@@ -49,7 +49,10 @@ class SourceMap:
         return Problem(message=message, file=file, line=line, hint=hint, code=code)
 
 
-_SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same safety, faster
+try:  # libyaml when present: same safety, faster
+    from yaml import CSafeLoader as _SafeBase
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeBase  # type: ignore[assignment]  # the same loader API, in pure Python
 
 
 class _Builder(_SafeBase):
@@ -135,7 +138,7 @@ def _too_deep(text: str, file: str) -> Problem | None:
                     return Problem(
                         f"values are nested more than {MAX_DEPTH} levels deep",
                         file,
-                        event.start_mark.line + 1,
+                        event.start_mark.line + 1 if event.start_mark else None,
                         "flatten the structure",
                     )
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):

@@ -39,8 +39,14 @@ class Parameter:
 
     def violation(self, value: Any) -> str | None:
         """Why ``value`` is not allowed for this parameter, or None."""
-        kinds = {"integer": int, "number": (int, float), "string": str, "boolean": bool}
-        if isinstance(value, bool) and self.type != "boolean" or not isinstance(value, kinds[self.type]):
+        kinds: dict[str, tuple[type, ...]] = {
+            "integer": (int,),
+            "number": (int, float),
+            "string": (str,),
+            "boolean": (bool,),
+        }
+        wrong_kind = isinstance(value, bool) and self.type != "boolean" or not isinstance(value, kinds[self.type])
+        if wrong_kind:
             return f"{self.name} must be {self.type}, got {value!r}"
         if self.enum is not None and value not in self.enum:
             return f"{self.name} must be one of {list(self.enum)}, got {value!r}"

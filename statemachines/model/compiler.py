@@ -3,13 +3,21 @@
 Stages, each reporting every problem it finds (file:line, what, how to fix):
 safe YAML load (with ``include:`` fragments) -> structure against the JSON
 Schema of the format -> build with CEL compilation -> semantic checks
-(unknown states, triggers, operations, fields, variables, bounds).
+(unknown states, triggers, operations, fields, variables, bounds). Every
+problem is collected and raised together as one ``SpecError``.
+
+An operation's steps are compiled by ``_Builder._STEP``, one method per step
+kind (``steps.STEP_CLASSES`` names the class each kind becomes; the model's
+``Model._STEP`` interprets each class). A step whose expression fails to
+compile is left out: its problem is recorded, so the spec is never returned.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,7 @@ from ..language.expressions import (
     type_name,
 )
 from ..load.includes import IncludeRefused, is_spec_fragment, resolve_include
-from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, template_names
+from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, ScenarioStep, template_names
 from ..load.schema_check import check_structure, spec_format_schema
 from ..load.source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
 from ..load.spec import (
@@ -110,6 +118,13 @@ def _schema_types(schema: Any) -> list[str] | None:
     if values:
         return sorted({type_name(v).split()[-1] if not isinstance(v, bool) else "boolean" for v in values})
     return None
+
+
+def _every_compiled(values: dict[str, Expression | None]) -> dict[str, Expression] | None:
+    """``values`` when every expression in it compiled; None when one failed
+    (its problem is recorded, so the spec being built is never returned)."""
+    compiled = {name: e for name, e in values.items() if e is not None}
+    return compiled if len(compiled) == len(values) else None
 
 
 def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
@@ -233,6 +248,38 @@ def compile_spec(data: dict, smap: SourceMap | None = None, path: str = "<spec>"
     if earlier or builder.problems:
         raise SpecError(earlier + builder.problems)
     return spec
+
+
+@dataclass(frozen=True)
+class _StepSite:
+    """One operation step being compiled: its mapping, its kind and where it is."""
+
+    raw: dict  # the whole step: some kinds read keys beside their own (`error`, `message`, `do`, `else`)
+    kind: str
+    path: tuple  # the step's path in the spec
+    where: str  # file:line of the step
+
+    @property
+    def body(self) -> Any:
+        """The value under the step's kind (`find: {...}` -> the mapping)."""
+        return self.raw[self.kind]
+
+    @property
+    def at(self) -> tuple:
+        """The path of the step's kind key, where problems with its body point."""
+        return self.path + (self.kind,)
+
+
+@dataclass(frozen=True)
+class _QueryParts:
+    """What `for_each` and `collect` share: the names in scope inside, which
+    records (scope, states, condition) and the condition over all of them."""
+
+    inner: set[str]
+    scope: Expression | None
+    states: frozenset[str] | None
+    condition: Expression | None
+    condition_all: Expression | None
 
 
 class _Builder:
@@ -381,7 +428,8 @@ class _Builder:
         self.policies = self._policies()
         self._check_orderings()
         self.operations = {name: self._operation(name, op) for name, op in d["operations"].items()}
-        self._op_errors, self._op_name = set(), "on_clock"
+        self._op_errors: set[str] = set()
+        self._op_name = "on_clock"
         on_clock = self._steps(d.get("on_clock") or [], ("on_clock",), set(_BASE_VARS))
         timers = tuple(d.get("timers") or ())
         for i, name in enumerate(timers):
@@ -459,11 +507,20 @@ class _Builder:
 
     def _lifecycle(self) -> Lifecycle:
         lc = self.data["lifecycle"]
+        states = self._states(lc["states"])
+        initials = [s.name for s in states.values() if s.initial]
+        transitions = tuple(self._transition(i, t, states) for i, t in enumerate(lc["transitions"]))
+        if len(initials) == 1:
+            self._check_reachable(initials[0], states, transitions)
+        return Lifecycle(lc["field"], states, transitions)
+
+    def _states(self, raw: dict) -> dict[str, State]:
+        """The lifecycle's states: exactly one initial, at least one terminal."""
         states = {
             name: State(
                 name, bool((s or {}).get("initial")), bool((s or {}).get("terminal")), (s or {}).get("description", "")
             )
-            for name, s in lc["states"].items()
+            for name, s in raw.items()
         }
         initials = [s.name for s in states.values() if s.initial]
         if len(initials) != 1:
@@ -474,49 +531,51 @@ class _Builder:
                 "no state is `terminal: true`",
                 "mark the states where a lifecycle ends as terminal",
             )
-        transitions = []
-        for i, t in enumerate(lc["transitions"]):
-            path = ("lifecycle", "transitions", i)
-            sources = tuple([t["source"]] if isinstance(t["source"], str) else t["source"])
-            for src in sources:
-                if src not in states:
-                    self.problem(
-                        path + ("source",),
-                        f"unknown state {src!r} in transition {t['trigger']}",
-                        f"states: {', '.join(states)}",
-                    )
-                elif states[src].terminal:
-                    self.problem(
-                        path + ("source",),
-                        f"transition {t['trigger']} leaves terminal state {src!r}",
-                        "terminal states are final; remove the transition or unmark the state",
-                        code="terminal-exit",
-                    )
-            if t["dest"] not in states:
+        return states
+
+    def _transition(self, i: int, t: dict, states: dict[str, State]) -> Transition:
+        """One transition: known states, none leaving a terminal one, a boolean guard."""
+        path = ("lifecycle", "transitions", i)
+        sources = tuple([t["source"]] if isinstance(t["source"], str) else t["source"])
+        for src in sources:
+            if src not in states:
                 self.problem(
-                    path + ("dest",),
-                    f"unknown state {t['dest']!r} in transition {t['trigger']}",
+                    path + ("source",),
+                    f"unknown state {src!r} in transition {t['trigger']}",
                     f"states: {', '.join(states)}",
                 )
-            guard = self.cond(t["guard"], path + ("guard",), _BASE_VARS, "a transition guard") if "guard" in t else None
-            transitions.append(Transition(t["trigger"], sources, t["dest"], guard, self.where(path)))
-        lifecycle = Lifecycle(lc["field"], states, tuple(transitions))
-        if len(initials) == 1:
-            reach, frontier = {initials[0]}, [initials[0]]
-            while frontier:
-                here = frontier.pop()
-                for t in transitions:
-                    if here in t.sources and t.dest not in reach:
-                        reach.add(t.dest)
-                        frontier.append(t.dest)
-            for name in states:
-                if name not in reach:
-                    self.problem(
-                        ("lifecycle", "states", name),
-                        f"state {name!r} cannot be reached from the initial state {initials[0]!r}",
-                        "add a transition into it or remove it",
-                    )
-        return lifecycle
+            elif states[src].terminal:
+                self.problem(
+                    path + ("source",),
+                    f"transition {t['trigger']} leaves terminal state {src!r}",
+                    "terminal states are final; remove the transition or unmark the state",
+                    code="terminal-exit",
+                )
+        if t["dest"] not in states:
+            self.problem(
+                path + ("dest",),
+                f"unknown state {t['dest']!r} in transition {t['trigger']}",
+                f"states: {', '.join(states)}",
+            )
+        guard = self.cond(t["guard"], path + ("guard",), _BASE_VARS, "a transition guard") if "guard" in t else None
+        return Transition(t["trigger"], sources, t["dest"], guard, self.where(path))
+
+    def _check_reachable(self, initial: str, states: dict[str, State], transitions: tuple[Transition, ...]) -> None:
+        """Every state can be reached from the initial one."""
+        reach, frontier = {initial}, [initial]
+        while frontier:
+            here = frontier.pop()
+            for t in transitions:
+                if here in t.sources and t.dest not in reach:
+                    reach.add(t.dest)
+                    frontier.append(t.dest)
+        for name in states:
+            if name not in reach:
+                self.problem(
+                    ("lifecycle", "states", name),
+                    f"state {name!r} cannot be reached from the initial state {initial!r}",
+                    "add a transition into it or remove it",
+                )
 
     def _entity(self) -> Entity:
         e = self.data["entity"]
@@ -554,45 +613,54 @@ class _Builder:
             if missing:
                 self.problem(path, f"policy {name} ({kind}) needs: {', '.join(sorted(missing))}")
                 continue
-            exprs = {}
-            self._records = {self.entity.name}
-            for key in _POLICY_EXPRS.get(kind, ()):
-                allowed = {"params", "now", "terminal_states", self.entity.name}
-                exprs[key] = (
-                    self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
-                    if key in _POLICY_CONDITIONS
-                    else self.expr(config[key], path + (key,), allowed)
-                )
-            for key in _POLICY_OPTIONAL_EXPRS.get(kind, ()):
-                if key in config:
-                    allowed = {"args", "params", "now", "terminal_states", self.entity.name}
-                    exprs[key] = (
-                        self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
-                        if key in _POLICY_CONDITIONS
-                        else self.expr(config[key], path + (key,), allowed)
-                    )
-            self._records = set()
-            if "ordering" in config and config["ordering"] not in self.orderings:
-                self.problem(
-                    path + ("ordering",),
-                    f"unknown ordering {config['ordering']!r}",
-                    f"orderings: {', '.join(self.orderings) or '(none declared)'}",
-                )
-            if kind == "keep_newest":
-                if config.get("scope") and config["scope"] != self.entity.scope_field:
-                    self.problem(
-                        path + ("scope",),
-                        f"retention scope {config['scope']!r} must be the scope "
-                        f"policy's field ({self.entity.scope_field!r})",
-                    )
-                self._states_filter(config.get("states"), path + ("states",))
-            if kind == "at_most_once":
-                if config["flag"] not in self.entity.fields:
-                    self.problem(path + ("flag",), f"flag {config['flag']!r} is not an entity field")
-                if config["effect"] not in self.effects:
-                    self.problem(path + ("effect",), f"unknown effect {config['effect']!r}")
+            exprs = self._policy_expressions(kind, config, path)
+            self._check_policy_config(kind, config, path)
             out[name] = Policy(name, kind, config, exprs, pol.get("description", ""))
         return out
+
+    def _policy_expressions(self, kind: str, config: dict, path: tuple) -> dict[str, Expression]:
+        """A policy's expressions (its required ones, then the optional ones it
+        gives) compiled over the entity; those that fail are left out (their
+        problems are recorded)."""
+        exprs: dict[str, Expression | None] = {}
+        self._records = {self.entity.name}
+        required = [(key, {"params", "now", "terminal_states"}) for key in _POLICY_EXPRS.get(kind, ())]
+        optional = [
+            (key, {"args", "params", "now", "terminal_states"})
+            for key in _POLICY_OPTIONAL_EXPRS.get(kind, ())
+            if key in config
+        ]
+        for key, names in required + optional:
+            allowed = names | {self.entity.name}
+            exprs[key] = (
+                self.cond(config[key], path + (key,), allowed, f"a {kind} policy's `{key}`")
+                if key in _POLICY_CONDITIONS
+                else self.expr(config[key], path + (key,), allowed)
+            )
+        self._records = set()
+        return {key: e for key, e in exprs.items() if e is not None}
+
+    def _check_policy_config(self, kind: str, config: dict, path: tuple) -> None:
+        """A policy's ordering, retention scope, states, flag and effect name what the spec declares."""
+        if "ordering" in config and config["ordering"] not in self.orderings:
+            self.problem(
+                path + ("ordering",),
+                f"unknown ordering {config['ordering']!r}",
+                f"orderings: {', '.join(self.orderings) or '(none declared)'}",
+            )
+        if kind == "keep_newest":
+            if config.get("scope") and config["scope"] != self.entity.scope_field:
+                self.problem(
+                    path + ("scope",),
+                    f"retention scope {config['scope']!r} must be the scope "
+                    f"policy's field ({self.entity.scope_field!r})",
+                )
+            self._states_filter(config.get("states"), path + ("states",))
+        if kind == "at_most_once":
+            if config["flag"] not in self.entity.fields:
+                self.problem(path + ("flag",), f"flag {config['flag']!r} is not an entity field")
+            if config["effect"] not in self.effects:
+                self.problem(path + ("effect",), f"unknown effect {config['effect']!r}")
 
     def _check_orderings(self) -> None:
         known = set(self.entity.fields) | set(self.entity.internal)
@@ -700,7 +768,8 @@ class _Builder:
             if "policy" in draw and draw["policy"] not in self.policies:
                 self.problem(where, f"x-draw names unknown policy {draw['policy']!r}")
 
-    def _error_spec(self, raw: dict, path: tuple, scope: set[str]) -> S.ErrorSpec:
+    def _error_spec(self, raw: dict, path: tuple, scope: set[str]) -> S.ErrorSpec | None:
+        """An error a step answers with: a kind the operation declares and a message (None if it fails to compile)."""
         if raw["kind"] not in self._op_errors:
             self.problem(
                 path + ("kind",),
@@ -708,11 +777,13 @@ class _Builder:
                 f"add it: errors: [{', '.join(sorted(self._op_errors | {raw['kind']}))}]",
                 code="undeclared-error",
             )
-        return S.ErrorSpec(raw["kind"], self.expr(raw["message"], path + ("message",), scope))
+        message = self.expr(raw["message"], path + ("message",), scope)
+        return S.ErrorSpec(raw["kind"], message) if message is not None else None
 
-    def _fields(self, raw: dict, path: tuple, scope: set[str], *, creating: bool) -> dict[str, Expression]:
+    def _fields(self, raw: dict, path: tuple, scope: set[str], *, creating: bool) -> dict[str, Expression] | None:
+        """The fields a `create` or `set` writes; None when a value fails to compile."""
         known = set(self.entity.fields) | set(self.entity.internal)
-        out = {}
+        out: dict[str, Expression | None] = {}
         for fname, source in raw.items():
             if fname not in known:
                 self.problem(
@@ -728,9 +799,9 @@ class _Builder:
                     else f"{fname!r} is set to the initial state on create; do not set it",
                 )
             out[fname] = self.expr(source, path + (fname,), scope)
-        return out
+        return _every_compiled(out)
 
-    def _steps(self, raw_steps: list, path: tuple, scope: set[str]) -> list:
+    def _steps(self, raw_steps: list, path: tuple, scope: set[str]) -> list[S.Step]:
         out = []
         for i, raw in enumerate(raw_steps):
             step = self._step(raw, path + (i,), scope)
@@ -742,226 +813,310 @@ class _Builder:
         if name not in scope:
             self.problem(path, f"{name!r} is not bound here", "bind it first with `find`, `create` or `for_each`")
 
-    def _step(self, raw: dict, path: tuple, scope: set[str]):
+    # Each step kind has a method below that compiles it: None when one of the
+    # step's expressions fails to compile (the problem is recorded, so the spec
+    # being built is never returned and the step is left out).
+    def _step(self, raw: dict, path: tuple, scope: set[str]) -> S.Step | None:
         kind = next(k for k in S.STEP_KINDS if k in raw)
-        body = raw[kind]
-        where = self.where(path)
-        p = path + (kind,)
-        ent = self.entity.name
-        if kind == "let":
-            values = {k: self.expr(v, p + (k,), scope) for k, v in body.items()}
-            scope.update(body)
-            self._records.difference_update(body)  # a let rebinds: its type is not known
-            return S.Let(values, where)
-        if kind == "require":
-            return S.Require(
-                self.cond(body, p, scope, "a `require` condition"),
-                self._error_spec(raw["error"], path + ("error",), scope),
-                where,
+        return self._STEP[kind](self, _StepSite(raw, kind, path, self.where(path)), scope)
+
+    def _let(self, site: _StepSite, scope: set[str]) -> S.Let | None:
+        values = _every_compiled({k: self.expr(v, site.at + (k,), scope) for k, v in site.body.items()})
+        scope.update(site.body)
+        self._records.difference_update(site.body)  # a let rebinds: its type is not known
+        return S.Let(values, site.where) if values is not None else None
+
+    def _require(self, site: _StepSite, scope: set[str]) -> S.Require | None:
+        condition = self.cond(site.body, site.at, scope, "a `require` condition")
+        error = self._error_spec(site.raw["error"], site.path + ("error",), scope)
+        return S.Require(condition, error, site.where) if condition is not None and error is not None else None
+
+    def _reject(self, site: _StepSite, scope: set[str]) -> S.Reject | None:
+        error = self._error_spec(site.body, site.at, scope)
+        return S.Reject(error, site.where) if error is not None else None
+
+    def _check(self, site: _StepSite, scope: set[str]) -> S.Check | None:
+        condition = self.cond(site.body, site.at, scope, "a `check`")
+        return S.Check(condition, site.raw["message"], site.where) if condition is not None else None
+
+    def _find(self, site: _StepSite, scope: set[str]) -> S.Find:
+        body, p = site.body, site.at
+        if ("key" in body) == ("by" in body):
+            self.problem(p, "find needs exactly one of `key` or `by`")
+        by_field, by_value = self._find_by(body["by"], p + ("by",), scope) if "by" in body else (None, None)
+        scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
+        if scope_expr is not None and not self.entity.scope_field:
+            self.problem(
+                p + ("scope",),
+                "find with `scope` needs a scope policy",
+                "add policies: {scope: {kind: scope, field: ...}}",
             )
-        if kind == "reject":
-            return S.Reject(self._error_spec(body, p, scope), where)
-        if kind == "check":
-            return S.Check(self.cond(body, p, scope, "a `check`"), raw["message"], where)
-        if kind == "find":
-            if ("key" in body) == ("by" in body):
-                self.problem(p, "find needs exactly one of `key` or `by`")
-            by_field = by_value = None
-            if "by" in body:
-                by_field, by_source = next(iter(body["by"].items()))
-                if by_field not in self.entity.unique_indexes and by_field != self.entity.key:
-                    self.problem(
-                        p + ("by",),
-                        f"find by {by_field!r} needs a unique index on it",
-                        f"declare entity.indexes.{by_field}: {{unique: true}}",
-                    )
-                by_value = self.expr(by_source, p + ("by", by_field), scope)
-            scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
-            if scope_expr is not None and not self.entity.scope_field:
-                self.problem(
-                    p + ("scope",),
-                    "find with `scope` needs a scope policy",
-                    "add policies: {scope: {kind: scope, field: ...}}",
-                )
-            step = S.Find(
-                body["as"],
-                self.expr(body["key"], p + ("key",), scope) if "key" in body else None,
-                by_field,
-                by_value,
-                scope_expr,
-                self._error_spec(body["missing"], p + ("missing",), scope) if "missing" in body else None,
-                where,
+        step = S.Find(
+            body["as"],
+            self.expr(body["key"], p + ("key",), scope) if "key" in body else None,
+            by_field,
+            by_value,
+            scope_expr,
+            self._error_spec(body["missing"], p + ("missing",), scope) if "missing" in body else None,
+            site.where,
+        )
+        scope.add(body["as"])
+        self._records.add(body["as"])
+        return step
+
+    def _find_by(self, by: dict, path: tuple, scope: set[str]) -> tuple[str, Expression | None]:
+        """`find: {by: {field: value}}`: the field (a unique index or the key) and the value's expression."""
+        by_field, by_source = next(iter(by.items()))
+        if by_field not in self.entity.unique_indexes and by_field != self.entity.key:
+            self.problem(
+                path,
+                f"find by {by_field!r} needs a unique index on it",
+                f"declare entity.indexes.{by_field}: {{unique: true}}",
             )
+        return by_field, self.expr(by_source, path + (by_field,), scope)
+
+    def _create(self, site: _StepSite, scope: set[str]) -> S.Create | None:
+        body, p = site.body, site.at
+        fields = self._fields(body["fields"], p + ("fields",), scope, creating=True)
+        if self.entity.key not in body["fields"]:
+            self.problem(p + ("fields",), f"create must set the key field {self.entity.key!r}")
+        scope.add(body["as"])
+        self._records.add(body["as"])
+        return S.Create(body["as"], fields, site.where) if fields is not None else None
+
+    def _fire(self, site: _StepSite, scope: set[str]) -> S.Fire:
+        body, p = site.body, site.at
+        if body["trigger"] not in self.lifecycle.triggers:
+            self.problem(
+                p + ("trigger",),
+                f"unknown trigger {body['trigger']!r}",
+                f"triggers: {', '.join(sorted(self.lifecycle.triggers))}",
+            )
+        self._need_bound(body["on"], scope, p + ("on",))
+        otherwise = body.get("otherwise", "ignore")
+        err = None if otherwise == "ignore" else self._error_spec(otherwise, p + ("otherwise",), scope)
+        if body.get("as"):
             scope.add(body["as"])
-            self._records.add(body["as"])
-            return step
-        if kind == "create":
-            fields = self._fields(body["fields"], p + ("fields",), scope, creating=True)
-            if self.entity.key not in body["fields"]:
-                self.problem(p + ("fields",), f"create must set the key field {self.entity.key!r}")
-            scope.add(body["as"])
-            self._records.add(body["as"])
-            return S.Create(body["as"], fields, where)
-        if kind == "fire":
-            if body["trigger"] not in self.lifecycle.triggers:
+            self._records.discard(body["as"])
+        return S.Fire(body["trigger"], body["on"], body.get("as"), err, site.where)
+
+    def _set(self, site: _StepSite, scope: set[str]) -> S.SetFields | None:
+        body, p = site.body, site.at
+        self._need_bound(body["on"], scope, p + ("on",))
+        fields = self._fields(body["fields"], p + ("fields",), scope, creating=False)
+        return S.SetFields(body["on"], fields, site.where) if fields is not None else None
+
+    def _when(self, site: _StepSite, scope: set[str]) -> S.When | None:
+        cond = self.cond(site.body, site.at, scope, "a `when` condition")
+        then = self._steps(site.raw["do"], site.path + ("do",), scope)
+        other = self._steps(site.raw.get("else") or [], site.path + ("else",), scope)
+        return S.When(cond, then, other, site.where) if cond is not None else None
+
+    def _emit(self, site: _StepSite, scope: set[str]) -> S.Emit | None:
+        body, p = site.body, site.at
+        if body["effect"] not in self.effects:
+            self.problem(
+                p + ("effect",),
+                f"unknown effect {body['effect']!r}",
+                f"declared effects: {', '.join(self.effects) or '(none)'}",
+            )
+        fields: dict[str, Expression | S.MatcherSpec] = {}
+        failed = False
+        declared = set((self.effects.get(body["effect"]) or EffectDecl("", {})).schema.get("properties") or {})
+        for fname, value in (body.get("fields") or {}).items():
+            if declared and fname not in declared:
                 self.problem(
-                    p + ("trigger",),
-                    f"unknown trigger {body['trigger']!r}",
-                    f"triggers: {', '.join(sorted(self.lifecycle.triggers))}",
+                    p + ("fields", fname),
+                    f"effect {body['effect']} has no field {fname!r}",
+                    f"its fields: {', '.join(sorted(declared))}",
                 )
+            emitted = self._emitted_value(value, p + ("fields", fname), scope)
+            if emitted is None:
+                failed = True
+            else:
+                fields[fname] = emitted
+        return S.Emit(body["effect"], fields, site.where) if not failed else None
+
+    def _emitted_value(self, value: Any, path: tuple, scope: set[str]) -> Expression | S.MatcherSpec | None:
+        """An emitted field's value: an expression, or a mapping of matcher kinds to operands."""
+        if not isinstance(value, dict):
+            return self.expr(value, path, scope)
+        return S.MatcherSpec(
+            tuple((k, None if k == "any" else self.expr(v, path + (k,), scope)) for k, v in value.items())
+        )
+
+    def _query(self, site: _StepSite, scope: set[str]) -> _QueryParts:
+        """What `for_each` and `collect` share: the records they go over and how they are ordered."""
+        body, p, ent = site.body, site.at, self.entity.name
+        if body.get("ordering") and body["ordering"] not in self.orderings:
+            self.problem(
+                p + ("ordering",),
+                f"unknown ordering {body['ordering']!r}",
+                f"orderings: {', '.join(self.orderings) or '(none)'}",
+            )
+        scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
+        states = self._states_filter(body.get("states"), p + ("states",))
+        inner = scope | {ent}
+        records = set(self._records)
+        self._records.add(ent)
+        cond = self.cond(body["where"], p + ("where",), inner, "a `where` condition") if "where" in body else None
+        self._records = records
+        cond_all = (
+            self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None, max_chars=None)
+            if cond is not None
+            else None
+        )
+        return _QueryParts(inner, scope_expr, states, cond, cond_all)
+
+    def _for_each(self, site: _StepSite, scope: set[str]) -> S.ForEach:
+        body, p, ent = site.body, site.at, self.entity.name
+        query = self._query(site, scope)
+        loop_scope = set(query.inner)
+        loop_scope.discard(body["as"]) if body["as"] != ent else None
+        loop_scope.add(body["as"])
+        self._records.add(body["as"])
+        steps = self._steps(body["do"], p + ("do",), loop_scope)
+        scope.update(n for n in loop_scope if n not in (ent, body["as"]))
+        return S.ForEach(
+            bind=body["as"],
+            scope=query.scope,
+            states=query.states,
+            condition=query.condition,
+            ordering=body.get("ordering"),
+            condition_all=query.condition_all,
+            fields=self._projection([(body.get("where"), p + ("where",))], ent),
+            body=steps,
+            where=site.where,
+        )
+
+    def _collect(self, site: _StepSite, scope: set[str]) -> S.Collect | None:
+        body, p, ent = site.body, site.at, self.entity.name
+        query = self._query(site, scope)
+        select = self.expr(body["select"], p + ("select",), query.inner)
+        select_all = (
+            self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
+            if select
+            else None
+        )
+        scope.add(body["as"])
+        fields = self._projection([(body.get("where"), p + ("where",)), (body["select"], p + ("select",))], ent)
+        if select is None:
+            return None
+        return S.Collect(
+            bind=body["as"],
+            scope=query.scope,
+            states=query.states,
+            condition=query.condition,
+            ordering=body.get("ordering"),
+            condition_all=query.condition_all,
+            fields=fields,
+            select=select,
+            where=site.where,
+            select_all=select_all,
+        )
+
+    def _apply(self, site: _StepSite, scope: set[str]) -> S.Apply:
+        body, p = site.body, site.at
+        self._check_applied_policy(body, p)
+        if body.get("on"):
             self._need_bound(body["on"], scope, p + ("on",))
-            otherwise = body.get("otherwise", "ignore")
-            err = None if otherwise == "ignore" else self._error_spec(otherwise, p + ("otherwise",), scope)
-            if body.get("as"):
-                scope.add(body["as"])
-                self._records.discard(body["as"])
-            return S.Fire(body["trigger"], body["on"], body.get("as"), err, where)
-        if kind == "set":
-            self._need_bound(body["on"], scope, p + ("on",))
-            return S.SetFields(body["on"], self._fields(body["fields"], p + ("fields",), scope, creating=False), where)
-        if kind == "when":
-            cond = self.cond(body, p, scope, "a `when` condition")
-            then = self._steps(raw["do"], path + ("do",), scope)
-            other = self._steps(raw.get("else") or [], path + ("else",), scope)
-            return S.When(cond, then, other, where)
-        if kind == "emit":
-            if body["effect"] not in self.effects:
-                self.problem(
-                    p + ("effect",),
-                    f"unknown effect {body['effect']!r}",
-                    f"declared effects: {', '.join(self.effects) or '(none)'}",
-                )
-            fields = {}
-            declared = set((self.effects.get(body["effect"]) or EffectDecl("", {})).schema.get("properties") or {})
-            for fname, value in (body.get("fields") or {}).items():
-                if declared and fname not in declared:
-                    self.problem(
-                        p + ("fields", fname),
-                        f"effect {body['effect']} has no field {fname!r}",
-                        f"its fields: {', '.join(sorted(declared))}",
-                    )
-                if isinstance(value, dict):
-                    checks = tuple(
-                        (k, None if k == "any" else self.expr(v, p + ("fields", fname, k), scope))
-                        for k, v in value.items()
-                    )
-                    fields[fname] = S.MatcherSpec(checks)
-                else:
-                    fields[fname] = self.expr(value, p + ("fields", fname), scope)
-            return S.Emit(body["effect"], fields, where)
-        if kind in ("for_each", "collect"):
-            if body.get("ordering") and body["ordering"] not in self.orderings:
-                self.problem(
-                    p + ("ordering",),
-                    f"unknown ordering {body['ordering']!r}",
-                    f"orderings: {', '.join(self.orderings) or '(none)'}",
-                )
-            scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
-            states = self._states_filter(body.get("states"), p + ("states",))
-            inner = scope | {ent}
-            records = set(self._records)
-            self._records.add(ent)
-            cond = self.cond(body["where"], p + ("where",), inner, "a `where` condition") if "where" in body else None
-            self._records = records
-            cond_all = (
-                self.expr(f"kit_records.map({ent}, ({body['where']}))", p + ("where",), None, max_chars=None)
-                if cond is not None
-                else None
-            )
-            if kind == "for_each":
-                loop_scope = set(inner)
-                loop_scope.discard(body["as"]) if body["as"] != ent else None
-                loop_scope.add(body["as"])
-                self._records.add(body["as"])
-                steps = self._steps(body["do"], p + ("do",), loop_scope)
-                scope.update(n for n in loop_scope if n not in (ent, body["as"]))
-                step = S.ForEach(
-                    bind=body["as"],
-                    scope=scope_expr,
-                    states=states,
-                    condition=cond,
-                    ordering=body.get("ordering"),
-                    condition_all=cond_all,
-                    body=steps,
-                    where=where,
-                )
-                step.fields = self._projection([(body.get("where"), p + ("where",))], ent)
-                return step
-            select = self.expr(body["select"], p + ("select",), inner)
-            select_all = (
-                self.expr(f"kit_records.map({ent}, ({body['select']}))", p + ("select",), None, max_chars=None)
-                if select
-                else None
-            )
+        scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
+        if body.get("as"):
             scope.add(body["as"])
-            step = S.Collect(
-                bind=body["as"],
-                scope=scope_expr,
-                states=states,
-                condition=cond,
-                ordering=body.get("ordering"),
-                condition_all=cond_all,
-                select=select,
-                where=where,
-                select_all=select_all,
+        return S.Apply(body["policy"], body.get("on"), body.get("as"), scope_expr, site.where)
+
+    def _check_applied_policy(self, body: dict, path: tuple) -> None:
+        """An `apply` names a declared policy of a kind a step applies, with what that kind needs."""
+        policy = self.policies.get(body["policy"])
+        if policy is None:
+            self.problem(
+                path + ("policy",),
+                f"unknown policy {body['policy']!r}",
+                f"policies: {', '.join(self.policies) or '(none)'}",
             )
-            step.fields = self._projection(
-                [(body.get("where"), p + ("where",)), (body["select"], p + ("select",))], ent
+        elif policy.kind == "inline_or_spill" and not (body.get("on") and body.get("as")):
+            self.problem(
+                path, "apply of an inline_or_spill policy needs `on` (the entity) and `as` (a name for the verdict)"
             )
-            return step
-        if kind == "apply":
-            policy = self.policies.get(body["policy"])
-            if policy is None:
-                self.problem(
-                    p + ("policy",),
-                    f"unknown policy {body['policy']!r}",
-                    f"policies: {', '.join(self.policies) or '(none)'}",
-                )
-            elif policy.kind == "inline_or_spill" and not (body.get("on") and body.get("as")):
-                self.problem(
-                    p, "apply of an inline_or_spill policy needs `on` (the entity) and `as` (a name for the verdict)"
-                )
-            elif policy.kind == "keep_newest" and policy.config.get("scope") and "scope" not in body:
-                self.problem(p, f"apply of {body['policy']} needs `scope` (which {policy.config['scope']} to trim)")
-            elif policy.kind not in ("inline_or_spill", "keep_newest"):
-                self.problem(p + ("policy",), f"a {policy.kind} policy is not applied by a step")
-            if body.get("on"):
-                self._need_bound(body["on"], scope, p + ("on",))
-            scope_expr = self.expr(body["scope"], p + ("scope",), scope) if "scope" in body else None
-            if body.get("as"):
-                scope.add(body["as"])
-            return S.Apply(body["policy"], body.get("on"), body.get("as"), scope_expr, where)
-        if kind in ("put", "drop"):
-            if body["table"] not in self.tables:
-                self.problem(
-                    p + ("table",),
-                    f"unknown table {body['table']!r}",
-                    f"declare it under state.tables (known: {', '.join(self.tables) or 'none'})",
-                )
-            key = self.expr(body["key"], p + ("key",), scope)
-            if kind == "drop":
-                return S.Drop(body["table"], key, where)
-            value = self.expr(body["value"], p + ("value",), scope) if "value" in body else None
-            return S.Put(body["table"], key, value, where)
-        if kind == "counter":
-            if body["name"] not in self.counters:
-                self.problem(p + ("name",), f"unknown counter {body['name']!r}", "declare it under state.counters")
-            scope.add(body["as"])
-            return S.Counter(body["name"], body["as"], where)
-        if kind == "reset":
-            return S.Reset(where)
-        if kind == "remove":
-            self._need_bound(body["on"], scope, p + ("on",))
-            return S.Remove(body["on"], where)
-        if kind == "advance":
-            if self._op_name == "on_clock":
-                self.problem(p, "on_clock steps run while the clock moves; they cannot move it themselves")
-            return S.Advance(self.expr(body["to"], p + ("to",), scope), where)
-        if kind == "result":
-            if isinstance(body, dict):
-                return S.Result({k: self.expr(v, p + (k,), scope) for k, v in body.items()}, where)
-            return S.Result(self.expr(body, p, scope), where)
-        raise AssertionError(kind)
+        elif policy.kind == "keep_newest" and policy.config.get("scope") and "scope" not in body:
+            self.problem(path, f"apply of {body['policy']} needs `scope` (which {policy.config['scope']} to trim)")
+        elif policy.kind not in ("inline_or_spill", "keep_newest"):
+            self.problem(path + ("policy",), f"a {policy.kind} policy is not applied by a step")
+
+    def _table_key(self, site: _StepSite, scope: set[str]) -> Expression | None:
+        """`put` and `drop`: the table must be declared; the key's expression."""
+        body, p = site.body, site.at
+        if body["table"] not in self.tables:
+            self.problem(
+                p + ("table",),
+                f"unknown table {body['table']!r}",
+                f"declare it under state.tables (known: {', '.join(self.tables) or 'none'})",
+            )
+        return self.expr(body["key"], p + ("key",), scope)
+
+    def _put(self, site: _StepSite, scope: set[str]) -> S.Put | None:
+        body, p = site.body, site.at
+        key = self._table_key(site, scope)
+        value = self.expr(body["value"], p + ("value",), scope) if "value" in body else None
+        return S.Put(body["table"], key, value, site.where) if key is not None else None
+
+    def _drop(self, site: _StepSite, scope: set[str]) -> S.Drop | None:
+        key = self._table_key(site, scope)
+        return S.Drop(site.body["table"], key, site.where) if key is not None else None
+
+    def _counter(self, site: _StepSite, scope: set[str]) -> S.Counter:
+        body = site.body
+        if body["name"] not in self.counters:
+            self.problem(site.at + ("name",), f"unknown counter {body['name']!r}", "declare it under state.counters")
+        scope.add(body["as"])
+        return S.Counter(body["name"], body["as"], site.where)
+
+    def _reset(self, site: _StepSite, scope: set[str]) -> S.Reset:
+        return S.Reset(site.where)
+
+    def _remove(self, site: _StepSite, scope: set[str]) -> S.Remove:
+        self._need_bound(site.body["on"], scope, site.at + ("on",))
+        return S.Remove(site.body["on"], site.where)
+
+    def _advance(self, site: _StepSite, scope: set[str]) -> S.Advance | None:
+        if self._op_name == "on_clock":
+            self.problem(site.at, "on_clock steps run while the clock moves; they cannot move it themselves")
+        to = self.expr(site.body["to"], site.at + ("to",), scope)
+        return S.Advance(to, site.where) if to is not None else None
+
+    def _result(self, site: _StepSite, scope: set[str]) -> S.Result | None:
+        body, p = site.body, site.at
+        value: Expression | dict[str, Expression] | None = (
+            _every_compiled({k: self.expr(v, p + (k,), scope) for k, v in body.items()})
+            if isinstance(body, dict)
+            else self.expr(body, p, scope)
+        )
+        return S.Result(value, site.where) if value is not None else None
+
+    # Each step kind (steps.STEP_KINDS) -> the method compiling it; the model's
+    # Model._STEP interprets each compiled class (tests/test_step_dispatch.py).
+    _STEP: dict[str, Callable[[_Builder, _StepSite, set[str]], S.Step | None]] = {
+        "let": _let,
+        "require": _require,
+        "reject": _reject,
+        "check": _check,
+        "find": _find,
+        "create": _create,
+        "fire": _fire,
+        "set": _set,
+        "when": _when,
+        "emit": _emit,
+        "for_each": _for_each,
+        "collect": _collect,
+        "apply": _apply,
+        "put": _put,
+        "drop": _drop,
+        "counter": _counter,
+        "reset": _reset,
+        "result": _result,
+        "remove": _remove,
+        "advance": _advance,
+    }
 
     # -- invariants, exploration, scenarios ----------------------------------
     def _invariants(self) -> list[Invariant]:
@@ -1022,92 +1177,90 @@ class _Builder:
         for op in ex.get("weights") or {}:
             if op not in ops:
                 self.problem(("exploration", "weights", op), f"weight for unknown operation {op!r}")
-        probe = None
-        if ex.get("probe"):
-            pr = ex["probe"]
-            if pr["call"] not in ops:
-                self.problem(("exploration", "probe", "call"), f"unknown operation {pr['call']!r}")
-            if pr.get("for_pool") and pr["for_pool"] not in (ex.get("pools") or {}):
-                self.problem(("exploration", "probe", "for_pool"), f"unknown pool {pr['for_pool']!r}")
-            probe = {
-                "call": pr["call"],
-                "for_pool": pr.get("for_pool"),
-                "args": self.expr(pr["args"], ("exploration", "probe", "args"), {"params", "pool_value"}),
-            }
-        batches = []
-        for i, b in enumerate(ex.get("batches") or []):
-            path = ("exploration", "batches", i)
-            count = {k: self.expr(b["count"][k], path + ("count", k), {"params"}) for k in ("min", "max")}
-            phases = []
-            names = {"params", "shared", "batch", "index", "item"}
-            for j, ph in enumerate(b["phases"]):
-                ppath = path + ("phases", j)
-                if ph["call"] not in ops:
-                    self.problem(ppath + ("call",), f"unknown operation {ph['call']!r}")
-                    continue
-                props = set((ops[ph["call"]].get("args") or {}).get("properties") or {})
-                for a in list(ph.get("args") or {}) + list(ph.get("omit") or []):
-                    if a not in props:
-                        self.problem(ppath, f"operation {ph['call']} has no argument {a!r}")
-                if ph.get("once") and j == 0:
-                    self.problem(
-                        ppath + ("once",),
-                        "the first phase cannot run once: there is no item yet",
-                        hint="start the items in an earlier phase, then add the phase that runs once",
-                    )
-                phases.append(
-                    {
-                        "call": ph["call"],
-                        "order": ph.get("order", "given"),
-                        "once": bool(ph.get("once")),
-                        "advance_ms": list(ph.get("advance_ms") or [0]),
-                        "omit": list(ph.get("omit") or []),
-                        "args": {
-                            k: self.expr(v, ppath + ("args", k), names) for k, v in (ph.get("args") or {}).items()
-                        },
-                    }
-                )
-            assumes = self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None
-            batches.append(
-                {
-                    "name": b["name"],
-                    "description": b.get("description", ""),
-                    "count": count,
-                    "shared": dict(b.get("shared") or {}),
-                    "phases": phases,
-                    "assumes": assumes,
-                }
-            )
-        concurrent = []
-        for i, c in enumerate(ex.get("concurrent") or []):
-            path = ("exploration", "concurrent", i)
-            for op in c["calls"]:
-                if op not in ops:
-                    self.problem(path + ("calls",), f"unknown operation {op!r}")
-                    continue
-                props = set((ops[op].get("args") or {}).get("properties") or {})
-                for a in c.get("same_args") or []:
-                    if a not in props:
-                        self.problem(path + ("same_args",), f"operation {op} has no argument {a!r}")
-            assumes = self._assumes(c["assumes"], path + ("assumes",)) if "assumes" in c else None
-            concurrent.append(
-                {
-                    "name": c["name"],
-                    "calls": list(c["calls"]),
-                    "same_args": list(c.get("same_args") or []),
-                    "assumes": assumes,
-                }
-            )
+        probe = self._probe(ex["probe"], ex.get("pools") or {}) if ex.get("probe") else None
+        batches = [self._batch(i, b) for i, b in enumerate(ex.get("batches") or [])]
         return Exploration(
             pools=dict(ex.get("pools") or {}),
             weights=dict(ex.get("weights") or {}),
             advance_ms=list(ex.get("advance_ms") or [0, 1]),
             probe=probe,
             batches=batches,
-            concurrent=concurrent,
+            concurrent=[self._concurrent_group(i, c) for i, c in enumerate(ex.get("concurrent") or [])],
             limits=self._limits(ex.get("limits") or [], batches),
             derived_races=bool(ex.get("derived_races", True)),
         )
+
+    def _probe(self, pr: dict, pools: dict) -> dict:
+        """`exploration.probe`: the read-only call that shows the whole visible state."""
+        if pr["call"] not in self.data["operations"]:
+            self.problem(("exploration", "probe", "call"), f"unknown operation {pr['call']!r}")
+        if pr.get("for_pool") and pr["for_pool"] not in pools:
+            self.problem(("exploration", "probe", "for_pool"), f"unknown pool {pr['for_pool']!r}")
+        return {
+            "call": pr["call"],
+            "for_pool": pr.get("for_pool"),
+            "args": self.expr(pr["args"], ("exploration", "probe", "args"), {"params", "pool_value"}),
+        }
+
+    def _check_arguments_named(self, op: str, names: list, path: tuple) -> None:
+        """Each of ``names`` is an argument of operation ``op`` (a known one)."""
+        props = set((self.data["operations"][op].get("args") or {}).get("properties") or {})
+        for a in names:
+            if a not in props:
+                self.problem(path, f"operation {op} has no argument {a!r}")
+
+    def _batch(self, i: int, b: dict) -> dict:
+        """One of `exploration.batches`: a count of items taken through phases of calls."""
+        path = ("exploration", "batches", i)
+        count = {k: self.expr(b["count"][k], path + ("count", k), {"params"}) for k in ("min", "max")}
+        phases = [
+            phase for j, ph in enumerate(b["phases"]) if (phase := self._batch_phase(ph, j, path + ("phases", j)))
+        ]
+        return {
+            "name": b["name"],
+            "description": b.get("description", ""),
+            "count": count,
+            "shared": dict(b.get("shared") or {}),
+            "phases": phases,
+            "assumes": self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None,
+        }
+
+    def _batch_phase(self, ph: dict, j: int, path: tuple) -> dict | None:
+        """One phase of a batch: a call per item, or once; None when its operation is unknown."""
+        if ph["call"] not in self.data["operations"]:
+            self.problem(path + ("call",), f"unknown operation {ph['call']!r}")
+            return None
+        self._check_arguments_named(ph["call"], list(ph.get("args") or {}) + list(ph.get("omit") or []), path)
+        if ph.get("once") and j == 0:
+            self.problem(
+                path + ("once",),
+                "the first phase cannot run once: there is no item yet",
+                hint="start the items in an earlier phase, then add the phase that runs once",
+            )
+        names = {"params", "shared", "batch", "index", "item"}
+        return {
+            "call": ph["call"],
+            "order": ph.get("order", "given"),
+            "once": bool(ph.get("once")),
+            "advance_ms": list(ph.get("advance_ms") or [0]),
+            "omit": list(ph.get("omit") or []),
+            "args": {k: self.expr(v, path + ("args", k), names) for k, v in (ph.get("args") or {}).items()},
+        }
+
+    def _concurrent_group(self, i: int, c: dict) -> dict:
+        """One of `exploration.concurrent`: calls made at once, some arguments the same."""
+        path = ("exploration", "concurrent", i)
+        for op in c["calls"]:
+            if op not in self.data["operations"]:
+                self.problem(path + ("calls",), f"unknown operation {op!r}")
+            else:
+                self._check_arguments_named(op, list(c.get("same_args") or []), path + ("same_args",))
+        return {
+            "name": c["name"],
+            "calls": list(c["calls"]),
+            "same_args": list(c.get("same_args") or []),
+            "assumes": self._assumes(c["assumes"], path + ("assumes",)) if "assumes" in c else None,
+        }
 
     def _limit_value(self, source: str, path: tuple) -> Expression | None:
         """A limit's value (over parameters): an integer under the defaults and every profile."""
@@ -1123,7 +1276,8 @@ class _Builder:
     def _limits(self, raw: list, batches: list) -> list[dict]:
         """``exploration.limits``: each limit's value (CEL over params) and what
         is drawn at its edges: clock moves, arguments, batch counts."""
-        ops, out, seen = self.data["operations"], [], {}
+        ops, out = self.data["operations"], []
+        seen: dict[str, str] = {}  # limit name -> where it was declared first
         batch_names = {b["name"] for b in batches}
         for i, lim in enumerate(raw):
             path = ("exploration", "limits", i)
@@ -1167,7 +1321,8 @@ class _Builder:
         return out
 
     def _scenarios(self) -> list:
-        out, seen = [], {}
+        out = []
+        seen: dict[str, str] = {}  # scenario id -> where it was declared first
         for i, sc in enumerate(self.data.get("scenarios") or []):
             path = ("scenarios", i)
             if sc["id"] in seen:
@@ -1231,29 +1386,10 @@ class _Builder:
             )
             return None
         args = raw.get("args") or {}
-        props = op.args_schema.get("properties") or {}
-        for a in args:
-            if a not in props:
-                self.problem(
-                    path + ("args", a),
-                    f"operation {op_name} has no argument {a!r}",
-                    f"its arguments: {', '.join(props) or '(none)'}",
-                )
-        for a in op.args_schema.get("required") or []:
-            if a not in args:
-                self.problem(path + ("args",), f"operation {op_name} needs argument {a!r}")
+        self._check_call_args(op, args, path)
         expect = raw.get("expect")
         if expect:
-            err = expect.get("error")
-            if err and err["kind"] not in op.errors:
-                self.problem(
-                    path + ("expect", "error", "kind"),
-                    f"{op_name} never fails with {err['kind']!r}",
-                    f"its errors: {', '.join(op.errors) or '(none)'}",
-                )
-            for j, eff in enumerate(expect.get("effects") or []):
-                if eff.get("effect") not in self.effects:
-                    self.problem(path + ("expect", "effects", j), f"unknown effect {eff.get('effect')!r}")
+            self._check_expect(op, expect, path + ("expect",))
         step = CallStep(
             op_name,
             self._template(args, path + ("args",), names),
@@ -1267,36 +1403,65 @@ class _Builder:
             names.add(name)
         return step
 
-    def _scenario_steps(self, raw_steps: list, path: tuple, names: set[str]) -> list:
+    def _check_call_args(self, op: Operation, args: dict, path: tuple) -> None:
+        """A scenario call names only the operation's arguments, and all it requires."""
+        props = op.args_schema.get("properties") or {}
+        for a in args:
+            if a not in props:
+                self.problem(
+                    path + ("args", a),
+                    f"operation {op.name} has no argument {a!r}",
+                    f"its arguments: {', '.join(props) or '(none)'}",
+                )
+        for a in op.args_schema.get("required") or []:
+            if a not in args:
+                self.problem(path + ("args",), f"operation {op.name} needs argument {a!r}")
+
+    def _check_expect(self, op: Operation, expect: dict, path: tuple) -> None:
+        """A scenario call expects only error kinds the operation declares and known effects."""
+        err = expect.get("error")
+        if err and err["kind"] not in op.errors:
+            self.problem(
+                path + ("error", "kind"),
+                f"{op.name} never fails with {err['kind']!r}",
+                f"its errors: {', '.join(op.errors) or '(none)'}",
+            )
+        for j, eff in enumerate(expect.get("effects") or []):
+            if eff.get("effect") not in self.effects:
+                self.problem(path + ("effects", j), f"unknown effect {eff.get('effect')!r}")
+
+    def _scenario_steps(self, raw_steps: list, path: tuple, names: set[str]) -> list[ScenarioStep]:
         out = []
         for i, raw in enumerate(raw_steps):
-            p = path + (i,)
-            if "call" in raw:
-                step = self._call_step(raw, p, names)
-            elif "advance_ms" in raw:
-                ms = raw["advance_ms"]
-                step = AdvanceStep(
-                    ms if isinstance(ms, int) else self.expr(ms, p + ("advance_ms",), names), self.where(p)
-                )
-            elif "repeat" in raw:
-                rep = raw["repeat"]
-                times = rep["times"]
-                if not isinstance(times, int):
-                    times = self.expr(times, p + ("repeat", "times"), names)
-                inner = set(names) | ({rep["as"]} if rep.get("as") else set())
-                step = RepeatStep(
-                    times,
-                    rep.get("as"),
-                    self._scenario_steps(rep["steps"], p + ("repeat", "steps"), inner),
-                    self.where(p),
-                )
-                names.update(n for n in inner if n != rep.get("as"))
-            else:
-                calls = [self._call_step(c, p + ("concurrently", j), names) for j, c in enumerate(raw["concurrently"])]
-                step = ConcurrentStep([c for c in calls if c], dict(raw.get("expect") or {}), self.where(p))
+            step = self._scenario_step(raw, path + (i,), names)
             if step is not None:
                 out.append(step)
         return out
+
+    def _scenario_step(self, raw: dict, path: tuple, names: set[str]) -> ScenarioStep | None:
+        """One scenario step (None when it names an unknown operation or an expression fails to compile)."""
+        if "call" in raw:
+            return self._call_step(raw, path, names)
+        if "advance_ms" in raw:
+            ms = raw["advance_ms"]
+            amount = ms if isinstance(ms, int) else self.expr(ms, path + ("advance_ms",), names)
+            return AdvanceStep(amount, self.where(path)) if amount is not None else None
+        if "repeat" in raw:
+            return self._repeat_step(raw["repeat"], path, names)
+        calls = [self._call_step(c, path + ("concurrently", j), names) for j, c in enumerate(raw["concurrently"])]
+        return ConcurrentStep([c for c in calls if c], dict(raw.get("expect") or {}), self.where(path))
+
+    def _repeat_step(self, rep: dict, path: tuple, names: set[str]) -> RepeatStep | None:
+        """`repeat`: steps run a number of times; names they save stay bound after it, its variable does not."""
+        times = (
+            rep["times"]
+            if isinstance(rep["times"], int)
+            else self.expr(rep["times"], path + ("repeat", "times"), names)
+        )
+        inner = set(names) | ({rep["as"]} if rep.get("as") else set())
+        steps = self._scenario_steps(rep["steps"], path + ("repeat", "steps"), inner)
+        names.update(n for n in inner if n != rep.get("as"))
+        return RepeatStep(times, rep.get("as"), steps, self.where(path)) if times is not None else None
 
 
 def load_replay_file(spec: Spec, path: str | Path):

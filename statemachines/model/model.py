@@ -6,7 +6,24 @@ steps from the spec are interpreted against an indexed store, a virtual
 clock and the spec's parameters. ``predict`` says what an operation must
 return and which effects it must produce; it reads the implementation's
 observation only where the spec lets the implementation choose (a generated
-id, a temp-file path).
+id, a temp-file path): the spec reads the observation and checks it
+(``check``), or predicts a ``Matcher``.
+
+Records live in an indexed store (by key, scope and unique fields) and are
+driven through the machine by a one-slot handle, so the cost of an operation
+does not grow with unrelated records. Each step class has its interpreter in
+``Model._STEP`` (the compiler's table builds the same kinds,
+tests/test_step_dispatch.py). ``on_clock`` steps run when the clock moves:
+at every instant a ``timers:`` field of a record holds on the way, in time
+order, then at the target time, so a retry computed from its own firing
+instant stays exact; an operation that waits (``advance: {to: ...}``) runs
+the same clock inside the call. ``remove`` forgets a record. An operation's
+``assumes`` says whether the parameters offer it.
+
+For the harness's probe reuse the model keeps a ``revision`` (grows whenever
+the visible state may have changed) and, for a read-only prediction, what it
+read (``read_token``: the scopes' record versions, the tables, the clock when
+the steps read ``now``).
 """
 
 from __future__ import annotations
@@ -14,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +39,7 @@ from transitions import Machine
 
 from ..errors import ExpressionError, ObservationError
 from ..language.expressions import Expression, compile_expression, fields_used
-from ..load.spec import Spec
+from ..load.spec import Invariant, Spec
 from . import steps as S
 from .matchers import Matcher
 from .store import EntityStore
@@ -149,6 +167,33 @@ def _writes(steps: list) -> bool:
     return False
 
 
+def _checks(spec: Spec, kind: str) -> list[tuple[Invariant, Expression]]:
+    """The spec's invariants of one kind (`each` record, or per `scope`) with their checks."""
+    return [(inv, inv.check) for inv in spec.invariants if inv.kind == kind and inv.check is not None]
+
+
+def _all_in_one(checks: list[tuple[Invariant, Expression]]) -> Expression | None:
+    """The per-record invariants' checks as one CEL list, evaluated once per touched record."""
+    if not checks:
+        return None
+    return compile_expression(
+        "[" + ", ".join(f"({check.source})" for _, check in checks) + "]", "invariants", max_chars=None
+    )
+
+
+def _scope_fields_read(check: Expression, collection: str) -> frozenset | None:
+    """The record fields a scope invariant reads through its macro's variable
+    (`jobs.all(j, j.f ...)`), so only those are handed to CEL; None (all) when
+    it uses the whole collection otherwise."""
+    macro = re.search(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", check.source)
+    bare = re.search(rf"\b{collection}\b(?!\s*\.(?:all|exists|exists_one|filter|map|size)\()", check.source)
+    if not macro or bare:
+        return None
+    var = macro.group(1)
+    # the macro's own binding, `filter(j, ...`, is not a use of the whole record
+    return fields_used(re.sub(rf"\(\s*{var}\s*,", "(", check.source), var)
+
+
 class Model:
     def __init__(self, spec: Spec, params: dict):
         self.spec = spec
@@ -198,27 +243,11 @@ class Model:
         self.last_reads: tuple | None = None  # what the last tracked prediction read
         self.last_hits: Coverage | None = None  # and what it counted in the coverage
         # All per-record invariants in one CEL evaluation per touched record.
-        self._each = [inv for inv in spec.invariants if inv.kind == "each"]
-        self._each_all = (
-            compile_expression(
-                "[" + ", ".join(f"({inv.check.source})" for inv in self._each) + "]", "invariants", max_chars=None
-            )
-            if self._each
-            else None
-        )
-        self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each else None
-        self._scope_fields = {}
-        for inv in spec.invariants:
-            if inv.kind == "scope":
-                macro = re.search(r"\.(?:all|exists|exists_one|filter|map)\(\s*([A-Za-z_]\w*)\s*,", inv.check.source)
-                bare = re.search(
-                    rf"\b{self.entity.collection}\b(?!\s*\.(?:all|exists|exists_one|filter|map|size)\()",
-                    inv.check.source,
-                )
-                var = macro.group(1) if macro else None
-                # the macro's own binding, `filter(j, ...`, is not a use of the whole record
-                body = re.sub(rf"\(\s*{var}\s*,", "(", inv.check.source) if var else ""
-                self._scope_fields[inv.id] = fields_used(body, var) if var and not bare else None
+        self._each = _checks(spec, "each")
+        self._each_all = _all_in_one(self._each)
+        self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each_all else None
+        self._scopes = _checks(spec, "scope")
+        self._scope_fields = {inv.id: _scope_fields_read(check, self.entity.collection) for inv, check in self._scopes}
 
     # -- the lifecycle machine --------------------------------------------
     def _build_machine(self) -> Machine:
@@ -430,18 +459,32 @@ class Model:
 
     # -- step interpreter ---------------------------------------------------
     def _functions(self) -> dict:
+        """The kit's CEL functions that read the model (each notes what it read, Model.read_token)."""
+
+        def reading_all(fn: Callable) -> Callable:
+            def read(*args: Any) -> Any:
+                self._read_all()
+                return fn(*args)
+
+            return read
+
+        def reading_tables(fn: Callable) -> Callable:
+            def read(*args: Any) -> Any:
+                self._read_tables()
+                return fn(*args)
+
+            return read
+
         return {
-            "known": lambda key: self._read_all() or key in self.store.records,
-            "table_has": lambda name, key: self._read_tables() or key in self.tables[name],
-            "table_get": lambda name, key: self._read_tables() or self.tables[name].get(key),
+            "known": reading_all(lambda key: key in self.store.records),
+            "table_has": reading_tables(lambda name, key: key in self.tables[name]),
+            "table_get": reading_tables(lambda name, key: self.tables[name].get(key)),
             "record": lambda rec: {f: rec.get(f) for f in self._public},
             "observed": self._observed,
             "observed_effect": self._observed_effect,
-            "smallest_free_key": lambda prefix, start: self._read_all() or self._smallest_free_key(prefix, start),
-            "free_key": lambda preferred, separator, start: (
-                self._read_all() or self._free_key(preferred, separator, start)
-            ),
-            "lookup": lambda key: self._read_all() or self.record(key),  # a record's public fields, or null
+            "smallest_free_key": reading_all(self._smallest_free_key),
+            "free_key": reading_all(self._free_key),
+            "lookup": reading_all(self.record),  # a record's public fields, or null
         }
 
     def _smallest_free_key(self, prefix: str, start: int) -> str:
@@ -551,6 +594,7 @@ class Model:
         if step.key is not None:
             record = self.store.get(self._eval(step.key, frame))
         else:
+            assert step.by_field is not None  # compiled: a find without `key` has `by`
             record = self.store.find_by(step.by_field, self._eval(step.by_value, frame))
         if record is not None and step.scope is not None:
             if record.get(self.entity.scope_field) != self._eval(step.scope, frame):
@@ -564,7 +608,7 @@ class Model:
         frame[step.bind] = record
 
     def _create(self, step: S.Create, frame, out):
-        record = {f: None for f in self.entity.fields}
+        record: dict[str, Any] = {f: None for f in self.entity.fields}
         record.update({f: None for f in self.entity.internal})
         for name, expr in step.fields.items():
             record[name] = self._eval(expr, frame)
@@ -614,7 +658,7 @@ class Model:
         self._run(step.then if self._cond(step.condition, frame, "a `when` condition") else step.otherwise, frame, out)
 
     def _emit(self, step: S.Emit, frame, out):
-        effect = {"effect": step.effect}
+        effect: dict[str, Any] = {"effect": step.effect}
         for name, value in step.fields.items():
             if isinstance(value, S.MatcherSpec):
                 effect[name] = Matcher(
@@ -800,7 +844,7 @@ class Model:
         self.reset(self.now)
 
     def _remove(self, step: S.Remove, frame, out):
-        record = frame[step.target]
+        record: dict = frame[step.target]
         if self.store.get(record[self.entity.key]) is record:
             self.store.remove(record[self.entity.key])
             self._changed(record)
@@ -827,7 +871,7 @@ class Model:
         if self.entity.scope_field:
             self._touched_scopes.add(record.get(self.entity.scope_field))
 
-    _STEP = {
+    _STEP: dict[type, Callable[[Model, Any, dict, Prediction], None]] = {
         S.Let: _let,
         S.Require: _require,
         S.Reject: _reject,
@@ -867,23 +911,17 @@ class Model:
                     results = self._each_all.evaluate(env)
                 except ExpressionError:
                     # One invariant failed: evaluate each alone, so the error names it and its file:line.
-                    results = [inv.check.evaluate(env) for inv in self._each]
-                for inv, ok in zip(self._each, results):
-                    if not inv.check.boolean(ok, f"invariant {inv.id}"):
+                    results = [check.evaluate(env) for _, check in self._each]
+                for (inv, check), ok in zip(self._each, results):
+                    if not check.boolean(ok, f"invariant {inv.id}"):
                         violations.append((inv.id, f"{inv.description or inv.id} (violated by {ent} {key})"))
-        for inv in self.spec.invariants:
-            if inv.kind == "scope":
-                for scope_value in self._touched_scopes:
-                    records = self._project(list(self.store.in_scope(scope_value)), self._scope_fields.get(inv.id))
-                    if not inv.check.evaluate_bool(
-                        {**base, self.entity.collection: records}, role=f"invariant {inv.id}"
-                    ):
-                        violations.append(
-                            (
-                                inv.id,
-                                f"{inv.description or inv.id} (violated in {self.entity.scope_field} {scope_value})",
-                            )
-                        )
+        for inv, check in self._scopes:
+            for scope_value in self._touched_scopes:
+                records = self._project(list(self.store.in_scope(scope_value)), self._scope_fields.get(inv.id))
+                if not check.evaluate_bool({**base, self.entity.collection: records}, role=f"invariant {inv.id}"):
+                    violations.append(
+                        (inv.id, f"{inv.description or inv.id} (violated in {self.entity.scope_field} {scope_value})")
+                    )
         self._touched.clear()
         self._touched_scopes.clear()
         return violations

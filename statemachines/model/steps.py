@@ -31,6 +31,8 @@ __all__ = [
     "Result",
     "Remove",
     "Advance",
+    "Step",
+    "STEP_CLASSES",
     "STEP_KINDS",
 ]
 
@@ -113,8 +115,8 @@ class SetFields:
 @dataclass
 class When:
     condition: Expression
-    then: list
-    otherwise: list
+    then: list[Step]
+    otherwise: list[Step]
     where: str = ""
 
 
@@ -138,13 +140,13 @@ class _Query:
 
 @dataclass
 class ForEach(_Query):
-    body: list = field(default_factory=list)
+    body: list[Step] = field(default_factory=list)
     where: str = ""
 
 
 @dataclass
 class Collect(_Query):
-    select: Expression | None = None
+    select: Expression = field(kw_only=True)
     where: str = ""
     select_all: Expression | None = None
 
@@ -207,25 +209,53 @@ class Result:
     where: str = ""
 
 
-STEP_KINDS = (
-    "let",
-    "require",
-    "reject",
-    "check",
-    "find",
-    "create",
-    "fire",
-    "set",
-    "when",
-    "emit",
-    "for_each",
-    "collect",
-    "apply",
-    "put",
-    "drop",
-    "counter",
-    "reset",
-    "result",
-    "remove",
-    "advance",
+Step = (
+    Let
+    | Require
+    | Reject
+    | Check
+    | Find
+    | Create
+    | Fire
+    | SetFields
+    | When
+    | Emit
+    | ForEach
+    | Collect
+    | Apply
+    | Put
+    | Drop
+    | Counter
+    | Reset
+    | Result
+    | Remove
+    | Advance
 )
+
+# Each step kind, as a spec writes it, and the class it compiles to. The
+# compiler (``compiler._Builder._STEP``) builds each kind and the model
+# (``model.Model._STEP``) interprets each class; tests/test_step_dispatch.py
+# checks both tables cover exactly these.
+STEP_CLASSES: dict[str, type[Step]] = {
+    "let": Let,
+    "require": Require,
+    "reject": Reject,
+    "check": Check,
+    "find": Find,
+    "create": Create,
+    "fire": Fire,
+    "set": SetFields,
+    "when": When,
+    "emit": Emit,
+    "for_each": ForEach,
+    "collect": Collect,
+    "apply": Apply,
+    "put": Put,
+    "drop": Drop,
+    "counter": Counter,
+    "reset": Reset,
+    "result": Result,
+    "remove": Remove,
+    "advance": Advance,
+}
+STEP_KINDS = tuple(STEP_CLASSES)

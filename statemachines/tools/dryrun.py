@@ -20,7 +20,7 @@ from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, r
 from ..load.spec import Scenario, Spec
 from ..model import steps as S
 from ..model.matchers import Matcher
-from ..model.model import Model
+from ..model.model import Model, Prediction
 
 __all__ = ["ScenarioWalk", "walk_scenarios", "parameter_sets", "scenario_operations", "MAX_WALK_STEPS"]
 
@@ -65,6 +65,10 @@ def scenario_operations(steps: list) -> set[str]:
     return names
 
 
+def _skip_check(model: Model, step: S.Check, frame: dict, out: Prediction) -> None:
+    """Checks judge the implementation's own choices; placeholders would fail them."""
+
+
 class _DryModel(Model):
     """The model with invented observations and without checks."""
 
@@ -82,10 +86,7 @@ class _DryModel(Model):
     def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
         return self._invent()
 
-    def _check(self, step, frame, out):
-        """Checks judge the implementation's own choices; placeholders would fail them."""
-
-    _STEP = {**Model._STEP, S.Check: _check}
+    _STEP = {**Model._STEP, S.Check: _skip_check}
 
 
 def _plain(value: Any) -> Any:
