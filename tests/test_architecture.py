@@ -13,64 +13,43 @@ PACKAGES = ("statemachines", "conformance", "lifecycle_references")
 KIT = PACKAGES + ("lifecycle_specs",)
 MODULES = sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
 
-# ARCHITECTURE.md's table: each room, and the rooms of the kit it may import.
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of each row of the Markdown table under "## Rooms" (header and rule left out)."""
+    section = text.split("\n## Rooms", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row] for row in rows[2:]]
+
+
+def room_names(cell: str) -> list[str]:
+    """The rooms a first cell names, as dotted names: `conformance/cli/`, `pytest_plugin.py`
+    -> conformance.cli, conformance.pytest_plugin (a bare file is in the first path's folder)."""
+    paths = re.findall(r"`([^`]+)`", cell)
+    folder = paths[0].rstrip("/").rpartition("/")[0] if paths else ""
+    names = []
+    for path in paths:
+        path = path if "/" in path else f"{folder}/{path}"
+        names.append(path.removesuffix("/").removesuffix(".py").removesuffix("/__init__").replace("/", "."))
+    return names
+
+
+def kit_names(cell: str) -> set[str]:
+    """The rooms of the kit a third cell names (dotted names in backticks)."""
+    return {name for name in re.findall(r"`([^`]+)`", cell) if name.split(".")[0] in KIT}
+
+
+def read_rooms(text: str) -> dict[str, set[str]]:
+    """ARCHITECTURE.md's layer table: each room, and the rooms of the kit it may import."""
+    rooms: dict[str, set[str]] = {}
+    for row in table_rows(text):
+        for room in room_names(row[0]):
+            rooms[room] = kit_names(row[2])
+    return rooms
+
+
+# Each room, and the rooms of the kit it may import, read from ARCHITECTURE.md.
 # A module belongs to the room with the longest matching prefix.
-ROOMS = {
-    "statemachines": {"statemachines"},  # the package's public surface
-    "statemachines.errors": set(),
-    "statemachines.language": {"statemachines.errors"},
-    "statemachines.load": {"statemachines.errors", "statemachines.language"},
-    "statemachines.model": {"statemachines.errors", "statemachines.language", "statemachines.load"},
-    "statemachines.tools": {
-        "statemachines.errors",
-        "statemachines.language",
-        "statemachines.load",
-        "statemachines.model",
-    },
-    "conformance.errors": set(),
-    "conformance.specs": {"conformance.errors"},
-    "conformance.adapters.adapter": set(),
-    "conformance.adapters": {"conformance.adapters", "conformance.errors"},
-    "conformance.reporting": {"conformance.reporting"},
-    "conformance.traces.format": {"statemachines"},  # the trace format: the engine records with it
-    "conformance.traces": {
-        "conformance.traces",
-        "conformance.engine",
-        "conformance.adapters",
-        "conformance.errors",
-        "conformance.specs",
-        "statemachines",
-    },
-    "conformance.engine": {
-        "conformance.engine",
-        "conformance.traces.format",
-        "conformance.adapters",
-        "conformance.errors",
-        "conformance.specs",
-        "conformance.reporting",
-        "statemachines",
-    },
-    # front doors: everything below them
-    "conformance.cli": {"conformance", "statemachines"},
-    "conformance.pytest_plugin": {"conformance", "statemachines"},
-    "conformance.mutants": {"conformance", "statemachines"},
-    "conformance.fuzzing": {"conformance", "statemachines"},
-    "conformance.scaffold": {"conformance", "statemachines"},
-    "conformance.progress": {"conformance"},
-    "conformance.workers": {"conformance", "statemachines"},
-    "conformance.spec_revision": {"statemachines"},
-    "conformance.schema_files": {
-        "statemachines",
-        "conformance.adapters",
-        "conformance.reporting",
-        "conformance.traces.format",
-    },
-    "conformance.__main__": {"conformance"},
-    "conformance": {"conformance.adapters"},  # the package's lazy surface and the deprecated shim
-    # references: the adapter protocol only (the CLI reference's wiring also reaches the command adapter)
-    "lifecycle_references": {"lifecycle_references", "conformance.adapters.adapter"},
-    "lifecycle_references.async_cli.wiring": {"lifecycle_references", "conformance.adapters"},
-}
+ROOMS = read_rooms((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
 
 
 def module_name(path: Path) -> str:
@@ -106,33 +85,70 @@ def under(prefix: str, name: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+def forbidden_imports(name: str, imported: set[str]) -> set[str]:
+    """Of ``imported`` (kit modules), those the room of module ``name`` may not import."""
+    room = room_of(name)
+    assert room is not None, f"{name} is in no room of ARCHITECTURE.md's table (add a row for it)"
+    allowed = ROOMS[room] | {room}
+    return {n for n in imported if not any(under(a, n) for a in allowed)}
+
+
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
 def test_every_module_imports_only_the_rooms_its_room_may(path):
     name = module_name(path)
+    bad = forbidden_imports(name, kit_imports(path))
     room = room_of(name)
-    assert room is not None, f"{name} is in no room of ARCHITECTURE.md's table (add it there and to ROOMS)"
-    allowed = ROOMS[room] | {room}
-    bad = {n for n in kit_imports(path) if not any(under(a, n) for a in allowed)}
-    assert not bad, f"{name} (room {room}) imports {sorted(bad)}; it may import only {sorted(allowed)}"
+    assert not bad, f"{name} (room {room}) imports {sorted(bad)}; it may import only {sorted(ROOMS[room] | {room})}"
 
 
-def documented_rooms() -> set[str]:
-    """The rooms named in the first column of ARCHITECTURE.md's table, as dotted names
-    (`conformance/cli.py`, `pytest_plugin.py` -> conformance.cli, conformance.pytest_plugin)."""
-    rooms = set()
-    for line in (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
-        paths = re.findall(r"`([^`]+)`", line.split("|")[1]) if line.startswith("| `") else []
-        folder = paths[0].rpartition("/")[0] if paths else ""
-        for path in paths:
-            path = path if "/" in path else f"{folder}/{path}"
-            rooms.add(path.removesuffix("/").removesuffix(".py").removesuffix("/__init__").replace("/", "."))
-    return rooms
+def test_the_layer_table_is_read_from_the_document():
+    # every package and sub-package of the kit (not the references' own) is a row or holds rows
+    packages = {module_name(p) for p in MODULES if p.name == "__init__.py"}
+    packages = {n for n in packages if n.count(".") <= 1 and not n.startswith("lifecycle_references.")}
+    assert len(packages) >= 11 and len(ROOMS) >= 20
+    missing = sorted(n for n in packages if n not in ROOMS and not any(r.startswith(n + ".") for r in ROOMS))
+    assert not missing, f"packages with no row in ARCHITECTURE.md's table: {missing}"
+    for sub in ("language", "load", "model", "tools"):
+        assert f"statemachines.{sub}" in ROOMS
+    assert ROOMS["statemachines.errors"] == set()
+    assert ROOMS["conformance.adapters.adapter"] == set()
+    assert ROOMS["statemachines.model"] == {"statemachines.errors", "statemachines.language", "statemachines.load"}
+    assert "conformance.cli" in ROOMS and "conformance.pytest_plugin" in ROOMS
 
 
-def test_every_room_is_a_row_of_the_architecture_table():
-    documented = documented_rooms()
-    missing = sorted({room_of(module_name(p)) for p in MODULES} - documented - {None})
-    assert not missing, f"rooms of ROOMS with modules but no row in ARCHITECTURE.md's table: {missing}"
+def test_the_table_catches_an_import_against_the_layers():
+    # down the layers is allowed; back up one, or across into the harness, is not
+    assert not forbidden_imports("statemachines.model.compiler", {"statemachines.load.spec", "statemachines.errors"})
+    assert forbidden_imports("statemachines.language.expressions", {"statemachines.model.model"})
+    assert forbidden_imports("statemachines.load.spec", {"statemachines.tools.lint"})
+    assert forbidden_imports("statemachines.tools.lint", {"conformance.engine.runner"})
+    assert forbidden_imports("conformance.adapters.stdio", {"conformance.engine.session"})
+    assert forbidden_imports("lifecycle_references.thread_jobs.adapter", {"statemachines"})
+    assert not forbidden_imports("lifecycle_references.async_cli.wiring", {"conformance.adapters.command"})
+    with pytest.raises(AssertionError, match="in no room"):
+        forbidden_imports("elsewhere.module", set())
+
+
+def test_a_table_is_parsed_row_by_row():
+    text = """# x
+
+## Rooms
+
+| room | job | may import (kit) | may import (outside) |
+|---|---|---|---|
+| `statemachines/load/` | loading; reads `lifecycle_specs` as data | `statemachines.errors`, `statemachines.language` | `yaml` |
+| `conformance/cli/`, `pytest_plugin.py` | front doors | `conformance`, `statemachines` | `click` |
+| `conformance/errors.py` | the root exception | — | stdlib |
+
+## Next
+| `not/a/room.py` | | `conformance` | |
+"""
+    assert read_rooms(text) == {
+        "statemachines.load": {"statemachines.errors", "statemachines.language"},
+        "conformance.cli": {"conformance", "statemachines"},
+        "conformance.pytest_plugin": {"conformance", "statemachines"},
+        "conformance.errors": set(),
+    }
 
 
 def test_statemachines_never_imports_hypothesis_or_pytest():

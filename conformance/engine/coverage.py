@@ -1,6 +1,14 @@
 """What a run exercised, per category, against what the spec declares; the
 ``--min-coverage`` gates; and which states and transitions a failure is about
-(highlighted in the summary's state diagram)."""
+(highlighted in the summary's state diagram).
+
+The categories: transitions, states, operations, error kinds, policies (each
+act of ``POLICY_ACTS``), boundary classes (``BOUNDARY_CLASSES``, and one
+below, at and one above each declared ``exploration.limits`` edge, from
+``statemachines.tools.limits``) and races (declared concurrent groups and
+those ``statemachines.tools.races`` derives). ``run --min-coverage
+CATEGORY=PERCENT`` fails the run with failure kind ``coverage``.
+"""
 
 from __future__ import annotations
 

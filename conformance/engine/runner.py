@@ -1,5 +1,21 @@
 """One conformance run: spec + implementation -> report. The CLI and the
-pytest plugin both go through here, so they cannot drift apart."""
+pytest plugin both go through here, so they cannot drift apart.
+
+A run ends one way whatever happens: the previous reports are removed first;
+an interrupt (``Interrupted``, or a KeyboardInterrupt where the kit does not
+own SIGINT) or a bug of the kit's is caught, the implementation closed (a
+stdio program's whole process tree), and every report written with what
+finished and the verdict ``interrupted`` (exit 128 + signal) or ``error``
+(``internal-error``, exit 2). ``--max-failures N`` explores again (the next
+seed) with the failures found so far masked (``Session.known_failures``); a
+new failure whose steps, replayed with the masks lifted, first fail as a
+reported one is that bug's consequence and is not reported
+(``_search_more``). Writing the reports is the last step and is guarded
+(``_write``): trouble with the directory or disk (``ReportWriteError``)
+keeps the verdict, a bug in a writer makes it ``error``. A run in parts
+(``RunConfig.shard``, ``engine/shards.py``) runs part of the scenarios and
+1/N of the examples with a seed derived per part.
+"""
 
 from __future__ import annotations
 

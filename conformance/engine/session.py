@@ -4,6 +4,22 @@ Every call goes to the implementation first (with a timeout), its answer is
 checked for shape and against the operation's schemas, then the model
 predicts what the answer must be and the two are compared. Everything is
 recorded in a trace that becomes a failure's step list or a counterexample.
+
+An answer is JSON when ``adapters.json_values`` says so in one walk (NaN,
+Infinity, integer keys, integers past 64 bits, lone surrogates and deep
+nesting refused; only a refused answer is walked again to name the path); it
+fits the operation's schemas by ``answer_schemas`` (common keywords compiled
+to closures, the rest and every message ``jsonschema``'s). Invariants are the
+model's own and observed ones ("one injection per job"). A concurrent group's
+calls run on ``crew`` threads from one start line; the answers (and a probe
+right after) must match some sequential order (``linearize``). The session
+goes on from the first matching order and keeps the group (``RaceOutcome``);
+a later step the model disagrees with first tries those groups' other end
+states, newest first (``Session._reconsider``), so an order no answer told
+apart yet is not reported as a failure. Every call into the implementation
+(constructor, ``describe``, ``reset``, ``set_clock``, ``call``, ``close``)
+runs under the timeout and catches ``BaseException``: what comes out is the
+implementation's failure with its kind, and the run goes on.
 """
 
 from __future__ import annotations

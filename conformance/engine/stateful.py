@@ -8,6 +8,26 @@ from the operations' JSON Schemas, from pools, from the bundle of entity
 keys seen so far (live and evicted, so forbidden calls are tried too) and
 from policies (payloads around the spill limits). After every step the
 spec's probe compares the implementation's whole visible state with the model.
+
+The test is a plain ``@given(st.data())`` (``exploration_test``) running the
+stateful runner's loop for one rule: a span per step, led by the choice to
+stop, so Hypothesis deletes steps and ends examples early as it would a state
+machine's. Drawers are built once per spec and parameters; a step is one draw
+of raw, state-independent values (``engine/choices.py``: an integer per
+index, pick or count, a string per payload) that ``carry_out`` resolves
+against the state. The probe runs in full at the end of each example and
+after each concurrent group; after any other step that changed the model
+(``Model.revision``) only the probe calls whose prediction reads what changed
+(``Model.read_token``), and a probe answer identical to one that passed,
+about unchanged records, reuses its prediction. While it runs the
+exploration switches off Hypothesis's draws of constants from the source of
+loaded modules (so a seed explores the same way from the command line,
+pytest or a worker) and collects the young GC generation less often.
+Failures shrink for a number of examples per profile (not wall time), only
+the first failure's bug (``failures.same_bug``); then ``reduce`` replays
+them smaller. The example database is kept under the report directory, per
+spec, parameters and implementation. ``Explorer.draw_step`` and
+``carry_out`` are the one action generator the kit and the benchmark share.
 """
 
 from __future__ import annotations
@@ -133,7 +153,7 @@ class Explorer:
             if exploration_applies(batch, params, offered):
                 self.actions += [("batch", batch)] * 2
         # Races the spec implies (each operation writing a record twice at once,
-        # each conflicting pair on one record: statemachines.races): together
+        # each conflicting pair on one record: statemachines.tools.races): together
         # one declared group's share per three of them, between one and six.
         self.derived = (
             tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) if concurrent else ()
@@ -144,7 +164,7 @@ class Explorer:
                     self.actions += [("concurrent", group)] * 2
             if self.derived:
                 self.actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
-        # Declared limits (statemachines.limits): which drawn values sit at an
+        # Declared limits (statemachines.tools.limits): which drawn values sit at an
         # edge, per target, so a draw can be counted ("boundary-classes").
         self.limits = limit_edges(spec, params)
         self.clock_edges: dict[int, list[str]] = {}
@@ -640,7 +660,7 @@ def _draws_of_the_seed_alone():
     processes (the command line, a pytest session, a worker that ran other
     tests), so with them the same seed explored differently; without them
     an exploration depends on its seed, spec and implementation alone. The
-    kit's own edge values come from the spec (statemachines/limits.py)."""
+    kit's own edge values come from the spec (statemachines/tools/limits.py)."""
     try:
         from hypothesis.internal.conjecture import providers
 
