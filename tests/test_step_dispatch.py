@@ -7,7 +7,7 @@ from pathlib import Path
 
 from statemachines import Model, load_spec
 from statemachines.model import steps as S
-from statemachines.model.compiler import _Builder
+from statemachines.model.compile_steps import StepCompiler
 from statemachines.tools.dryrun import _DryModel
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
@@ -24,7 +24,7 @@ def every_step(steps: list):
 
 
 def test_the_compiler_builds_exactly_the_step_kinds():
-    assert set(_Builder._STEP) == set(S.STEP_KINDS)
+    assert set(StepCompiler._STEP) == set(S.STEP_KINDS)
 
 
 def test_the_model_interprets_exactly_the_compiled_step_classes():
@@ -33,7 +33,7 @@ def test_the_model_interprets_exactly_the_compiled_step_classes():
 
 
 def test_each_kind_compiles_to_its_own_class():
-    for kind, build in _Builder._STEP.items():
+    for kind, build in StepCompiler._STEP.items():
         returns = typing.get_type_hints(build)["return"]
         classes = (set(typing.get_args(returns)) or {returns}) - {type(None)}  # X, or X | None
         assert classes == {S.STEP_CLASSES[kind]}, kind

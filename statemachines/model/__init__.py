@@ -1,6 +1,7 @@
 """The executable model: a loaded spec compiled into operation steps
-(``compiler``, ``steps``), interpreted over an indexed record store
-(``model``, ``store``), its predictions judged against observations
-(``matchers``). Imports ``errors``, ``language`` and ``load``."""
+(``compiler``, built on ``compile_steps`` and ``compile_context``;
+``steps``), interpreted over an indexed record store (``model``, ``store``),
+its predictions judged against observations (``matchers``). Imports
+``errors``, ``language`` and ``load``."""
 
 __all__: list[str] = []

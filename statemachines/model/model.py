@@ -12,7 +12,7 @@ id, a temp-file path): the spec reads the observation and checks it
 Records live in an indexed store (by key, scope and unique fields) and are
 driven through the machine by a one-slot handle, so the cost of an operation
 does not grow with unrelated records. Each step class has its interpreter in
-``Model._STEP`` (the compiler's table builds the same kinds,
+``Model._STEP`` (``compile_steps.StepCompiler._STEP`` builds the same kinds,
 tests/test_step_dispatch.py). ``on_clock`` steps run when the clock moves:
 at every instant a ``timers:`` field of a record holds on the way, in time
 order, then at the target time, so a retry computed from its own firing

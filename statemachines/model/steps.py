@@ -233,7 +233,7 @@ Step = (
 )
 
 # Each step kind, as a spec writes it, and the class it compiles to. The
-# compiler (``compiler._Builder._STEP``) builds each kind and the model
+# compiler (``compile_steps.StepCompiler._STEP``) builds each kind and the model
 # (``model.Model._STEP``) interprets each class; tests/test_step_dispatch.py
 # checks both tables cover exactly these.
 STEP_CLASSES: dict[str, type[Step]] = {
