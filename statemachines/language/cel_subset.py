@@ -68,6 +68,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if not match or match.end() == i:
             raise _Unsupported(text[i : i + 10])
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         out.append((kind, match.group(kind)))
         i = match.end()
     # a string literal right before a name or string (a prefix such as r'...' or b'...') is not plain
@@ -192,8 +193,12 @@ def _contains(item: Any, pool: Any) -> bool:
 Node = Callable[[dict, list], Any]  # (env, [model functions, iterations left]) -> value
 
 
+def _binary(apply: Callable[[Any, Any], Any], left: Node, right: Node) -> Node:
+    return lambda env, ctx: apply(left(env, ctx), right(env, ctx))
+
+
 class _Parser:
-    def __init__(self, text: str, functions: dict[str, Callable]):
+    def __init__(self, text: str, functions: dict[str, Callable | None]):
         self.tokens = _tokens(text)
         self.i = 0
         self.functions = functions
@@ -293,17 +298,14 @@ class _Parser:
         node = self.multiplication()
         while self.at("+") or self.at("-"):
             op = self.take()[1]
-            left, right = node, self.multiplication()
-            apply = _add if op == "+" else _arith("-")
-            node = lambda env, ctx, left=left, right=right, apply=apply: apply(left(env, ctx), right(env, ctx))  # noqa: E731
+            node = _binary(_add if op == "+" else _arith("-"), node, self.multiplication())
         return node
 
     def multiplication(self) -> Node:
         node = self.unary()
         while self.at("*") or self.at("/") or self.at("%"):
             apply = _arith(self.take()[1])
-            left, right = node, self.unary()
-            node = lambda env, ctx, left=left, right=right, apply=apply: apply(left(env, ctx), right(env, ctx))  # noqa: E731
+            node = _binary(apply, node, self.unary())
         return node
 
     def unary(self) -> Node:
@@ -394,53 +396,62 @@ class _Parser:
         if token is None:
             raise _Unsupported("end")
         kind, value = token
-        if kind == "int":
-            self.take()
-            number = _checked(int(value))
-            return lambda env, ctx: number
-        if kind == "str":
-            self.take()
-            text = value[1:-1]
-            return lambda env, ctx: text
-        if kind == "op" and value == "(":
-            self.take()
-            node = self.conditional()
-            self.take(")")
-            return node
-        if kind == "op" and value == "[":
-            self.take()
-            items: list[Node] = []
-            if not self.at("]"):
-                items.append(self.conditional())
-                while self.at(","):
-                    self.take()
-                    if self.at("]"):
-                        break
-                    items.append(self.conditional())
-            self.take("]")
-            return lambda env, ctx: [item(env, ctx) for item in items]
-        if kind == "op" and value == "{":
-            self.take()
-            entries: list[tuple[str, Node]] = []
-            if not self.at("}"):
-                while True:
-                    key_kind, key = self.take()
-                    if key_kind != "str":
-                        raise _Unsupported("map key")
-                    self.take(":")
-                    entries.append((key[1:-1], self.conditional()))
-                    if not self.at(","):
-                        break
-                    self.take()
-                    if self.at("}"):
-                        break
-            self.take("}")
-            if len({k for k, _ in entries}) != len(entries):
-                raise _Unsupported("repeated map key")
-            return lambda env, ctx: {key: node(env, ctx) for key, node in entries}
-        if kind != "name":
+        parse = _BRACKETED.get(value) if kind == "op" else _ATOMS[kind]
+        if parse is None:
             raise _Unsupported(value)
         self.take()
+        return parse(self, value)
+
+    def _integer(self, value: str) -> Node:
+        number = _checked(int(value))
+        return lambda env, ctx: number
+
+    def _string(self, value: str) -> Node:
+        text = value[1:-1]
+        return lambda env, ctx: text
+
+    def _group(self, _: str) -> Node:
+        node = self.conditional()
+        self.take(")")
+        return node
+
+    def _list(self, _: str) -> Node:
+        items: list[Node] = []
+        if not self.at("]"):
+            items.append(self.conditional())
+            while self.at(","):
+                self.take()
+                if self.at("]"):
+                    break
+                items.append(self.conditional())
+        self.take("]")
+        return lambda env, ctx: [item(env, ctx) for item in items]
+
+    def _map(self, _: str) -> Node:
+        entries = self._map_entries()
+        self.take("}")
+        if len({k for k, _ in entries}) != len(entries):
+            raise _Unsupported("repeated map key")
+        return lambda env, ctx: {key: node(env, ctx) for key, node in entries}
+
+    def _map_entries(self) -> list[tuple[str, Node]]:
+        """The ``'key': value`` entries up to the closing brace (a trailing comma allowed)."""
+        entries: list[tuple[str, Node]] = []
+        if self.at("}"):
+            return entries
+        while True:
+            key_kind, key = self.take()
+            if key_kind != "str":
+                raise _Unsupported("map key")
+            self.take(":")
+            entries.append((key[1:-1], self.conditional()))
+            if not self.at(","):
+                return entries
+            self.take()
+            if self.at("}"):
+                return entries
+
+    def _name(self, value: str) -> Node:
         if value in ("true", "false"):
             constant = value == "true"
             return lambda env, ctx: constant
@@ -450,15 +461,7 @@ class _Parser:
             raise _Unsupported("in")
         if self.at("("):
             return self._call(value)
-        name = value
-
-        # a dotted name may be a message or package name in CEL; the spec's are all variables
-        def variable(env, ctx):
-            if name not in env:
-                raise NotSubset()
-            return env[name]
-
-        return variable
+        return _variable(value)
 
     def _call(self, name: str) -> Node:
         if name == "has":
@@ -507,6 +510,29 @@ class _Parser:
             return result
 
         return call
+
+
+# How primary() parses the token it starts at: by the token's kind, and for an operator by the bracket it opens.
+_ATOMS: dict[str, Callable[[_Parser, str], Node]] = {
+    "int": _Parser._integer,
+    "str": _Parser._string,
+    "name": _Parser._name,
+}
+_BRACKETED: dict[str, Callable[[_Parser, str], Node]] = {
+    "(": _Parser._group,
+    "[": _Parser._list,
+    "{": _Parser._map,
+}
+
+
+def _variable(name: str) -> Node:
+    # a dotted name may be a message or package name in CEL; the spec's are all variables
+    def variable(env, ctx):
+        if name not in env:
+            raise NotSubset()
+        return env[name]
+
+    return variable
 
 
 def _exact(value: Any, depth: int = 0) -> None:

@@ -245,7 +245,7 @@ class Expression:
         division by zero, overflow, the cost budget) is an ExpressionError
         naming the expression and where the spec wrote it."""
         if self.path is not None:
-            return self._lookup(env)
+            return self._lookup(env, self.path)
         if self.fast is not None:
             try:
                 return self.fast(env)
@@ -256,6 +256,21 @@ class Expression:
                 return self.subset(env, functions)
             except NotSubset:
                 pass  # values the subset does not judge exactly: CEL decides (and reports)
+        return self._evaluate_by_cel(env, functions)
+
+    def _evaluate_by_cel(self, env: dict, functions: dict[str, Callable] | None) -> Any:
+        target, budget = self._cel_input(env, functions)
+        try:
+            value = self.program.execute(target)
+        except Exception as exc:
+            raise self._failure(exc, budget) from None
+        if budget is not None and budget.spent:  # an error of the budget swallowed by `||` or `&&`
+            raise self._over_budget(budget)
+        return value
+
+    def _cel_input(self, env: dict, functions: dict[str, Callable] | None) -> tuple[Any, _Budget | None]:
+        """What the CEL program executes on (the variables, or a context that
+        also holds the functions and the budget's tick), and the budget."""
         # The binding converts every variable it is given into CEL values, so
         # hand it only the ones this expression uses (payloads can be large).
         # A map is handed over with only the fields the expression reads (a
@@ -267,41 +282,36 @@ class Expression:
             for name, fields in self.reads
             if name in env
         }
+        if not (self.functions or self.ticked):
+            return env, None
+        context = cel.Context()
+        for name in self.functions:
+            fn = (functions or {}).get(name) or PURE_FUNCTIONS.get(name)
+            if fn is not None:
+                context.add_function(name, fn)
         budget = None
-        if self.functions or self.ticked:
-            context = cel.Context()
-            for name in self.functions:
-                fn = (functions or {}).get(name) or PURE_FUNCTIONS.get(name)
-                if fn is not None:
-                    context.add_function(name, fn)
-            if self.ticked:
-                budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
-                context.add_function(_TICK, budget.tick)
-            context.update(env)
-            target: Any = context
+        if self.ticked:
+            budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
+            context.add_function(_TICK, budget.tick)
+        context.update(env)
+        return context, budget
+
+    def _failure(self, exc: Exception, budget: _Budget | None) -> ExpressionError:
+        """The ExpressionError for what the CEL program raised: the budget's,
+        when it is spent and the error is not arithmetic or nesting."""
+        if isinstance(exc, ZeroDivisionError):
+            detail = _plain(exc, "division by zero")
+        elif isinstance(exc, OverflowError):
+            detail = f"integer overflow ({_plain(exc, 'overflow')})"
+        elif isinstance(exc, RecursionError):
+            detail = "nested too deeply to evaluate"
+        elif budget is not None and budget.spent:
+            return self._over_budget(budget)
+        elif isinstance(exc, KeyError):
+            detail = f"no field {exc.args[0]!r} in the value"
         else:
-            target = env
-        try:
-            value = self.program.execute(target)
-        except KeyError as exc:
-            if budget is not None and budget.spent:
-                raise self._over_budget(budget) from None
-            raise ExpressionError(f"`{self.source}`: no field {exc.args[0]!r} in the value", self.where) from None
-        except ZeroDivisionError as exc:
-            raise ExpressionError(f"`{self.source}`: {_plain(exc, 'division by zero')}", self.where) from None
-        except OverflowError as exc:
-            raise ExpressionError(
-                f"`{self.source}`: integer overflow ({_plain(exc, 'overflow')})", self.where
-            ) from None
-        except RecursionError:
-            raise ExpressionError(f"`{self.source}`: nested too deeply to evaluate", self.where) from None
-        except Exception as exc:
-            if budget is not None and budget.spent:
-                raise self._over_budget(budget) from None
-            raise ExpressionError(f"`{self.source}`: {_plain(exc, type(exc).__name__)}", self.where) from None
-        if budget is not None and budget.spent:  # an error of the budget swallowed by `||` or `&&`
-            raise self._over_budget(budget)
-        return value
+            detail = _plain(exc, type(exc).__name__)
+        return ExpressionError(f"`{self.source}`: {detail}", self.where)
 
     def evaluate_each(self, env: dict, name: str, values: list) -> list | None:
         """The value for each of ``values`` bound to ``name`` in ``env`` (which
@@ -350,8 +360,7 @@ class Expression:
     fast: Callable[[dict], Any] | None = None  # exact Python evaluation of a few trivial shapes
     subset: Callable[[dict, dict | None], Any] | None = None  # exact Python evaluation of common CEL (cel_subset)
 
-    def _lookup(self, env: dict) -> Any:
-        path = self.path
+    def _lookup(self, env: dict, path: tuple[str, ...]) -> Any:
         head = path[0]
         if head not in env:
             raise ExpressionError(f"`{self.source}`: undefined name {head!r}", self.where)
@@ -402,7 +411,7 @@ _EQUALS = re.compile(rf"^\s*({_PATH})\s*(==|!=)\s*('[^'\\\"\n]*'|\"[^'\\\"\n]*\"
 _PLAIN = (str, bool, int, float, list, dict, type(None))
 
 
-def _constant(program):
+def _constant(program: Any) -> Callable[[dict], Any]:
     """An expression without variables or functions has one value: computed
     once (by CEL), then handed out as a fresh copy so no caller can change it."""
     box: list = []
@@ -419,7 +428,7 @@ def _constant(program):
     return value
 
 
-def _getter(path: str):
+def _getter(path: str) -> Callable[[dict], Any]:
     head, *rest = path.split(".")
     if len(rest) == 1:  # `record.field`, by far the most common: one lookup each
         (field_name,) = rest
@@ -445,52 +454,79 @@ def _getter(path: str):
     return get
 
 
-def _fast_path(source: str):
-    """Python evaluation for three trivial shapes, with CEL's exact semantics for
-    the value types they accept (anything else falls back to CEL):
-    a map literal of field reads, ``a.b in c``, and ``!a.b``."""
+FastPath = Callable[[dict], Any]
+
+
+def _fast_path(source: str) -> FastPath | None:
+    """Python evaluation for a few trivial shapes, with CEL's exact semantics for
+    the value types they accept (anything else falls back to CEL): a map
+    literal of field reads, ``a.b in c``, ``a.b == 'text'`` (or ``!=``, or
+    null), and ``!a.b``."""
     text = source.strip()
-    if text.startswith("{") and text.endswith("}") and "{" not in text[1:-1] and "}" not in text[1:-1]:
-        items = [_MAP_ITEM.fullmatch(part) for part in text[1:-1].split(",")] if text[1:-1].strip() else []
-        if all(items):
-            getters = [(m.group(1), _getter(m.group(2))) for m in items]
-            return lambda env: {key: get(env) for key, get in getters}
-    match = _IN.match(text)
-    if match:
-        item, container = _getter(match.group(1)), _getter(match.group(2))
-
-        def contains(env):
-            value, pool = item(env), container(env)
-            if not isinstance(pool, list) or not isinstance(value, str) or not all(isinstance(p, str) for p in pool):
-                raise _NotFast()
-            return value in pool
-
-        return contains
-    match = _EQUALS.match(text)
-    if match:
-        get, negated, literal = _getter(match.group(1)), match.group(2) == "!=", match.group(3)
-        wanted = None if literal == "null" else literal[1:-1]
-
-        def equals(env):
-            value = get(env)
-            if not isinstance(value, _PLAIN):  # CEL's equality across these types is Python's
-                raise _NotFast()
-            same = value is None if wanted is None else (isinstance(value, str) and value == wanted)
-            return same is not negated
-
-        return equals
-    match = _NOT.match(text)
-    if match:
-        get = _getter(match.group(1))
-
-        def negate(env):
-            value = get(env)
-            if not isinstance(value, bool):
-                raise _NotFast()
-            return not value
-
-        return negate
+    for shape in (_map_of_reads, _membership, _equality, _negation):
+        fast = shape(text)
+        if fast is not None:
+            return fast
     return None
+
+
+def _map_of_reads(text: str) -> FastPath | None:
+    inner = text[1:-1]
+    if not (text.startswith("{") and text.endswith("}")) or "{" in inner or "}" in inner:
+        return None
+    parts = inner.split(",") if inner.strip() else []
+    items = [m for m in (_MAP_ITEM.fullmatch(part) for part in parts) if m is not None]
+    if len(items) != len(parts):
+        return None
+    getters = [(m.group(1), _getter(m.group(2))) for m in items]
+    return lambda env: {key: get(env) for key, get in getters}
+
+
+def _membership(text: str) -> FastPath | None:
+    match = _IN.match(text)
+    if not match:
+        return None
+    item, container = _getter(match.group(1)), _getter(match.group(2))
+
+    def contains(env):
+        value, pool = item(env), container(env)
+        if not isinstance(pool, list) or not isinstance(value, str) or not all(isinstance(p, str) for p in pool):
+            raise _NotFast()
+        return value in pool
+
+    return contains
+
+
+def _equality(text: str) -> FastPath | None:
+    match = _EQUALS.match(text)
+    if not match:
+        return None
+    get, negated, literal = _getter(match.group(1)), match.group(2) == "!=", match.group(3)
+    wanted = None if literal == "null" else literal[1:-1]
+
+    def equals(env):
+        value = get(env)
+        if not isinstance(value, _PLAIN):  # CEL's equality across these types is Python's
+            raise _NotFast()
+        same = value is None if wanted is None else (isinstance(value, str) and value == wanted)
+        return same is not negated
+
+    return equals
+
+
+def _negation(text: str) -> FastPath | None:
+    match = _NOT.match(text)
+    if not match:
+        return None
+    get = _getter(match.group(1))
+
+    def negate(env):
+        value = get(env)
+        if not isinstance(value, bool):
+            raise _NotFast()
+        return not value
+
+    return negate
 
 
 def fields_used(source: str, var: str) -> frozenset[str] | None:
@@ -562,6 +598,35 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
     """Compile CEL text; raise ExpressionError with a readable message on bad
     syntax or an expression longer than ``max_chars``. Comprehension bodies
     are compiled to count their iterations against the cost budget."""
+    source = _expression_text(source, where, max_chars)
+    program, executable = _compile_cel(source, where)
+    bound = set(_MACRO_VAR.findall(source))
+    path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
+    variables = frozenset(v for v in program.variables() if v not in bound)
+    functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
+    fast = subset = None
+    if path is None:
+        constant = not variables and not functions and executable is program
+        fast = _constant(program) if constant else _fast_path(source)
+        if fast is None:
+            subset = compile_subset(source, _subset_functions(functions))
+    return Expression(
+        source=source,
+        where=where,
+        program=executable,
+        variables=variables,
+        functions=functions,
+        reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
+        ticked=executable is not program,
+        path=path,
+        fast=fast,
+        subset=subset,
+    )
+
+
+def _expression_text(source: Any, where: str, max_chars: int | None) -> str:
+    """The CEL text of a spec value (a YAML literal becomes its CEL spelling),
+    refused when it is empty, too long or uses the budget's reserved name."""
     if isinstance(source, bool):
         source = "true" if source else "false"
     elif source is None:
@@ -578,6 +643,12 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
         )
     if _TICK in source:
         raise ExpressionError(f"`{_TICK}` is a name the kit reserves; use another name", where)
+    return source
+
+
+def _compile_cel(source: str, where: str) -> tuple[Any, Any]:
+    """(the program as written, for its names; the program to run, whose
+    comprehension bodies tick the budget: the same one when it has none)."""
     try:
         program = cel.compile(source)
         ticked_source = _with_ticks(source)
@@ -587,35 +658,13 @@ def compile_expression(source: Any, where: str, *, max_chars: int | None = MAX_E
         raise ExpressionError(f"invalid CEL expression `{source}`: {detail}", where) from None
     except RecursionError:
         raise ExpressionError(f"the expression is nested too deeply (`{source[:60]}...`)", where) from None
-    bound = set(_MACRO_VAR.findall(source))
-    path = tuple(source.strip().split(".")) if _DOTTED.match(source.strip()) else None
-    variables = frozenset(v for v in program.variables() if v not in bound)
-    functions = frozenset(f for f in program.functions() if not _OPERATOR.match(f))
-    fast = (
-        None
-        if path
-        else (_constant(program) if not variables and not functions and executable is program else _fast_path(source))
-    )
-    subset = (
-        None
-        if path or fast
-        else compile_subset(
-            source,
-            {name: PURE_FUNCTIONS.get(name) for name in functions if name in PURE_FUNCTIONS or name in MODEL_FUNCTIONS},
-        )
-    )
-    return Expression(
-        source=source,
-        where=where,
-        program=executable,
-        variables=variables,
-        functions=functions,
-        reads=tuple((v, _fields_read(source, v)) for v in sorted(variables)),
-        ticked=executable is not program,
-        path=path,
-        fast=fast,
-        subset=subset,
-    )
+    return program, executable
+
+
+def _subset_functions(functions: frozenset[str]) -> dict[str, Callable | None]:
+    """The functions the CEL subset may call: the pure ones themselves, the
+    model's as None (handed over at evaluation time)."""
+    return {name: PURE_FUNCTIONS.get(name) for name in functions if name in PURE_FUNCTIONS or name in MODEL_FUNCTIONS}
 
 
 # -------------------------------------------------- the cost budget's ticks

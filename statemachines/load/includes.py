@@ -46,66 +46,25 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+_HINT_PATH = (
+    "name a fragment by its path relative to the spec's directory, "
+    f"or put it in a directory named in {INCLUDE_PATH_ENV}"
+)
+
+
 def resolve_include(spec_dir: Path, name: str) -> tuple[Path, Path]:
     """``(shown, real)`` for an include entry: the path problems name and the
     verified real path to read. Raises IncludeRefused (FileNotFoundError when
     no allowed directory holds it)."""
-    hint_path = (
-        f"name a fragment by its path relative to the spec's directory, or put it in a directory "
-        f"named in {INCLUDE_PATH_ENV}"
-    )
-    if not name or "\x00" in name:
-        raise IncludeRefused("an include entry must be a non-empty file name", hint_path)
-    if os.path.isabs(name) or name.startswith("~"):
-        raise IncludeRefused(
-            f"include {name!r} is an absolute path; includes are read only from the spec's "
-            f"directory (or a directory named in {INCLUDE_PATH_ENV})",
-            hint_path,
-        )
+    _check_name(name)
     roots = include_roots(spec_dir)
     escaped = None
     for root in roots:
-        real_root = os.path.realpath(root)
-        shown = root / name
-        lexical = os.path.normpath(os.path.join(os.path.abspath(root), name))
-        real = os.path.realpath(shown)
-        if not _inside(lexical, os.path.abspath(root)):
-            escaped = escaped or IncludeRefused(
-                f"include {name!r} leads outside the spec's directory ({root}); it was not read", hint_path
-            )
-            continue
-        if not _inside(real, real_root):
-            if os.path.lexists(lexical):
-                escaped = escaped or IncludeRefused(
-                    f"include {name!r} is a symbolic link to a file outside the directory it is in ({root}); "
-                    f"it was not read",
-                    "copy the fragment beside the spec instead of linking to it",
-                )
-            continue
-        try:
-            status = os.stat(real)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise IncludeRefused(
-                f"cannot read included file {name}: {exc.strerror or exc}", "check the path and permissions"
-            ) from None
-        if not stat.S_ISREG(status.st_mode):
-            kind = (
-                "a directory"
-                if stat.S_ISDIR(status.st_mode)
-                else "a FIFO"
-                if stat.S_ISFIFO(status.st_mode)
-                else "a device"
-                if stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)
-                else "a socket"
-                if stat.S_ISSOCK(status.st_mode)
-                else "not a regular file"
-            )
-            raise IncludeRefused(
-                f"include {name!r} is {kind}, not a regular file; it was not opened", "include regular spec files only"
-            )
-        return shown, Path(real)
+        found = _look_in(root, name)
+        if isinstance(found, IncludeRefused):
+            escaped = escaped or found
+        elif found is not None:
+            return found
     if escaped is not None:
         raise escaped
     looked = ", ".join(str(root) for root in roots)
@@ -113,6 +72,68 @@ def resolve_include(spec_dir: Path, name: str) -> tuple[Path, Path]:
         f"cannot read included file {name}: no such file (looked in {looked})",
         "check the file name in `include:`; paths are relative to the spec's directory",
     )
+
+
+def _check_name(name: str) -> None:
+    """Refuse an entry that names no file, or names one by an absolute path."""
+    if not name or "\x00" in name:
+        raise IncludeRefused("an include entry must be a non-empty file name", _HINT_PATH)
+    if os.path.isabs(name) or name.startswith("~"):
+        raise IncludeRefused(
+            f"include {name!r} is an absolute path; includes are read only from the spec's "
+            f"directory (or a directory named in {INCLUDE_PATH_ENV})",
+            _HINT_PATH,
+        )
+
+
+def _look_in(root: Path, name: str) -> tuple[Path, Path] | IncludeRefused | None:
+    """``(shown, real)`` when ``root`` holds the fragment; None when it does
+    not; the refusal to report when ``name`` leads out of ``root`` (reported
+    only if no other root holds it). Raises IncludeRefused for a file found
+    that may not be read."""
+    real_root = os.path.realpath(root)
+    shown = root / name
+    lexical = os.path.normpath(os.path.join(os.path.abspath(root), name))
+    real = os.path.realpath(shown)
+    if not _inside(lexical, os.path.abspath(root)):
+        return IncludeRefused(
+            f"include {name!r} leads outside the spec's directory ({root}); it was not read", _HINT_PATH
+        )
+    if not _inside(real, real_root):
+        if not os.path.lexists(lexical):
+            return None
+        return IncludeRefused(
+            f"include {name!r} is a symbolic link to a file outside the directory it is in ({root}); it was not read",
+            "copy the fragment beside the spec instead of linking to it",
+        )
+    try:
+        status = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise IncludeRefused(
+            f"cannot read included file {name}: {exc.strerror or exc}", "check the path and permissions"
+        ) from None
+    if not stat.S_ISREG(status.st_mode):
+        raise IncludeRefused(
+            f"include {name!r} is {_file_kind(status.st_mode)}, not a regular file; it was not opened",
+            "include regular spec files only",
+        )
+    return shown, Path(real)
+
+
+# What a path that is not a regular file is, by the first test its mode passes.
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _file_kind(mode: int) -> str:
+    return next((kind for test, kind in _FILE_KINDS if test(mode)), "not a regular file")
 
 
 def is_spec_fragment(text: str, known_keys: frozenset[str] | set[str]) -> bool | None:

@@ -161,6 +161,7 @@ class Matcher:
                 content, why = _read_file(kind, operand, value)
                 if why:
                     return why
+                assert content is not None  # _read_file gives the text or why there is none
                 why = _file_failure(kind, operand, content)
                 if why:
                     return why
@@ -281,41 +282,47 @@ def first_difference(expected: Any, observed: Any, path: str = "") -> Difference
         why = expected.failure(observed)
         return Difference(path or "(value)", expected.describe(), observed, why) if why else None
     if isinstance(expected, dict):
-        if not isinstance(observed, dict):
-            return Difference(
-                path or "(value)", to_jsonable(expected), observed, f"expected an object, got {_kind(observed)}"
-            )
-        for key, value in expected.items():
-            got = observed.get(key, _MISSING)
-            if got is _MISSING or (not _plainly_same(value, got) and first_difference(value, got) is not None):
-                # CEL builds maps in no fixed order (the same expression gives
-                # its keys in another order each time), so which difference
-                # comes "first" is decided by the keys' sorted order, never by
-                # the order a prediction happened to be built in: the same
-                # answers always get the same report (only failures pay for it).
-                return _first_by_sorted_key(expected, observed, path)
-        return None
+        return _mapping_difference(expected, observed, path)
     if isinstance(expected, list):
-        if not isinstance(observed, list):
-            return Difference(
-                path or "(value)", to_jsonable(expected), observed, f"expected a list, got {_kind(observed)}"
-            )
-        for i, (e, o) in enumerate(zip(expected, observed)):
-            if _plainly_same(e, o):
-                continue
-            diff = first_difference(e, o, f"{path}[{i}]")
-            if diff:
-                return diff
-        if len(expected) != len(observed):
-            return Difference(
-                path or "(value)",
-                to_jsonable(expected),
-                observed,
-                f"expected {len(expected)} item(s), got {len(observed)}",
-            )
-        return None
+        return _list_difference(expected, observed, path)
     if not _same(expected, observed):
         return Difference(path or "(value)", expected, observed, f"expected {_brief(expected)}, got {_brief(observed)}")
+    return None
+
+
+def _mapping_difference(expected: dict, observed: Any, path: str) -> Difference | None:
+    if not isinstance(observed, dict):
+        return Difference(
+            path or "(value)", to_jsonable(expected), observed, f"expected an object, got {_kind(observed)}"
+        )
+    for key, value in expected.items():
+        got = observed.get(key, _MISSING)
+        if got is _MISSING or (not _plainly_same(value, got) and first_difference(value, got) is not None):
+            # CEL builds maps in no fixed order (the same expression gives
+            # its keys in another order each time), so which difference
+            # comes "first" is decided by the keys' sorted order, never by
+            # the order a prediction happened to be built in: the same
+            # answers always get the same report (only failures pay for it).
+            return _first_by_sorted_key(expected, observed, path)
+    return None
+
+
+def _list_difference(expected: list, observed: Any, path: str) -> Difference | None:
+    if not isinstance(observed, list):
+        return Difference(path or "(value)", to_jsonable(expected), observed, f"expected a list, got {_kind(observed)}")
+    for i, (e, o) in enumerate(zip(expected, observed)):
+        if _plainly_same(e, o):
+            continue
+        diff = first_difference(e, o, f"{path}[{i}]")
+        if diff:
+            return diff
+    if len(expected) != len(observed):
+        return Difference(
+            path or "(value)",
+            to_jsonable(expected),
+            observed,
+            f"expected {len(expected)} item(s), got {len(observed)}",
+        )
     return None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,45 +153,85 @@ def schema_direction(old: Any, new: Any) -> str:
     keys = {k for k in set(old) | set(new) if k not in _IGNORED and not k.startswith("x-")}
     for key in keys:
         a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        if key in ("type", "enum"):
-            if a is None or b is None:
-                out.append("wider" if b is None else "narrower")
-            else:
-                sa, sb = _as_set(a), _as_set(b)
-                out.append("wider" if sb > sa else "narrower" if sb < sa else "changed")
-        elif key in _LOWER_BOUNDS or key in _UPPER_BOUNDS:
-            if a is None or b is None:
-                out.append("wider" if b is None else "narrower")
-            else:
-                lower = key in _LOWER_BOUNDS
-                out.append("wider" if (b < a) == lower else "narrower")
-        elif key == "required":
-            sa, sb = set(a or []), set(b or [])
-            out.append("narrower" if sb > sa else "wider" if sb < sa else "changed")
-        elif key == "uniqueItems":
-            out.append("narrower" if b else "wider")
-        elif key == "additionalProperties":
-            if a is False or b is False:
-                out.append("narrower" if b is False else "wider")
-            else:
-                out.append(schema_direction(a or {}, b or {}))
-        elif key == "items":
-            out.append(schema_direction(a or {}, b or {}))
-        elif key == "properties":
-            a, b = a or {}, b or {}
-            closed = old.get("additionalProperties") is False
-            for prop in set(a) | set(b):
-                if prop in a and prop in b:
-                    out.append(schema_direction(a[prop], b[prop]))
-                elif prop in b:  # a new property: accepted where it was refused, constrained where it was free
-                    out.append("wider" if closed else "narrower")
-                else:
-                    out.append("narrower" if closed else "wider")
-        else:
-            out.append("changed")
+        if a != b:
+            keyword = _KEYWORD_DIRECTIONS.get(key)
+            out.append("changed" if keyword is None else keyword(a, b, old))
     return _combine(out)
+
+
+def _dropped_or_added(a: Any, b: Any) -> str | None:
+    """A constraint dropped accepts more, one added accepts less; None when both are there."""
+    if a is None or b is None:
+        return "wider" if b is None else "narrower"
+    return None
+
+
+def _values_direction(a: Any, b: Any, _old: dict) -> str:
+    """``type`` and ``enum``: more allowed values accept more."""
+    if (dropped := _dropped_or_added(a, b)) is not None:
+        return dropped
+    sa, sb = _as_set(a), _as_set(b)
+    return "wider" if sb > sa else "narrower" if sb < sa else "changed"
+
+
+def _bound_direction(lower: bool) -> Callable[[Any, Any, dict], str]:
+    """A lower bound that goes down, or an upper bound that goes up, accepts more."""
+
+    def direction(a: Any, b: Any, _old: dict) -> str:
+        if (dropped := _dropped_or_added(a, b)) is not None:
+            return dropped
+        return "wider" if (b < a) == lower else "narrower"
+
+    return direction
+
+
+def _required_direction(a: Any, b: Any, _old: dict) -> str:
+    sa, sb = set(a or []), set(b or [])
+    return "narrower" if sb > sa else "wider" if sb < sa else "changed"
+
+
+def _unique_items_direction(_a: Any, b: Any, _old: dict) -> str:
+    return "narrower" if b else "wider"
+
+
+def _additional_properties_direction(a: Any, b: Any, _old: dict) -> str:
+    if a is False or b is False:
+        return "narrower" if b is False else "wider"
+    return schema_direction(a or {}, b or {})
+
+
+def _items_direction(a: Any, b: Any, _old: dict) -> str:
+    return schema_direction(a or {}, b or {})
+
+
+def _properties_direction(a: Any, b: Any, old: dict) -> str:
+    """Each property's own direction; a property added or removed accepts
+    more where the object was closed to others, less where it was open."""
+    a, b = a or {}, b or {}
+    closed = old.get("additionalProperties") is False
+    out = []
+    for prop in set(a) | set(b):
+        if prop in a and prop in b:
+            out.append(schema_direction(a[prop], b[prop]))
+        elif prop in b:  # a new property: accepted where it was refused, constrained where it was free
+            out.append("wider" if closed else "narrower")
+        else:
+            out.append("narrower" if closed else "wider")
+    return _combine(out)
+
+
+# How a change of one keyword changes what a schema accepts (any other keyword: "changed").
+_KEYWORD_DIRECTIONS: dict[str, Callable[[Any, Any, dict], str]] = {
+    "type": _values_direction,
+    "enum": _values_direction,
+    **{key: _bound_direction(lower=True) for key in _LOWER_BOUNDS},
+    **{key: _bound_direction(lower=False) for key in _UPPER_BOUNDS},
+    "required": _required_direction,
+    "uniqueItems": _unique_items_direction,
+    "additionalProperties": _additional_properties_direction,
+    "items": _items_direction,
+    "properties": _properties_direction,
+}
 
 
 # -- the comparison ----------------------------------------------------------------
@@ -344,7 +385,7 @@ class _Differ:
                 self.add(
                     "parameter",
                     name,
-                    f"added (default {_fmt(b.default)}, {b.bounds()})",
+                    f"added (default {_fmt(new[name].default)}, {new[name].bounds()})",
                     NEUTRAL,
                     "a new parameter changes nothing by itself; what reads it is compared separately",
                 )
@@ -509,80 +550,14 @@ class _Differ:
 
     def operations(self) -> None:
         old, new = self.old.operations, self.new.operations
-        raw_old, raw_new = self.old.raw.get("operations") or {}, self.new.raw.get("operations") or {}
         for name in sorted(set(old) | set(new)):
             callers = self._calling(name)
             if name not in old:
                 self.add("operation", name, "added", STRICTER, "implementations must now offer it", callers)
-                continue
-            if name not in new:
+            elif name not in new:
                 self.add("operation", name, "removed", LOOSER, "the kit no longer calls it", callers)
-                continue
-            a, b = old[name], new[name]
-            args = schema_direction(a.args_schema, b.args_schema)
-            if args != "same":
-                impact = LOOSER if args == "narrower" else STRICTER
-                self.add(
-                    "operation",
-                    f"{name}.args",
-                    f"argument schema {_direction_words(args)}",
-                    impact,
-                    "the kit sends only arguments implementations already accept"
-                    if impact == LOOSER
-                    else "the kit may now send arguments implementations never had to accept",
-                    callers,
-                )
-            elif _strip_prose(raw_old[name].get("args")) != _strip_prose(raw_new[name].get("args")):
-                self.add(
-                    "operation",
-                    f"{name}.args",
-                    "argument generation hints (x-draw) changed",
-                    NEUTRAL,
-                    "what the exploration draws, not what is allowed",
-                    callers,
-                )
-            result = schema_direction(a.result_schema, b.result_schema)
-            if result != "same":
-                impact = LOOSER if result == "wider" else STRICTER
-                self.add(
-                    "operation",
-                    f"{name}.result",
-                    f"result schema {_direction_words(result)}",
-                    impact,
-                    "more results are accepted" if impact == LOOSER else "results accepted before may now be refused",
-                    callers,
-                )
-            if a.errors != b.errors:
-                added, removed = sorted(set(b.errors) - set(a.errors)), sorted(set(a.errors) - set(b.errors))
-                what = "errors " + ", ".join([f"+{k}" for k in added] + [f"-{k}" for k in removed])
-                self.add(
-                    "operation",
-                    f"{name}.errors",
-                    what,
-                    NEUTRAL,
-                    "the declared list alone predicts nothing; its steps decide which error is expected",
-                    callers,
-                )
-            if _strip_prose(raw_old[name].get("steps")) != _strip_prose(raw_new[name].get("steps")):
-                self.add(
-                    "operation",
-                    f"{name}.steps",
-                    "steps changed",
-                    STRICTER,
-                    "the model's prediction for this operation changed",
-                    callers,
-                )
-            if (a.assumes.source if a.assumes else None) != (b.assumes.source if b.assumes else None):
-                self.add(
-                    "operation",
-                    f"{name}.assumes",
-                    "offered under other parameters",
-                    STRICTER,
-                    "some profiles must now offer it (or no longer may)",
-                    callers,
-                )
-            if a.summary != b.summary:
-                self.add("operation", name, "summary changed", NEUTRAL, "prose only")
+            else:
+                self._operation(name, callers)
         if _strip_prose(self.old.raw.get("on_clock")) != _strip_prose(self.new.raw.get("on_clock")):
             self.add(
                 "operation",
@@ -592,6 +567,81 @@ class _Differ:
                 "what time must produce changed",
                 {sc.id for spec in (self.old, self.new) for sc in spec.scenarios if _advances(sc.steps)}
                 & self.changed_ids,
+            )
+
+    def _operation(self, name: str, callers: set[str]) -> None:
+        """The changes of an operation both versions have."""
+        a, b = self.old.operations[name], self.new.operations[name]
+        raw_a, raw_b = (self.old.raw.get("operations") or {})[name], (self.new.raw.get("operations") or {})[name]
+        self._operation_args(name, raw_a, raw_b, callers)
+        self._operation_result(name, callers)
+        if a.errors != b.errors:
+            added, removed = sorted(set(b.errors) - set(a.errors)), sorted(set(a.errors) - set(b.errors))
+            what = "errors " + ", ".join([f"+{k}" for k in added] + [f"-{k}" for k in removed])
+            self.add(
+                "operation",
+                f"{name}.errors",
+                what,
+                NEUTRAL,
+                "the declared list alone predicts nothing; its steps decide which error is expected",
+                callers,
+            )
+        if _strip_prose(raw_a.get("steps")) != _strip_prose(raw_b.get("steps")):
+            self.add(
+                "operation",
+                f"{name}.steps",
+                "steps changed",
+                STRICTER,
+                "the model's prediction for this operation changed",
+                callers,
+            )
+        if (a.assumes.source if a.assumes else None) != (b.assumes.source if b.assumes else None):
+            self.add(
+                "operation",
+                f"{name}.assumes",
+                "offered under other parameters",
+                STRICTER,
+                "some profiles must now offer it (or no longer may)",
+                callers,
+            )
+        if a.summary != b.summary:
+            self.add("operation", name, "summary changed", NEUTRAL, "prose only")
+
+    def _operation_args(self, name: str, raw_a: dict, raw_b: dict, callers: set[str]) -> None:
+        args = schema_direction(self.old.operations[name].args_schema, self.new.operations[name].args_schema)
+        if args != "same":
+            impact = LOOSER if args == "narrower" else STRICTER
+            self.add(
+                "operation",
+                f"{name}.args",
+                f"argument schema {_direction_words(args)}",
+                impact,
+                "the kit sends only arguments implementations already accept"
+                if impact == LOOSER
+                else "the kit may now send arguments implementations never had to accept",
+                callers,
+            )
+        elif _strip_prose(raw_a.get("args")) != _strip_prose(raw_b.get("args")):
+            self.add(
+                "operation",
+                f"{name}.args",
+                "argument generation hints (x-draw) changed",
+                NEUTRAL,
+                "what the exploration draws, not what is allowed",
+                callers,
+            )
+
+    def _operation_result(self, name: str, callers: set[str]) -> None:
+        result = schema_direction(self.old.operations[name].result_schema, self.new.operations[name].result_schema)
+        if result != "same":
+            impact = LOOSER if result == "wider" else STRICTER
+            self.add(
+                "operation",
+                f"{name}.result",
+                f"result schema {_direction_words(result)}",
+                impact,
+                "more results are accepted" if impact == LOOSER else "results accepted before may now be refused",
+                callers,
             )
 
     def policies(self) -> None:
@@ -672,7 +722,7 @@ class _Differ:
         for name in sorted(set(old) | set(new)):
             a, b = old.get(name), new.get(name)
             # Observed invariants judge the implementation; the others check the model's own consistency.
-            observed = (a or b).kind == "observed" or (b is not None and b.kind == "observed")
+            observed = (a or new[name]).kind == "observed" or (b is not None and b.kind == "observed")
             if a is None:
                 self.add(
                     "invariant",

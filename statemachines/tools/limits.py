@@ -40,9 +40,7 @@ class LimitEdges:
 
     def classes(self) -> list[str]:
         """The edge classes some target can take, in order."""
-        taken = set(self.clock)
-        for table in (*self.args.values(), *self.batches.values()):
-            taken.update(table)
+        taken = set(self.clock).union(*self.args.values(), *self.batches.values())
         return [c for c in EDGE_CLASSES if c in taken]
 
     def edge_value(self, edge: str) -> int:
@@ -105,40 +103,65 @@ def limit_edges(spec: Spec, params: dict) -> list[LimitEdges]:
     out = []
     for limit in ex.limits:
         env = {"params": params}
-        if limit["assumes"] is not None and not limit["assumes"].evaluate_bool(env, role="an `assumes`"):
-            continue
-        value = limit["value"]
-        try:
-            value = value if isinstance(value, int) else value.evaluate(env)
-        except ExpressionError:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
+        value = _limit_value(limit, env)
+        if value is None:
             continue
         edges = LimitEdges(limit["name"], value)
         wanted = {edge: value + offset for edge, offset in zip(EDGE_CLASSES, (-1, 0, 1))}
         if limit["clock"]:
             edges.clock = {edge: ms for edge, ms in wanted.items() if ms >= 0}
-        for op, arg in limit["args"]:
-            if op not in offered:
-                continue
-            schema = strip_hints((spec.operations[op].args_schema.get("properties") or {}).get(arg) or {})
-            table = {}
-            for edge, n in wanted.items():
-                candidates = [n] if schema.get("type") != "string" else text_edges(n, limit["unit"])
-                values = [v for v in candidates if _accepts(schema, v)]
-                if values:
-                    table[edge] = values
-            if table:
-                edges.args[(op, arg)] = table
-        for name in limit["batches"]:
-            batch = batches.get(name)
-            if batch is None:
-                continue
-            low = int(batch["count"]["min"].evaluate(env))
-            high = max(low, int(batch["count"]["max"].evaluate(env)))
-            table = {edge: n for edge, n in wanted.items() if low <= n <= high}
-            if table:
-                edges.batches[name] = table
+        edges.args = _argument_edges(spec, limit, offered, wanted)
+        edges.batches = _batch_edges(limit, batches, env, wanted)
         if edges.classes():
             out.append(edges)
+    return out
+
+
+def _limit_value(limit: dict, env: dict) -> int | None:
+    """The limit's integer value under ``env``, or None when its ``assumes``
+    fails or its value is not an integer (or cannot be evaluated)."""
+    if limit["assumes"] is not None and not limit["assumes"].evaluate_bool(env, role="an `assumes`"):
+        return None
+    value = limit["value"]
+    try:
+        value = value if isinstance(value, int) else value.evaluate(env)
+    except ExpressionError:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _argument_edges(
+    spec: Spec, limit: dict, offered: frozenset[str], wanted: dict[str, int]
+) -> dict[tuple[str, str], dict[str, list]]:
+    """Per (operation, argument) the limit names: the values of each edge the argument's schema accepts."""
+    out: dict[tuple[str, str], dict[str, list]] = {}
+    for op, arg in limit["args"]:
+        if op not in offered:
+            continue
+        schema = strip_hints((spec.operations[op].args_schema.get("properties") or {}).get(arg) or {})
+        table: dict[str, list] = {}
+        for edge, n in wanted.items():
+            candidates = [n] if schema.get("type") != "string" else text_edges(n, limit["unit"])
+            values = [v for v in candidates if _accepts(schema, v)]
+            if values:
+                table[edge] = values
+        if table:
+            out[(op, arg)] = table
+    return out
+
+
+def _batch_edges(limit: dict, batches: dict[str, dict], env: dict, wanted: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Per batch the limit names (that applies): the edge item counts within the batch's count range."""
+    out: dict[str, dict[str, int]] = {}
+    for name in limit["batches"]:
+        batch = batches.get(name)
+        if batch is None:
+            continue
+        low = int(batch["count"]["min"].evaluate(env))
+        high = max(low, int(batch["count"]["max"].evaluate(env)))
+        table = {edge: n for edge, n in wanted.items() if low <= n <= high}
+        if table:
+            out[name] = table
     return out

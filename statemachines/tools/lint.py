@@ -213,6 +213,23 @@ def _refs(raw: dict) -> set[str]:
 
 
 # -- the rules -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Exercised:
+    """What the scenarios that ran did on the model, over every walk."""
+
+    transitions: set[str]
+    outcomes: set[str]
+    policies: set[str]
+
+    @classmethod
+    def by(cls, ran: list[ScenarioWalk]) -> _Exercised:
+        return cls(
+            transitions=set().union(*(w.transitions for w in ran)),
+            outcomes=set().union(*(w.outcomes for w in ran)),
+            policies=set().union(*(w.policies for w in ran)),
+        )
+
+
 class _Linter:
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -329,7 +346,15 @@ class _Linter:
     def scenarios(self, walks: list[ScenarioWalk]) -> None:
         spec = self.spec
         called = set().union(*(scenario_operations(sc.steps) for sc in spec.scenarios)) if spec.scenarios else set()
-        for name in spec.operations:
+        exercised = _Exercised.by([w for w in walks if w.skipped is None])
+        self.uncalled_operations(called)
+        self.untested_transitions(exercised.transitions)
+        self.untested_errors(called, exercised.outcomes)
+        self.untested_policies(exercised.policies)
+        self.unfollowed_scenarios(walks)
+
+    def uncalled_operations(self, called: set[str]) -> None:
+        for name in self.spec.operations:
             if name not in called:
                 self.add(
                     "uncalled-operation",
@@ -338,16 +363,14 @@ class _Linter:
                     f"no scenario calls operation {name}",
                     f"add a scenario step `- call: {name}` (a nominal case at least)",
                 )
-        ran = [w for w in walks if w.skipped is None]
-        transitions = set().union(*(w.transitions for w in ran)) if ran else set()
-        outcomes = set().union(*(w.outcomes for w in ran)) if ran else set()
-        events = set().union(*(w.policies for w in ran)) if ran else set()
-        fired = fired_triggers(spec)
-        for i, t in enumerate(spec.lifecycle.transitions):
+
+    def untested_transitions(self, taken: set[str]) -> None:
+        fired = fired_triggers(self.spec)
+        for i, t in enumerate(self.spec.lifecycle.transitions):
             if t.trigger not in fired:
                 continue  # already reported as unfired
             for src, name in zip(t.sources, _transition_names(t)):
-                if name not in transitions and src not in self.unreachable:
+                if name not in taken and src not in self.unreachable:
                     self.add(
                         "untested-transition",
                         name,
@@ -355,10 +378,14 @@ class _Linter:
                         f"no scenario takes transition {name}",
                         "add a scenario whose steps take it (the model must fire it: check guards and arguments)",
                     )
-        for name, op in spec.operations.items():
+
+    def untested_errors(self, called: set[str], outcomes: set[str]) -> None:
+        for name, op in self.spec.operations.items():
+            if name not in called:
+                continue  # already reported as uncalled
             raised = raised_errors(op.steps)
             for i, kind in enumerate(op.errors):
-                if kind in raised and name in called and f"{name}: {kind}" not in outcomes:
+                if kind in raised and f"{name}: {kind}" not in outcomes:
                     self.add(
                         "untested-error",
                         f"{name}: {kind}",
@@ -367,7 +394,9 @@ class _Linter:
                         f"add an edge scenario: `- call: {name}` with arguments that fail, and "
                         f"`expect: {{error: {{kind: {kind}}}}}`",
                     )
-        for name, policy in spec.policies.items():
+
+    def untested_policies(self, events: set[str]) -> None:
+        for name, policy in self.spec.policies.items():
             missing = [what for event, what in POLICY_ACTS.get(policy.kind, ()) if f"{name}.{event}" not in events]
             if missing:
                 self.add(
@@ -377,11 +406,13 @@ class _Linter:
                     f"no scenario makes {policy.kind} policy {name} act: none {' or '.join(missing)}",
                     "add a scenario that drives it there (a boundary scenario just past its limit)",
                 )
+
+    def unfollowed_scenarios(self, walks: list[ScenarioWalk]) -> None:
         seen = set()
         for walk in walks:
             if walk.problem and walk.scenario not in seen:
                 seen.add(walk.scenario)
-                index = next(i for i, sc in enumerate(spec.scenarios) if sc.id == walk.scenario)
+                index = next(i for i, sc in enumerate(self.spec.scenarios) if sc.id == walk.scenario)
                 self.add(
                     "scenario-not-followed",
                     walk.scenario,
