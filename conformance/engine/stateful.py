@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, Verbosity, given, reject
 from hypothesis import settings as Settings
@@ -43,6 +43,9 @@ from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
+
+if TYPE_CHECKING:
+    from statemachines import Model
 
 __all__ = [
     "PROFILES",
@@ -118,59 +121,49 @@ def _schema_drawer(schema: dict) -> choices.Drawer:
     return choices.nested(from_schema(schema))
 
 
+def _edges_by_target(
+    limits: list,
+) -> tuple[dict[int, list[str]], dict[tuple[str, str], dict], dict[str, dict[int, list[str]]]]:
+    """The declared limits' edges by what they sit on: clock instants, an
+    operation's argument values, a batch's sizes; each naming its edges
+    (``limit.edge``)."""
+    clock_edges: dict[int, list[str]] = {}
+    arg_edges: dict[tuple[str, str], dict] = {}
+    batch_edges: dict[str, dict[int, list[str]]] = {}
+    for limit in limits:
+        for edge, ms in limit.clock.items():
+            clock_edges.setdefault(ms, []).append(f"{limit.name}.{edge}")
+        for target, table in limit.args.items():
+            for edge, values in table.items():
+                for value in values:
+                    arg_edges.setdefault(target, {}).setdefault(value, []).append(f"{limit.name}.{edge}")
+        for name, table in limit.batches.items():
+            for edge, n in table.items():
+                batch_edges.setdefault(name, {}).setdefault(n, []).append(f"{limit.name}.{edge}")
+    return clock_edges, arg_edges, batch_edges
+
+
 class Explorer:
     """Strategies for one spec and one set of parameter values."""
 
     def __init__(self, spec: Spec, params: dict, concurrent: bool):
         self.spec, self.params = spec, params
-        ex = spec.exploration
-        self.actions: list[tuple[str, Any]] = []
         offered = spec.offered_operations(params)  # a profile may expose only some operations
-        for name in spec.operations:
-            if name in offered:
-                self.actions += [("call", name)] * ex.weights.get(name, 1)
-        for batch in ex.batches:
-            if exploration_applies(batch, params, offered):
-                self.actions += [("batch", batch)] * 2
         # Races the spec implies (each operation writing a record twice at once,
-        # each conflicting pair on one record: statemachines.races): together
-        # one declared group's share per three of them, between one and six.
+        # each conflicting pair on one record: statemachines.races).
         self.derived = (
             tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) if concurrent else ()
         )
-        if concurrent:
-            for group in ex.concurrent:
-                if exploration_applies(group, params, offered):
-                    self.actions += [("concurrent", group)] * 2
-            if self.derived:
-                self.actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
         # Declared limits (statemachines.limits): which drawn values sit at an
         # edge, per target, so a draw can be counted ("boundary-classes").
         self.limits = limit_edges(spec, params)
-        self.clock_edges: dict[int, list[str]] = {}
-        self.arg_edges: dict[tuple[str, str], dict] = {}
-        self.batch_edges: dict[str, dict[int, list[str]]] = {}
-        for limit in self.limits:
-            for edge, ms in limit.clock.items():
-                self.clock_edges.setdefault(ms, []).append(f"{limit.name}.{edge}")
-            for target, table in limit.args.items():
-                for edge, values in table.items():
-                    for value in values:
-                        self.arg_edges.setdefault(target, {}).setdefault(value, []).append(f"{limit.name}.{edge}")
-            for name, table in limit.batches.items():
-                for edge, n in table.items():
-                    self.batch_edges.setdefault(name, {}).setdefault(n, []).append(f"{limit.name}.{edge}")
-        if ex.advance_ms or self.clock_edges:
-            self.actions += [("advance", None)] * 2
+        self.clock_edges, self.arg_edges, self.batch_edges = _edges_by_target(self.limits)
+        self.actions = self._weighted_actions(offered, concurrent)
         self._plans: dict = {}
         self.action = choices.sampled(self.actions)
-        moves = choices.sampled(ex.advance_ms) if ex.advance_ms else None
-        if self.clock_edges:  # half of the clock moves sit at a limit's edge
-            edges = choices.sampled(sorted(self.clock_edges))
-            moves = choices.either(moves, edges) if moves is not None else edges
-        self.advance_ms = moves
+        self.advance_ms = self._clock_moves()
         self._batch_plans: dict = {}
-        self.model = None  # set by the state machine, for drawing live keys
+        self.model: Model | None = None  # set by the state machine, for drawing live keys
         self._payloads = {
             name: self._payload_drawer(policy)
             for name, policy in spec.policies.items()
@@ -178,6 +171,40 @@ class Explorer:
         }
         # which derived race: always one choice, even when there is one race (the choices Hypothesis recorded stay valid)
         self.derived_index = choices.integers(0, len(self.derived) - 1) if self.derived else None
+
+    def _weighted_actions(self, offered: frozenset[str], concurrent: bool) -> list[tuple[str, Any]]:
+        """What a step can be, each as often as its weight: the offered
+        operations (``exploration.weights``), the batches, the concurrent
+        groups and derived races (when the implementation runs calls
+        concurrently) and clock moves."""
+        ex, params = self.spec.exploration, self.params
+        actions: list[tuple[str, Any]] = []
+        for name in self.spec.operations:
+            if name in offered:
+                actions += [("call", name)] * ex.weights.get(name, 1)
+        for batch in ex.batches:
+            if exploration_applies(batch, params, offered):
+                actions += [("batch", batch)] * 2
+        if concurrent:
+            for group in ex.concurrent:
+                if exploration_applies(group, params, offered):
+                    actions += [("concurrent", group)] * 2
+            if self.derived:
+                # together one declared group's share per three of them, between one and six
+                actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
+        if ex.advance_ms or self.clock_edges:
+            actions += [("advance", None)] * 2
+        return actions
+
+    def _clock_moves(self) -> choices.Drawer | None:
+        """How a clock move's milliseconds are drawn: from ``exploration.advance_ms``,
+        and half of the time at a limit's edge when there are such edges."""
+        ex = self.spec.exploration
+        moves = choices.sampled(ex.advance_ms) if ex.advance_ms else None
+        if self.clock_edges:  # half of the clock moves sit at a limit's edge
+            edges = choices.sampled(sorted(self.clock_edges))
+            moves = choices.either(moves, edges) if moves is not None else edges
+        return moves
 
     def _payload_drawer(self, policy):
         env = {"params": self.params}
