@@ -170,7 +170,7 @@ class CommandAdapter(Adapter):
             _ROOTS.add(self.root)
         self.runs = 0
         self.token: str | None = None
-        self.run_dir: Path | None = None
+        self.run_dir = Path(self.root) / "run-0"  # no run yet: _start_run makes run-1
         self.now_ms = 0
         self._clock_lock = threading.Lock()
         self._live: set[subprocess.Popen] = set()  # invocations running now (concurrent calls too)
@@ -219,8 +219,7 @@ class CommandAdapter(Adapter):
         if self.token is not None:
             kill_marked_processes(self.token)
             _TOKENS.discard(self.token)
-        if self.run_dir is not None:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
         self.runs += 1
         self._trust.clear()  # commands printed in the previous run are not this run's
         self.token = new_token()
@@ -406,7 +405,8 @@ class CommandAdapter(Adapter):
         except (subprocess.TimeoutExpired, ValueError, OSError):
             for stream in (proc.stdout, proc.stderr):
                 try:
-                    stream.close()
+                    if stream is not None:
+                        stream.close()
                 except OSError:
                     pass
             try:

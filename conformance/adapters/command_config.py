@@ -209,11 +209,12 @@ def _schema_problem(error: jsonschema.ValidationError) -> str:
     best = error
     if error.context:  # oneOf/anyOf: the alternative that came closest
         best = jsonschema.exceptions.best_match(error.context)
-    hint = best.schema.get("description") if isinstance(best.schema, dict) else None
+    schema = best.schema if isinstance(best.schema, dict) else {}
+    hint = schema.get("description")
     if not hint and isinstance(error.schema, dict):
         hint = error.schema.get("description")
     if best.validator == "additionalProperties" and isinstance(best.instance, dict):
-        allowed = sorted(best.schema.get("properties") or {})
+        allowed = sorted(schema.get("properties") or {})
         extra = sorted(set(best.instance) - set(allowed))
         message = f"unknown key(s) {', '.join(map(repr, extra))}" + (
             f"; known keys: {', '.join(allowed)}" if allowed else ""

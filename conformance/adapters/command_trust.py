@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from ..errors import InputRefused
@@ -72,7 +73,7 @@ class CommandTrust:
             self._given.clear()
 
     # -- what the tool saw and said ---------------------------------------------
-    def note_arguments(self, args: dict, skip: set[str] = frozenset()) -> None:
+    def note_arguments(self, args: dict, skip: Collection[str] = frozenset()) -> None:
         """Remember the string values handed to the tool (except ``skip``: a
         command line already trusted)."""
         with self._lock:

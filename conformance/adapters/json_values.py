@@ -66,42 +66,54 @@ def _plain_walk(value: Any, *, strict: bool) -> bool:
     containers = 0  # a circular value would loop forever: past this many, the careful walk decides
     while level:
         below: list = []
-        push = below.extend
-        for node in level:
-            kind = type(node)
-            if kind is str:
-                if strict and not node.isascii():
-                    try:
-                        node.encode("utf-8")
-                    except UnicodeEncodeError:  # a lone surrogate
-                        return False
-                continue
-            if kind is bool or node is None:
-                continue
-            if kind is int:
-                if MIN_INT <= node <= MAX_INT:
-                    continue
-                return False
-            if kind is float:
-                if node - node == 0.0:  # false for NaN and the infinities
-                    continue
-                return False
-            if kind is dict:
-                for key in node:
-                    if type(key) is not str:
-                        return False
-                push(node.values())
-            elif kind is list:
-                push(node)
-            else:
-                return False  # subclasses and other types: the careful walk decides
-            containers += 1
+        found = _plain_level(level, below, strict)
+        if found < 0:
+            return False
+        containers += found
         if below:
             depth += 1
             if (strict and depth >= MAX_DEPTH) or containers > 1_000_000:
                 return False  # deep (or circular): the careful walk decides
         level = below
     return True
+
+
+def _plain_level(level: list, below: list, strict: bool) -> int:
+    """Check one level's nodes, putting what their arrays and objects hold in
+    ``below``: how many arrays and objects the level has, or -1 when a node is
+    not plain (or is for the careful walk to decide)."""
+    push = below.extend
+    containers = 0
+    for node in level:
+        kind = type(node)
+        if kind is str:
+            if strict and not node.isascii():
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate
+                    return -1
+            continue
+        if kind is bool or node is None:
+            continue
+        if kind is int:
+            if MIN_INT <= node <= MAX_INT:
+                continue
+            return -1
+        if kind is float:
+            if node - node == 0.0:  # false for NaN and the infinities
+                continue
+            return -1
+        if kind is dict:
+            for key in node:
+                if type(key) is not str:
+                    return -1
+            push(node.values())
+        elif kind is list:
+            push(node)
+        else:
+            return -1  # subclasses and other types: the careful walk decides
+        containers += 1
+    return containers
 
 
 def _key_text(key: Any) -> str:

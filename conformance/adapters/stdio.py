@@ -37,7 +37,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import IO, Any
 
 from ..errors import AdapterLoadError, ConformanceError
 from .adapter import Adapter
@@ -165,6 +165,13 @@ class _Waiter:
         self.type = type_
 
 
+def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """A program's stdin, stdout and stderr (it was started with all three piped)."""
+    if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+        raise AdapterLoadError("the adapter program was started without its three pipes")
+    return proc.stdin, proc.stdout, proc.stderr
+
+
 class _Connection:
     """One running program: its pipes, reader threads and pending requests."""
 
@@ -190,6 +197,7 @@ class _Connection:
             ) from None
         with _LIVE_LOCK:
             _LIVE[self.proc] = self.token
+        self.stdin, self.stdout, self.stderr = _pipes(self.proc)
         self.reader = ResponseReader()
         self.lock = threading.Lock()  # waiters, failure
         self.write_lock = threading.Lock()  # whole lines only
@@ -208,7 +216,7 @@ class _Connection:
 
     # -- stderr ring buffer ------------------------------------------------------
     def _read_stderr(self) -> None:
-        fd = self.proc.stderr.fileno()
+        fd = self.stderr.fileno()
         try:
             while True:
                 chunk = os.read(fd, 65536)
@@ -230,7 +238,7 @@ class _Connection:
 
     # -- stdout: responses ---------------------------------------------------------
     def _read_stdout(self) -> None:
-        stream = self.proc.stdout
+        stream = self.stdout
         limit = MAX_LINE_BYTES + 2
         try:
             while True:
@@ -353,8 +361,8 @@ class _Connection:
         try:
             try:
                 with self.write_lock:
-                    self.proc.stdin.write(data)
-                    self.proc.stdin.flush()
+                    self.stdin.write(data)
+                    self.stdin.flush()
             except (BrokenPipeError, ConnectionResetError, ValueError, OSError):
                 # It is gone (or closed its stdin): wait for stdout to close,
                 # which fails this waiter with the exit status.
@@ -395,9 +403,9 @@ class _Connection:
             # A stream whose reader is still blocked (a worker that left the
             # process group keeps the pipe open) is left to that daemon
             # thread: closing it would wait for the reader's lock forever.
-            streams = [proc.stdin]
-            streams += [] if self._stdout_thread.is_alive() else [proc.stdout]
-            streams += [proc.stderr] if self._stderr_done.is_set() else []
+            streams = [self.stdin]
+            streams += [] if self._stdout_thread.is_alive() else [self.stdout]
+            streams += [self.stderr] if self._stderr_done.is_set() else []
             for stream in streams:
                 try:
                     stream.close()
@@ -421,9 +429,9 @@ class _Connection:
         if not self.write_lock.acquire(timeout=_BYE_WAIT_S):
             return
         try:
-            self.proc.stdin.write(encode(bye_request(id)))
-            self.proc.stdin.flush()
-            self.proc.stdin.close()
+            self.stdin.write(encode(bye_request(id)))
+            self.stdin.flush()
+            self.stdin.close()
         except (OSError, ValueError):
             return
         finally:
@@ -549,6 +557,7 @@ class StdioAdapter(Adapter):
     # -- the Adapter protocol --------------------------------------------------------
     def describe(self) -> dict:
         self._connection()
+        assert self._identity is not None  # the handshake of _connection() keeps the first identity
         return copy.deepcopy(self._identity)
 
     def reset(self, now_ms: int) -> None:

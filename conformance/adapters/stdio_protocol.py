@@ -209,7 +209,9 @@ class _Unreadable(float):
     """A number Python's json refuses (NaN, Infinity, a too long integer),
     parsed anyway only to say where it is."""
 
-    def __new__(cls, text: str):
+    text: str  # what stood in the line, or what the number was
+
+    def __new__(cls, text: str) -> _Unreadable:
         self = super().__new__(cls, "nan")
         self.text = text
         return self

@@ -26,7 +26,7 @@ No code is generated from a schema: the closures are built from its values
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any
 
 import jsonschema
@@ -200,7 +200,7 @@ def _bound(compare):
     return make
 
 
-def _size(of: type, compare):
+def _size(of: type[Sized], compare):
     """A bound on the length of a string (``minLength``...) or a list (``minItems``...)."""
 
     def make(value, schema) -> Check:

@@ -81,7 +81,7 @@ def _settle_emptiness(strategy) -> None:
     The same answer either way, so the draws are the same."""
     for each in (strategy, getattr(strategy, "wrapped_strategy", None)):
         if isinstance(each, st.SearchStrategy):
-            each.force_is_empty = bool(each.is_empty)
+            each.force_is_empty = bool(each.is_empty)  # type: ignore[attr-defined]  # read by Hypothesis (force_<property>), undeclared
 
 
 def text(alphabet: str, max_size: int) -> Drawer:

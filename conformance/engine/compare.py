@@ -137,12 +137,12 @@ def _without(node, parts: list):
         return copy
     if not isinstance(node, dict) or head not in node:
         return node
-    copy = dict(node)
+    trimmed = dict(node)
     if rest:
-        copy[head] = _without(node[head], rest)
+        trimmed[head] = _without(node[head], rest)
     else:
-        del copy[head]
-    return copy
+        del trimmed[head]
+    return trimmed
 
 
 def _first(prediction, observation: dict, key: str | None):

@@ -51,16 +51,23 @@ class Crew:
             fn = jobs.get()
             if fn is None:
                 return
-            released = []
-
-            def release() -> None:
-                if not released:
-                    released.append(True)
-                    with self._lock:
-                        self._idle.append(jobs)
-
+            release = self._releaser(jobs)
             fn(release)  # never raises: the calls handed in keep their own outcome
             release()
+
+    def _releaser(self, jobs: queue.SimpleQueue) -> Callable[[], None]:
+        """What puts the thread that serves ``jobs`` back on the idle list:
+        the first call does, any later one does nothing (one per call handed in)."""
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                with self._lock:
+                    self._idle.append(jobs)
+
+        return release
 
     def close(self) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -130,7 +131,7 @@ class Deviations:
     ) -> Deviation | None:
         """The entry that accepts this divergence (counted), or None."""
         for d in self._accepts:
-            if d.operation not in (None, operation) or not d._regex.match(path):
+            if d.operation not in (None, operation) or d._regex is None or not d._regex.match(path):
                 continue
             if not d._holds(
                 {"args": args, "expected": expected, "observed": observed, "path": path, "operation": operation}
@@ -170,6 +171,7 @@ class Deviations:
                 f"`expires` date if the team still accepts it",
             }
             for d in self.expired
+            if d.expires is not None  # an expired entry has a date
         ]
 
     def to_report(self) -> dict:
@@ -213,6 +215,31 @@ def load_deviations(path: str | Path, *, spec: Any = None, today: dt.date | None
         file, line = smap.locate(where)
         return f"{file or path}:{line}" if line else str(file or path)
 
+    _check_shape(data, at)
+    if spec is not None and data.get("spec") not in (None, spec.id):
+        raise DeviationsError(
+            [
+                f"{at(('spec',))}: the file is for spec {data['spec']!r}, this run checks "
+                f"{spec.id!r}; name the right file or fix `spec:`"
+            ]
+        )
+    problems: list[str] = []
+    entries: list[Deviation] = []
+    seen: dict[str, str] = {}
+    for i, raw in enumerate(data["entries"]):
+        where = at(("entries", i))
+        if raw["id"] in seen:
+            problems.append(f"{where}: id {raw['id']!r} is used twice (also at {seen[raw['id']]}); ids must be unique")
+        seen[raw["id"]] = where
+        entries.append(_entry(raw, ("entries", i), spec, at, problems))
+    if problems:
+        raise DeviationsError(problems)
+    return Deviations(entries, str(path), today=today)
+
+
+def _check_shape(data: Any, at: Callable[[tuple], str]) -> None:
+    """Raise DeviationsError naming every place where ``data`` breaks the
+    deviations schema."""
     problems = []
     validator = jsonschema.Draft202012Validator(_schema(), format_checker=jsonschema.FormatChecker())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
@@ -223,55 +250,45 @@ def load_deviations(path: str | Path, *, spec: Any = None, today: dt.date | None
         )
     if problems:
         raise DeviationsError(problems)
-    if spec is not None and data.get("spec") not in (None, spec.id):
-        raise DeviationsError(
-            [
-                f"{at(('spec',))}: the file is for spec {data['spec']!r}, this run checks "
-                f"{spec.id!r}; name the right file or fix `spec:`"
-            ]
+
+
+def _entry(raw: dict, place: tuple, spec: Any, at: Callable[[tuple], str], problems: list[str]) -> Deviation:
+    """The entry at ``place`` (schema-checked), its problems added to ``problems``."""
+    kind = "accept" if "accept" in raw else "avoid"
+    body = raw[kind]
+    operation = body.get("operation")
+    if spec is not None and operation is not None and operation not in spec.operations and operation != "set_clock":
+        problems.append(
+            f"{at((*place, kind, 'operation'))}: the spec has no operation {operation!r} "
+            f"(it has: {', '.join(spec.operations)})"
         )
-    entries, seen = [], {}
-    for i, raw in enumerate(data["entries"]):
-        where = at(("entries", i))
-        if raw["id"] in seen:
-            problems.append(f"{where}: id {raw['id']!r} is used twice (also at {seen[raw['id']]}); ids must be unique")
-        seen[raw["id"]] = where
-        kind = "accept" if "accept" in raw else "avoid"
-        body = raw[kind]
-        operation = body.get("operation")
-        if spec is not None and operation is not None and operation not in spec.operations and operation != "set_clock":
-            problems.append(
-                f"{at(('entries', i, kind, 'operation'))}: the spec has no operation {operation!r} "
-                f"(it has: {', '.join(spec.operations)})"
-            )
-        when = None
-        if "when" in body:
-            try:
-                when = compile_expression(body["when"], at(("entries", i, kind, "when")))
-            except ExpressionError as exc:
-                problems.append(str(exc))
-            else:
-                allowed = {"args", "operation"} | ({"expected", "observed", "path"} if kind == "accept" else set())
-                unknown = [name for name in when.unknown_names(allowed) if not name.endswith("()")]
-                if unknown:
-                    problems.append(
-                        f"{at(('entries', i, kind, 'when'))}: `when` reads {', '.join(unknown)}; "
-                        f"it may read {', '.join(sorted(allowed))}"
-                    )
-        expires = dt.date.fromisoformat(raw["expires"]) if raw.get("expires") else None
-        deviation = Deviation(
-            id=raw["id"],
-            reason=raw["reason"],
-            kind=kind,
-            where=where,
-            operation=operation,
-            path=body.get("path"),
-            when=when,
-            expires=expires,
-        )
-        if kind == "accept":
-            deviation._regex = _pattern(body["path"])
-        entries.append(deviation)
-    if problems:
-        raise DeviationsError(problems)
-    return Deviations(entries, str(path), today=today)
+    when = _condition(body["when"], kind, at((*place, kind, "when")), problems) if "when" in body else None
+    deviation = Deviation(
+        id=raw["id"],
+        reason=raw["reason"],
+        kind=kind,
+        where=at(place),
+        operation=operation,
+        path=body.get("path"),
+        when=when,
+        expires=dt.date.fromisoformat(raw["expires"]) if raw.get("expires") else None,
+    )
+    if kind == "accept":
+        deviation._regex = _pattern(body["path"])
+    return deviation
+
+
+def _condition(source: Any, kind: str, where: str, problems: list[str]) -> Any:
+    """An entry's compiled ``when`` (None when it does not compile), its
+    problems added to ``problems``: it may read ``args`` and ``operation``,
+    and an ``accept`` also ``expected``, ``observed`` and ``path``."""
+    try:
+        when = compile_expression(source, where)
+    except ExpressionError as exc:
+        problems.append(str(exc))
+        return None
+    allowed = {"args", "operation"} | ({"expected", "observed", "path"} if kind == "accept" else set())
+    unknown = [name for name in when.unknown_names(allowed) if not name.endswith("()")]
+    if unknown:
+        problems.append(f"{where}: `when` reads {', '.join(unknown)}; it may read {', '.join(sorted(allowed))}")
+    return when

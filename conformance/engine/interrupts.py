@@ -45,7 +45,7 @@ __all__ = [
 
 FORCE_AFTER = 3  # signals: the third one exits without clean-up
 
-_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+_NAMES: dict[int, str] = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 
 
 class Interrupted(KeyboardInterrupt):

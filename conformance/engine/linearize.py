@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from statemachines import ExpressionError, ObservationError
@@ -47,7 +48,7 @@ class RaceOutcome:
     later: list = field(default_factory=list)
     previous: RaceOutcome | None = None  # the group before, whose orders are still open too
 
-    def chain(self):
+    def chain(self) -> Iterator[RaceOutcome]:
         """This outcome and the earlier ones still open, newest first."""
         outcome: RaceOutcome | None = self
         while outcome is not None:
@@ -142,7 +143,7 @@ def _key_positions(followups: list, key: str) -> dict:
 
 
 def linearize(
-    session, calls: list[tuple[str, dict]], responses: list[dict], index: int, followups: list | None = None
+    session, calls: list[tuple[str, dict]], responses: list[dict], index: int | None, followups: list | None = None
 ) -> Failure | None:
     """Find a sequential order matching every response (and then the follow-up
     probe answers); leave the model in that order's end state. Return a
@@ -162,7 +163,7 @@ def _linearize(
     session,
     calls: list[tuple[str, dict]],
     responses: list[dict],
-    index: int,
+    index: int | None,
     followups: list | None,
     *,
     accepting: bool,

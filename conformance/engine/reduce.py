@@ -41,13 +41,17 @@ import itertools
 import math
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from ..errors import AdapterLoadError
 from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
 
@@ -351,9 +355,9 @@ class _Reducer:
         group's winner, not its first call, sets up the failure."""
         index = 0
         while index < len(steps) and not self.out_of_time():
-            calls = steps[index].get("concurrently")
+            calls = steps[index].get("concurrently") or []
             dropped = False
-            for position in range(len(calls) if calls else 0):
+            for position in range(len(calls)):
                 rest = calls[:position] + calls[position + 1 :]
                 step = {"concurrently": rest} if len(rest) > 1 else {"call": rest[0]["call"], "args": rest[0]["args"]}
                 candidate = steps[:index] + [step] + steps[index + 1 :]
@@ -417,7 +421,7 @@ class _Reducer:
         accepts: a simpler value outside it (an empty id, type "") is a
         different input, which the implementation may rightly refuse."""
         for call in _calls_of(step):
-            operation = self.session.spec.operations.get(call.get("call"))
+            operation = self.session.spec.operations.get(call.get("call", ""))
             if operation is None:
                 continue
             validator = self.validators.get(operation.name)
@@ -433,34 +437,27 @@ class _Reducer:
         keeps the failure (e.g. every start's random text becomes ""). One
         replay can then stand for dozens of the one-at-a-time tries below."""
         names = set(_record_names(steps, self.session.spec.entity.key))
-        slots = sorted(
-            {
-                (call.get("call"), arg)
-                for step in steps
-                for call in _calls_of(step)
-                for arg in (call.get("args") or {})
-                if isinstance(call.get("args"), dict)
-            },
-            key=str,
-        )
-        for operation, arg in slots:
-            values = [
-                (call.get("args") or {}).get(arg)
-                for step in steps
-                for call in _calls_of(step)
-                if call.get("call") == operation and arg in (call.get("args") or {})
-            ]
+        for operation, arg in _operation_arguments(steps):
+            values = _argument_values(steps, operation, arg)
             if any(isinstance(v, str) and v in names for v in values):
                 continue  # record names tie steps together: never rewritten
-            for simpler in [_LEAVE_OUT, *_common_simpler(values)]:
-                if self.out_of_time():
-                    return steps
-                candidate = [_with_argument(step, operation, arg, simpler) for step in steps]
-                if candidate == steps or not all(self.within_schema(step) for step in candidate):
-                    continue
-                if self.fails(candidate):
-                    steps = candidate
-                    break
+            steps = self.simplest_together(steps, operation, arg, values)
+            if self.out_of_time():
+                return steps
+        return steps
+
+    def simplest_together(self, steps: list[dict], operation: str, arg: str, values: list) -> list[dict]:
+        """``steps`` with argument ``arg`` of every call of ``operation`` left
+        out, or else set to the simplest common value, that still fails (the
+        first candidate that does); ``steps`` themselves when none does."""
+        for simpler in [_LEAVE_OUT, *_common_simpler(values)]:
+            if self.out_of_time():
+                return steps
+            candidate = [_with_argument(step, operation, arg, simpler) for step in steps]
+            if candidate == steps or not all(self.within_schema(step) for step in candidate):
+                continue
+            if self.fails(candidate):
+                return candidate
         return steps
 
     def listed_before(self, step: dict, slot: tuple, value: Any) -> list:
@@ -471,7 +468,7 @@ class _Reducer:
         if len(slot) < 2 or slot[-2] != "args":
             return []
         call = step if slot[0] == "args" else step["concurrently"][slot[1]]
-        operation = self.session.spec.operations.get(call.get("call"))
+        operation = self.session.spec.operations.get(call.get("call", ""))
         schema = (operation.args_schema.get("properties") or {}).get(slot[-1]) if operation else None
         if not isinstance(schema, dict):
             return []
@@ -493,24 +490,31 @@ class _Reducer:
         names = set(_record_names(steps, self.session.spec.entity.key))
         index = 0
         while index < len(steps) and not self.out_of_time():
-            step = steps[index]
-            operation = self.session.spec.operations.get(step.get("call")) if "call" in step else None
-            args = step.get("args") if operation is not None else None
-            if not isinstance(args, dict):
-                index += 1
-                continue
-            required = set(operation.args_schema.get("required") or ())
-            for arg, value in args.items():
-                if arg in required or not isinstance(value, str) or value not in names:
-                    continue
-                candidate = list(steps)
-                candidate[index] = {**step, "args": {k: v for k, v in args.items() if k != arg}}
-                if self.within_schema(candidate[index]) and self.fails(candidate):
-                    steps = self.as_replayed(candidate)
-                    names = set(_record_names(steps, self.session.spec.entity.key))
-                    break
+            left = self.without_a_name(steps, index, names)
+            if left is not None:
+                steps = left
+                names = set(_record_names(steps, self.session.spec.entity.key))
             index += 1
         return steps
+
+    def without_a_name(self, steps: list[dict], index: int, names: set[str]) -> list[dict] | None:
+        """``steps`` (as replayed) with the first optional argument of step
+        ``index`` that names a record left out, when that still fails; None
+        when no such argument can go."""
+        step = steps[index]
+        operation = self.session.spec.operations.get(step["call"]) if "call" in step else None
+        args = step.get("args")
+        if operation is None or not isinstance(args, dict):
+            return None
+        required = set(operation.args_schema.get("required") or ())
+        for arg, value in args.items():
+            if arg in required or not isinstance(value, str) or value not in names:
+                continue
+            candidate = list(steps)
+            candidate[index] = {**step, "args": {k: v for k, v in args.items() if k != arg}}
+            if self.within_schema(candidate[index]) and self.fails(candidate):
+                return self.as_replayed(candidate)
+        return None
 
     def calls_to_clock_moves(self, steps: list[dict]) -> list[dict]:
         """A call that moved the virtual clock (an operation that waits for a
@@ -646,11 +650,11 @@ def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Fa
             else:
                 steps, refreshed = fresh, True  # one more round, from the replay's own names
         # End on the reduced list itself, so the failure's steps and evidence are this replay's.
-        if not reducer.fails(steps):
+        if not reducer.fails(steps) or reducer.best_failure is None:
             return failure
+        reduced = reducer.best_failure
     finally:
         session.defer_model_invariants = deferred
-    reduced = reducer.best_failure
     original = len(steps_of_trace(failure.steps))
     note = (
         f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
@@ -682,6 +686,30 @@ def _kind(step: dict) -> str:
 
 
 _LEAVE_OUT = object()  # simplify_together: the argument not passed at all
+
+
+def _operation_arguments(steps: list[dict]) -> list[tuple[str, str]]:
+    """Every (operation, argument name) the calls of ``steps`` pass, in a fixed order."""
+    return sorted(
+        {
+            (call["call"], arg)
+            for step in steps
+            for call in _calls_of(step)
+            if isinstance(call.get("args"), dict)
+            for arg in call["args"]
+        },
+        key=str,
+    )
+
+
+def _argument_values(steps: list[dict], operation: str, arg: str) -> list:
+    """The values every call of ``operation`` in ``steps`` passes as ``arg``."""
+    return [
+        call["args"][arg]
+        for step in steps
+        for call in _calls_of(step)
+        if call.get("call") == operation and isinstance(call.get("args"), dict) and arg in call["args"]
+    ]
 
 
 def _common_simpler(values: list) -> list:
@@ -731,13 +759,61 @@ def _record_names(steps: list[dict], key_field: str) -> list[str]:
         for call in _calls_of(step):
             for value in call.get("chosen") or ():
                 names.setdefault(value, None)
-            value = (call.get("args") or {}).get(key_field) if isinstance(call.get("args"), dict) else None
+            value = _key_argument(call, key_field)
             if isinstance(value, str) and value:
                 names.setdefault(value, None)
     return list(names)
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def _numbered(value: Any) -> tuple[str, str] | None:
+    """A name's prefix and trailing digits (``job-`` and ``33``), or None when
+    it is not a string ending in a number."""
+    match = _NUMBERED.match(value) if isinstance(value, str) else None
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _key_argument(call: dict, key_field: str) -> Any:
+    """The value a call passes as the entity's key argument (None without one)."""
+    args = call.get("args")
+    return args.get(key_field) if isinstance(args, dict) else None
+
+
+def _renamed_steps(steps: list[dict], moved: dict[str, str], *, chosen: bool) -> list[dict]:
+    """``steps`` with every argument named in ``moved`` renamed (and a plain
+    call's ``chosen`` names too, with ``chosen``)."""
+    out = []
+    for step in steps:
+        if "concurrently" in step:
+            out.append(
+                {**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
+            )
+        elif "call" in step:
+            renamed = {**step, "args": _renamed(step.get("args"), moved)}
+            if chosen and step.get("chosen"):
+                renamed["chosen"] = _renamed(step["chosen"], moved)
+            out.append(renamed)
+        else:
+            out.append(step)
+    return out
+
+
+def _moved_down(names: set[str], below: dict[str, list[int]]) -> dict[str, str]:
+    """Each of ``names`` shaped like a dropped one (a prefix of ``below``, then
+    a number) -> the name with that number lowered by the dropped numbers under
+    it; a zero-padded number keeps its width ("0033" does not become "09")."""
+    moved: dict[str, str] = {}
+    for value in names:
+        parts = _numbered(value)
+        if parts is None or parts[0] not in below:
+            continue
+        prefix, digits = parts
+        fewer = sum(1 for n in below[prefix] if n < int(digits))
+        if fewer:
+            moved[value] = prefix + str(int(digits) - fewer).zfill(len(digits) if digits[0] == "0" else 0)
+    return moved
 
 
 def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict] | None:
@@ -748,41 +824,26 @@ def _shifted(steps: list[dict], dropped: list[str], key_field: str) -> list[dict
     themselves)."""
     below: dict[str, list[int]] = {}
     for name in dropped:
-        match = _NUMBERED.match(name) if isinstance(name, str) else None
-        if match:
-            below.setdefault(match.group(1), []).append(int(match.group(2)))
-    moved: dict[str, str] = {}
-    for value in set().union(*map(_step_names, steps)) if below else ():
-        match = _NUMBERED.match(value)
-        if match and match.group(1) in below:
-            digits = match.group(2)  # "0033" keeps its width; "33" does not become "09"
-            fewer = sum(1 for n in below[match.group(1)] if n < int(digits))
-            if fewer:
-                moved[value] = match.group(1) + str(int(digits) - fewer).zfill(len(digits) if digits[0] == "0" else 0)
-    if not any(
-        (call.get("args") or {}).get(key_field) in moved
-        for step in steps
-        for call in _calls_of(step)
-        if isinstance(call.get("args"), dict)
-    ):
+        parts = _numbered(name)
+        if parts:
+            below.setdefault(parts[0], []).append(int(parts[1]))
+    moved = _moved_down(set().union(*map(_step_names, steps)), below) if below else {}
+    if not any(_key_argument(call, key_field) in moved for step in steps for call in _calls_of(step)):
         return None
-    out = []
-    for step in steps:
-        if "concurrently" in step:
-            out.append(
-                {**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
-            )
-        elif "call" in step:
-            out.append(
-                {
-                    **step,
-                    "args": _renamed(step.get("args"), moved),
-                    **({"chosen": _renamed(step["chosen"], moved)} if step.get("chosen") else {}),
-                }
-            )
-        else:
-            out.append(step)
-    return out
+    return _renamed_steps(steps, moved, chosen=True)
+
+
+def _created_widths(dropped: list[dict]) -> dict[str, int]:
+    """Prefix -> width of the number (0: not zero-padded) of each numbered name
+    the ``dropped`` steps created; the last such name of a prefix decides."""
+    widths: dict[str, int] = {}
+    for step in dropped:
+        for call in _calls_of(step):
+            for name in call.get("chosen") or ():
+                parts = _numbered(name)
+                if parts:
+                    widths[parts[0]] = len(parts[1]) if parts[1][0] == "0" else 0
+    return widths
 
 
 def _first_free(steps: list[dict], dropped: list[dict], key_field: str) -> list[dict] | None:
@@ -791,41 +852,23 @@ def _first_free(steps: list[dict], dropped: list[dict], key_field: str) -> list[
     created by ``steps`` themselves, renamed to the next name of that shape
     after those ``steps`` create (a zero-padded number keeps its width); None
     when nothing would change."""
-    widths: dict[str, int] = {}
-    for step in dropped:
-        for call in _calls_of(step):
-            for name in call.get("chosen") or ():
-                match = _NUMBERED.match(name) if isinstance(name, str) else None
-                if match:
-                    digits = match.group(2)
-                    widths[match.group(1)] = len(digits) if digits[0] == "0" else 0
+    widths = _created_widths(dropped)
     if not widths:
         return None
     created = {name for step in steps for call in _calls_of(step) for name in call.get("chosen") or ()}
-    count = {
-        prefix: sum(
-            1 for name in created if isinstance(name, str) and (m := _NUMBERED.match(name)) and m.group(1) == prefix
-        )
-        for prefix in widths
-    }
+    prefixes = [parts[0] for parts in map(_numbered, created) if parts]
+    count = {prefix: prefixes.count(prefix) for prefix in widths}
     moved: dict[str, str] = {}
     for step in steps:
         for call in _calls_of(step):
-            value = (call.get("args") or {}).get(key_field) if isinstance(call.get("args"), dict) else None
-            match = _NUMBERED.match(value) if isinstance(value, str) and value not in created else None
-            if match and match.group(1) in widths:
-                moved[value] = match.group(1) + str(count[match.group(1)] + 1).zfill(widths[match.group(1)])
+            value = _key_argument(call, key_field)
+            parts = _numbered(value)
+            if parts and parts[0] in widths and value not in created:
+                moved[value] = parts[0] + str(count[parts[0]] + 1).zfill(widths[parts[0]])
     moved = {k: v for k, v in moved.items() if k != v}
     if not moved:
         return None
-    return [
-        {**step, "concurrently": [{**c, "args": _renamed(c.get("args"), moved)} for c in step["concurrently"]]}
-        if "concurrently" in step
-        else {**step, "args": _renamed(step.get("args"), moved)}
-        if "call" in step
-        else step
-        for step in steps
-    ]
+    return _renamed_steps(steps, moved, chosen=False)
 
 
 def _step_names(step: dict) -> set[str]:
@@ -878,7 +921,7 @@ def _argument_slots(step: dict) -> list[tuple]:
     if "advance_ms" in step:
         return [("advance_ms",)]
     if "concurrently" in step:
-        roots = [("concurrently", i, "args") for i in range(len(step["concurrently"]))]
+        roots: list[tuple] = [("concurrently", i, "args") for i in range(len(step["concurrently"]))]
     elif "args" in step:
         roots = [("args",)]
     else:
@@ -911,43 +954,58 @@ def _set(node: Any, where: tuple, value: Any) -> Any:
     if not where:
         return value
     head, rest = where[0], where[1:]
-    if isinstance(node, list):
-        copy = list(node)
-    else:
-        copy = dict(node)
+    copy: list | dict = list(node) if isinstance(node, list) else dict(node)
     copy[head] = _set(node[head], rest, value)
     return copy
+
+
+def _simpler_int(value: int) -> list:
+    out = [v for v in (0, 1) if abs(v) < abs(value)]
+    if abs(value) > 1:
+        out += [value // 2] if value > 0 else [-(abs(value) // 2)]
+    if value < 0:
+        out.append(-value)
+    return out
+
+
+def _simpler_float(value: float) -> list:
+    return [v for v in (0.0, 1.0, float(int(value))) if abs(v) < abs(value) or v != value]
+
+
+def _simpler_str(value: str) -> list:
+    """The empty string, a prefix, the text made ASCII, then as many "a"s."""
+    out = [""] if value else []
+    if len(value) > 1:
+        out += [value[:1], value[: len(value) // 2]]
+    out.append("".join(c if c.isascii() and c.isprintable() else "a" for c in value))
+    out.append("a" * len(value))
+    return out
+
+
+def _simpler_list(value: list) -> list:
+    """No items, a prefix, then (for a short list) each item left out in turn."""
+    out: list[list] = [[]] if value else []
+    if len(value) > 1:
+        out += [value[:1], value[: len(value) // 2]]
+        if len(value) <= 16:
+            out += [value[:i] + value[i + 1 :] for i in range(len(value))]
+    return out
+
+
+_SIMPLER: dict[type, Callable[[Any], list]] = {
+    int: _simpler_int,
+    float: _simpler_float,
+    str: _simpler_str,
+    list: _simpler_list,
+}
 
 
 def _simpler_values(value: Any) -> list:
     """Candidates simpler than ``value``, simplest first."""
     if isinstance(value, bool) or value is None:
         return [False] if value is True else []
-    if isinstance(value, int):
-        out = [v for v in (0, 1) if abs(v) < abs(value)]
-        if abs(value) > 1:
-            out += [value // 2] if value > 0 else [-(abs(value) // 2)]
-        if value < 0:
-            out.append(-value)
-        return _unique(out, value)
-    if isinstance(value, float):
-        return _unique([v for v in (0.0, 1.0, float(int(value))) if abs(v) < abs(value) or v != value], value)
-    if isinstance(value, str):
-        out = [""] if value else []
-        if len(value) > 1:
-            out += [value[:1], value[: len(value) // 2]]
-        ascii_text = "".join(c if c.isascii() and c.isprintable() else "a" for c in value)
-        out.append(ascii_text)
-        out.append("a" * len(value))
-        return _unique(out, value)
-    if isinstance(value, list):
-        out = [[]] if value else []
-        if len(value) > 1:
-            out += [value[:1], value[: len(value) // 2]]
-            if len(value) <= 16:  # then each item left out in turn
-                out += [value[:i] + value[i + 1 :] for i in range(len(value))]
-        return _unique(out, value)
-    return []
+    simpler = next((f for kind, f in _SIMPLER.items() if isinstance(value, kind)), None)
+    return _unique(simpler(value), value) if simpler else []
 
 
 def _unique(values: list, original: Any) -> list:

@@ -197,8 +197,8 @@ def run_scenario(
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     finally:
         session.head_start = -1
-    note = f"passed all {runs} runs (it races calls)" if runs > 1 else None
-    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, note)
+    passed = f"passed all {runs} runs (it races calls)" if runs > 1 else None
+    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed)
 
 
 def _operations(steps: list) -> set[str]:
@@ -348,6 +348,7 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
         if failure.kind == INPUT_REFUSED:  # the step of the file that gave the input
             failure.message = f"{step.where}: {failure.message}"
         raise _Stop(failure)
+    assert response is not None  # a call answers None only with a failure
     if step.expect:
         expect = render(step.expect, env)
         problem = _unmet(expect, response, session.acceptor(step.operation, args, len(session.trace) - 1))
@@ -411,7 +412,7 @@ def _first_unmet(expect: dict, response: dict):
     return None
 
 
-def _pick(response: dict, target: str, step: CallStep) -> Any:
+def _pick(response: dict | None, target: str, step: CallStep) -> Any:
     node: Any = response
     for part in target.split("."):
         if isinstance(node, dict) and part in node:
@@ -440,18 +441,7 @@ def _concurrently(session: Session, step: ConcurrentStep, env: dict) -> None:
     if failure:
         raise _Stop(failure)
     expect = step.expect or {}
-    ok = sum(1 for r in responses if r and "result" in r)
-    kinds = Counter(r["error"]["kind"] for r in responses if r and "error" in r)
-    effects = Counter(e["effect"] for r in responses if r for e in r.get("effects", []))
-    problems = []
-    if "ok" in expect and ok != expect["ok"]:
-        problems.append(f"expected {expect['ok']} call(s) to succeed, {ok} did")
-    for kind, count in (expect.get("error_kinds") or {}).items():
-        if kinds.get(kind, 0) != count:
-            problems.append(f"expected {count} error(s) {kind}, got {kinds.get(kind, 0)}")
-    for name, count in (expect.get("effect_counts") or {}).items():
-        if effects.get(name, 0) != count:
-            problems.append(f"expected {count} {name} effect(s) in total, got {effects.get(name, 0)}")
+    problems = _group_problems(expect, responses)
     if problems:
         raise _Stop(
             Failure(
@@ -466,3 +456,22 @@ def _concurrently(session: Session, step: ConcurrentStep, env: dict) -> None:
     for c, response in zip(step.calls, responses):
         for name, target in c.save.items():
             env[name] = _pick(response, target, c)
+
+
+def _group_problems(expect: dict, responses: list[dict | None]) -> list[str]:
+    """What a concurrent group's answers do not meet of its written
+    expectation: how many calls succeed, how many fail with each error kind,
+    how many effects of each name they report in all."""
+    ok = sum(1 for r in responses if r and "result" in r)
+    kinds = Counter(r["error"]["kind"] for r in responses if r and "error" in r)
+    effects = Counter(e["effect"] for r in responses if r for e in r.get("effects", []))
+    problems = []
+    if "ok" in expect and ok != expect["ok"]:
+        problems.append(f"expected {expect['ok']} call(s) to succeed, {ok} did")
+    for kind, count in (expect.get("error_kinds") or {}).items():
+        if kinds.get(kind, 0) != count:
+            problems.append(f"expected {count} error(s) {kind}, got {kinds.get(kind, 0)}")
+    for name, count in (expect.get("effect_counts") or {}).items():
+        if effects.get(name, 0) != count:
+            problems.append(f"expected {count} {name} effect(s) in total, got {effects.get(name, 0)}")
+    return problems

@@ -30,7 +30,8 @@ import queue
 import re
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from statemachines import ExpressionError, Model, ObservationError, Spec
@@ -43,7 +44,7 @@ from .compare import compare
 from .crew import Crew, StartLine, launch_order
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
-from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, linearize, other_end_states
+from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, RaceOutcome, linearize, other_end_states
 
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S", "launch_order"]
 
@@ -72,7 +73,15 @@ except ImportError:  # pragma: no cover - an interpreter without the C module
     _set_handler = signal.signal
 _SIGALRM = int(getattr(signal, "SIGALRM", 14))
 _ITIMER_REAL = getattr(signal, "ITIMER_REAL", 0)
-_set_timer = getattr(signal, "setitimer", None)
+
+
+def _no_timer(which: int, seconds: float) -> None:
+    """Stands for ``signal.setitimer`` where there is none; never called there
+    (``_Worker`` then runs every call on its thread)."""
+    raise OSError("this interpreter has no signal.setitimer")
+
+
+_set_timer = getattr(signal, "setitimer", _no_timer)
 
 
 class _Passed(NamedTuple):
@@ -253,7 +262,7 @@ class Session:
         self.observe_after_concurrent = True
         # The last concurrent group's other possible end states, tried when a
         # later step contradicts the order chosen for it (linearize.RaceOutcome).
-        self.race_outcome = None
+        self.race_outcome: RaceOutcome | None = None
         # Answers found valid, by their JSON text, for the schemas the compiled
         # subset does not cover (engine/answer_schemas.py): only those need it.
         self._valid_responses: set = set()
@@ -264,8 +273,11 @@ class Session:
         self._all_compiled = all(
             v.compiled for v in [*self._result_validators.values(), *self._effect_validators.values()]
         )
-        self._observed_invariants = [inv for inv in spec.invariants if inv.kind == "observed"]
-        self._seen: dict[str, dict] = {inv.id: {} for inv in self._observed_invariants}
+        # Each invariant over reported effects, with its rule (an observed invariant has one).
+        self._observed_invariants = [
+            (inv, inv.observed) for inv in spec.invariants if inv.kind == "observed" and inv.observed is not None
+        ]
+        self._seen: dict[str, dict] = {inv.id: {} for inv, _ in self._observed_invariants}
 
     # -- lifecycle ------------------------------------------------------------
     def describe(self) -> dict:
@@ -370,7 +382,7 @@ class Session:
             if self._stops(exc):
                 raise
             return self._fail("implementation-error", f"set_clock raised {describe_exception(exc)}", index)
-        observed = {"result": {}, "effects": effects}
+        observed: dict[str, Any] = {"result": {}, "effects": effects}
         entry["observed"] = _printable(observed)
         failure = self.check_response("set_clock", {"now_ms": self.now}, observed, index)
         if failure:
@@ -653,7 +665,7 @@ class Session:
                 )
         return None
 
-    def check_invariants(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+    def check_invariants(self, judged: Sequence[tuple[int, str, dict | None]]) -> Failure | None:
         if not self.defer_model_invariants:
             failure = self.check_model_invariants(judged[-1][0])
             if failure:
@@ -678,17 +690,17 @@ class Session:
             )
         return None
 
-    def check_observed(self, judged: list[tuple[int, str, dict]]) -> Failure | None:
+    def check_observed(self, judged: Sequence[tuple[int, str, dict | None]]) -> Failure | None:
         """Invariants over what the implementation reported (e.g. one injection per job)."""
         for index, operation, response in judged:
-            for inv in self._observed_invariants:
+            for inv, rule in self._observed_invariants:
                 seen = self._seen[inv.id]
-                if operation == inv.observed.get("until"):
+                if operation == rule.get("until"):
                     seen.clear()
                 for effect in response.get("effects", []) if response else []:
-                    if effect.get("effect") != inv.observed["effect"]:
+                    if effect.get("effect") != rule["effect"]:
                         continue
-                    key = effect.get(inv.observed["unique"])
+                    key = effect.get(rule["unique"])
                     # A record created again under a key that was freed (e.g. an id
                     # reused after eviction) is another record: it starts afresh.
                     life = self.model.births.get(key, 0) if isinstance(key, (str, int, float, bool)) else 0
@@ -702,7 +714,7 @@ class Session:
                         return self._fail(
                             "invariant",
                             f"invariant {inv.id} broken: {inv.description} — "
-                            f"{inv.observed['effect']} for {inv.observed['unique']}={key!r} "
+                            f"{rule['effect']} for {rule['unique']}={key!r} "
                             f"was reported {when}",
                             index,
                             operation=operation,
@@ -714,12 +726,39 @@ class Session:
     # -- concurrency ------------------------------------------------------------
     def call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
         """Issue calls at the same time; the outcome must match some sequential order."""
-
         index = len(self.trace)
+        responses, failure = self._collect(calls, self._race(calls), index)
+        if failure is None:
+            failure = self._check_group_answers(calls, responses, index)
+        if failure is not None:
+            return responses, failure
+        # The order in which the implementation applied the calls may show only
+        # later (e.g. in list order); observe the state now so the chosen
+        # sequential order must explain it too.
+        probes = self.probe_calls() if self.observe_after_concurrent else []
+        followups, failure = self._follow_up(probes)
+        if failure is not None:
+            return responses, failure
+        judged = [(index, op, r) for (op, _), r in zip(calls, responses)]
+        failure = self._order_group(calls, responses, index, followups, judged)
+        if failure is not None:
+            return responses, failure
+        failure = self.check_invariants(judged)
+        if failure is None and followups and len(followups) == len(probes):
+            # The follow-up calls were the probe, and the order adopted matches
+            # them: the state is probed already (probe(when_changed=True) skips it).
+            self._probed_revision = self.model.revision
+        return responses, failure
+
+    def _race(self, calls: list[tuple[str, dict]]) -> StartLine:
+        """Make the calls on the crew's threads, all let go at once; back when
+        every call has returned, or when one raised and every call before it
+        returned (or the timeout passed)."""
         line = StartLine(len(calls))
 
-        def run(i, op, args, release):
+        def run(i: int, op: str, args: dict, release: Callable[[], None]) -> None:
             line.start(self.timeout_s)
+            outcome: tuple[bool, Any]
             try:
                 outcome = (True, self.adapter.call(op, args))
             except BaseException as exc:
@@ -732,12 +771,19 @@ class Session:
         # interpreter when the others wake): that one is call ``head_start``.
         for i in launch_order(len(calls), self.head_start):
             op, args = calls[i]
-            self.crew.submit(lambda release, i=i, op=op, args=args: run(i, op, args, release))
-        # Back when every call has returned, or when one raised and every call before it returned.
+            self.crew.submit(partial(run, i, op, args))
         line.wait(self.timeout_s)
-        responses: list = []
+        return line
+
+    def _collect(
+        self, calls: list[tuple[str, dict]], line: StartLine, index: int
+    ) -> tuple[list[dict | None], Failure | None]:
+        """The group's answers in call order, up to the first call that did not
+        answer (a timeout) or raised: its failure, the group then in the trace."""
+        responses: list[dict | None] = []
         for i, (op, args) in enumerate(calls):
-            if line.outcomes[i] is None:
+            outcome = line.outcomes[i]
+            if outcome is None:
                 self._needs_restart = True
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
@@ -748,7 +794,7 @@ class Session:
                     operation=op,
                     args=args,
                 )
-            ok, value = line.outcomes[i]
+            ok, value = outcome
             if not ok:
                 responses.append(None)
                 self.trace.append({"index": index, "concurrently": _group(calls, responses)})
@@ -762,6 +808,12 @@ class Session:
                     args=args,
                 )
             responses.append(value)
+        return responses, None
+
+    def _check_group_answers(
+        self, calls: list[tuple[str, dict]], responses: list[dict | None], index: int
+    ) -> Failure | None:
+        """The group in the trace, and each answer's shape and schemas checked."""
         # One walk per answer tells both the trace and the answer check that it is plain JSON.
         plain = [is_plain_answer(response) for response in responses]
         self.trace.append({"index": index, "concurrently": _group(calls, responses, plain)})
@@ -769,12 +821,13 @@ class Session:
             self._plain_answer = response if ok else None
             failure = self.check_response(op, args, response, index)
             if failure:
-                return responses, failure
-        # The order in which the implementation applied the calls may show only
-        # later (e.g. in list order); observe the state now so the chosen
-        # sequential order must explain it too.
-        followups = []
-        probes = self.probe_calls() if self.observe_after_concurrent else []
+                return failure
+        return None
+
+    def _follow_up(self, probes: list[tuple[str, dict]]) -> tuple[list, Failure | None]:
+        """The probe calls after a group, each in the trace and checked: their
+        ``(operation, args, answer)``s, or the first one's failure."""
+        followups: list[tuple[str, dict, Any]] = []
         for op, args in probes:
             response, problem = self._invoke(op, args)
             ok = problem is None and is_plain_answer(response)
@@ -782,54 +835,76 @@ class Session:
                 {"index": len(self.trace), "operation": op, "args": args, "observed": _kept(response, ok)}
             )
             if problem:
-                return responses, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
+                return followups, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)
             self._plain_answer = response if ok else None
             failure = self.check_response(op, args, response, len(self.trace) - 1)
             if failure:
-                return responses, failure
+                return followups, failure
             followups.append((op, args, response))
-        judged = [(index, op, r) for (op, _), r in zip(calls, responses)]
+        return followups, None
+
+    def _order_group(
+        self,
+        calls: list[tuple[str, dict]],
+        responses: list,
+        index: int,
+        followups: list,
+        judged: list[tuple[int, str, dict | None]],
+    ) -> Failure | None:
+        """The observed invariants over the group's answers (the sharper
+        diagnosis), then a sequential order of its calls that explains the
+        answers and the follow-ups (the model left in its end state), with
+        another order of a group before if needed; the groups before stay open."""
         saved = {k: dict(v) for k, v in self._seen.items()}
         failure = self.check_observed(judged)  # the sharper diagnosis, when it applies
         if failure:
-            return responses, failure
-        self._seen = saved  # check_invariants below records them again
+            return failure
+        self._seen = saved  # check_invariants records them again
         earlier, self.race_outcome = self.race_outcome, None
         failure = linearize(self, calls, responses, index, followups)  # sets the group's own outcome
         if failure and earlier is not None:
-            self.race_outcome = earlier  # another order of a group before may explain this one
-            open_before: list = []
-
-            def explained() -> bool:
-                open_before[:] = [self.race_outcome]  # the outcome _reconsider adopted
-                return linearize(self, calls, responses, index, followups) is None
-
-            if self._reconsider(explained):
-                failure = None
-                earlier = open_before[0]
-            else:
-                earlier = self.race_outcome
+            failure, earlier = self._explained_by_earlier(failure, earlier, calls, responses, index, followups)
         if failure:
-            return responses, failure
-        # The groups before stay open behind this one (the newest few): a later
-        # step may still show that one of them went another way.
+            return failure
         if earlier is not None:
-            group = (list(calls), list(responses), list(followups))
-            self.race_outcome, newest = earlier, self.race_outcome
-            self._remember(None, group, None)
-            earlier = self.race_outcome
-            if newest is not None:
-                newest.previous = earlier
-                for depth, outcome in enumerate(newest.chain()):
-                    if depth == MAX_OPEN_RACES - 1:
-                        outcome.previous = None
-                self.race_outcome = newest
-        failure = self.check_invariants(judged)
-        if failure is None and followups and len(followups) == len(probes):
-            # The follow-up calls were the probe, and the order adopted matches
-            # them: the state is probed already (probe(when_changed=True) skips it).
-            self._probed_revision = self.model.revision
-        return responses, failure
+            self._keep_open(earlier, (list(calls), list(responses), list(followups)))
+        return None
+
+    def _explained_by_earlier(
+        self,
+        failure: Failure,
+        earlier: RaceOutcome,
+        calls: list[tuple[str, dict]],
+        responses: list,
+        index: int,
+        followups: list,
+    ) -> tuple[Failure | None, RaceOutcome | None]:
+        """Whether another order of a group before explains this group: no
+        failure then, and the outcome adopted; else ``failure`` and the groups
+        before as _reconsider left them."""
+        self.race_outcome = earlier  # another order of a group before may explain this one
+        open_before: list = []
+
+        def explained() -> bool:
+            open_before[:] = [self.race_outcome]  # the outcome _reconsider adopted
+            return linearize(self, calls, responses, index, followups) is None
+
+        if self._reconsider(explained):
+            return None, open_before[0]
+        return failure, self.race_outcome
+
+    def _keep_open(self, earlier: RaceOutcome, group: tuple) -> None:
+        """The groups before stay open behind this one (the newest few): a
+        later step may still show that one of them went another way."""
+        self.race_outcome, newest = earlier, self.race_outcome
+        self._remember(None, group, None)
+        before = self.race_outcome
+        if newest is not None:
+            newest.previous = before
+            for depth, outcome in enumerate(newest.chain()):
+                if depth == MAX_OPEN_RACES - 1:
+                    outcome.previous = None
+            self.race_outcome = newest
 
     # -- probes -------------------------------------------------------------------
     def probe_calls(self) -> list[tuple[str, dict]]:

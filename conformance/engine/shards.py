@@ -124,7 +124,7 @@ def _combine_coverage(coverages: list[dict | None]) -> dict | None:
     present = [c for c in coverages if c]
     if not present:
         return None
-    out = {key: _counts_sum(c.get(key) for c in present) for key in _COUNTS}
+    out: dict[str, dict | list] = {key: _counts_sum(c.get(key) for c in present) for key in _COUNTS}
     # uncovered: what no part exercised (each item is one key, so this is exact)
     first, rest = present[0].get("uncovered") or [], [set(c.get("uncovered") or []) for c in present[1:]]
     out["uncovered"] = [item for item in first if all(item in other for other in rest)]
@@ -144,13 +144,9 @@ def claim_item(directory: str | Path, key: str) -> bool:
     return True
 
 
-def combine_stateful(parts: list[dict], seed: int) -> dict:
-    """One exploration entry from its parts' entries (each a report's
-    ``stateful`` of one part, with ``part: {index, count, seed}``), in part
-    order: examples, steps and coverage summed; the distinct failures, first
-    found first (``failure``, then ``more_failures``); the verdict ``error``
-    if a part could not run, else ``fail`` if one failed, else ``pass``."""
-    parts = sorted(parts, key=lambda p: p["part"]["index"])
+def _distinct_failures(parts: list[dict]) -> list[dict]:
+    """The failures of ``parts`` (each part's ``failure``, then its
+    ``more_failures``), one per bug, first found first."""
     failures, seen = [], set()
     for part in parts:
         for failure in [part.get("failure")] + list(part.get("more_failures") or []):
@@ -158,6 +154,26 @@ def combine_stateful(parts: list[dict], seed: int) -> dict:
                 continue
             seen.add(signature(failure))
             failures.append(failure)
+    return failures
+
+
+def _part_entry(part: dict) -> dict:
+    """What the combined entry's ``parts`` says of one part."""
+    return {key: part.get(key) for key in ("verdict", "examples", "steps", "duration_s")} | {
+        "index": part["part"]["index"],
+        "count": part["part"]["count"],
+        "seed": part["part"]["seed"],
+    }
+
+
+def combine_stateful(parts: list[dict], seed: int) -> dict:
+    """One exploration entry from its parts' entries (each a report's
+    ``stateful`` of one part, with ``part: {index, count, seed}``), in part
+    order: examples, steps and coverage summed; the distinct failures, first
+    found first (``failure``, then ``more_failures``); the verdict ``error``
+    if a part could not run, else ``fail`` if one failed, else ``pass``."""
+    parts = sorted(parts, key=lambda p: p["part"]["index"])
+    failures = _distinct_failures(parts)
     verdicts = [p["verdict"] for p in parts]
     verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")
     out = {
@@ -169,11 +185,7 @@ def combine_stateful(parts: list[dict], seed: int) -> dict:
         "duration_s": round(sum(p.get("duration_s") or 0.0 for p in parts), 3),
         "coverage": _combine_coverage([p.get("coverage") for p in parts]),
         "failure": failures[0] if failures else None,
-        "parts": [
-            {key: p.get(key) for key in ("verdict", "examples", "steps", "duration_s")}
-            | {"index": p["part"]["index"], "count": p["part"]["count"], "seed": p["part"]["seed"]}
-            for p in parts
-        ],
+        "parts": [_part_entry(p) for p in parts],
     }
     if len(failures) > 1:
         out["more_failures"] = failures[1:]
@@ -191,8 +203,7 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
     what could not be placed."""
     if not stateful:
         return []
-    failures = [stateful.get("failure")] + list(stateful.get("more_failures") or [])
-    failures = [f for f in failures if f]
+    failures = [f for f in [stateful.get("failure"), *(stateful.get("more_failures") or [])] if f]
     contents, problems = {}, []
     for failure in failures:
         old = failure.get("counterexample_file")
@@ -290,16 +301,8 @@ def check_shards(loaded: list[tuple[dict, Path]], *, allow_missing: bool = False
         raise ShardError("no shard reports given; name each shard's report directory (or report.json)")
     # A shard that stopped before it knew its implementation (an error) cannot be told apart by it.
     started = [(r, d) for r, d in loaded if r.get("implementation") and (r.get("spec") or {}).get("id")]
-    reference = _identity(started[0][0]) if started else None
-    for report, directory in started[1:]:
-        mine = _identity(report)
-        for key, value in mine.items():
-            if value != reference[key]:
-                raise ShardError(
-                    f"{directory}: this shard ran another run than {started[0][1]}: their {_SAID[key]} differ "
-                    f"({reference[key]} vs {value}). Merge only the shards of one run: the same spec, "
-                    f"implementation, --profile, --seed, --min-coverage and N of --shard I/N"
-                )
+    if started:
+        _check_one_run(started)
     counts = {r["shard"]["count"] for r, _ in loaded}
     if len(counts) > 1:
         raise ShardError(
@@ -325,6 +328,19 @@ def check_shards(loaded: list[tuple[dict, Path]], *, allow_missing: bool = False
     return count
 
 
+def _check_one_run(started: list[tuple[dict, Path]]) -> None:
+    """Refuse shards (that knew their implementation) of another run than the first."""
+    reference = _identity(started[0][0])
+    for report, directory in started[1:]:
+        for key, value in _identity(report).items():
+            if value != reference[key]:
+                raise ShardError(
+                    f"{directory}: this shard ran another run than {started[0][1]}: their {_SAID[key]} differ "
+                    f"({reference[key]} vs {value}). Merge only the shards of one run: the same spec, "
+                    f"implementation, --profile, --seed, --min-coverage and N of --shard I/N"
+                )
+
+
 def _merge_deviations(sections: list[dict]) -> dict | None:
     if not sections:
         return None
@@ -340,6 +356,21 @@ def _merge_deviations(sections: list[dict]) -> dict | None:
     return out
 
 
+# Fields of a report that merging works out again rather than copying from the first shard.
+_MERGED = (
+    "shard",
+    "scenarios",
+    "stateful",
+    "problems",
+    "coverage",
+    "not_applicable",
+    "deviations",
+    "replay",
+    "verdict",
+    "exit_code",
+)
+
+
 def merge_reports(
     loaded: list[tuple[dict, Path]], out_dir: str | Path | None, *, spec: Any = None, allow_missing: bool = False
 ) -> dict:
@@ -347,56 +378,82 @@ def merge_reports(
     doc). ``spec``: the loaded spec (scenario order, coverage categories, the
     state diagram's highlight); None loads it from the reports' spec path.
     Counterexample files and stored large values are copied into ``out_dir``."""
-    from statemachines import load_spec
-
-    from ..specs import resolve_spec
-    from .coverage import check_gates, coverage_categories, failure_focus
-
     count = check_shards(loaded, allow_missing=allow_missing)
     loaded = sorted(loaded, key=lambda item: item[0]["shard"]["index"])
     reports = [r for r, _ in loaded]
     first = next((r for r in reports if r.get("implementation") and r["spec"].get("id")), reports[0])
     shard = first["shard"]
-    if spec is None and first["spec"].get("path"):
+    spec = _spec_of_shards(first, spec)
+    order = {s.id: n for n, s in enumerate(spec.scenarios)} if spec is not None else {}
+    out = _copied_fields(first, reports)
+    out.update(_merged_scenarios(reports, order))
+    split = _split_parts(reports)
+    out["stateful"] = combine_stateful(split, shard["seed"]) if split else None
+    out["problems"] = _distinct_problems(reports)
+    deviations = [r["deviations"] for r in reports if r.get("deviations")]
+    if deviations:
+        out["deviations"] = _merge_deviations(deviations)
+    coverage, gate_failed = _merged_coverage(reports, out, spec, shard, count)
+    if coverage is not None:
+        out["coverage"] = coverage
+    out["verdict"], out["exit_code"] = _merged_verdict(reports, gate_failed)
+    out["replay"] = f"{shard['rerun']}{_workers(count)}" if out["verdict"] == "fail" else None
+    if spec is not None and (out.get("spec") or {}).get("lifecycle") is not None:
+        out["spec"]["lifecycle"]["highlight"] = _highlight(spec, out)
+    if out_dir is not None:
+        _copy_files(loaded, out, out_dir)
+    return out
+
+
+def _copied_fields(first: dict, reports: list[dict]) -> dict:
+    """The fields of the merged report taken from the first shard (copies),
+    with the earliest start and the longest duration of all."""
+    out = {key: json.loads(json.dumps(value)) for key, value in first.items() if key not in _MERGED}
+    out["started_at"] = min((r["started_at"] for r in reports if r.get("started_at")), default=None)
+    out["duration_s"] = max((r.get("duration_s") or 0.0 for r in reports), default=0.0)
+    return out
+
+
+def _copy_files(loaded: list[tuple[dict, Path]], out: dict, out_dir: str | Path) -> None:
+    """Copy the shards' stored values and counterexample files into
+    ``out_dir``; what could not be copied becomes a problem of ``out``."""
+    for _, directory in loaded:
+        _copy_values(directory, Path(out_dir))
+    for problem in place_counterexamples(out["stateful"], out_dir, move=False):
+        out["problems"].append({"kind": "report-error", "where": str(out_dir), "message": problem})
+
+
+def _spec_of_shards(first: dict, spec: Any) -> Any:
+    """The spec the shards ran: ``spec`` when given, else the one at the
+    reports' spec path (None without one); ShardError when it cannot be
+    loaded or is another spec than the shards ran."""
+    from statemachines import load_spec
+
+    from ..specs import resolve_spec
+
+    ran = first["spec"]
+    if spec is None and ran.get("path"):
         try:
-            spec = load_spec(resolve_spec(first["spec"]["path"]))
+            spec = load_spec(resolve_spec(ran["path"]))
         except Exception as exc:
             raise ShardError(
-                f"could not load the spec the shards ran ({first['spec']['path']}: "
+                f"could not load the spec the shards ran ({ran['path']}: "
                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); run merge-reports "
                 f"where that path resolves, or name the spec with --spec"
             ) from None
-    if (
-        spec is not None
-        and first["spec"].get("id")
-        and (spec.id, spec.version) != (first["spec"]["id"], first["spec"]["version"])
-    ):
+    if spec is not None and ran.get("id") and (spec.id, spec.version) != (ran["id"], ran["version"]):
         raise ShardError(
-            f"the spec given is {spec.id} {spec.version} but the shards ran {first['spec']['id']} "
-            f"{first['spec']['version']}; name the spec the shards ran"
+            f"the spec given is {spec.id} {spec.version} but the shards ran {ran['id']} "
+            f"{ran['version']}; name the spec the shards ran"
         )
-    order = {s.id: n for n, s in enumerate(spec.scenarios)} if spec is not None else {}
-    out = {
-        key: json.loads(json.dumps(value))
-        for key, value in first.items()
-        if key
-        not in (
-            "shard",
-            "scenarios",
-            "stateful",
-            "problems",
-            "coverage",
-            "not_applicable",
-            "deviations",
-            "replay",
-            "verdict",
-            "exit_code",
-        )
-    }
-    out["started_at"] = min((r.get("started_at") for r in reports if r.get("started_at")), default=None)
-    out["duration_s"] = max((r.get("duration_s") or 0.0 for r in reports), default=0.0)
+    return spec
+
+
+def _merged_scenarios(reports: list[dict], order: dict[str, int]) -> dict:
+    """The merged report's ``scenarios`` (and ``not_applicable``, when a shard
+    had some), in matrix order."""
     scenarios = [s for r in reports for s in r.get("scenarios") or []]
-    out["scenarios"] = sorted(scenarios, key=lambda s: order.get(s["id"], len(order)))
+    out: dict[str, Any] = {"scenarios": sorted(scenarios, key=lambda s: order.get(s["id"], len(order)))}
     not_applicable = [s for r in reports for s in (r.get("not_applicable") or {}).get("scenarios") or []]
     if not_applicable:
         profile = next(r["not_applicable"]["profile"] for r in reports if r.get("not_applicable"))
@@ -404,8 +461,11 @@ def merge_reports(
             "profile": profile,
             "scenarios": sorted(not_applicable, key=lambda s: order.get(s["id"], len(order))),
         }
-    split = _split_parts(reports)
-    out["stateful"] = combine_stateful(split, shard["seed"]) if split else None
+    return out
+
+
+def _distinct_problems(reports: list[dict]) -> list[dict]:
+    """The shards' problems, each (kind, where, message) once, in shard order."""
     problems, seen = [], set()
     for report in reports:
         for problem in report.get("problems") or []:
@@ -413,55 +473,61 @@ def merge_reports(
             if key not in seen:
                 seen.add(key)
                 problems.append(problem)
-    out["problems"] = problems
-    deviations = [r["deviations"] for r in reports if r.get("deviations")]
-    if deviations:
-        out["deviations"] = _merge_deviations(deviations)
+    return problems
 
-    gate_verdict = "pass"
+
+def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, count: int) -> tuple[dict | None, bool]:
+    """The merged report's ``coverage`` (None when no shard has one), its
+    categories and ``--min-coverage`` gates worked out again from the summed
+    counts; and whether a gate failed."""
+    from .coverage import check_gates, coverage_categories
+
     coverages = [r["coverage"] for r in reports if r.get("coverage")]
-    if coverages:
-        counts = {key: _counts_sum(c.get(key) for c in coverages) for key in _COUNTS}
-        if spec is not None:
-            concurrent = bool(((out.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
-            categories = coverage_categories(spec, counts, out.get("parameters") or {}, concurrent)
-        else:  # without the spec: an item is covered when a shard covered it
-            categories = _combine_categories([c["categories"] for c in coverages])
-        gates, failure = check_gates(categories, shard.get("min_coverage") or {})
-        if failure is not None:
-            failure.replay = f"{shard['rerun']}{_workers(count)} " + " ".join(
-                f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates
-            )
-            gate_verdict = "fail"
-        out["coverage"] = {
-            "categories": categories,
-            **{key: counts[key] for key in _COUNTS},
-            "gates": gates,
-            "failure": failure.to_dict() if failure else None,
-        }
+    if not coverages:
+        return None, False
+    counts = {key: _counts_sum(c.get(key) for c in coverages) for key in _COUNTS}
+    if spec is not None:
+        concurrent = bool(((out.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
+        categories = coverage_categories(spec, counts, out.get("parameters") or {}, concurrent)
+    else:  # without the spec: an item is covered when a shard covered it
+        categories = _combine_categories([c["categories"] for c in coverages])
+    gates, failure = check_gates(categories, shard.get("min_coverage") or {})
+    if failure is not None:
+        failure.replay = f"{shard['rerun']}{_workers(count)} " + " ".join(
+            f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates
+        )
+    coverage = {
+        "categories": categories,
+        **{key: counts[key] for key in _COUNTS},
+        "gates": gates,
+        "failure": failure.to_dict() if failure else None,
+    }
+    return coverage, failure is not None
 
-    verdicts = [r.get("verdict") for r in reports]
+
+def _merged_verdict(reports: list[dict], gate_failed: bool) -> tuple[str, int]:
+    """The merged report's verdict and exit code: interrupted (as the first
+    interrupted shard exited), else error, else fail (a shard's or a gate's),
+    else pass."""
     interrupted = next((r for r in reports if r.get("verdict") == "interrupted"), None)
     if interrupted is not None:
-        out["verdict"], out["exit_code"] = "interrupted", interrupted.get("exit_code", 130)
-    elif "error" in verdicts:
-        out["verdict"], out["exit_code"] = "error", 2
-    elif "fail" in verdicts or gate_verdict == "fail":
-        out["verdict"], out["exit_code"] = "fail", 1
-    else:
-        out["verdict"], out["exit_code"] = "pass", 0
-    out["replay"] = f"{shard['rerun']}{_workers(count)}" if out["verdict"] == "fail" else None
-    if spec is not None and (out.get("spec") or {}).get("lifecycle") is not None:
-        from ..reporting._format import failed_checks
+        return "interrupted", interrupted.get("exit_code", 130)
+    verdicts = [r.get("verdict") for r in reports]
+    if "error" in verdicts:
+        return "error", 2
+    if "fail" in verdicts or gate_failed:
+        return "fail", 1
+    return "pass", 0
 
-        focus = next((f for _, f in failed_checks(out) if f and f.get("kind") != "coverage"), None)
-        out["spec"]["lifecycle"]["highlight"] = failure_focus(spec, focus)
-    if out_dir is not None:
-        for _, directory in loaded:
-            _copy_values(directory, Path(out_dir))
-        for problem in place_counterexamples(out["stateful"], out_dir, move=False):
-            out["problems"].append({"kind": "report-error", "where": str(out_dir), "message": problem})
-    return out
+
+def _highlight(spec: Any, out: dict) -> Any:
+    """The state diagram's highlight: the focus of the merged report's first
+    failed check that is not a coverage gate."""
+    from ..reporting._format import failed_checks
+    from .coverage import failure_focus
+
+    focus = next((f for _, f in failed_checks(out) if f and f.get("kind") != "coverage"), None)
+    return failure_focus(spec, focus)
 
 
 def _split_parts(reports: list[dict]) -> list[dict]:

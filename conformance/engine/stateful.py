@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, Verbosity, given, reject
 from hypothesis import settings as Settings
@@ -54,7 +54,7 @@ from hypothesis_jsonschema import from_schema
 try:  # the canonical form hypothesis-jsonschema draws from (enums in its order)
     from hypothesis_jsonschema._canonicalise import canonicalish
 except ImportError:  # pragma: no cover - another release: every schema through its strategy
-    canonicalish = None
+    canonicalish = None  # type: ignore[assignment]  # checked before use: None sends every schema to its strategy
 
 from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
 from statemachines.tools.limits import strip_hints
@@ -63,6 +63,9 @@ from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
+
+if TYPE_CHECKING:
+    from statemachines import Model
 
 __all__ = [
     "PROFILES",
@@ -138,59 +141,49 @@ def _schema_drawer(schema: dict) -> choices.Drawer:
     return choices.nested(from_schema(schema))
 
 
+def _edges_by_target(
+    limits: list,
+) -> tuple[dict[int, list[str]], dict[tuple[str, str], dict], dict[str, dict[int, list[str]]]]:
+    """The declared limits' edges by what they sit on: clock instants, an
+    operation's argument values, a batch's sizes; each naming its edges
+    (``limit.edge``)."""
+    clock_edges: dict[int, list[str]] = {}
+    arg_edges: dict[tuple[str, str], dict] = {}
+    batch_edges: dict[str, dict[int, list[str]]] = {}
+    for limit in limits:
+        for edge, ms in limit.clock.items():
+            clock_edges.setdefault(ms, []).append(f"{limit.name}.{edge}")
+        for target, table in limit.args.items():
+            for edge, values in table.items():
+                for value in values:
+                    arg_edges.setdefault(target, {}).setdefault(value, []).append(f"{limit.name}.{edge}")
+        for name, table in limit.batches.items():
+            for edge, n in table.items():
+                batch_edges.setdefault(name, {}).setdefault(n, []).append(f"{limit.name}.{edge}")
+    return clock_edges, arg_edges, batch_edges
+
+
 class Explorer:
     """Strategies for one spec and one set of parameter values."""
 
     def __init__(self, spec: Spec, params: dict, concurrent: bool):
         self.spec, self.params = spec, params
-        ex = spec.exploration
-        self.actions: list[tuple[str, Any]] = []
         offered = spec.offered_operations(params)  # a profile may expose only some operations
-        for name in spec.operations:
-            if name in offered:
-                self.actions += [("call", name)] * ex.weights.get(name, 1)
-        for batch in ex.batches:
-            if exploration_applies(batch, params, offered):
-                self.actions += [("batch", batch)] * 2
         # Races the spec implies (each operation writing a record twice at once,
-        # each conflicting pair on one record: statemachines.tools.races): together
-        # one declared group's share per three of them, between one and six.
+        # each conflicting pair on one record: statemachines.tools.races).
         self.derived = (
             tuple(g for g in derived_races(spec) if exploration_applies(g, params, offered)) if concurrent else ()
         )
-        if concurrent:
-            for group in ex.concurrent:
-                if exploration_applies(group, params, offered):
-                    self.actions += [("concurrent", group)] * 2
-            if self.derived:
-                self.actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
         # Declared limits (statemachines.tools.limits): which drawn values sit at an
         # edge, per target, so a draw can be counted ("boundary-classes").
         self.limits = limit_edges(spec, params)
-        self.clock_edges: dict[int, list[str]] = {}
-        self.arg_edges: dict[tuple[str, str], dict] = {}
-        self.batch_edges: dict[str, dict[int, list[str]]] = {}
-        for limit in self.limits:
-            for edge, ms in limit.clock.items():
-                self.clock_edges.setdefault(ms, []).append(f"{limit.name}.{edge}")
-            for target, table in limit.args.items():
-                for edge, values in table.items():
-                    for value in values:
-                        self.arg_edges.setdefault(target, {}).setdefault(value, []).append(f"{limit.name}.{edge}")
-            for name, table in limit.batches.items():
-                for edge, n in table.items():
-                    self.batch_edges.setdefault(name, {}).setdefault(n, []).append(f"{limit.name}.{edge}")
-        if ex.advance_ms or self.clock_edges:
-            self.actions += [("advance", None)] * 2
+        self.clock_edges, self.arg_edges, self.batch_edges = _edges_by_target(self.limits)
+        self.actions = self._weighted_actions(offered, concurrent)
         self._plans: dict = {}
         self.action = choices.sampled(self.actions)
-        moves = choices.sampled(ex.advance_ms) if ex.advance_ms else None
-        if self.clock_edges:  # half of the clock moves sit at a limit's edge
-            edges = choices.sampled(sorted(self.clock_edges))
-            moves = choices.either(moves, edges) if moves is not None else edges
-        self.advance_ms = moves
+        self.advance_ms = self._clock_moves()
         self._batch_plans: dict = {}
-        self.model = None  # set by the state machine, for drawing live keys
+        self.model: Model | None = None  # set by the state machine, for drawing live keys
         self._payloads = {
             name: self._payload_drawer(policy)
             for name, policy in spec.policies.items()
@@ -198,6 +191,40 @@ class Explorer:
         }
         # which derived race: always one choice, even when there is one race (the choices Hypothesis recorded stay valid)
         self.derived_index = choices.integers(0, len(self.derived) - 1) if self.derived else None
+
+    def _weighted_actions(self, offered: frozenset[str], concurrent: bool) -> list[tuple[str, Any]]:
+        """What a step can be, each as often as its weight: the offered
+        operations (``exploration.weights``), the batches, the concurrent
+        groups and derived races (when the implementation runs calls
+        concurrently) and clock moves."""
+        ex, params = self.spec.exploration, self.params
+        actions: list[tuple[str, Any]] = []
+        for name in self.spec.operations:
+            if name in offered:
+                actions += [("call", name)] * ex.weights.get(name, 1)
+        for batch in ex.batches:
+            if exploration_applies(batch, params, offered):
+                actions += [("batch", batch)] * 2
+        if concurrent:
+            for group in ex.concurrent:
+                if exploration_applies(group, params, offered):
+                    actions += [("concurrent", group)] * 2
+            if self.derived:
+                # together one declared group's share per three of them, between one and six
+                actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
+        if ex.advance_ms or self.clock_edges:
+            actions += [("advance", None)] * 2
+        return actions
+
+    def _clock_moves(self) -> choices.Drawer | None:
+        """How a clock move's milliseconds are drawn: from ``exploration.advance_ms``,
+        and half of the time at a limit's edge when there are such edges."""
+        ex = self.spec.exploration
+        moves = choices.sampled(ex.advance_ms) if ex.advance_ms else None
+        if self.clock_edges:  # half of the clock moves sit at a limit's edge
+            edges = choices.sampled(sorted(self.clock_edges))
+            moves = choices.either(moves, edges) if moves is not None else edges
+        return moves
 
     def _payload_drawer(self, policy):
         env = {"params": self.params}
@@ -240,7 +267,7 @@ class Explorer:
             drawer = _schema_drawer(strip_hints(schema))
         edges = self.arg_edges.get((op, prop))
         if edges:  # a third of the draws sit at a declared limit's edge
-            return choices.either(drawer, drawer, choices.sampled(edges)), ("edge", edges)
+            return choices.either(drawer, drawer, choices.sampled(list(edges))), ("edge", edges)
         return drawer, ("value",)
 
     def args_plan(self, op: str, omit=()):
@@ -377,9 +404,17 @@ class Driver:
     """Where generated actions go: the kit's checking session, or (in the
     benchmark) an implementation called bare. ``carry_out`` uses only this."""
 
-    def call(self, operation: str, args: dict) -> dict: ...
-    def advance(self, ms: int) -> None: ...
-    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None: ...
+    def call(self, operation: str, args: dict) -> dict:
+        """One call's answer."""
+        raise NotImplementedError
+
+    def advance(self, ms: int) -> None:
+        """Move the virtual clock by ``ms``."""
+        raise NotImplementedError
+
+    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None:
+        """The calls made at once: their answers, in call order (None: none was made)."""
+        raise NotImplementedError
 
 
 class _Checked(Driver):
@@ -403,7 +438,7 @@ class _Checked(Driver):
             return {}  # an accepted deviation says not to send this input (counted in the report)
         response, failure = self.session.call(operation, args)
         self.check(failure)
-        return response
+        return response  # type: ignore[return-value]  # None only with a failure, which check() raised
 
     def advance(self, ms: int) -> None:
         self.check(self.session.advance(ms))
@@ -442,7 +477,7 @@ def in_call_order(keys: list, answers: list) -> list:
     which id is the scheduler's choice; ordered this way, the draws that pick
     a record by its position pick the same call's record when the example is
     replayed, so Hypothesis can replay and shrink it."""
-    position = {}
+    position: dict[Any, int] = {}
     for index, answer in enumerate(answers):
         for value in _scalars(answer):
             position.setdefault(value, index)
@@ -541,16 +576,17 @@ class _Stats:
         failure's bug (``failures.same_bug``: its signature, or another wrong
         answer of its operation); False for a failure of another bug. Stop
         shrinking when the budget is spent."""
-        if self.pin and self.pinned is None:
-            # A race that matched no order may be a plain bug first met inside a
-            # concurrent group: shrinking may still slip from it to a plain
-            # failure, which is the sharper report; a plain failure pins its bug.
-            if failure.kind != "linearizability":
-                self.pinned, self.best = signature(failure), None
-        elif self.pin and not same_bug(signature(failure), self.pinned):
-            self.others += 1
-            self.check_budget()
-            return False
+        if self.pin:
+            if self.pinned is None:
+                # A race that matched no order may be a plain bug first met inside a
+                # concurrent group: shrinking may still slip from it to a plain
+                # failure, which is the sharper report; a plain failure pins its bug.
+                if failure.kind != "linearizability":
+                    self.pinned, self.best = signature(failure), None
+            elif not same_bug(signature(failure), self.pinned):
+                self.others += 1
+                self.check_budget()
+                return False
         self.failures += 1
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
@@ -585,15 +621,22 @@ def _example_over() -> bool:
         return False
 
 
-def build_example(spec: Spec, session: Session, explorer: Explorer, stats: _Stats) -> type:
+def build_example(
+    spec: Spec,
+    session: Session,
+    explorer: Explorer,
+    stats: _Stats,
+    on_example: Callable[[int], Any] | None = None,
+) -> type:
     """The class of one example of the exploration: made fresh for every
     example (it resets the session), it carries out each drawn step through
-    ``session`` and probes once more at the end (``teardown``)."""
+    ``session`` and probes once more at the end (``teardown``).
+    ``on_example`` is told the number of each example as it starts."""
     explorer.model = session.model
     driver = _Checked(session, stats)
 
     class SpecExample:
-        def __init__(self):
+        def __init__(self) -> None:
             stats.examples += 1
             stats.check_budget()  # shrinking's examples are counted as they start
             session.reset()
@@ -603,6 +646,8 @@ def build_example(spec: Spec, session: Session, explorer: Explorer, stats: _Stat
             self.group_answers = None  # the answers of the concurrent group this step ran, in call order
             self.unprobed = False  # a step ran whose probe was skipped
             stats.failing = False
+            if on_example is not None:
+                on_example(stats.examples)
 
         def _note_keys(self) -> None:
             new = [key for key in session.model.keys() if key not in self._seen]
@@ -749,17 +794,16 @@ def exploration_test(
     Hypothesis's example database (a spec and an implementation); ``seed``
     fixes its randomness and keeps the database on; ``method``: a
     ``unittest.TestCase`` method (``self`` first), for pytest and HypoFuzz."""
-    if method:
 
-        def test(self, data):
-            _explore(data.conjecture_data, new_example, draw_step, step_count)
-    else:
+    def test_method(self: Any, data: Any) -> None:
+        _explore(data.conjecture_data, new_example, draw_step, step_count)
 
-        def test(data):
-            _explore(data.conjecture_data, new_example, draw_step, step_count)
+    def test_function(data: Any) -> None:
+        _explore(data.conjecture_data, new_example, draw_step, step_count)
 
-    test.__name__ = test.__qualname__ = "runTest" if method else "explore"
-    test = settings(given(st.data())(test))
+    inner: Callable[..., None] = test_method if method else test_function
+    inner.__name__ = inner.__qualname__ = "runTest" if method else "explore"
+    test: Any = settings(given(st.data())(inner))  # it carries attributes Hypothesis reads, not in its types
     test.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode("utf-8")
     # pytest (conformance.pytest_plugin) and HypoFuzz key it by its node id instead
     test.hypothesis.inner_test._conformance_exploration = True
@@ -768,6 +812,26 @@ def exploration_test(
         # On the test, not through @seed: that would switch the example database off.
         test._hypothesis_internal_use_seed = seed
     return test
+
+
+def _shrink_note(stats: _Stats) -> str:
+    """What the failure's message says of shrinking that its budget ended."""
+    note = (
+        "\n(not shrunk: shrinking was switched off)"
+        if not stats.shrink_s
+        else f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
+        f"a re-run on a faster or less loaded machine may shrink further; this is the shortest of "
+        f"{stats.failures} failing sequences found)"
+        if stats.timed_out
+        else f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
+        f"{stats.failures} failing sequences found)"
+    )
+    if stats.others:
+        note += (
+            f"\n({stats.others} sequence(s) tried while shrinking failed in another way (another operation, "
+            f"a race or an invariant): another bug, left aside here; --max-failures N reports distinct failures)"
+        )
+    return note
 
 
 def run_stateful(
@@ -795,15 +859,7 @@ def run_stateful(
     )
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
-    example = build_example(spec, session, explorer, stats)
-    if on_example is not None:
-        original_init = example.__init__
-
-        def init(self):
-            original_init(self)
-            on_example(stats.examples)
-
-        example.__init__ = init
+    example = build_example(spec, session, explorer, stats, on_example)
     settings = Settings(
         max_examples=config["max_examples"] if max_examples is None else max_examples,
         stateful_step_count=config["stateful_step_count"],
@@ -829,22 +885,10 @@ def run_stateful(
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
     except _ShrinkBudgetSpent:
-        outcome.verdict, outcome.failure = "fail", stats.best
-        outcome.failure.message += (
-            "\n(not shrunk: shrinking was switched off)"
-            if not stats.shrink_s
-            else f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
-            f"a re-run on a faster or less loaded machine may shrink further; this is the shortest of "
-            f"{stats.failures} failing sequences found)"
-            if stats.timed_out
-            else f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
-            f"{stats.failures} failing sequences found)"
-        )
-        if stats.others:
-            outcome.failure.message += (
-                f"\n({stats.others} sequence(s) tried while shrinking failed in another way (another operation, "
-                f"a race or an invariant): another bug, left aside here; --max-failures N reports distinct failures)"
-            )
+        best = stats.best
+        assert best is not None  # the budget counts only once a failure was kept
+        best.message += _shrink_note(stats)
+        outcome.verdict, outcome.failure = "fail", best
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
@@ -895,7 +939,7 @@ def run_stateful(
         outcome.verdict, outcome.failure = "interrupted", stats.best
         outcome.examples, outcome.steps = stats.examples, stats.steps
         outcome.duration_s = time.perf_counter() - started
-        exc.stateful_so_far = outcome
+        exc.stateful_so_far = outcome  # type: ignore[attr-defined]  # read by the runner's interrupted report
         raise
     finally:
         session.defer_model_invariants = False
