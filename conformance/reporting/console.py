@@ -7,8 +7,6 @@ as markup (or reject), and ":name:" that it would turn into emoji.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -35,8 +33,8 @@ VERDICT_STYLES = {
 }
 
 
-def _verdict(verdict: Any) -> Text:
-    return Text(str(verdict).upper(), style=VERDICT_STYLES.get(verdict, ""))
+def _verdict(verdict: object) -> Text:
+    return Text(str(verdict).upper(), style=VERDICT_STYLES.get(str(verdict), ""))
 
 
 def _clipped(text: str, limit: int) -> str:
