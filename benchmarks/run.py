@@ -83,13 +83,13 @@ SPEC_PATH = ROOT / "spec" / "thread-jobs.yaml"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import hypothesis  # noqa: E402
-from hypothesis import HealthCheck, Verbosity  # noqa: E402
-from hypothesis import settings as Settings
-from hypothesis.errors import Flaky  # noqa: E402
+import hypothesis  # noqa: E402  # after the sys.path insert above
+from hypothesis import HealthCheck, Verbosity  # noqa: E402  # after the sys.path insert above
+from hypothesis import settings as Settings  # noqa: E402  # after the sys.path insert above
+from hypothesis.errors import Flaky  # noqa: E402  # after the sys.path insert above
 
-from conformance.engine.runner import RunConfig, prepare  # noqa: E402
-from conformance.engine.stateful import (
+from conformance.engine.runner import RunConfig, prepare  # noqa: E402  # after the sys.path insert above
+from conformance.engine.stateful import (  # noqa: E402  # after the sys.path insert above
     PROFILES,
     Driver,
     Explorer,
@@ -565,7 +565,9 @@ def measure_peer_seeds(profile: str, seeds: list[int], attempts: int) -> dict:
     rows = []
     for seed in seeds:
         log(f"peer comparison across seeds: kit, then peer, seed {seed}")
-        kit = with_retries(lambda: measure_kit(profile, seed), attempts, f"kit (seed {seed})", _rate_from_aborted)
+        kit = with_retries(
+            lambda seed=seed: measure_kit(profile, seed), attempts, f"kit (seed {seed})", _rate_from_aborted
+        )
         peer = measure_peer(profile, seed)
         rows.append(
             {
@@ -834,7 +836,7 @@ def measure_ci_run(spec: str = "spec/thread-jobs.yaml", workers: int | None = No
         cmd += ["run", spec, "--profile", "ci", "--report-dir", report_dir]
         cmd += ["--workers", str(workers or 1)]  # one process unless asked (the default is a worker per core)
         started = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - started
         try:
             report = json.loads((Path(report_dir) / "report.json").read_text(encoding="utf-8"))

@@ -4,13 +4,19 @@ reference adapters: wrong shapes become ``BadArguments`` (answered as an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 __all__ = ["BadArguments", "choice", "coerce_params", "flag", "text", "whole"]
 
 
 class BadArguments(Exception):
     """A call's arguments do not have the shape the operation takes."""
+
+
+@overload
+def text(args: dict, name: str, optional: Literal[False] = False) -> str: ...
+@overload
+def text(args: dict, name: str, optional: bool) -> str | None: ...
 
 
 def text(args: dict, name: str, optional: bool = False) -> str | None:
@@ -20,6 +26,14 @@ def text(args: dict, name: str, optional: bool = False) -> str | None:
     if not isinstance(value, str):
         raise BadArguments(f"{name} must be a string")
     return value
+
+
+@overload
+def whole(
+    args: dict, name: str, optional: Literal[False] = False, minimum: int = 1, maximum: int | None = None
+) -> int: ...
+@overload
+def whole(args: dict, name: str, optional: bool, minimum: int = 1, maximum: int | None = None) -> int | None: ...
 
 
 def whole(args: dict, name: str, optional: bool = False, minimum: int = 1, maximum: int | None = None) -> int | None:

@@ -45,8 +45,7 @@ def test_quick_benchmark_reports_every_number():
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", "--quick", "--skip-ci-run"],
         cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=600,
     )

@@ -60,7 +60,7 @@ def test_the_last_thread_to_arrive_goes_first():
 
             for i in range(3):
 
-                def run(release, i=i):
+                def run(release, i=i, lock=lock, arrivals=arrivals, line=line, order=order):
                     with lock:
                         arrivals.append(i)
                     line.start(5)

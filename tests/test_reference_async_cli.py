@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 import lifecycle_references
+from conformance.adapters.command import kill_marked_processes
 from conformance.engine import stateful
+from conformance.engine.runner import RunConfig, run_conformance
+from lifecycle_references.async_cli.wiring import CONFIG
 
 # -S skips site-packages for a fast start, so the tool's package is put on the
 # path where it is installed (not the source tree, which would hide packaging bugs).
 INSTALLED_ROOT = str(Path(lifecycle_references.__file__).resolve().parents[1])
-from conformance.adapters.command import kill_marked_processes
-from conformance.engine.runner import RunConfig, run_conformance
-from lifecycle_references.async_cli.wiring import CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "spec" / "async-command.yaml")

@@ -304,7 +304,7 @@ def test_concurrent_notify_sends_one_notification(adapter):
         ok(adapter, "complete_task", task_id=t, result="r")
         barrier, lock, sent, effects = threading.Barrier(8), threading.Lock(), [], []
 
-        def notify():
+        def notify(barrier=barrier, lock=lock, sent=sent, effects=effects, t=t):
             barrier.wait()
             result, fx = ok(adapter, "notify_task", task_id=t)
             with lock:
@@ -505,7 +505,7 @@ def _race(a):
         ok(a, "complete_task", task_id=t, result="r")
         barrier, effects = threading.Barrier(8), []
 
-        def notify():
+        def notify(barrier=barrier, effects=effects, t=t):
             barrier.wait()
             effects.extend(ok(a, "notify_task", task_id=t)[1])
 
@@ -613,7 +613,7 @@ def _racing(a, op, **args):
         t = running(a)
         barrier, out = threading.Barrier(2), []
 
-        def one():
+        def one(barrier=barrier, out=out, t=t):
             barrier.wait()
             out.append(a.call(op, {"task_id": t, **args})["result"])
 
@@ -635,7 +635,7 @@ def _against(a, first, second, rounds=10):
         t = running(a)
         barrier, out = threading.Barrier(2), {}
 
-        def one(op, args):
+        def one(op, args, barrier=barrier, out=out, t=t):
             barrier.wait()
             response = a.call(op, {"task_id": t, **args})
             out[op] = response.get("result") if "result" in response else response["error"]["kind"]

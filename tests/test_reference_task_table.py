@@ -450,7 +450,7 @@ def _together(*calls):
 def test_cancel_racing_finish_is_linearizable(adapter):
     for _ in range(60):
         t = start(adapter)
-        cancelled, finished = _together(lambda: cancel(adapter, t), lambda: finish(adapter, t))
+        cancelled, finished = _together(lambda t=t: cancel(adapter, t), lambda t=t: finish(adapter, t))
         assert finished["returned"] is True
         final = status(adapter, t)
         assert finished["status"] == final
@@ -597,7 +597,7 @@ def _cancels_racing_finishes(a):
     agreed = []
     for _ in range(20):
         t = start(a)
-        cancelled, finished = _together(lambda: cancel(a, t), lambda: finish(a, t))
+        cancelled, finished = _together(lambda t=t: cancel(a, t), lambda t=t: finish(a, t))
         agreed.append(cancelled == (finished["status"] == "canceled"))
     return all(agreed)
 

@@ -408,7 +408,7 @@ def _race(a):
         finish(a, job)
         barrier, effects = threading.Barrier(8), []
 
-        def boundary():
+        def boundary(barrier=barrier, effects=effects):
             barrier.wait()
             effects.extend(ok(a, "turn_boundary", thread_id=T1)[1])
 
@@ -500,7 +500,7 @@ def _racing_cancels(a):
         start(a, f"rc{i}", tool_call=f"rc-{i}")
         barrier, effects = threading.Barrier(2), []
 
-        def one(i=i):
+        def one(i=i, barrier=barrier, effects=effects):
             barrier.wait()
             response = a.call("cancel_job", {"thread_id": T1, "job_id": f"rc{i}", "requested_by": "user"})
             effects.extend(e["effect"] for e in response["effects"])
@@ -521,7 +521,7 @@ def _racing_outcomes(a):
         start(a, f"ro{i}", tool_call=f"ro-{i}")
         barrier, effects = threading.Barrier(2), []
 
-        def one(payload, i=i):
+        def one(payload, i=i, barrier=barrier, effects=effects):
             barrier.wait()
             response = a.call("observe_outcome", {"job_id": f"ro{i}", "outcome": "completed", "payload": payload})
             effects.extend(e["effect"] for e in response["effects"])

@@ -72,7 +72,7 @@ def _done(proc: subprocess.Popen, timeout: float = TIMEOUT_S) -> tuple[int, str]
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"the kit did not finish in {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
+        raise AssertionError(f"the kit did not finish in {timeout} s:\n{out[-3000:]}\n{err[-3000:]}") from None
     text = out + err
     assert "Traceback" not in text, text
     return proc.returncode, text

@@ -394,7 +394,7 @@ def test_a_crash_fails_the_pending_call_and_reset_restarts(adapters):
     adapter.describe()
     adapter.reset(0)
     first_pid = adapter.pid
-    for i in range(4):
+    for _ in range(4):
         assert "result" in adapter.call("list_jobs", {"thread_id": "t1"})
     with pytest.raises(ProgramExited, match="exited with status 3") as caught:
         adapter.call("list_jobs", {"thread_id": "t1"})

@@ -135,7 +135,8 @@ def ordered_scenarios(report: dict) -> list[dict]:
 def verdict_counts(scenarios: list[dict]) -> dict[str, int]:
     counts = {"pass": 0, "fail": 0, "error": 0, "skip": 0}
     for s in scenarios:
-        counts[s.get("verdict")] = counts.get(s.get("verdict"), 0) + 1
+        verdict = str(s.get("verdict"))
+        counts[verdict] = counts.get(verdict, 0) + 1
     return counts
 
 

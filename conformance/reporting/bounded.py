@@ -65,15 +65,15 @@ class _Store:
         elif self.size + len(data) > STORE_LIMIT:
             said = f"not stored: the values kept with a report are limited to {STORE_LIMIT // (1024 * 1024)} MB"
         else:
-            said = self._write(name, data)
+            said = self._write(self.directory, name, data)
         self.kept[name] = said
         return said
 
-    def _write(self, name: str, data: bytes) -> str:
-        path = self.directory / name
+    def _write(self, directory: Path, name: str, data: bytes) -> str:
+        path = directory / name
         tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(parents=True, exist_ok=True)
             tmp.write_bytes(data)
             os.replace(tmp, path)
         except OSError as exc:

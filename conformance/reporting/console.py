@@ -33,16 +33,33 @@ VERDICT_STYLES = {
 }
 
 
-def _verdict(verdict) -> Text:
-    return Text(str(verdict).upper(), style=VERDICT_STYLES.get(verdict, ""))
+def _verdict(verdict: object) -> Text:
+    return Text(str(verdict).upper(), style=VERDICT_STYLES.get(str(verdict), ""))
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def render_console_summary(report: dict, console: Console | None = None) -> None:
     """Print the summary; ``console`` defaults to a new stdout Console."""
     console = console or Console()
+    _print_matrix(console, report)
+    console.print(_stateful_line(report.get("stateful")))
+    checks = list(failed_checks(report))
+    _print_stubbed(console, checks)
+    shown_replays = _print_failures(console, checks, report)
+    _print_not_applicable(console, report)
+    _print_deviations(console, report)
+    _print_problems(console, report.get("problems") or [])
+    if report.get("replay") and report["replay"] not in shown_replays:
+        console.print(Text("Replay: " + report["replay"], style="dim"), soft_wrap=True)
+    console.print(_verdict_line(report))
+
+
+def _print_matrix(console: Console, report: dict) -> None:
     spec = report.get("spec") or {}
     title = " ".join(str(p) for p in (spec.get("id") or "unknown spec", spec.get("version")) if p)
-
     table = Table(title=Text(f"Conformance: {title}"), title_justify="left")
     for column in ("ID", "Category", "Scenario", "Verdict"):
         table.add_column(column, no_wrap=column != "Scenario")
@@ -56,74 +73,103 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     # An empty table reads like a rendering bug; say what happened.
     console.print(table if table.row_count else Text(f"Conformance: {title}: no scenario was run"))
 
-    st = report.get("stateful")
-    line = Text("Stateful exploration: ")
-    if st:
-        line.append_text(_verdict(st.get("verdict")))
-        details = [
-            f"profile {st['profile']}" if st.get("profile") else None,
-            f"seed {st['seed']}" if st.get("seed") is not None else None,
-            f"{st['examples']} examples" if st.get("examples") is not None else None,
-            f"{st['steps']} steps" if st.get("steps") is not None else None,
-            f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
-            f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None,
-        ]
-        details = [d for d in details if d]
-        if details:
-            line.append(f" ({', '.join(details)})")
-    else:
-        line.append("not run", style="dim")
-    console.print(line)
 
-    shown_replays = set()
-    checks = list(failed_checks(report))
-    # A stub's answers (failure kind not-implemented) say one thing per operation:
-    # list them once instead of a page of identical failures.
+def _stateful_details(st: dict) -> list[str]:
+    details = [
+        f"profile {st['profile']}" if st.get("profile") else None,
+        f"seed {st['seed']}" if st.get("seed") is not None else None,
+        f"{st['examples']} examples" if st.get("examples") is not None else None,
+        f"{st['steps']} steps" if st.get("steps") is not None else None,
+        f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
+        f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None,
+    ]
+    return [d for d in details if d]
+
+
+def _stateful_line(st: dict | None) -> Text:
+    line = Text("Stateful exploration: ")
+    if not st:
+        line.append("not run", style="dim")
+        return line
+    line.append_text(_verdict(st.get("verdict")))
+    details = _stateful_details(st)
+    if details:
+        line.append(f" ({', '.join(details)})")
+    return line
+
+
+def _is_stub(failure: dict | None) -> bool:
+    return (failure or {}).get("kind") == "not-implemented"
+
+
+def _print_stubbed(console: Console, checks: list[tuple[str, dict | None]]) -> None:
+    """A stub's answers (failure kind not-implemented) say one thing per operation:
+    list them once instead of a page of identical failures."""
     stubbed: dict[str, list[str]] = {}
     for label, failure in checks:
-        if (failure or {}).get("kind") == "not-implemented":
+        if failure is not None and _is_stub(failure):
             stubbed.setdefault(str(failure.get("operation")), []).append(
                 label.split(" ", 1)[0] if label != "stateful exploration" else "the exploration"
             )
-    if stubbed:
-        console.print()
-        console.print(Text(f"Not implemented: {len(stubbed)} operation(s) answer not_implemented", style="bold red"))
-        for operation, labels in sorted(stubbed.items()):
-            console.print(
-                Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"), soft_wrap=True
-            )
-    for label, failure in checks:
-        failure = failure or {}
-        if failure.get("kind") == "not-implemented":
-            continue
-        console.print()
-        head = Text(label, style="bold red")
-        head.append(f"  [{failure.get('kind', 'no details')}]", style="red")
-        console.print(head)
-        message_lines = str(failure.get("message") or "").strip().splitlines()
-        for text in message_lines[:3]:
-            # A line of a message can quote an answer: a console line stays readable.
-            console.print(Text("  " + (text if len(text) <= 1000 else text[:999] + "…")))
-        if len(message_lines) > 3:
-            console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
-        if failure.get("path"):
-            console.print(Text(f"  at {failure['path']}", style="cyan"))
-        for name in ("expected", "observed"):
-            if failure.get(name) is not None:
-                console.print(Text(f"  {name}: {compact_json(failure[name], 300)}"), soft_wrap=True)
-        steps = failure.get("steps") or []
-        if steps:
-            where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
-            console.print(Text(f"  {len(steps)} step(s) lead here; the full list is in summary.md{where}", style="dim"))
-            for step in steps[-3:]:
-                line = step_text(step)
-                console.print(Text("    " + (line if len(line) <= 240 else line[:239] + "…")), soft_wrap=True)
-        replay = replay_for(failure, report)
-        if replay:
-            # soft_wrap: a hard-wrapped command could not be copied from a log.
-            console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
-            shown_replays.add(replay)
+    if not stubbed:
+        return
+    console.print()
+    console.print(Text(f"Not implemented: {len(stubbed)} operation(s) answer not_implemented", style="bold red"))
+    for operation, labels in sorted(stubbed.items()):
+        console.print(Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"), soft_wrap=True)
 
+
+def _print_failures(console: Console, checks: list[tuple[str, dict | None]], report: dict) -> set[str]:
+    """One block per failed check but the stubs; returns the replay commands shown."""
+    shown_replays: set[str] = set()
+    for label, failure in checks:
+        if _is_stub(failure):
+            continue
+        replay = _print_failure(console, label, failure or {}, report)
+        if replay:
+            shown_replays.add(replay)
+    return shown_replays
+
+
+def _print_failure(console: Console, label: str, failure: dict, report: dict) -> str | None:
+    console.print()
+    head = Text(label, style="bold red")
+    head.append(f"  [{failure.get('kind', 'no details')}]", style="red")
+    console.print(head)
+    _print_message(console, str(failure.get("message") or ""))
+    if failure.get("path"):
+        console.print(Text(f"  at {failure['path']}", style="cyan"))
+    for name in ("expected", "observed"):
+        if failure.get(name) is not None:
+            console.print(Text(f"  {name}: {compact_json(failure[name], 300)}"), soft_wrap=True)
+    _print_last_steps(console, failure)
+    replay = replay_for(failure, report)
+    if replay:
+        # soft_wrap: a hard-wrapped command could not be copied from a log.
+        console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
+    return replay
+
+
+def _print_message(console: Console, message: str) -> None:
+    message_lines = message.strip().splitlines()
+    for text in message_lines[:3]:
+        # A line of a message can quote an answer: a console line stays readable.
+        console.print(Text("  " + _clipped(text, 1000)))
+    if len(message_lines) > 3:
+        console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
+
+
+def _print_last_steps(console: Console, failure: dict) -> None:
+    steps = failure.get("steps") or []
+    if not steps:
+        return
+    where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
+    console.print(Text(f"  {len(steps)} step(s) lead here; the full list is in summary.md{where}", style="dim"))
+    for step in steps[-3:]:
+        console.print(Text("    " + _clipped(step_text(step), 240)), soft_wrap=True)
+
+
+def _print_not_applicable(console: Console, report: dict) -> None:
     not_applicable = report.get("not_applicable")
     if not_applicable and not_applicable.get("scenarios"):
         console.print(
@@ -134,22 +180,25 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
             )
         )
 
+
+def _print_deviations(console: Console, report: dict) -> None:
     deviations = deviation_lines(report)
     if deviations:
         console.print(Text(f"Accepted deviations ({(report.get('deviations') or {}).get('file')}):", style="yellow"))
         for line in deviations:
             console.print(Text("  " + line, style="yellow"), soft_wrap=True)
 
-    problems = report.get("problems") or []
-    if problems:
-        console.print()
-        for p in problems:
-            where = f" ({p['where']})" if p.get("where") else ""
-            console.print(Text(f"! {p.get('kind')}{where}: {first_line(p.get('message'))}", style="yellow"))
 
-    if report.get("replay") and report["replay"] not in shown_replays:
-        console.print(Text("Replay: " + report["replay"], style="dim"), soft_wrap=True)
+def _print_problems(console: Console, problems: list[dict]) -> None:
+    if not problems:
+        return
+    console.print()
+    for p in problems:
+        where = f" ({p['where']})" if p.get("where") else ""
+        console.print(Text(f"! {p.get('kind')}{where}: {first_line(p.get('message'))}", style="yellow"))
 
+
+def _verdict_line(report: dict) -> Text:
     c = verdict_counts(report.get("scenarios") or [])
     final = Text("\nVerdict: ")
     final.append_text(_verdict(report.get("verdict")))
@@ -157,4 +206,4 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
         f"  (exit code {report.get('exit_code')}; {c['pass']} passed, {c['fail']} failed, "
         f"{c['error']} errors, {c['skip']} skipped)"
     )
-    console.print(final)
+    return final

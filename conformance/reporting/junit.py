@@ -49,14 +49,41 @@ def _outcome(
         elem.text = _clean(failure_text(failure, report))
 
 
+# The element a run's own testcase carries when no check carries its verdict.
+_RUN_TAGS = {"fail": "failure", "error": "error", "interrupted": "error"}
+_COUNT_NAMES = {"failure": "failures", "error": "errors", "skipped": "skipped"}
+
+
 def render_junit_xml(report: dict) -> str:
     spec = report.get("spec") or {}
     suite_name = spec.get("id") or "conformance"
     suite = ET.Element("testsuite", name=_clean(suite_name))
+    _add_properties(suite, report)
+    _add_scenario_cases(suite, suite_name, report)
+    _add_stateful_cases(suite, suite_name, report)
+    _add_coverage_case(suite, suite_name, report)
+    _add_run_problems(suite, suite_name, report)
 
-    props = ET.SubElement(suite, "properties")  # dropped below if it stays empty
+    counts = _counts(suite)
+    time = _seconds(report.get("duration_s"))
+    suite.attrib.update({k: str(v) for k, v in counts.items()})
+    suite.set("time", time)
+    if report.get("started_at"):
+        # The Ant schema wants a timestamp without a zone; the report is UTC.
+        suite.set("timestamp", _clean(str(report["started_at"]).removesuffix("Z")))
+
+    root = ET.Element("testsuites", name=_clean(suite_name), time=time)
+    root.attrib.update({k: str(v) for k, v in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _add_properties(suite: ET.Element, report: dict) -> None:
+    spec = report.get("spec") or {}
     impl = report.get("implementation") or {}
     stateful = report.get("stateful") or {}
+    props = ET.SubElement(suite, "properties")  # dropped below if it stays empty
     for key, value in (
         ("spec.version", spec.get("version")),
         ("spec.path", spec.get("path")),
@@ -75,6 +102,8 @@ def render_junit_xml(report: dict) -> str:
     if not len(props):
         suite.remove(props)  # some schemas want at least one <property>
 
+
+def _add_scenario_cases(suite: ET.Element, suite_name: str, report: dict) -> None:
     for s in ordered_scenarios(report):
         case = _testcase(
             suite,
@@ -84,29 +113,36 @@ def render_junit_xml(report: dict) -> str:
         )
         _outcome(case, s.get("verdict"), s.get("failure"), report, s.get("note"))
 
+
+def _add_stateful_cases(suite: ET.Element, suite_name: str, report: dict) -> None:
+    stateful = report.get("stateful") or {}
     case = _testcase(suite, "stateful exploration", f"{suite_name}.stateful", stateful.get("duration_s"))
     if report.get("stateful") is None:
         ET.SubElement(case, "skipped", message="stateful exploration was not run")
-    else:
-        _outcome(case, stateful.get("verdict"), stateful.get("failure"), report)
-        for number, failure in enumerate(stateful.get("more_failures") or [], 2):  # --max-failures
-            extra = _testcase(suite, f"stateful exploration (distinct failure {number})", f"{suite_name}.stateful", 0)
-            _outcome(extra, "fail", failure, report)
+        return
+    _outcome(case, stateful.get("verdict"), stateful.get("failure"), report)
+    for number, failure in enumerate(stateful.get("more_failures") or [], 2):  # --max-failures
+        extra = _testcase(suite, f"stateful exploration (distinct failure {number})", f"{suite_name}.stateful", 0)
+        _outcome(extra, "fail", failure, report)
 
+
+def _add_coverage_case(suite: ET.Element, suite_name: str, report: dict) -> None:
     coverage = report.get("coverage") or {}
     if coverage.get("gates"):  # --min-coverage: a check of its own, so CI lists it by name
         case = _testcase(suite, "coverage gate", f"{suite_name}.coverage", 0)
         _outcome(case, "fail" if coverage.get("failure") else "pass", coverage.get("failure"), report)
 
-    # A run can fail or error outside any check (adapter would not load,
-    # nondeterminism). CI must not show that as green, so the problems become
-    # a testcase of their own whenever no check carries the verdict.
+
+def _add_run_problems(suite: ET.Element, suite_name: str, report: dict) -> None:
+    """A run can fail or error outside any check (adapter would not load,
+    nondeterminism). CI must not show that as green, so the problems become
+    a testcase of their own whenever no check carries the verdict."""
     problems = report.get("problems") or []
     problem_text = "\n".join(
         f"[{p.get('kind')}] {p.get('message')}" + (f" ({p['where']})" if p.get("where") else "") for p in problems
     )
     verdict = report.get("verdict")
-    tag = {"fail": "failure", "error": "error", "interrupted": "error"}.get(verdict)
+    tag = _RUN_TAGS.get(verdict) if verdict else None
     if tag and suite.find(f"testcase/{tag}") is None:
         case = _testcase(suite, "conformance run", f"{suite_name}.run", report.get("duration_s"))
         first = problems[0] if problems else {}
@@ -121,20 +157,9 @@ def render_junit_xml(report: dict) -> str:
     elif problems:
         ET.SubElement(suite, "system-err").text = _clean(problem_text)
 
-    cases = suite.findall("testcase")
-    counts = {"tests": len(cases)}
-    for tag in ("failure", "error", "skipped"):
-        counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[tag]] = len(
-            suite.findall(f"testcase/{tag}")
-        )
-    suite.attrib.update({k: str(v) for k, v in counts.items()})
-    suite.set("time", _seconds(report.get("duration_s")))
-    if report.get("started_at"):
-        # The Ant schema wants a timestamp without a zone; the report is UTC.
-        suite.set("timestamp", _clean(str(report["started_at"]).removesuffix("Z")))
 
-    root = ET.Element("testsuites", name=_clean(suite_name), time=suite.get("time"))
-    root.attrib.update({k: str(v) for k, v in counts.items()})
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+def _counts(suite: ET.Element) -> dict[str, int]:
+    counts = {"tests": len(suite.findall("testcase"))}
+    for tag, name in _COUNT_NAMES.items():
+        counts[name] = len(suite.findall(f"testcase/{tag}"))
+    return counts

@@ -21,8 +21,12 @@ __all__ = ["VERDICT_ICONS", "render_summary_markdown"]
 VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "interrupted": "⏹"}
 
 
-def _verdict(verdict) -> str:
-    return f"{VERDICT_ICONS.get(verdict, '❔')} {verdict}"
+def _icon(verdict: object) -> str:
+    return VERDICT_ICONS.get(str(verdict), "❔")
+
+
+def _verdict(verdict: object) -> str:
+    return f"{_icon(verdict)} {verdict}"
 
 
 def _text(value) -> str:
@@ -56,6 +60,15 @@ def _count_table(title: str, column: str, counts: dict | None) -> list[str]:
 
 
 def _header(report: dict) -> list[str]:
+    return (
+        _title_lines(report)
+        + _implementation_lines(report.get("implementation"))
+        + _parameter_lines(report.get("parameters"))
+        + [_result_line(report), ""]
+    )
+
+
+def _title_lines(report: dict) -> list[str]:
     spec = report.get("spec") or {}
     verdict = report.get("verdict")
     title = " ".join(str(p) for p in (spec.get("id") or "unknown spec", spec.get("version")) if p)
@@ -68,36 +81,39 @@ def _header(report: dict) -> list[str]:
         f"{report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else None,
         f"exit code {report.get('exit_code')}",
     ]
-    lines = [
-        f"# {VERDICT_ICONS.get(verdict, '❔')} {_text(title)}: {str(verdict).upper()}",
+    return [
+        f"# {_icon(verdict)} {_text(title)}: {str(verdict).upper()}",
         "",
         " · ".join(f for f in facts if f),
         "",
     ]
 
-    impl = report.get("implementation")
-    if impl:
-        who = " ".join(str(p) for p in (impl.get("name") or "unnamed implementation", impl.get("version")) if p)
-        parts = [
-            f"**Implementation:** {_text(who)}",
-            f"profile {_code(impl['profile'])}" if impl.get("profile") else "no profile",
-            f"adapter {_code(impl['adapter'])}" if impl.get("adapter") else None,
-        ]
-        declared = impl.get("parameters") or {}
-        parts.append(
-            "declared parameters: "
-            + (", ".join(_code(f"{k}={compact_json(v)}") for k, v in declared.items()) if declared else "none")
-        )
-        lines += [" · ".join(p for p in parts if p), ""]
-    else:
-        lines += ["**Implementation:** not loaded", ""]
-    if report.get("parameters"):
-        lines += [
-            "**Effective parameters:** "
-            + ", ".join(_code(f"{k}={compact_json(v)}") for k, v in report["parameters"].items()),
-            "",
-        ]
 
+def _assignments(values: dict) -> str:
+    return ", ".join(_code(f"{k}={compact_json(v)}") for k, v in values.items())
+
+
+def _implementation_lines(impl: dict | None) -> list[str]:
+    if not impl:
+        return ["**Implementation:** not loaded", ""]
+    who = " ".join(str(p) for p in (impl.get("name") or "unnamed implementation", impl.get("version")) if p)
+    declared = impl.get("parameters") or {}
+    parts = [
+        f"**Implementation:** {_text(who)}",
+        f"profile {_code(impl['profile'])}" if impl.get("profile") else "no profile",
+        f"adapter {_code(impl['adapter'])}" if impl.get("adapter") else None,
+        "declared parameters: " + (_assignments(declared) if declared else "none"),
+    ]
+    return [" · ".join(p for p in parts if p), ""]
+
+
+def _parameter_lines(parameters: dict | None) -> list[str]:
+    if not parameters:
+        return []
+    return ["**Effective parameters:** " + _assignments(parameters), ""]
+
+
+def _result_line(report: dict) -> str:
     scenarios = report.get("scenarios") or []
     c = verdict_counts(scenarios)
     result = (
@@ -108,12 +124,9 @@ def _header(report: dict) -> list[str]:
     if not_applicable:
         result += f" · {len(not_applicable)} not applicable to profile {_code(report['not_applicable'].get('profile'))}"
     stateful = report.get("stateful")
-    result += (
-        f" · stateful exploration {_verdict(stateful.get('verdict'))}"
-        if stateful
-        else " · stateful exploration not run"
-    )
-    return lines + [result, ""]
+    if stateful:
+        return result + f" · stateful exploration {_verdict(stateful.get('verdict'))}"
+    return result + " · stateful exploration not run"
 
 
 def _matrix(report: dict) -> list[str]:

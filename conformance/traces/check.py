@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from statemachines import Spec, load_spec, resolve_parameters, use_file_reader
 
@@ -27,6 +28,9 @@ from ..engine.failures import Failure
 from ..engine.session import Session
 from ..specs import resolve_spec
 from .format import TraceError, TraceEvent, TraceHeader, read_trace
+
+if TYPE_CHECKING:
+    from ..engine.deviations import Deviations
 
 __all__ = ["TraceAdapter", "check_traces", "TraceMismatch"]
 
@@ -99,7 +103,7 @@ class TraceAdapter(Adapter):
 class _Part:
     """One session of a trace, streamed: its events up to the next reset."""
 
-    def __init__(self, events: Iterator[TraceHeader | TraceEvent], first: TraceEvent):
+    def __init__(self, events: Iterator[TraceEvent], first: TraceEvent):
         self._events, self._pending = events, first
         self.first_line = self.last_line = first.line
         self.count = 0
@@ -110,11 +114,11 @@ class _Part:
         return self._walk  # one pass: iterating again goes on where the last one stopped
 
     def _events_of_part(self) -> Iterator[TraceEvent]:
-        event = self._pending
+        event: TraceEvent | None = self._pending
         while event is not None:
             if event.kind == "reset":
                 for after in self._events:  # the next part starts at the next event that is not a reset
-                    if isinstance(after, TraceEvent) and after.kind != "reset":
+                    if after.kind != "reset":
                         self.next_part = after
                         break
                 return
@@ -124,9 +128,9 @@ class _Part:
             event = next(self._events, None)
 
 
-def _sessions(events: Iterator[TraceHeader | TraceEvent]) -> Iterator[_Part]:
+def _sessions(events: Iterator[TraceEvent]) -> Iterator[_Part]:
     """Split a trace's events at its resets, without holding them in memory."""
-    first = next((e for e in events if isinstance(e, TraceEvent) and e.kind != "reset"), None)
+    first = next((e for e in events if e.kind != "reset"), None)
     while first is not None:
         part = _Part(events, first)
         yield part
@@ -177,8 +181,8 @@ def _context(path: Path, line: int) -> str:
 
 def _check_session(
     session: Session, adapter: TraceAdapter, events: Iterator[TraceEvent], path: Path
-) -> tuple[Failure | None, int | None]:
-    """Replay one session; the failure and the line of the event it is about."""
+) -> tuple[Failure, int] | None:
+    """Replay one session; the failure and the line of the event it is about, if any."""
     session.reset()
     probes = session.probe_calls()
     for event in _overlapping(events):
@@ -223,7 +227,7 @@ def _check_session(
             del session.trace[:-KEEP_STEPS]
             for position, step in enumerate(session.trace):
                 step["index"] = position
-    return None, None
+    return None
 
 
 def check_traces(
@@ -247,71 +251,96 @@ def check_traces(
     identity: dict | None = None
     for trace in traces:
         path = Path(trace)
-        events = read_trace(path)
-        header = next(events)
-        assert isinstance(header, TraceHeader)
-        if header.spec_id != spec.id:
-            raise TraceError(f"{path}:{header.line}: the trace is of spec {header.spec_id!r}, not {spec.id!r}")
-        if header.spec_version and header.spec_version != spec.version:
-            problems.append(
-                {
-                    "kind": "trace-warning",
-                    "where": f"{path}:{header.line}",
-                    "message": f"the trace was recorded for {spec.id} {header.spec_version}; "
-                    f"checking it against {spec.version}",
-                }
-            )
-        params, wrong = resolve_parameters(spec, header.profile, header.parameters)
-        if wrong:
-            raise TraceError(
-                f"{path}:{header.line}: the header's profile or parameters do not fit spec "
-                f"{spec.id}: " + "; ".join(wrong)
-            )
+        header, events = _open_trace(path, spec, problems)
+        params = _trace_parameters(spec, header, path)
         first_params = first_params if first_params is not None else params
-        if identity is None:
-            identity = {
-                "name": header.implementation.get("name"),
-                "version": header.implementation.get("version"),
-                "profile": header.profile,
-                "parameters": header.parameters,
-            }
-        adapter = TraceAdapter(header)
-        session = Session(spec, params, lambda: adapter)
-        session.deviations = loaded
-        previous_reader = use_file_reader(adapter.read_file)
-        try:
-            for number, part in enumerate(_sessions(events), 1):
-                started = time.perf_counter()
-                try:
-                    failure, line = _check_session(session, adapter, iter(part), path)
-                except TraceMismatch as exc:
-                    failure, line = Failure(kind="trace-error", message=str(exc)), part.last_line
-                if failure is not None:
-                    for _ in part:  # count the rest of the session for its title
-                        pass
-                first, last = part.first_line, part.last_line
-                entry = {
-                    "id": f"{path.name}:{first}",
-                    "category": "trace",
-                    "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)",
-                    "_source": (str(path), first, line),
-                }
-                if (
-                    failure is not None
-                    and failure.kind == "implementation-error"
-                    and "TraceMismatch" in failure.message
-                ):
-                    failure.kind = "trace-error"  # the kit asked for more than the trace holds, not a bug
-                if failure is None:
-                    entry.update(verdict="pass", failure=None)
-                else:
-                    failure.message = f"{path}:{line}: {failure.message}\n{_context(path, line)}"
-                    entry.update(
-                        verdict="error" if failure.kind == "trace-error" else "fail", failure=failure.to_dict()
-                    )
-                entry["duration_s"] = round(time.perf_counter() - started, 4)
-                entries.append(entry)
-        finally:
-            use_file_reader(previous_reader)
-            session.close()
+        identity = identity or _identity(header)
+        entries += _check_trace(spec, params, header, events, path, loaded)
     return spec, first_params or {}, entries, problems, identity or {}
+
+
+def _open_trace(path: Path, spec: Spec, problems: list[dict]) -> tuple[TraceHeader, Iterator[TraceEvent]]:
+    """The trace's header, checked against the spec (a version mismatch is a
+    problem, another spec an error), and its events."""
+    events = read_trace(path)
+    header = next(events)
+    assert isinstance(header, TraceHeader)  # read_trace yields the header first, then events only
+    if header.spec_id != spec.id:
+        raise TraceError(f"{path}:{header.line}: the trace is of spec {header.spec_id!r}, not {spec.id!r}")
+    if header.spec_version and header.spec_version != spec.version:
+        problems.append(
+            {
+                "kind": "trace-warning",
+                "where": f"{path}:{header.line}",
+                "message": f"the trace was recorded for {spec.id} {header.spec_version}; "
+                f"checking it against {spec.version}",
+            }
+        )
+    return header, (e for e in events if isinstance(e, TraceEvent))
+
+
+def _trace_parameters(spec: Spec, header: TraceHeader, path: Path) -> dict:
+    params, wrong = resolve_parameters(spec, header.profile, header.parameters)
+    if wrong:
+        raise TraceError(
+            f"{path}:{header.line}: the header's profile or parameters do not fit spec {spec.id}: " + "; ".join(wrong)
+        )
+    return params
+
+
+def _identity(header: TraceHeader) -> dict:
+    """The implementation a trace's header names, as the report shows it."""
+    return {
+        "name": header.implementation.get("name"),
+        "version": header.implementation.get("version"),
+        "profile": header.profile,
+        "parameters": header.parameters,
+    }
+
+
+def _check_trace(
+    spec: Spec,
+    params: dict,
+    header: TraceHeader,
+    events: Iterator[TraceEvent],
+    path: Path,
+    loaded: Deviations | None,
+) -> list[dict]:
+    """One check entry per session of the trace at ``path``."""
+    adapter = TraceAdapter(header)
+    session = Session(spec, params, lambda: adapter)
+    session.deviations = loaded  # type: ignore[assignment]  # Session declares it as None (engine/session.py)
+    previous_reader = use_file_reader(adapter.read_file)
+    try:
+        return [_check_part(session, adapter, part, number, path) for number, part in enumerate(_sessions(events), 1)]
+    finally:
+        use_file_reader(previous_reader)
+        session.close()
+
+
+def _check_part(session: Session, adapter: TraceAdapter, part: _Part, number: int, path: Path) -> dict:
+    started = time.perf_counter()
+    try:
+        found = _check_session(session, adapter, iter(part), path)
+    except TraceMismatch as exc:
+        found = Failure(kind="trace-error", message=str(exc)), part.last_line
+    if found is not None:
+        for _ in part:  # count the rest of the session for its title
+            pass
+    first, last = part.first_line, part.last_line
+    entry: dict = {
+        "id": f"{path.name}:{first}",
+        "category": "trace",
+        "title": f"{path.name} session {number} (lines {first}-{last}, {part.count} events)",
+        "_source": (str(path), first, None if found is None else found[1]),
+    }
+    if found is None:
+        entry.update(verdict="pass", failure=None)
+    else:
+        failure, line = found
+        if failure.kind == "implementation-error" and "TraceMismatch" in failure.message:
+            failure.kind = "trace-error"  # the kit asked for more than the trace holds, not a bug
+        failure.message = f"{path}:{line}: {failure.message}\n{_context(path, line)}"
+        entry.update(verdict="error" if failure.kind == "trace-error" else "fail", failure=failure.to_dict())
+    entry["duration_s"] = round(time.perf_counter() - started, 4)
+    return entry

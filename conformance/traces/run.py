@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from statemachines import SpecError
+from statemachines import Problem, Spec, SpecError
 
-from ..engine.deviations import DeviationsError
+from ..engine.deviations import Deviations, DeviationsError
 from ..engine.runner import RunConfig, clear_report_files, mark_interrupted, new_report, write_report_files
 from ..specs import SpecNotFound
 from .check import check_traces
@@ -30,7 +30,7 @@ def check_trace_run(
     ``report_dir``). With ``to_scenario``, the first failing session becomes
     a scenario file there (``report["_scenario_file"]``)."""
     started = time.perf_counter()
-    accepted: list = []  # the loaded deviations, once check_traces has read them
+    accepted: list[Deviations] = []  # the loaded deviations, once check_traces has read them
     config = RunConfig(
         spec_path=spec_path,
         adapter_label="recorded trace(s): " + ", ".join(traces),
@@ -45,43 +45,13 @@ def check_trace_run(
         spec, params, entries, problems, identity = check_traces(
             spec_path, traces, deviations=deviations, accepted=accepted
         )
-        report["spec"] = {
-            "id": spec.id,
-            "version": spec.version,
-            "title": spec.title,
-            "path": spec_path,
-            "lifecycle": spec.lifecycle_summary(),
-        }
-        report["implementation"] = {
-            "adapter": report["implementation"]["adapter"],
-            "name": identity.get("name"),
-            "version": identity.get("version"),
-            "profile": identity.get("profile"),
-            "parameters": identity.get("parameters") or {},
-            "capabilities": {},
-        }
-        report["parameters"] = params
+        _describe_run(report, spec_path, spec, params, identity)
         sources = [entry.pop("_source") for entry in entries]
         report["scenarios"] = entries
-        failing = [(e, src) for e, src in zip(entries, sources) if e["verdict"] == "fail" and src[2] is not None]
-        if to_scenario and failing:
-            entry, (trace_path, first, line) = failing[0]
-            write_scenario_file(
-                to_scenario,
-                scenario_from_trace(
-                    trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]
-                ),
-            )
-            report["_scenario_file"] = to_scenario
+        if to_scenario:
+            _write_regression(report, entries, sources, to_scenario, scenario_id)
         report["problems"] += problems
-        if accepted and accepted[0].expired:
-            report["problems"] += accepted[0].expired_problems()
-        failed = any(e["verdict"] in ("fail", "error") for e in entries) or bool(accepted and accepted[0].expired)
-        report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
-        if not entries:
-            report["problems"].append(
-                {"kind": "trace-warning", "where": None, "message": "the traces hold no events: nothing was checked"}
-            )
+        _conclude(report, entries, accepted[0] if accepted else None)
     except DeviationsError as exc:
         report["problems"] += [
             {"kind": "deviations-error", "message": line, "where": deviations} for line in exc.problems
@@ -91,10 +61,7 @@ def check_trace_run(
             {"kind": "trace-error", "message": str(exc).split(": ", 1)[-1], "where": str(exc).split(": ", 1)[0]}
         )
     except SpecError as exc:
-        report["problems"] += [
-            {"kind": "spec-error", "where": p.where, "message": p.message + (f" (hint: {p.hint})" if p.hint else "")}
-            for p in exc.problems
-        ]
+        report["problems"] += [_spec_problem(p) for p in exc.problems]
     except SpecNotFound as exc:
         report["problems"].append({"kind": "spec-error", "message": str(exc), "where": spec_path})
     except KeyboardInterrupt as exc:
@@ -105,3 +72,58 @@ def check_trace_run(
     if report_dir:
         write_report_files(report, report_dir)
     return report
+
+
+def _describe_run(report: dict, spec_path: str, spec: Spec, params: dict, identity: dict) -> None:
+    """The spec, the implementation the traces' header names, and the parameters."""
+    report["spec"] = {
+        "id": spec.id,
+        "version": spec.version,
+        "title": spec.title,
+        "path": spec_path,
+        "lifecycle": spec.lifecycle_summary(),
+    }
+    report["implementation"] = {
+        "adapter": report["implementation"]["adapter"],
+        "name": identity.get("name"),
+        "version": identity.get("version"),
+        "profile": identity.get("profile"),
+        "parameters": identity.get("parameters") or {},
+        "capabilities": {},
+    }
+    report["parameters"] = params
+
+
+def _write_regression(report: dict, entries: list[dict], sources: list, to_scenario: str, scenario_id: str) -> None:
+    """The first failing session (not an error) as a scenario file."""
+    failing = [(e, src) for e, src in zip(entries, sources) if e["verdict"] == "fail" and src[2] is not None]
+    if not failing:
+        return
+    entry, (trace_path, first, line) = failing[0]
+    write_scenario_file(
+        to_scenario,
+        scenario_from_trace(
+            trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]
+        ),
+    )
+    report["_scenario_file"] = to_scenario
+
+
+def _conclude(report: dict, entries: list[dict], accepted: Deviations | None) -> None:
+    """Verdict and exit code: a failing session or an expired deviation fails the run."""
+    expired = accepted.expired_problems() if accepted is not None else []  # one per expired entry
+    report["problems"] += expired
+    failed = any(e["verdict"] in ("fail", "error") for e in entries) or bool(expired)
+    report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
+    if not entries:
+        report["problems"].append(
+            {"kind": "trace-warning", "where": None, "message": "the traces hold no events: nothing was checked"}
+        )
+
+
+def _spec_problem(problem: Problem) -> dict:
+    return {
+        "kind": "spec-error",
+        "where": problem.where,
+        "message": problem.message + (f" (hint: {problem.hint})" if problem.hint else ""),
+    }

@@ -10,6 +10,7 @@ scenario to a matrix as a regression.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import yaml
@@ -34,38 +35,6 @@ def scenario_from_trace(
     path: str | Path, first_line: int, last_line: int, *, scenario_id: str, failure_message: str
 ) -> dict:
     """The events of ``path`` on lines first_line..last_line as a scenario."""
-    steps: list[dict] = []
-    now = 0
-    for event in read_trace(path):
-        if not isinstance(event, TraceEvent) or event.line < first_line or event.kind == "reset":
-            continue
-        if event.line > last_line:
-            break
-        data = event.data
-        if event.kind == "clock":
-            if data["clock_ms"] > now:
-                steps.append({"advance_ms": data["clock_ms"] - now})
-                now = data["clock_ms"]
-            continue
-        calls = event.calls if event.kind == "concurrently" else [data]
-        at = max((c.get("at_ms", c.get("start_ms", 0)) for c in calls), default=0)
-        if at > now:
-            steps.append({"advance_ms": at - now})
-            now = at
-        if event.kind == "concurrently":
-            kinds: dict[str, int] = {}
-            effects: dict[str, int] = {}
-            for c in calls:
-                if "error" in c:
-                    kinds[c["error"]["kind"]] = kinds.get(c["error"]["kind"], 0) + 1
-                for effect in c.get("effects", []):
-                    effects[effect["effect"]] = effects.get(effect["effect"], 0) + 1
-            expect = {"ok": sum(1 for c in calls if "result" in c)}
-            expect.update({"error_kinds": kinds} if kinds else {})
-            expect.update({"effect_counts": effects} if effects else {})
-            steps.append({"concurrently": [{"call": c["call"], "args": c["args"]} for c in calls], "expect": expect})
-        else:
-            steps.append({"call": data["call"], "args": data["args"], "expect": _expect(data)})
     headline = failure_message.splitlines()[0] if failure_message else "a failure"
     return {
         "id": scenario_id,
@@ -77,8 +46,54 @@ def scenario_from_trace(
             "step (what the spec demands there) and any id or path the implementation chose "
             "before adding this scenario to a matrix."
         ),
-        "steps": steps,
+        "steps": _steps(_events_between(path, first_line, last_line)),
     }
+
+
+def _events_between(path: str | Path, first_line: int, last_line: int) -> Iterator[TraceEvent]:
+    """The trace's events on lines first_line..last_line, resets left out."""
+    for event in read_trace(path):
+        if not isinstance(event, TraceEvent) or event.line < first_line or event.kind == "reset":
+            continue
+        if event.line > last_line:
+            break
+        yield event
+
+
+def _steps(events: Iterable[TraceEvent]) -> list[dict]:
+    """Scenario steps: each call or group of concurrent calls, and a clock
+    advance wherever the trace's time moved on."""
+    steps: list[dict] = []
+    now = 0
+    for event in events:
+        calls = event.calls if event.kind == "concurrently" else [event.data]
+        if event.kind == "clock":
+            at = event.data["clock_ms"]
+        else:
+            at = max((c.get("at_ms", c.get("start_ms", 0)) for c in calls), default=0)
+        if at > now:
+            steps.append({"advance_ms": at - now})
+            now = at
+        if event.kind == "concurrently":
+            steps.append(_concurrent_step(calls))
+        elif event.kind != "clock":
+            steps.append({"call": event.data["call"], "args": event.data["args"], "expect": _expect(event.data)})
+    return steps
+
+
+def _concurrent_step(calls: list[dict]) -> dict:
+    """Concurrent calls expect counts: how many answered, with which error kinds and effects."""
+    kinds: dict[str, int] = {}
+    effects: dict[str, int] = {}
+    for c in calls:
+        if "error" in c:
+            kinds[c["error"]["kind"]] = kinds.get(c["error"]["kind"], 0) + 1
+        for effect in c.get("effects", []):
+            effects[effect["effect"]] = effects.get(effect["effect"], 0) + 1
+    expect: dict[str, int | dict[str, int]] = {"ok": sum(1 for c in calls if "result" in c)}
+    expect.update({"error_kinds": kinds} if kinds else {})
+    expect.update({"effect_counts": effects} if effects else {})
+    return {"concurrently": [{"call": c["call"], "args": c["args"]} for c in calls], "expect": expect}
 
 
 def write_scenario_file(path: str | Path, scenario: dict) -> None:

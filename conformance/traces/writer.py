@@ -15,6 +15,7 @@ recorder bug shows up where it happens, not later in ``check-trace``.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,8 +43,11 @@ class TraceWriter:
         source: str | None = None,
         clock: str = "virtual",
     ):
-        self._own = not hasattr(target, "write")
-        self._out: IO[str] = open(target, "w", encoding="utf-8") if self._own else target
+        self._out: IO[str]
+        if isinstance(target, (str, os.PathLike)):  # a file this writer opens, and so closes
+            self._own, self._out = True, open(target, "w", encoding="utf-8")
+        else:
+            self._own, self._out = False, target
         self._validator = Draft202012Validator(trace_schema())
         header: dict[str, Any] = {"trace": TRACE_FORMAT, "spec": {"id": spec_id}, "clock": clock}
         if spec_version:

@@ -82,7 +82,8 @@ class JobStore:
 class _Transaction:
     # A small class rather than contextlib: the tool starts faster without it.
     def __init__(self, store: JobStore) -> None:
-        self.store, self.fd, self.data = store, -1, None
+        self.store, self.fd = store, -1
+        self.data: dict = {}
 
     def __enter__(self) -> dict:
         self.fd = self.store._lock()

@@ -21,7 +21,7 @@ from ..task_table.mutants import MUTANTS as _TASK_TABLE_MUTANTS
 
 __all__ = ["MUTANTS", "PROFILES", "ReferenceAdapter"]
 
-PROFILES = {
+PROFILES: dict[str, type[JobManagerAdapter] | type[TaskTableAdapter]] = {
     "job-manager": JobManagerAdapter,
     "task-table": TaskTableAdapter,
     "oh-my-pi": JobManagerAdapter,

@@ -19,6 +19,7 @@ to one thread at a time, and its host serialises access.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections import deque
@@ -107,7 +108,7 @@ class Future:
     def _schedule_callbacks(self) -> None:
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            self._loop.call_soon(lambda cb=callback: cb(self))
+            self._loop.call_soon(functools.partial(callback, self))
 
 
 class AbortSignal:

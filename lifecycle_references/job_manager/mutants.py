@@ -196,7 +196,16 @@ class _EvictedStillDelivered(AsyncJobManager):
 
     def _attempt(self, delivery) -> None:
         if delivery.job_id not in self._registry.jobs:
-            ghost = Job(delivery.job_id, "bash", "", 0, self._loop.now(), AbortController(), status=COMPLETED)
+            ghost = Job(
+                delivery.job_id,
+                "bash",
+                "",
+                0,
+                self._loop.now(),
+                AbortController(),
+                status=COMPLETED,
+                done=self._loop.create_future(),  # never settled: its body never ran
+            )
             self._registry.jobs[delivery.job_id] = ghost  # looked up for the follow-up...
             try:
                 super()._attempt(delivery)

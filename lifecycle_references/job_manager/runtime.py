@@ -103,7 +103,7 @@ class Job:
     status: str = RUNNING
     result_text: str | None = None
     error_text: str | None = None
-    done: Future | None = None  # settles once the body's outcome was handled
+    done: Future = field(kw_only=True)  # settles once the body's outcome was handled
 
 
 @dataclass(eq=False)
@@ -148,8 +148,9 @@ class AsyncJobManager:
         self._registry.acknowledged.discard(job_id)  # a reused id starts clean
         self._registry.watched.discard(job_id)
         self._serial += 1
-        job = Job(job_id, type_, label, self._serial, self._loop.now(), AbortController())
-        job.done = self._loop.create_future()
+        job = Job(
+            job_id, type_, label, self._serial, self._loop.now(), AbortController(), done=self._loop.create_future()
+        )
         self._registry.jobs[job_id] = job
         outcome = body(job_id, job.abort.signal)
         outcome.add_done_callback(lambda settled: self._body_settled(job, settled))

@@ -97,9 +97,13 @@ class JobTool:
             return 0
         started = self._loop.now()
         settled: Future = self._loop.create_future()
+
+        def settle(how: str) -> None:
+            settled.set_result(how)  # the first one wins; later ones change nothing
+
         for job in running:
-            job.done.add_done_callback(lambda _: settled.set_result("settled"))
-        timeout = self._loop.call_later(wait_ms, WAKE, lambda: settled.set_result("timeout"))
+            job.done.add_done_callback(lambda _: settle("settled"))
+        timeout = self._loop.call_later(wait_ms, WAKE, lambda: settle("timeout"))
         ids = [job.id for job in watched]
         self._manager.watch(ids)
         try:

@@ -291,8 +291,8 @@ class ReferenceAdapter(Adapter):
         self._config = TaskConfig(**{**PROFILES[profile], **self._params})
         self._effects = EffectRecorder()
         self._clock_lock = threading.Lock()
-        self._clock: VirtualClock | None = None
-        self._runtime: TaskRuntime | None = None
+        self._clock: VirtualClock  # both set by reset()
+        self._runtime: TaskRuntime
         self.reset(0)
 
     def describe(self) -> dict:

@@ -148,10 +148,10 @@ class AbortController:
 
     def __init__(self) -> None:
         self.aborted = False
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], object]] = []  # what a listener returns is ignored
         self._children: list[Callable[[], None]] = []
 
-    def on_abort(self, listener: Callable[[], None]) -> None:
+    def on_abort(self, listener: Callable[[], object]) -> None:
         self._listeners.append(listener)
 
     def link_child(self, link: Callable[[], None]) -> None:
@@ -291,7 +291,7 @@ class TaskRuntime:
         self._lock = threading.RLock()
         self._tasks: dict[str, TaskState] = {}  # insertion order = creation order
         self._controllers: dict[str, AbortController] = {}
-        self._auto_timers: dict[str, object] = {}
+        self._auto_timers: dict[str, _Timer] = {}
         self._foregrounded_id: str | None = None
 
     # ------------------------------------------------------------ plumbing
@@ -300,17 +300,18 @@ class TaskRuntime:
         """Replace one task by ``fn(task)``; None when the task is unknown."""
         with self._lock:
             task = self._tasks.get(task_id)
-            if task is None:
-                return None
-            updated = fn(task)
-            if updated is not task:
-                self._tasks[task_id] = updated
-            return updated
+            return None if task is None else self._replace(task_id, task, fn)
 
     def _update_known(self, task_id: str, fn: Callable[[TaskState], TaskState]) -> TaskState:
         with self._lock:
-            self._known(task_id)
-            return self._update(task_id, fn)
+            return self._replace(task_id, self._known(task_id), fn)
+
+    def _replace(self, task_id: str, task: TaskState, fn: Callable[[TaskState], TaskState]) -> TaskState:
+        # Called with the lock held.
+        updated = fn(task)
+        if updated is not task:
+            self._tasks[task_id] = updated
+        return updated
 
     def _known(self, task_id: str) -> TaskState:
         task = self._tasks.get(task_id)
@@ -401,7 +402,7 @@ class TaskRuntime:
                 )
 
             task = self._update(task_id, finish)
-            if changed:
+            if changed and task is not None:  # changed: the task was there to finish
                 self._cancel_auto_background(task_id)
                 if task.kind == MAIN_SESSION:
                     self._settle_main_session(task_id, status, was_backgrounded)
@@ -476,7 +477,7 @@ class TaskRuntime:
             return replace(task, notified=True)
 
         task = self._update(task_id, check_and_set)
-        if should_enqueue:
+        if should_enqueue and task is not None:  # should_enqueue: the task was there to check
             self._notifier.enqueue(task_id, task.status)
         return should_enqueue
 
@@ -522,12 +523,12 @@ class TaskRuntime:
         with self._lock:
             self._known(task_id)
             previous = self._foregrounded_id
-            restore = previous is not None and previous != task_id and previous in self._tasks
+            restore = previous if previous != task_id and previous in self._tasks else None
             self._foregrounded_id = task_id
-            if restore:
-                self._restore_to_background(previous)
+            if restore is not None:
+                self._restore_to_background(restore)
             self._update(task_id, lambda t: replace(t, is_backgrounded=False))
-            return previous if restore else None
+            return restore
 
     def _restore_to_background(self, task_id: str) -> None:
         self._update(task_id, lambda t: replace(t, is_backgrounded=True))

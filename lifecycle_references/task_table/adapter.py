@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import Any, Literal, overload
 
 from conformance.adapters.adapter import Adapter, error_response, result_response
 
@@ -37,6 +37,12 @@ def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
 
 class _NotFound(Exception):
     pass
+
+
+@overload
+def _millis(args: dict, name: str, optional: Literal[False] = False, maximum: int | None = None) -> int: ...
+@overload
+def _millis(args: dict, name: str, optional: bool, maximum: int | None = None) -> int | None: ...
 
 
 def _millis(args: dict, name: str, optional: bool = False, maximum: int | None = None) -> int | None:
@@ -156,8 +162,7 @@ class TaskTableAdapter(Adapter):
             raise ValueError(f"unknown profile {self._profile!r}; choose one of: {', '.join(self.PROFILES)}")
         self._overrides = _coerce_params(params)
         self._config = TaskConfig(**{**self.PROFILES[self._profile], **self._overrides})
-        self._session: _Session | None = None
-        self.reset(0)
+        self._session = self._new_session(0)
 
     def describe(self) -> dict:
         return {
@@ -172,8 +177,10 @@ class TaskTableAdapter(Adapter):
 
     def reset(self, now_ms: int) -> None:
         self.close()
-        runtime = self.runtime_class(self.clock_class(int(now_ms)), self._config)
-        self._session = _Session(runtime)
+        self._session = self._new_session(now_ms)
+
+    def _new_session(self, now_ms: int) -> _Session:
+        return _Session(self.runtime_class(self.clock_class(int(now_ms)), self._config))
 
     def set_clock(self, now_ms: int) -> list[dict]:
         self._session.runtime.advance(int(now_ms))
@@ -195,5 +202,4 @@ class TaskTableAdapter(Adapter):
             return error_response("not_found", self._config.msg_unknown_job.replace("{job_id}", job_id))
 
     def close(self) -> None:
-        if self._session is not None:
-            self._session.runtime.shutdown()
+        self._session.runtime.shutdown()

@@ -75,11 +75,13 @@ class PlannedBody:
     def __call__(self, ctx: TaskContext) -> BackgroundResult:
         plan = self.plan
         deadline = None if plan.duration_ms is None else ctx.now() + plan.duration_ms
-        watched = (self.work, ctx.token) if plan.stop_ms is not None else (self.work,)
+        stop_ms = plan.stop_ms
+        watched = (self.work, ctx.token) if stop_ms is not None else (self.work,)
         stopped = False
-        if ctx.sleep(deadline, *watched) is ctx.token:
+        # Only a watched token can wake the sleep, so it is the token only with a stop_ms.
+        if ctx.sleep(deadline, *watched) is ctx.token and stop_ms is not None:
             # The work goes on while the body winds down; whichever ends first.
-            stop_at = ctx.now() + plan.stop_ms
+            stop_at = ctx.now() + stop_ms
             if deadline is None or stop_at <= deadline:
                 stopped = ctx.sleep(stop_at, self.work) is None
             else:

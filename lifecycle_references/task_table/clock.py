@@ -102,8 +102,8 @@ class VirtualClock:
                     raise ClockClosed()
                 reason = sleeper.reason
         finally:
-            for signal, listener in subscribed:
-                signal.unsubscribe(listener)
+            for signal, registered in subscribed:
+                signal.unsubscribe(registered)
         return None if reason is _DUE else reason
 
     def _interrupt(self, sleeper: _Sleeper, signal: Signal) -> None:
@@ -134,19 +134,21 @@ class VirtualClock:
             self._quiesce()
             while not self._closed:
                 due = self._next_due(int(target_ms))
-                if stop is not None and (due is None or due.deadline > self._now) and stop():
+                if stop is not None and (due is None or due[0] > self._now) and stop():
                     return self._now
                 if due is None:
                     break
-                self._now = max(self._now, due.deadline)
-                self._wake(due, _DUE)
+                deadline, sleeper = due
+                self._now = max(self._now, deadline)
+                self._wake(sleeper, _DUE)
                 self._quiesce()
             self._now = max(self._now, int(target_ms))
             return self._now
 
-    def _next_due(self, target_ms: int) -> _Sleeper | None:
-        due = [s for s in self._sleepers if s.deadline is not None and s.deadline <= target_ms]
-        return min(due, key=lambda s: (s.deadline, s.order), default=None)
+    def _next_due(self, target_ms: int) -> tuple[int, _Sleeper] | None:
+        """The first sleeper due by ``target_ms``, with its deadline."""
+        due = [(s.deadline, s) for s in self._sleepers if s.deadline is not None and s.deadline <= target_ms]
+        return min(due, key=lambda d: (d[0], d[1].order), default=None)
 
     def _quiesce(self) -> None:
         while self._runnable > 0 and not self._closed:

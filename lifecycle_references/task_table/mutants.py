@@ -159,9 +159,9 @@ class _NumericSort(BackgroundTasks):
 
 
 class _FiresInStartOrder(VirtualClock):
-    def _next_due(self, target_ms: int) -> _Sleeper | None:
-        due = [s for s in self._sleepers if s.deadline is not None and s.deadline <= target_ms]
-        return min(due, key=lambda s: s.order, default=None)  # forgot to order by deadline
+    def _next_due(self, target_ms: int) -> tuple[int, _Sleeper] | None:
+        due = [(s.deadline, s) for s in self._sleepers if s.deadline is not None and s.deadline <= target_ms]
+        return min(due, key=lambda d: d[1].order, default=None)  # forgot to order by deadline
 
 
 # ----------------------------------------------------------------- registry

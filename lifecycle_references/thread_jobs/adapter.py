@@ -211,7 +211,7 @@ class ReferenceAdapter(Adapter):
         self._effects = EffectRecorder()
         self._now = 0
         self._spill_dir: str | None = None
-        self._runtime: ThreadJobRuntime | None = None
+        self._runtime: ThreadJobRuntime  # set by reset()
         self.reset(0)
 
     def describe(self) -> dict:

@@ -398,7 +398,8 @@ class ThreadJobRuntime:
         # Already pending, or already finished: nothing left to cancel.
         return job.status == RUNNING
 
-    def retry_job(self, thread_id: str, job_id: str) -> None:
+    def retry_job(self, thread_id: object, job_id: object) -> None:
+        """Always refused, whatever it is asked to retry (the ids are not even read)."""
         raise JobError("retry_not_supported", self.config.msg_retry_not_supported)
 
     def _job_in_thread(self, thread_id: str, job_id: str) -> Job:
