@@ -34,6 +34,7 @@ pytest-xdist each worker starts its own instance of the implementation.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -281,8 +282,9 @@ class _SuiteRun:
 
                     from .adapters.stdio import stdio_factory
 
-                    run_config.adapter_factory = stdio_factory(
-                        d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)
+                    run_config = dataclasses.replace(
+                        run_config,
+                        adapter_factory=stdio_factory(d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)),
                     )
                 self.state["prepared"] = prepare(run_config)
                 deviations = self.state["prepared"].session.deviations

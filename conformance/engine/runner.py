@@ -48,8 +48,12 @@ __all__ = [
 KIT_VERSION = "0.1.0"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
+    """What one run checks and how: built once by a front door (``conformance
+    run`` from its options, the pytest plugin, ``mutants``), never changed
+    after; a run in parts derives each part's with ``dataclasses.replace``."""
+
     spec_path: str
     adapter: str | None = None  # module:attribute; None = the spec's reference implementation
     adapter_options: dict = field(default_factory=dict)
