@@ -126,12 +126,12 @@ class _Forked:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        started = time.monotonic()
+        while (code := self.poll()) is None:
+            if timeout is not None and time.monotonic() - started > timeout:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
             time.sleep(0.01)
-        return self.returncode
+        return code
 
     def send_signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
@@ -262,7 +262,8 @@ class _Worker:
                 line = line.rstrip("\n")
                 scenario = _SCENARIO.match(line)
                 if scenario:
-                    self.scenarios.append(scenario.groups())  # type: ignore[arg-type]  # the pattern's 3 groups
+                    scenario_id, verdict, note = scenario.groups()
+                    self.scenarios.append((scenario_id, verdict, note))
                     continue
                 if line.startswith("progress: "):
                     examples = _EXAMPLES.search(line)

@@ -3,6 +3,8 @@ a path), ``docs`` (its documents) and ``schema`` (JSON Schemas for editors)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.table import Table
 from rich.text import Text
@@ -18,13 +20,13 @@ __all__ = ["list_specs", "show_docs", "schema"]
 
 @cli.command("specs")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def list_specs(as_json):
+def list_specs(as_json: bool) -> None:
     """List the installed specs that can be named instead of a path: this
     kit's own and those other packages contribute (entry point group
     lifecycle_conformance.specs)."""
     import json
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in bundled_specs():
         try:
             spec = load_spec(entry.path)
@@ -75,7 +77,7 @@ def list_specs(as_json):
 
 @cli.command("docs")
 @click.argument("name", required=False)
-def show_docs(name):
+def show_docs(name: str | None) -> None:
     """Print one of the kit's documents (the protocol for --adapter-cmd, the
     command adapter's config, the contracts), or list them without NAME."""
     from importlib import resources
@@ -106,7 +108,7 @@ def show_docs(name):
     default=None,
     help="Write the schema to this file instead of printing it.",
 )
-def schema(name, output):
+def schema(name: str, output: str | None) -> None:
     """Print the JSON Schema of a spec file (spec-fragment: a file a spec
     includes), report.json, the stdio protocol's messages or a command adapter config (for editors: save it and point
     `# yaml-language-server: $schema=<file>` at it)."""

@@ -36,7 +36,7 @@ __all__ = ["init"]
     help="Where to write the adapter and its pytest file.",
 )
 @click.option("--force", is_flag=True, help="Overwrite files the scaffold would replace.")
-def init(spec, transport, directory, force):
+def init(spec: str, transport: str, directory: str, force: bool) -> None:
     """Write an adapter skeleton for SPEC (a bundled spec's name or a path) and a
     pytest file running it: every operation stubbed, answering not_implemented,
     with a comment naming its args, result and errors. It runs as written."""
@@ -77,9 +77,9 @@ def init(spec, transport, directory, force):
     )
     console.print(f"  {here.run_command}\n  {here.test_command}", highlight=False, soft_wrap=True)
     adapter_file = next(name for name in scaffold.files if not name.startswith("test_"))
-    problem = check_scaffold(loaded, path, transport, directory, adapter_file)
-    if problem is None:
+    trouble = check_scaffold(loaded, path, transport, directory, adapter_file)
+    if trouble is None:
         console.print(Text("✓ ", style="green") + Text(f"{adapter_file} starts and answers the kit's handshake"))
     else:
         hint = " (is Node.js installed?)" if transport == "stdio-node" and shutil.which("node") is None else ""
-        errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {problem}", markup=False)
+        errors.print(f"warning: {adapter_file} was written but does not start yet{hint}: {trouble}", markup=False)

@@ -37,7 +37,17 @@ __all__ = ["replay", "check_trace", "merge_reports_command"]
 @with_options(adapter_options)
 @click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
 @deviations_option
-def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, timeout_s, report_dir, deviations):
+def replay(
+    spec: str,
+    steps_file: str,
+    adapter: str | None,
+    adapter_opts: tuple[str, ...],
+    adapter_cmd: str | None,
+    adapter_cli: str | None,
+    timeout_s: float,
+    report_dir: str,
+    deviations: str | None,
+) -> None:
     """Replay a counterexample STEPS_FILE (written by a failed run) against an
     implementation. SPEC is a spec file or the name of an installed spec.
 
@@ -88,7 +98,16 @@ def replay(spec, steps_file, adapter, adapter_opts, adapter_cmd, adapter_cli, ti
 @click.option("--scenario-id", default="T1", show_default=True, help="The id of the scenario --to-scenario writes.")
 @deviations_option
 @with_options(verbosity_options)
-def check_trace(spec, traces, report_dir, to_scenario, scenario_id, deviations, quiet, verbose):
+def check_trace(
+    spec: str,
+    traces: tuple[str, ...],
+    report_dir: str,
+    to_scenario: str | None,
+    scenario_id: str,
+    deviations: str | None,
+    quiet: bool,
+    verbose: bool,
+) -> None:
     """Check recorded TRACES (JSON lines: docs/traces.md) of a real system
     against SPEC, without running it: every answer, effect and invariant,
     overlapping operations by linearizability. Same reports as `run`; each
@@ -132,7 +151,9 @@ def check_trace(spec, traces, report_dir, to_scenario, scenario_id, deviations, 
     "name, read from here.",
 )
 @with_options(verbosity_options)
-def merge_reports_command(out_dir, shards, spec_name, quiet, verbose):
+def merge_reports_command(
+    out_dir: str, shards: tuple[str, ...], spec_name: str | None, quiet: bool, verbose: bool
+) -> None:
     """Combine the reports of the shards of one run (`conformance run --shard
     I/N`, one per I: their report directories or report.json files) into one
     report.json, junit.xml and summary.md in OUT_DIR, with one verdict:

@@ -57,7 +57,7 @@ def _including_specs(fragment: str) -> list[str]:
 
 @cli.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def validate(specs):
+def validate(specs: tuple[str, ...]) -> None:
     """Check spec files: YAML, structure, expressions, references. Each
     SPECS item is a file or the name of an installed spec. Exit 0 (all valid)
     or 2."""
@@ -102,7 +102,7 @@ def validate(specs):
 @click.option("--strict", is_flag=True, help="Exit 1 when any finding is not suppressed (default: warnings only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--show-suppressed", is_flag=True, help="Also list the findings the spec suppresses, with its reasons.")
-def lint(specs, strict, as_json, show_suppressed):
+def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: bool) -> None:
     """Find what is valid but probably wrong or untested in spec files: unreachable
     states, unfired transitions, unused parameters, definitions and effects,
     error kinds never raised, operations, transitions, errors and policies no
@@ -178,7 +178,7 @@ def _lint_exit_code(reports: list[LintReport], strict: bool) -> int:
 @click.option(
     "--check-version", is_flag=True, help="Exit 1 when the new version is bumped less than the changes call for."
 )
-def diff(old, new, rev, as_json, output, check_version):
+def diff(old: str, new: str | None, rev: str | None, as_json: bool, output: str | None, check_version: bool) -> None:
     """What changed between two versions of a spec (OLD NEW, or OLD --rev GITREV),
     whether each change makes it stricter, looser or neither for implementations,
     which scenarios it touches, and the version bump it calls for. Markdown
@@ -193,7 +193,7 @@ def diff(old, new, rev, as_json, output, check_version):
         raise click.UsageError("give two spec files (OLD NEW), or one spec and --rev GITREV")
     try:
         before = load_spec_at_revision(old, rev) if rev else load_spec(old)
-        after = load_spec(old if rev else new)
+        after = load_spec(new if new is not None else old)  # with --rev: OLD as it is now
     except SpecError as exc:
         for problem in exc.problems:
             errors.print(Text(f"error {problem}"))

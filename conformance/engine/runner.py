@@ -295,7 +295,7 @@ def _load_deviations(session: Session, spec: Spec, path: str) -> None:
     from .deviations import load_deviations
 
     try:
-        session.deviations = load_deviations(path, spec=spec)
+        session.deviations = load_deviations(path, spec=spec)  # type: ignore[assignment]  # Session declares it as None (engine/session.py)
     except BaseException:
         session.close()
         raise
@@ -307,7 +307,9 @@ class _WatchedStart:
     a constructor was stuck in, say, its own reset()."""
 
     def __init__(self, factory: Callable) -> None:
-        self.factory, self.thread, self.stuck = factory, None, None
+        self.factory = factory
+        self.thread: int | None = None
+        self.stuck: list[traceback.FrameSummary] | None = None
         self.returned = False
 
     def __call__(self):
@@ -325,7 +327,7 @@ class _WatchedStart:
         from C.__init__ (f.py:5)"), or None if it did not time out."""
         import sys
 
-        frames = self.stuck
+        frames: list[traceback.FrameSummary] | None = self.stuck
         if frames is None and not self.returned and self.thread is not None and self.thread != threading.get_ident():
             frame = sys._current_frames().get(self.thread)  # abandoned in its worker thread, still stuck
             frames = traceback.extract_stack(frame) if frame else []
@@ -522,52 +524,9 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
     if tracker.phase == "scenarios" and tracker.scenario:
         done += f"; scenario {tracker.scenario} was running and is not reported"
     if tracker.phase == "searching":  # the failures found are complete; others may exist
-        so_far, found = exc.stateful_so_far, [exc.stateful_so_far.failure, *exc.more_so_far]
-        so_far.failure.message += (
-            "\n(the run was interrupted while the exploration looked for further "
-            "distinct failures (--max-failures): there may be more)"
-        )
-        if tracker.describe_failure is not None:
-            tracker.describe_failure(so_far.failure)
-        done += (
-            f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
-        )
-        report["stateful"] = {
-            "verdict": "interrupted",
-            "profile": tracker.profile,
-            "seed": tracker.seed,
-            "examples": so_far.examples,
-            "steps": so_far.steps,
-            "duration_s": round(time.perf_counter() - tracker.started, 3),
-            "coverage": None,
-            "failure": so_far.failure.to_dict(),
-        }
-        if exc.more_so_far:
-            report["stateful"]["more_failures"] = [failure.to_dict() for failure in exc.more_so_far]
+        done += _searching_so_far(report, exc, tracker)
     elif tracker.phase == "stateful":
-        so_far = getattr(exc, "stateful_so_far", None)
-        if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
-            so_far.failure.message += (
-                "\n(the run was interrupted while the exploration was shrinking it: "
-                "this is the shortest failing sequence found so far)"
-            )
-            tracker.describe_failure(so_far.failure)
-            done += (
-                f"; the stateful exploration had run {so_far.examples} examples and found a failure "
-                f"(reported, not fully shrunk)"
-            )
-        else:
-            done += f"; the stateful exploration had run {tracker.examples} examples without a failure"
-        report["stateful"] = {
-            "verdict": "interrupted",
-            "profile": tracker.profile,
-            "seed": tracker.seed,
-            "examples": so_far.examples if so_far else tracker.examples,
-            "steps": so_far.steps if so_far else None,
-            "duration_s": round(time.perf_counter() - tracker.started, 3),
-            "coverage": None,
-            "failure": so_far.failure.to_dict() if so_far and so_far.failure else None,
-        }
+        done += _exploring_so_far(report, exc, tracker)
     elif tracker.phase == "start":
         done = "before any check ran"
     report["problems"].append(
@@ -577,6 +536,67 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
             "message": f"{cause}: {done}. The reports hold only what finished.",
         }
     )
+
+
+def _carry_so_far(exc: BaseException, **found: Any) -> None:
+    """Attach what the exploration found so far to an interrupt on its way up:
+    ``stateful_so_far`` (its outcome), ``more_so_far`` (the further distinct
+    failures); ``_interrupted`` reports them (engine/stateful.py attaches
+    ``stateful_so_far`` too)."""
+    vars(exc).update(found)
+
+
+def _searching_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+    """Interrupted while looking for further distinct failures: those found, reported."""
+    so_far, more = vars(exc)["stateful_so_far"], vars(exc).get("more_so_far", [])  # both set by _search_more
+    found = [so_far.failure, *more]
+    so_far.failure.message += (
+        "\n(the run was interrupted while the exploration looked for further "
+        "distinct failures (--max-failures): there may be more)"
+    )
+    if tracker.describe_failure is not None:
+        tracker.describe_failure(so_far.failure)
+    report["stateful"] = {
+        "verdict": "interrupted",
+        "profile": tracker.profile,
+        "seed": tracker.seed,
+        "examples": so_far.examples,
+        "steps": so_far.steps,
+        "duration_s": round(time.perf_counter() - tracker.started, 3),
+        "coverage": None,
+        "failure": so_far.failure.to_dict(),
+    }
+    if more:
+        report["stateful"]["more_failures"] = [failure.to_dict() for failure in more]
+    return f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
+
+
+def _exploring_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+    """Interrupted while exploring (or shrinking a failure): the failure found so far, if any."""
+    so_far = getattr(exc, "stateful_so_far", None)
+    if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
+        so_far.failure.message += (
+            "\n(the run was interrupted while the exploration was shrinking it: "
+            "this is the shortest failing sequence found so far)"
+        )
+        tracker.describe_failure(so_far.failure)
+        done = (
+            f"; the stateful exploration had run {so_far.examples} examples and found a failure "
+            f"(reported, not fully shrunk)"
+        )
+    else:
+        done = f"; the stateful exploration had run {tracker.examples} examples without a failure"
+    report["stateful"] = {
+        "verdict": "interrupted",
+        "profile": tracker.profile,
+        "seed": tracker.seed,
+        "examples": so_far.examples if so_far else tracker.examples,
+        "steps": so_far.steps if so_far else None,
+        "duration_s": round(time.perf_counter() - tracker.started, 3),
+        "coverage": None,
+        "failure": so_far.failure.to_dict() if so_far and so_far.failure else None,
+    }
+    return done
 
 
 def _close(session: Session, report: dict, tracker: _Tracker) -> None:
@@ -677,8 +697,9 @@ def _write(report: dict, report_dir: str) -> None:
     except Exception as exc:
         report["verdict"], report["exit_code"] = "error", 2
         said = _exception_text(exc)
-        if getattr(exc, "errors", None):  # InvalidReportError: what does not match the schema
-            said += " " + "; ".join(exc.errors[:3])
+        mismatches = getattr(exc, "errors", None)  # InvalidReportError: what does not match the schema
+        if mismatches:
+            said += " " + "; ".join(mismatches[:3])
         report["problems"].append(
             {
                 "kind": "internal-error",
@@ -817,7 +838,7 @@ class _Run:
         _faults(session, self.report, f"scenario {scenario.id}", tracker)
         tracker.scenarios_done += 1
         if config.record_dir and outcome.verdict in ("pass", "fail"):
-            _record(config, self.prepared, scenario.id, outcome, self.report)
+            _record(config.record_dir, self.prepared, scenario.id, outcome, self.report)
         if outcome.verdict == NOT_APPLICABLE:
             profile = self.prepared.identity.get("profile") or "default"
             self.report.setdefault("not_applicable", {"profile": profile, "scenarios": []})["scenarios"].append(
@@ -972,7 +993,7 @@ class _Run:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
             outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
-            exc.stateful_so_far = outcome  # type: ignore[attr-defined]  # read back by _interrupted
+            _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
 
@@ -1152,7 +1173,11 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     """Where Hypothesis keeps this run's failing examples, so a re-run tries them first."""
     if config.example_db is not None:
         return None if config.example_db.lower() == "none" else config.example_db
-    if not config.report_dir and not config.example_db_base:
+    if config.example_db_base:
+        base = Path(config.example_db_base)
+    elif config.report_dir:
+        base = Path(config.report_dir) / "example-db"
+    else:
         return None
     import hashlib
     import json
@@ -1160,11 +1185,10 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     key = json.dumps(
         [prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True, default=str
     )
-    base = Path(config.example_db_base) if config.example_db_base else Path(config.report_dir) / "example-db"
     return str(base / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
 
-def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
+def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
     """Write the scenario's steps as a trace (conformance check-trace reads it)."""
     from ..traces.format import header_line, lines_of_session
 
@@ -1178,7 +1202,7 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
         implementation={"name": identity.get("name"), "version": identity.get("version"), "adapter": prepared.target},
         source=f"conformance run --record, scenario {name}",
     )
-    path = Path(config.record_dir) / f"{name}.jsonl"
+    path = Path(record_dir) / f"{name}.jsonl"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8") as handle:
@@ -1227,7 +1251,7 @@ def _search_more(
     except KeyboardInterrupt as exc:
         for number, failure in enumerate(more, 2):
             describe(failure, number)
-        exc.stateful_so_far, exc.more_so_far = outcome, list(more)
+        _carry_so_far(exc, stateful_so_far=outcome, more_so_far=list(more))
         tracker.phase = "searching"
         raise
     except Exception as exc:
