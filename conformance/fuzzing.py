@@ -55,7 +55,7 @@ def _hypofuzz_compatibility() -> None:
     if not hasattr(ConjectureResult, "slice_comments") and "span_comments" in getattr(
         ConjectureResult, "__dataclass_fields__", {}
     ):
-        ConjectureResult.slice_comments = property(lambda result: result.span_comments)
+        ConjectureResult.slice_comments = property(lambda result: result.span_comments)  # type: ignore[attr-defined]  # the alias Hypothesis removed, given back
 
 
 _hypofuzz_compatibility()

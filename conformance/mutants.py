@@ -3,6 +3,7 @@ reference implementation that the kit must catch."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
@@ -86,7 +87,7 @@ def run_mutant(
     here. With ``reduce_s``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept."""
     factory = functools.partial(mutant.factory, **options) if options else mutant.factory
-    base = dict(
+    base = RunConfig(
         spec_path=spec_path,
         adapter_factory=factory,
         adapter_label=f"mutant:{name}",
@@ -97,12 +98,12 @@ def run_mutant(
         shrink_s=shrink_s,
         reduce_s=reduce_s,
     )
-    scenarios = _not_interrupted(run_conformance(RunConfig(**base, stateful=False)))
+    scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
         return MutantResult(name, mutant.description, [], False, None, None, error=problems)
     killed = [s["id"] for s in scenarios["scenarios"] if s["verdict"] in ("fail", "error")]
-    explored = _not_interrupted(run_conformance(RunConfig(**base, scenarios=False)))
+    explored = _not_interrupted(run_conformance(dataclasses.replace(base, scenarios=False)))
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
     return MutantResult(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TextIO
+from typing import IO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .engine.runner import Progress as RunnerProgress
 
@@ -55,7 +55,7 @@ class _Counts:
 class PlainProgress(RunnerProgress):
     """Plain progress lines for logs; a ticker thread keeps them coming."""
 
-    def __init__(self, stream: TextIO, verbosity: int = NORMAL, interval_s: float | None = None):
+    def __init__(self, stream: IO[str], verbosity: int = NORMAL, interval_s: float | None = None):
         self.stream, self.verbosity = stream, verbosity
         self.interval_s = interval_s or _interval()
         self.counts = _Counts()
@@ -122,7 +122,8 @@ class BarProgress(RunnerProgress):
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self.scenarios_task = self.stateful_task = None
+        self.scenarios_task: TaskID | None = None
+        self.stateful_task: TaskID | None = None
 
     def __enter__(self) -> BarProgress:
         self.progress.__enter__()

@@ -34,6 +34,7 @@ pytest-xdist each worker starts its own instance of the implementation.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -281,8 +282,9 @@ class _SuiteRun:
 
                     from .adapters.stdio import stdio_factory
 
-                    run_config.adapter_factory = stdio_factory(
-                        d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)
+                    run_config = dataclasses.replace(
+                        run_config,
+                        adapter_factory=stdio_factory(d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)),
                     )
                 self.state["prepared"] = prepare(run_config)
                 deviations = self.state["prepared"].session.deviations
@@ -308,19 +310,19 @@ class _SuiteRun:
         capabilities = prepared.identity.get("capabilities") or {}
         report = {"replay": None}
         if case == STATEFUL_ID:
-            outcome = run_stateful(
+            explored = run_stateful(
                 prepared.spec,
                 prepared.session,
                 profile=run_config.profile,
                 seed=run_config.seed,
                 capabilities=capabilities,
             )
-            if outcome.failure is not None:
-                outcome.failure.replay = (
+            if explored.failure is not None:
+                explored.failure.replay = (
                     f"{run_command(run_config, prepared.target)} --profile "
                     f"{run_config.profile} --seed {run_config.seed} --no-scenarios"
                 )
-                raise CaseFailed(failure_text(outcome.failure.to_dict(), report))
+                raise CaseFailed(failure_text(explored.failure.to_dict(), report))
             return
         scenario = next(s for s in prepared.spec.scenarios if s.id == case)
         outcome = run_scenario(prepared.session, scenario, capabilities)
@@ -340,8 +342,8 @@ class ConformanceItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
-        if self.problem is not None:
-            raise CaseFailed(self.problem)
+        if self.problem is not None or self.run is None:  # a suite that cannot run has a problem instead
+            raise CaseFailed(self.problem or "no run")
         self.run.run_case(self.config, self.case)
 
     def repr_failure(self, excinfo, style=None):
@@ -471,7 +473,7 @@ def _key_explorations_by_node(items) -> None:
     for item in items:
         test = getattr(getattr(item, "obj", None), "hypothesis", None)
         inner = getattr(test, "inner_test", None)
-        if getattr(inner, "_conformance_exploration", False):
+        if inner is not None and getattr(inner, "_conformance_exploration", False):
             inner._hypothesis_internal_add_digest = item.nodeid.encode()
 
 

@@ -16,8 +16,10 @@ import re
 import shlex
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from statemachines import Spec
 
@@ -74,50 +76,61 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
-def render_schema(schema, depth: int = 0) -> str:
+def render_schema(schema: Any, depth: int = 0) -> str:
     """A JSON Schema as a short type expression: ``{job_id: string, note?: string | null}``."""
     if schema is True or not isinstance(schema, dict) or not schema:
         return "any"
     if "allOf" in schema:
-        merged = {k: v for k, v in schema.items() if k != "allOf"}
-        for part in schema["allOf"]:
-            if isinstance(part, dict):
-                merged = _merge(merged, part)
-        return render_schema(merged, depth)
-    if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
-    if "const" in schema:
-        return json.dumps(schema["const"])
-    if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
-    for key in ("oneOf", "anyOf"):
+        return render_schema(_merged_all_of(schema), depth)
+    for key, render in _COMBINATORS:
         if key in schema:
-            return " | ".join(render_schema(s, depth) for s in schema[key])
+            return render(schema, depth)
+    return " | ".join(_render_type(schema, type_, depth) for type_ in _types(schema) if type_) or "any"
+
+
+def _merged_all_of(schema: dict) -> dict:
+    merged = {k: v for k, v in schema.items() if k != "allOf"}
+    for part in schema["allOf"]:
+        if isinstance(part, dict):
+            merged = _merge(merged, part)
+    return merged
+
+
+# Keywords that say the whole type, in the order they are looked for.
+_COMBINATORS: list[tuple[str, Callable[[dict, int], str]]] = [
+    ("$ref", lambda schema, depth: schema["$ref"].rsplit("/", 1)[-1]),
+    ("const", lambda schema, depth: json.dumps(schema["const"])),
+    ("enum", lambda schema, depth: " | ".join(json.dumps(v) for v in schema["enum"])),
+    ("oneOf", lambda schema, depth: " | ".join(render_schema(s, depth) for s in schema["oneOf"])),
+    ("anyOf", lambda schema, depth: " | ".join(render_schema(s, depth) for s in schema["anyOf"])),
+]
+
+
+def _types(schema: dict) -> list:
+    """The schema's ``type`` as a list (implied by ``properties`` or ``items`` when absent)."""
     types = schema.get("type")
     if types is None:
         types = "object" if "properties" in schema else "array" if "items" in schema else None
-    parts = []
-    for type_ in types if isinstance(types, list) else [types]:
-        if type_ == "object":
-            props = {k: v for k, v in (schema.get("properties") or {}).items() if v is not False}
-            if not props:
-                parts.append("object")
-            elif depth >= 2:
-                parts.append("{...}")
-            else:
-                required = set(schema.get("required") or ())
-                parts.append(
-                    "{"
-                    + ", ".join(
-                        f"{k}{'' if k in required else '?'}: {render_schema(v, depth + 1)}" for k, v in props.items()
-                    )
-                    + "}"
-                )
-        elif type_ == "array":
-            parts.append(f"[{render_schema(schema.get('items'), depth + 1)}]")
-        elif type_:
-            parts.append(str(type_))
-    return " | ".join(parts) or "any"
+    return types if isinstance(types, list) else [types]
+
+
+def _render_type(schema: dict, type_: str, depth: int) -> str:
+    if type_ == "object":
+        return _render_object(schema, depth)
+    if type_ == "array":
+        return f"[{render_schema(schema.get('items'), depth + 1)}]"
+    return str(type_)
+
+
+def _render_object(schema: dict, depth: int) -> str:
+    props = {k: v for k, v in (schema.get("properties") or {}).items() if v is not False}
+    if not props:
+        return "object"
+    if depth >= 2:
+        return "{...}"
+    required = set(schema.get("required") or ())
+    fields = (f"{k}{'' if k in required else '?'}: {render_schema(v, depth + 1)}" for k, v in props.items())
+    return "{" + ", ".join(fields) + "}"
 
 
 def _arg_lines(schema: dict | None) -> list[str]:

@@ -1,14 +1,19 @@
 """``conformance run --workers N``: one run as N worker processes.
 
-Each worker is the kit's own command line, ``conformance run ... --shard
-I/N`` into a temporary report directory (engine/shards.py says what a part
-is), except that the workers share the scenario matrix by claiming
+Each worker runs part I of N of the run (engine/shards.py says what a part
+is) into a temporary report directory, as ``conformance run ... --shard I/N``
+would, except that the workers share the scenario matrix by claiming
 scenarios in a directory of that temporary one (engine/runner.py:
 ``_claim_order``) rather than by a fixed split; when they have finished,
 their reports are merged into one report in the run's report directory, with
 the counterexample files of every worker, and the console shows the usual
 summary. So ``--workers N`` gives what N CI shards merged by ``conformance
 merge-reports`` give, on one machine.
+
+A worker receives the run's ``RunConfig`` as an object, not as command-line
+text: a forked worker has it in memory, a worker started as a new
+interpreter unpickles it (with the function to run it) from a file of the
+temporary directory (``python -m conformance.workers FILE``).
 
 Progress: each worker prints plain progress lines, which are read here and
 summed into the run's own progress display. A SIGINT or SIGTERM to this
@@ -20,7 +25,9 @@ what finished, and the merged report says ``interrupted``.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -31,10 +38,25 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import IO, Any
 
-__all__ = ["available_cores", "parse_workers", "fork_workers", "worker_command", "start_workers", "run_in_workers"]
+from .engine.runner import RunConfig
+
+__all__ = [
+    "available_cores",
+    "parse_workers",
+    "fork_workers",
+    "worker_command",
+    "Begun",
+    "start_workers",
+    "run_in_workers",
+]
+
+WorkerEntry = Callable[[RunConfig], None]  # runs a worker's part of the run; ends with SystemExit
 
 STOP_GRACE_S = 60.0  # seconds a signalled worker gets to close its implementation and write its report
 
@@ -88,8 +110,9 @@ class _Forked:
     that ``_Worker`` uses (``pid``, ``stderr``, ``returncode``, ``poll``,
     ``wait``, ``send_signal``)."""
 
-    def __init__(self, pid: int, stderr):
-        self.pid, self.stderr, self.returncode = pid, stderr, None
+    def __init__(self, pid: int, stderr: IO[str]):
+        self.pid, self.stderr = pid, stderr
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -103,20 +126,20 @@ class _Forked:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        started = time.monotonic()
+        while (code := self.poll()) is None:
+            if timeout is not None and time.monotonic() - started > timeout:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
             time.sleep(0.01)
-        return self.returncode
+        return code
 
     def send_signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
 
-def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
-    """Fork a worker running ``entry(ARGS)`` (the kit's command line, which
-    ends with SystemExit): its own session, stdin from /dev/null, stdout to
+def _fork(run: Callable[[], None], console: Path, env: dict[str, str]) -> _Forked:
+    """Fork a worker calling ``run()`` (its part of the run, which ends with
+    SystemExit): its own session, stdin from /dev/null, stdout to
     ``console``, stderr to a pipe read here."""
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
@@ -151,7 +174,7 @@ def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
         os.environ.update(env)
         try:
-            entry(args)
+            run()
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -169,60 +192,62 @@ def _fork(entry, args: list[str], console: Path, env: dict) -> _Forked:
             os._exit(code)
 
 
-def worker_command() -> list[str]:
-    """How a worker starts: this interpreter running the kit's command line
-    (``-P``: the working directory does not shadow installed packages; the
-    Python adapter loader still finds the user's modules there)."""
-    return [sys.executable, "-P", "-m", "conformance.cli"]
+def worker_command(config_file: Path) -> list[str]:
+    """How a worker that is not forked starts: this interpreter running this
+    module on the file ``_write_worker_file`` wrote (``-P``: the working
+    directory does not shadow installed packages; the Python adapter loader
+    still finds the user's modules there)."""
+    return [sys.executable, "-P", "-m", "conformance.workers", str(config_file)]
+
+
+def _write_worker_file(path: Path, entry: WorkerEntry, config: RunConfig) -> None:
+    """What a new interpreter needs to run a worker: the function and its config
+    (a private temporary directory, read back by this same kit)."""
+    with open(path, "wb") as handle:
+        pickle.dump((entry, config), handle)
+
+
+def _run_worker_file(path: str) -> None:
+    with open(path, "rb") as handle:
+        entry, config = pickle.load(handle)
+    entry(config)
 
 
 class _Worker:
-    def __init__(self, index: int, count: int, tmp: Path, run_args: list[str]):
+    def __init__(self, index: int, count: int, tmp: Path, config: RunConfig):
         name = f"shard-{index}-of-{count}"
         self.index, self.count = index, count
         self.dir, self.log, self.console = tmp / name, tmp / f"{name}.log", tmp / f"{name}.stdout.log"
-        self.args = [
-            "run",
-            *run_args,
-            "--shard",
-            f"{index}/{count}",
-            "--workers",
-            "1",
-            "--report-dir",
-            str(self.dir),
-            "--scenario-claims",
-            str(tmp / "claims"),
-            "--verbose",
-        ]
-        self.command = worker_command() + self.args
+        self.config_file = tmp / f"{name}.config.pickle"
+        self.config = dataclasses.replace(
+            config, shard=(index, count), report_dir=str(self.dir), scenario_claims=str(tmp / "claims")
+        )
         self.examples = 0
-        self.scenarios: deque = deque()  # (id, verdict, note) not yet shown
-        self.tail: deque = deque(maxlen=20)  # its last other lines, for a worker that failed to report
-        self.proc: subprocess.Popen | None = None
+        self.scenarios: deque[tuple[str, str, str | None]] = deque()  # (id, verdict, note) not yet shown
+        self.tail: deque[str] = deque(maxlen=20)  # its last other lines, for a worker that failed to report
+        self.proc: subprocess.Popen[str] | _Forked | None = None
         self.reader: threading.Thread | None = None
 
-    def start(self, entry=None) -> None:
+    def start(self, entry: WorkerEntry) -> None:
         env = {"CONFORMANCE_PROGRESS_INTERVAL": "0.5", "CONFORMANCE_WORKERS": "1"}
-        forked = None
-        if entry is not None and fork_workers():
+        if fork_workers():
             try:
-                forked = _fork(entry, self.args, self.console, env)
+                self.proc = _fork(lambda: entry(self.config), self.console, env)
+                return
             except OSError:  # no fork now (out of processes or memory): a new interpreter may still start
-                forked = None
-        if forked is not None:
-            self.proc = forked
-        else:
-            with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
-                self.proc = subprocess.Popen(
-                    self.command,
-                    stdout=out,
-                    stderr=subprocess.PIPE,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    errors="replace",
-                    env={**os.environ, **env},
-                    start_new_session=True,
-                )
+                pass
+        _write_worker_file(self.config_file, entry, self.config)
+        with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
+            self.proc = subprocess.Popen(
+                worker_command(self.config_file),
+                stdout=out,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
 
     def read(self) -> None:
         """Start reading its stderr (after every worker has started: a
@@ -231,12 +256,14 @@ class _Worker:
         self.reader.start()
 
     def _read(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
         with open(self.log, "w", encoding="utf-8") as log:
             for line in self.proc.stderr:
                 line = line.rstrip("\n")
                 scenario = _SCENARIO.match(line)
                 if scenario:
-                    self.scenarios.append(scenario.groups())
+                    scenario_id, verdict, note = scenario.groups()
+                    self.scenarios.append((scenario_id, verdict, note))
                     continue
                 if line.startswith("progress: "):
                     examples = _EXAMPLES.search(line)
@@ -250,7 +277,7 @@ class _Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, signum: int) -> None:
-        if self.running():
+        if self.proc is not None and self.running():
             try:
                 self.proc.send_signal(signum)
             except ProcessLookupError:
@@ -270,7 +297,15 @@ class _Worker:
             pass
 
 
-def _show(workers: list[_Worker], progress, shown: dict) -> None:
+@dataclass
+class _Shown:
+    """What the progress display has been told of the workers' exploration."""
+
+    examples_total: int
+    stateful: bool = False
+
+
+def _show(workers: list[_Worker], progress: Any, shown: _Shown) -> None:
     for worker in workers:
         while worker.scenarios:
             scenario_id, verdict, note = worker.scenarios.popleft()
@@ -278,68 +313,76 @@ def _show(workers: list[_Worker], progress, shown: dict) -> None:
                 SimpleNamespace(verdict=verdict, note=note, scenario=SimpleNamespace(id=scenario_id))
             )
     examples = sum(w.examples for w in workers)
-    if examples and not shown["stateful"] and shown["examples_total"]:
-        shown["stateful"] = True
-        progress.stateful_started(shown["examples_total"])
-    if shown["stateful"]:
+    if examples and not shown.stateful and shown.examples_total:
+        shown.stateful = True
+        progress.stateful_started(shown.examples_total)
+    if shown.stateful:
         progress.stateful_example(examples)
 
 
-def start_workers(run_args: list[str], count: int, report_dir: str, entry=None) -> SimpleNamespace:
-    """Start ``count`` workers, each running its shard of ``conformance run
-    RUN_ARGS``; call before any thread of this process starts (a forked
-    worker must not inherit one): before the progress display. ``entry``:
-    the kit's command line (``conformance.cli.main``), which a forked worker
-    runs; without it every worker is a new interpreter."""
+@dataclass
+class Begun:
+    """The workers of one run, started (``start_workers``)."""
+
+    config: RunConfig  # the run's, before it is split into parts
+    count: int
+    tmp: Path  # their report directories, logs and the scenario claims
+    workers: list[_Worker]
+    cleared: dict = field(default_factory=lambda: {"problems": []})  # problems clearing the earlier reports
+    started: float = field(default_factory=time.perf_counter)
+
+
+def start_workers(config: RunConfig, count: int, entry: WorkerEntry) -> Begun:
+    """Start ``count`` workers, each running its part of the run ``config``
+    describes by calling ``entry`` (the kit's own: ``conformance.cli.run:run_worker``)
+    with the part's config; call before any thread of this process starts (a
+    forked worker must not inherit one): before the progress display."""
     from .engine.runner import clear_report_files
 
     cleared: dict = {"problems": []}
-    clear_report_files(cleared, report_dir)  # never an earlier verdict, whatever happens next
+    clear_report_files(cleared, str(config.report_dir))  # never an earlier verdict, whatever happens next
     tmp = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
     (tmp / "claims").mkdir()
-    begun = SimpleNamespace(
-        started=time.perf_counter(),
-        cleared=cleared,
-        tmp=tmp,
-        run_args=run_args,
-        count=count,
-        workers=[_Worker(index, count, tmp, run_args) for index in range(1, count + 1)],
-    )
+    workers = [_Worker(index, count, tmp, config) for index in range(1, count + 1)]
+    begun = Begun(config, count, tmp, workers, cleared)
     try:
-        for worker in begun.workers:
+        for worker in workers:
             worker.start(entry)
-        for worker in begun.workers:
+        for worker in workers:
             worker.read()
     except BaseException:
-        for worker in begun.workers:
+        for worker in workers:
             worker.kill()
         raise
     return begun
 
 
-def run_in_workers(
-    run_args: list[str],
-    count: int,
-    report_dir: str,
-    progress,
-    *,
-    scenarios_total: int,
-    examples_total: int,
-    spec=None,
-    begun: SimpleNamespace | None = None,
-) -> dict:
-    """Run ``conformance run RUN_ARGS`` as ``count`` shards in parallel and
-    return the merged report, written to ``report_dir``. ``begun``: the
-    workers ``start_workers`` started (else they are started here)."""
-    from .engine.interrupts import Interrupted, acknowledge, checkpoint
-    from .engine.runner import RunConfig, mark_interrupted, new_report, write_report_files
-    from .engine.shards import ShardError, load_shard_report, merge_reports
-
-    if begun is None:
-        begun = start_workers(run_args, count, report_dir)
-    started, cleared, tmp, workers = begun.started, begun.cleared, begun.tmp, begun.workers
-    shown = {"stateful": False, "examples_total": examples_total}
+def run_in_workers(begun: Begun, progress: Any, *, scenarios_total: int, examples_total: int, spec: Any = None) -> dict:
+    """Wait for the workers ``start_workers`` started, showing their progress,
+    and return the merged report, written to the run's report directory."""
+    shown = _Shown(examples_total)
     progress.start(scenarios_total, examples_total > 0)
+    interrupt = _wait_for(begun.workers, progress, shown)
+    _show(begun.workers, progress, shown)
+    report, missing = _merged_report(begun, spec, interrupt)
+    report["duration_s"] = round(time.perf_counter() - begun.started, 3)
+    _write_report_files(report, str(begun.config.report_dir))
+    if not missing and not os.environ.get("CONFORMANCE_DEBUG"):  # else kept: the problems name the logs
+        shutil.rmtree(begun.tmp, ignore_errors=True)
+    return report
+
+
+def _write_report_files(report: dict, report_dir: str) -> None:
+    from .engine.runner import write_report_files
+
+    write_report_files(report, report_dir)
+
+
+def _wait_for(workers: list[_Worker], progress: Any, shown: _Shown) -> KeyboardInterrupt | None:
+    """Until every worker has ended, showing their progress; an interrupt is
+    passed on to each (returned, once they have ended or their grace is over)."""
+    from .engine.interrupts import Interrupted, acknowledge, checkpoint
+
     interrupt: KeyboardInterrupt | None = None
     try:
         try:
@@ -365,42 +408,59 @@ def run_in_workers(
                 worker.kill()
             if worker.reader is not None:
                 worker.reader.join(5)
-    _show(workers, progress, shown)
+    return interrupt
+
+
+def _merged_report(begun: Begun, spec: Any, interrupt: KeyboardInterrupt | None) -> tuple[dict, list[_Worker]]:
+    """The workers' reports merged into one, and the workers that wrote none
+    (each a problem of the report)."""
+    from .engine.runner import mark_interrupted
+    from .engine.shards import ShardError, load_shard_report
 
     loaded, missing = [], []
-    for worker in workers:
+    for worker in begun.workers:
         try:
-            loaded.append(load_shard_report(worker.dir))
+            loaded.append(load_shard_report(str(worker.dir)))
         except ShardError:
             missing.append(worker)
-    if loaded:
-        try:
-            report = merge_reports(loaded, report_dir, spec=spec, allow_missing=True)
-        except ShardError as exc:
-            report = new_report(RunConfig(spec_path=run_args[0]))
-            report["problems"].append(
-                {"kind": "internal-error", "where": None, "message": f"the workers' reports could not be merged: {exc}"}
-            )
-    else:
-        report = new_report(RunConfig(spec_path=run_args[0]))
-    report["problems"] = cleared["problems"] + report["problems"]
+    report = _merge(begun, loaded, spec)
+    report["problems"] = begun.cleared["problems"] + report["problems"]
     for worker in missing:
-        said = "; ".join(line for line in worker.tail if line.strip())[-600:] or "nothing"
-        report["problems"].append(
-            {
-                "kind": "internal-error" if interrupt is None else "interrupted",
-                "where": f"worker {worker.index}/{count}",
-                "message": f"worker {worker.index}/{count} wrote no report (exit code "
-                f"{worker.proc.returncode if worker.proc else None}); it said: {said}. Its log: {worker.log}",
-            }
-        )
+        report["problems"].append(_no_report_problem(worker, interrupt))
     if missing and interrupt is None:
         report["verdict"], report["exit_code"] = "error", 2
     if interrupt is not None and report["verdict"] != "interrupted":
         finished = sum(1 for r, _ in loaded if r.get("verdict") != "interrupted")
-        mark_interrupted(report, interrupt, f"{finished} of {count} workers had finished")
-    report["duration_s"] = round(time.perf_counter() - started, 3)
-    write_report_files(report, report_dir)
-    if not missing and not os.environ.get("CONFORMANCE_DEBUG"):  # else kept: the problems name the logs
-        shutil.rmtree(tmp, ignore_errors=True)
-    return report
+        mark_interrupted(report, interrupt, f"{finished} of {begun.count} workers had finished")
+    return report, missing
+
+
+def _merge(begun: Begun, loaded: list, spec: Any) -> dict:
+    from .engine.runner import new_report
+    from .engine.shards import ShardError, merge_reports
+
+    if not loaded:
+        return new_report(RunConfig(spec_path=begun.config.spec_path))
+    try:
+        return merge_reports(loaded, str(begun.config.report_dir), spec=spec, allow_missing=True)
+    except ShardError as exc:
+        report = new_report(RunConfig(spec_path=begun.config.spec_path))
+        report["problems"].append(
+            {"kind": "internal-error", "where": None, "message": f"the workers' reports could not be merged: {exc}"}
+        )
+        return report
+
+
+def _no_report_problem(worker: _Worker, interrupt: KeyboardInterrupt | None) -> dict:
+    said = "; ".join(line for line in worker.tail if line.strip())[-600:] or "nothing"
+    where = f"worker {worker.index}/{worker.count}"
+    return {
+        "kind": "internal-error" if interrupt is None else "interrupted",
+        "where": where,
+        "message": f"{where} wrote no report (exit code "
+        f"{worker.proc.returncode if worker.proc else None}); it said: {said}. Its log: {worker.log}",
+    }
+
+
+if __name__ == "__main__":  # a worker started as a new interpreter (worker_command)
+    _run_worker_file(sys.argv[1])

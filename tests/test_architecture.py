@@ -209,18 +209,15 @@ def test_public_surface():
         assert getattr(conformance, name) is not None
 
 
-def test_old_adapter_path_warns_but_works():
-    import sys
-    import warnings
+def test_the_protocol_has_one_path():
+    """The 0.1.0 shim ``conformance.adapter`` is gone: the protocol is
+    ``conformance.adapters`` (or ``from conformance import Adapter``)."""
+    import conformance
+    from conformance.adapters import Adapter
 
-    sys.modules.pop("conformance.adapter", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        from conformance.adapter import Adapter
-    from conformance.adapters import Adapter as new
-
-    assert Adapter is new
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert conformance.Adapter is Adapter
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("conformance.adapter")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])

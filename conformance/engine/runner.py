@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 import re
 import shlex
@@ -64,8 +65,12 @@ __all__ = [
 KIT_VERSION = "0.1.0"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
+    """What one run checks and how: built once by a front door (``conformance
+    run`` from its options, the pytest plugin, ``mutants``), never changed
+    after; a run in parts derives each part's with ``dataclasses.replace``."""
+
     spec_path: str
     adapter: str | None = None  # module:attribute; None = the spec's reference implementation
     adapter_options: dict = field(default_factory=dict)
@@ -228,34 +233,54 @@ def prepare(config: RunConfig) -> Prepared:
         or config.adapter_cli
         or spec.implementations.get("reference")
     )
+    session = _start(spec, _factory(config, spec, target), config.timeout_s)
+    identity = _identity(session)
+    params = _fit_parameters(session, spec, identity)
+    if config.deviations:
+        _load_deviations(session, spec, config.deviations)
+    return Prepared(spec, session, identity, params, target or "")
+
+
+def _factory(config: RunConfig, spec: Spec, target: str | None) -> Callable:
+    """What builds the implementation's adapter: the config's own factory, a
+    stdio program, a command adapter, or a Python target (the spec's reference
+    by default, which must be one the kit trusts)."""
     if config.adapter_factory is not None:
-        factory = config.adapter_factory
-    elif config.adapter_cmd is not None:
+        return config.adapter_factory
+    if config.adapter_cmd is not None:
         if config.adapter:
             raise AdapterLoadError("give either an adapter (module:attribute) or an adapter command, not both")
         from ..adapters.stdio import stdio_factory
 
-        factory = stdio_factory(config.adapter_cmd, spec)
-    elif config.adapter_cli is not None:
+        return stdio_factory(config.adapter_cmd, spec)
+    if config.adapter_cli is not None:
         if config.adapter:
             raise AdapterLoadError("give either an adapter (module:attribute) or a command adapter config, not both")
         from ..adapters.command import command_factory
 
-        factory = command_factory(config.adapter_cli, config.adapter_options)
-    else:
-        if not target:
-            raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
-        if not (config.adapter_label or config.adapter) and spec_target_problem(target):
-            raise AdapterLoadError(spec_target_problem(target))  # a spec is data: it runs no code of its choosing
-        factory = adapter_factory(target, config.adapter_options)
+        return command_factory(config.adapter_cli, config.adapter_options)
+    if not target:
+        raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
+    if not (config.adapter_label or config.adapter):
+        problem = spec_target_problem(target)
+        if problem:
+            raise AdapterLoadError(problem)  # a spec is data: it runs no code of its choosing
+    return adapter_factory(target, config.adapter_options)
+
+
+def _start(spec: Spec, factory: Callable, timeout_s: float) -> Session:
     watched = _WatchedStart(factory)
     try:
-        session = Session(spec, spec.default_parameters(), watched, timeout_s=config.timeout_s)
+        return Session(spec, spec.default_parameters(), watched, timeout_s=timeout_s)
     except AdapterLoadError as exc:  # "did not start": say what the constructor was doing when time ran out
         where = watched.hung_in()
         if where is None:
             raise
         raise AdapterLoadError(f"{exc}: its constructor was still in {where}") from None
+
+
+def _identity(session: Session) -> dict:
+    """The implementation's describe() answer, checked; the session is closed when it fails."""
     try:
         identity = session.describe()
     except AdapterLoadError:  # already says what went wrong (e.g. a refused stdio handshake)
@@ -268,21 +293,28 @@ def prepare(config: RunConfig) -> Prepared:
     if problem:
         session.close()
         raise AdapterLoadError(problem)
+    return identity
+
+
+def _fit_parameters(session: Session, spec: Spec, identity: dict) -> dict:
+    """The spec's parameters under the implementation's declared profile, set on the session."""
     params, problems = resolve_parameters(spec, identity.get("profile"), identity.get("parameters") or {})
     if problems:
         session.close()
         raise AdapterLoadError("the implementation's declared profile does not fit the spec: " + "; ".join(problems))
     session.params = params
     session.model.params = params
-    if config.deviations:
-        from .deviations import load_deviations
+    return params
 
-        try:
-            session.deviations = load_deviations(config.deviations, spec=spec)
-        except BaseException:
-            session.close()
-            raise
-    return Prepared(spec, session, identity, params, target or "")
+
+def _load_deviations(session: Session, spec: Spec, path: str) -> None:
+    from .deviations import load_deviations
+
+    try:
+        session.deviations = load_deviations(path, spec=spec)  # type: ignore[assignment]  # Session declares it as None (engine/session.py)
+    except BaseException:
+        session.close()
+        raise
 
 
 class _WatchedStart:
@@ -291,7 +323,9 @@ class _WatchedStart:
     a constructor was stuck in, say, its own reset()."""
 
     def __init__(self, factory: Callable) -> None:
-        self.factory, self.thread, self.stuck = factory, None, None
+        self.factory = factory
+        self.thread: int | None = None
+        self.stuck: list[traceback.FrameSummary] | None = None
         self.returned = False
 
     def __call__(self):
@@ -309,7 +343,7 @@ class _WatchedStart:
         from C.__init__ (f.py:5)"), or None if it did not time out."""
         import sys
 
-        frames = self.stuck
+        frames: list[traceback.FrameSummary] | None = self.stuck
         if frames is None and not self.returned and self.thread is not None and self.thread != threading.get_ident():
             frame = sys._current_frames().get(self.thread)  # abandoned in its worker thread, still stuck
             frames = traceback.extract_stack(frame) if frame else []
@@ -379,84 +413,98 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     prepared = None
     threads_before = set(threading.enumerate())
     try:
-        try:
-            prepared = prepare(config)
-        except SpecError as exc:
-            report["problems"] = [
-                {
-                    "kind": "spec-error",
-                    "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-                    "where": p.where,
-                }
-                for p in exc.problems
-            ]
-        except SpecNotFound as exc:
-            report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
-        except AdapterLoadError as exc:
-            report["problems"] = [
-                {
-                    "kind": "adapter-error",
-                    "message": str(exc),
-                    "where": config.adapter or config.adapter_cmd or config.adapter_cli,
-                }
-            ]
-        except DeviationsError as exc:
-            report["problems"] = [
-                {"kind": "deviations-error", "message": line, "where": config.deviations} for line in exc.problems
-            ]
+        prepared = _prepared_or_problems(config, report)
         if prepared is not None:
-            try:
-                _run(config, prepared, report, progress, tracker)
-            except SpecError as exc:  # e.g. a broken replay file
-                report["verdict"], report["exit_code"] = "error", 2
-                report["problems"] += [
-                    {
-                        "kind": "spec-error",
-                        "where": p.where,
-                        "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-                    }
-                    for p in exc.problems
-                ]
-            except ExpressionError as exc:  # a spec expression failed outside any one step (e.g. an `assumes`)
-                report["verdict"], report["exit_code"] = "error", 2
-                report["problems"].append(
-                    {"kind": "spec-error", "where": exc.where or None, "message": f"the spec failed: {exc}"}
-                )
-            except AdapterLoadError as exc:
-                report["verdict"], report["exit_code"] = "error", 2
-                report["problems"].append(
-                    {
-                        "kind": "adapter-error",
-                        "message": str(exc),
-                        "where": config.adapter or config.adapter_cmd or config.adapter_cli,
-                    }
-                )
+            _run_or_problems(config, prepared, report, progress, tracker)
     except KeyboardInterrupt as exc:
         from .interrupts import acknowledge
 
         acknowledge()
         _interrupted(report, exc, tracker)
     except BaseException as exc:
-        report["verdict"], report["exit_code"] = "error", 2
-        report["problems"].append(
-            {
-                "kind": "internal-error",
-                "where": tracker.where(),
-                "message": f"internal error in the conformance kit: {_exception_text(exc)} "
-                "(set CONFORMANCE_DEBUG=1 to see the traceback)",
-            }
-        )
-        if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
-            traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
+        _internal_error(config, report, exc, tracker)
     if prepared is not None:
         _close(prepared.session, report, tracker)
         _threads_left(report, threads_before)
-    if prepared is not None and prepared.session.deviations is not None:
-        report["deviations"] = prepared.session.deviations.to_report()  # also when interrupted or failed
+        if prepared.session.deviations is not None:
+            report["deviations"] = prepared.session.deviations.to_report()  # also when interrupted or failed
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if config.report_dir:
         _write(report, config.report_dir)
     return report
+
+
+def _adapter_named(config: RunConfig) -> str | None:
+    return config.adapter or config.adapter_cmd or config.adapter_cli
+
+
+def _prepared_or_problems(config: RunConfig, report: dict) -> Prepared | None:
+    """``prepare``; None when the spec, the implementation or the deviations
+    file cannot be loaded, each problem in the report."""
+    try:
+        return prepare(config)
+    except SpecError as exc:
+        report["problems"] = [
+            {
+                "kind": "spec-error",
+                "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+                "where": p.where,
+            }
+            for p in exc.problems
+        ]
+    except SpecNotFound as exc:
+        report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
+    except AdapterLoadError as exc:
+        report["problems"] = [{"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)}]
+    except DeviationsError as exc:
+        report["problems"] = [
+            {"kind": "deviations-error", "message": line, "where": config.deviations} for line in exc.problems
+        ]
+    return None
+
+
+def _run_or_problems(
+    config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker
+) -> None:
+    """``_run``; a spec or an implementation that fails the run as a whole
+    (a broken replay file, an ``assumes`` that errs, an adapter that cannot
+    restart) makes the verdict ``error``, the problem in the report."""
+    try:
+        _run(config, prepared, report, progress, tracker)
+    except SpecError as exc:  # e.g. a broken replay file
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"] += [
+            {
+                "kind": "spec-error",
+                "where": p.where,
+                "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
+            }
+            for p in exc.problems
+        ]
+    except ExpressionError as exc:  # a spec expression failed outside any one step (e.g. an `assumes`)
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append(
+            {"kind": "spec-error", "where": exc.where or None, "message": f"the spec failed: {exc}"}
+        )
+    except AdapterLoadError as exc:
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append({"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)})
+
+
+def _internal_error(config: RunConfig, report: dict, exc: BaseException, tracker: _Tracker) -> None:
+    """A fault of the kit's own: verdict ``error``, where the run was, the
+    traceback on the kit's own stderr with CONFORMANCE_DEBUG=1."""
+    report["verdict"], report["exit_code"] = "error", 2
+    report["problems"].append(
+        {
+            "kind": "internal-error",
+            "where": tracker.where(),
+            "message": f"internal error in the conformance kit: {_exception_text(exc)} "
+            "(set CONFORMANCE_DEBUG=1 to see the traceback)",
+        }
+    )
+    if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
+        traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
 
 
 class _Tracker:
@@ -492,52 +540,9 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
     if tracker.phase == "scenarios" and tracker.scenario:
         done += f"; scenario {tracker.scenario} was running and is not reported"
     if tracker.phase == "searching":  # the failures found are complete; others may exist
-        so_far, found = exc.stateful_so_far, [exc.stateful_so_far.failure, *exc.more_so_far]
-        so_far.failure.message += (
-            "\n(the run was interrupted while the exploration looked for further "
-            "distinct failures (--max-failures): there may be more)"
-        )
-        if tracker.describe_failure is not None:
-            tracker.describe_failure(so_far.failure)
-        done += (
-            f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
-        )
-        report["stateful"] = {
-            "verdict": "interrupted",
-            "profile": tracker.profile,
-            "seed": tracker.seed,
-            "examples": so_far.examples,
-            "steps": so_far.steps,
-            "duration_s": round(time.perf_counter() - tracker.started, 3),
-            "coverage": None,
-            "failure": so_far.failure.to_dict(),
-        }
-        if exc.more_so_far:
-            report["stateful"]["more_failures"] = [failure.to_dict() for failure in exc.more_so_far]
+        done += _searching_so_far(report, exc, tracker)
     elif tracker.phase == "stateful":
-        so_far = getattr(exc, "stateful_so_far", None)
-        if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
-            so_far.failure.message += (
-                "\n(the run was interrupted while the exploration was shrinking it: "
-                "this is the shortest failing sequence found so far)"
-            )
-            tracker.describe_failure(so_far.failure)
-            done += (
-                f"; the stateful exploration had run {so_far.examples} examples and found a failure "
-                f"(reported, not fully shrunk)"
-            )
-        else:
-            done += f"; the stateful exploration had run {tracker.examples} examples without a failure"
-        report["stateful"] = {
-            "verdict": "interrupted",
-            "profile": tracker.profile,
-            "seed": tracker.seed,
-            "examples": so_far.examples if so_far else tracker.examples,
-            "steps": so_far.steps if so_far else None,
-            "duration_s": round(time.perf_counter() - tracker.started, 3),
-            "coverage": None,
-            "failure": so_far.failure.to_dict() if so_far and so_far.failure else None,
-        }
+        done += _exploring_so_far(report, exc, tracker)
     elif tracker.phase == "start":
         done = "before any check ran"
     report["problems"].append(
@@ -547,6 +552,67 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
             "message": f"{cause}: {done}. The reports hold only what finished.",
         }
     )
+
+
+def _carry_so_far(exc: BaseException, **found: Any) -> None:
+    """Attach what the exploration found so far to an interrupt on its way up:
+    ``stateful_so_far`` (its outcome), ``more_so_far`` (the further distinct
+    failures); ``_interrupted`` reports them (engine/stateful.py attaches
+    ``stateful_so_far`` too)."""
+    vars(exc).update(found)
+
+
+def _searching_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+    """Interrupted while looking for further distinct failures: those found, reported."""
+    so_far, more = vars(exc)["stateful_so_far"], vars(exc).get("more_so_far", [])  # both set by _search_more
+    found = [so_far.failure, *more]
+    so_far.failure.message += (
+        "\n(the run was interrupted while the exploration looked for further "
+        "distinct failures (--max-failures): there may be more)"
+    )
+    if tracker.describe_failure is not None:
+        tracker.describe_failure(so_far.failure)
+    report["stateful"] = {
+        "verdict": "interrupted",
+        "profile": tracker.profile,
+        "seed": tracker.seed,
+        "examples": so_far.examples,
+        "steps": so_far.steps,
+        "duration_s": round(time.perf_counter() - tracker.started, 3),
+        "coverage": None,
+        "failure": so_far.failure.to_dict(),
+    }
+    if more:
+        report["stateful"]["more_failures"] = [failure.to_dict() for failure in more]
+    return f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
+
+
+def _exploring_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+    """Interrupted while exploring (or shrinking a failure): the failure found so far, if any."""
+    so_far = getattr(exc, "stateful_so_far", None)
+    if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
+        so_far.failure.message += (
+            "\n(the run was interrupted while the exploration was shrinking it: "
+            "this is the shortest failing sequence found so far)"
+        )
+        tracker.describe_failure(so_far.failure)
+        done = (
+            f"; the stateful exploration had run {so_far.examples} examples and found a failure "
+            f"(reported, not fully shrunk)"
+        )
+    else:
+        done = f"; the stateful exploration had run {tracker.examples} examples without a failure"
+    report["stateful"] = {
+        "verdict": "interrupted",
+        "profile": tracker.profile,
+        "seed": tracker.seed,
+        "examples": so_far.examples if so_far else tracker.examples,
+        "steps": so_far.steps if so_far else None,
+        "duration_s": round(time.perf_counter() - tracker.started, 3),
+        "coverage": None,
+        "failure": so_far.failure.to_dict() if so_far and so_far.failure else None,
+    }
+    return done
 
 
 def _close(session: Session, report: dict, tracker: _Tracker) -> None:
@@ -647,8 +713,9 @@ def _write(report: dict, report_dir: str) -> None:
     except Exception as exc:
         report["verdict"], report["exit_code"] = "error", 2
         said = _exception_text(exc)
-        if getattr(exc, "errors", None):  # InvalidReportError: what does not match the schema
-            said += " " + "; ".join(exc.errors[:3])
+        mismatches = getattr(exc, "errors", None)  # InvalidReportError: what does not match the schema
+        if mismatches:
+            said += " " + "; ".join(mismatches[:3])
         report["problems"].append(
             {
                 "kind": "internal-error",
@@ -671,256 +738,351 @@ def _write(report: dict, report_dir: str) -> None:
 
 
 def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker) -> None:
-    spec, session, identity = prepared.spec, prepared.session, prepared.identity
-    capabilities = identity.get("capabilities") or {}
-    report["spec"] = {
-        "id": spec.id,
-        "version": spec.version,
-        "title": spec.title,
-        "path": config.spec_path,
-        "lifecycle": spec.lifecycle_summary(),
-    }
-    report["implementation"] = {
-        "adapter": prepared.target,
-        "name": identity.get("name"),
-        "version": identity.get("version"),
-        "profile": identity.get("profile"),
-        "parameters": identity.get("parameters") or {},
-        "capabilities": capabilities,
-    }
-    report["parameters"] = prepared.params
-    adapter_args = _adapter_args(config, prepared.target)
-    base_cmd = run_command(config, prepared.target)
+    """The checks the config asks for, on the implementation ``prepare`` started, into ``report``."""
+    run = _Run(config, prepared, report, progress, tracker)
+    run.describe()
+    scenarios = run.chosen_scenarios()
+    if scenarios is not None:
+        run.check(scenarios)
 
-    scenarios = spec.scenarios
-    if config.replay_file:
-        scenarios = [load_replay_file(spec, config.replay_file)]
-    elif config.only:
-        unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
-        if unknown:
-            report["problems"].append(
-                {
-                    "kind": "usage-error",
-                    "message": f"unknown scenario id(s): {', '.join(unknown)}",
-                    "where": config.spec_path,
-                }
-            )
-            return
-        scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
-    if not config.scenarios:
-        scenarios = []
-    claims = config.scenario_claims
 
-    def cost(scenario) -> int:
-        return scenario_cost(spec, scenario, prepared.params, capabilities, race_runs=config.race_runs)
+def _reset(coverage: Any) -> None:
+    """Empty the coverage counts in place (the session's model keeps this object)."""
+    coverage.__init__()
 
-    if claims is not None:  # a worker's: any scenario that no other worker claimed before
+
+class _Run:
+    """One run's checks on a prepared implementation, filling ``report``: the
+    scenario matrix (or a replay), the stateful exploration in its parts, the
+    scenarios a worker claims last, then the coverage gates and the verdict."""
+
+    def __init__(
+        self, config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker
+    ) -> None:
+        self.config, self.prepared, self.report = config, prepared, report
+        self.progress, self.tracker = progress, tracker
+        self.spec, self.session = prepared.spec, prepared.session
+        self.capabilities: dict = prepared.identity.get("capabilities") or {}
+        self.adapter_args = _adapter_args(config, prepared.target)
+        self.base_cmd = run_command(config, prepared.target)
+
+    def describe(self) -> None:
+        """What was checked: the spec, the implementation, its parameters."""
+        spec, identity = self.spec, self.prepared.identity
+        self.report["spec"] = {
+            "id": spec.id,
+            "version": spec.version,
+            "title": spec.title,
+            "path": self.config.spec_path,
+            "lifecycle": spec.lifecycle_summary(),
+        }
+        self.report["implementation"] = {
+            "adapter": self.prepared.target,
+            "name": identity.get("name"),
+            "version": identity.get("version"),
+            "profile": identity.get("profile"),
+            "parameters": identity.get("parameters") or {},
+            "capabilities": self.capabilities,
+        }
+        self.report["parameters"] = self.prepared.params
+
+    def chosen_scenarios(self) -> list | None:
+        """The scenarios to run (a replay file's one, those named, or all; none
+        with --no-scenarios); None, with a problem reported, when a named one
+        does not exist."""
+        config, spec = self.config, self.spec
+        if config.replay_file:
+            scenarios = [load_replay_file(spec, config.replay_file)]
+        elif config.only:
+            unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
+            if unknown:
+                self.report["problems"].append(
+                    {
+                        "kind": "usage-error",
+                        "message": f"unknown scenario id(s): {', '.join(unknown)}",
+                        "where": config.spec_path,
+                    }
+                )
+                return None
+            scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
+        else:
+            scenarios = list(spec.scenarios)
+        return scenarios if config.scenarios else []
+
+    def cost(self, scenario: Any) -> int:
+        return scenario_cost(
+            self.spec, scenario, self.prepared.params, self.capabilities, race_runs=self.config.race_runs
+        )
+
+    def check(self, scenarios: list) -> None:
+        config = self.config
+        claims = config.scenario_claims  # a worker's: any scenario that no other worker claimed before
+        if claims is None and config.shard is not None:
+            from .shards import shard_items
+
+            scenarios = shard_items(scenarios, *config.shard, cost=self.cost)
+        explore = config.stateful and not config.replay_file and not config.only
+        self.progress.start(len(scenarios), explore)
+        head, tail = _claim_order(scenarios, self.cost) if claims is not None else (scenarios, [])
+        self.run_matrix(head, len(scenarios))
+        run_coverage = self.session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
+        if explore:
+            self.explore(run_coverage)
+        if claims is not None:
+            self.run_last_claims(tail, len(scenarios), run_coverage)
+        self.decide(run_coverage)
+
+    # -- the scenario matrix ------------------------------------------------------------
+    def run_matrix(self, which: list, total: int) -> None:
         from .shards import claim_item
-    elif config.shard is not None:
-        from .shards import shard_items
 
-        scenarios = shard_items(scenarios, *config.shard, cost=cost)
-    run_stateful_part = config.stateful and not config.replay_file and not config.only
-    progress.start(len(scenarios), run_stateful_part)
-    profile_name = identity.get("profile") or "default"
-
-    head, tail = scenarios, []  # run before and after the exploration
-    if claims is not None:
-        head, tail = _claim_order(scenarios, cost)
-
-    def run_matrix(which) -> None:
-        tracker.phase, tracker.scenarios_total = "scenarios", len(scenarios)
+        claims = self.config.scenario_claims
+        self.tracker.phase, self.tracker.scenarios_total = "scenarios", total
         for scenario in which:
             if claims is not None and not claim_item(claims, scenario.id):
                 continue  # another worker runs it
-            run_one(scenario)
+            self.run_one(scenario)
 
-    def run_one(scenario) -> None:
+    def run_one(self, scenario: Any) -> None:
+        config, session, tracker = self.config, self.session, self.tracker
         tracker.scenario = scenario.id
         checkpoint()
         mark = _mark(config)
-        outcome = run_scenario(session, scenario, capabilities, race_runs=config.race_runs)
-        if outcome.failure is not None and outcome.failure.kind == "linearizability":
-            from .reduce import explain_race
-
-            explained = explain_race(session, outcome.failure)
-            if explained is not outcome.failure:  # a plain divergence: the bug is sequential
-                explained.message = f"scenario {scenario.id} ({scenario.title}): {explained.message}"
-                outcome.failure = explained
+        outcome = run_scenario(session, scenario, self.capabilities, race_runs=config.race_runs)
+        _explain_scenario_race(session, scenario, outcome)
         output = _output_since(config, mark)
-        _faults(session, report, f"scenario {scenario.id}", tracker)
+        _faults(session, self.report, f"scenario {scenario.id}", tracker)
         tracker.scenarios_done += 1
         if config.record_dir and outcome.verdict in ("pass", "fail"):
-            _record(config, prepared, scenario.id, outcome, report)
+            _record(config.record_dir, self.prepared, scenario.id, outcome, self.report)
         if outcome.verdict == NOT_APPLICABLE:
-            report.setdefault("not_applicable", {"profile": profile_name, "scenarios": []})["scenarios"].append(
+            profile = self.prepared.identity.get("profile") or "default"
+            self.report.setdefault("not_applicable", {"profile": profile, "scenarios": []})["scenarios"].append(
                 {"id": scenario.id, "title": scenario.title, "reason": outcome.note}
             )
-            progress.scenario_done(outcome)
-            return
+        else:
+            self.report["scenarios"].append(self.scenario_entry(scenario, outcome, output))
+        self.progress.scenario_done(outcome)
+
+    def scenario_entry(self, scenario: Any, outcome: ScenarioOutcome, output: dict | None) -> dict:
+        """The scenario's entry of the report, a failure with the command that replays it."""
+        config = self.config
         if outcome.failure is not None:
             outcome.failure.replay = (
-                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} {adapter_args}"
+                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
+                f"{self.adapter_args}"
                 if config.replay_file
-                else f"{base_cmd} --scenario {scenario.id}"
+                else f"{self.base_cmd} --scenario {scenario.id}"
             )
         entry = outcome.to_dict()
         if outcome.note:
             entry["note"] = outcome.note
         if output:
             entry["output"] = output
-        report["scenarios"].append(entry)
-        progress.scenario_done(outcome)
+        return entry
 
-    run_matrix(head)
-    run_coverage = session.model.coverage.copy()  # the scenarios' part; the exploration's is added below
-    if run_stateful_part:
-        from .shards import combine_stateful, part_examples, part_seed, place_counterexamples
+    def run_last_claims(self, tail: list, total: int, run_coverage: Any) -> None:
+        """A worker's last scenarios: those the other workers have not claimed
+        yet; then its report lists every scenario in the spec's order."""
+        _reset(self.session.model.coverage)
+        self.run_matrix(tail, total)
+        run_coverage.merge(self.session.model.coverage)
+        order = {scenario.id: position for position, scenario in enumerate(self.spec.scenarios)}
+        self.report["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
+        if self.report.get("not_applicable"):
+            self.report["not_applicable"]["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
 
+    # -- the stateful exploration ---------------------------------------------------------
+    def explore(self, run_coverage: Any) -> None:
+        """The exploration, in the parts this run carries out (engine/shards.py)."""
+        from .shards import combine_stateful, part_examples, place_counterexamples
+
+        config, tracker = self.config, self.tracker
         parts = _parts(config)
         multi = parts[0][1] > 1
-        progress.stateful_started(sum(part_examples(PROFILES[config.profile]["max_examples"], i, n) for i, n in parts))
-        tracker.phase, tracker.profile, tracker.seed, tracker.started = (
-            "stateful",
-            config.profile,
-            config.seed,
-            time.perf_counter(),
+        max_examples = PROFILES[config.profile]["max_examples"]
+        self.progress.stateful_started(sum(part_examples(max_examples, i, n) for i, n in parts))
+        tracker.phase, tracker.profile, tracker.seed = "stateful", config.profile, config.seed
+        tracker.started = time.perf_counter()
+        watch = _ExampleWatch(config, tracker, self.progress)
+        part_reports = [self.explore_part(index, count, multi, watch, run_coverage) for index, count in parts]
+        if not multi:
+            self.report["stateful"] = part_reports[0]
+            del self.report["stateful"]["part"]
+            return
+        # the parts as one exploration, failures renumbered (engine/shards.py)
+        self.report["stateful"] = combine_stateful(part_reports, config.seed)
+        if config.report_dir:
+            for problem in place_counterexamples(self.report["stateful"], config.report_dir, move=True):
+                self.report["problems"].append({"kind": "report-error", "where": config.report_dir, "message": problem})
+
+    def explore_part(self, index: int, count: int, multi: bool, watch: _ExampleWatch, run_coverage: Any) -> dict:
+        """Part ``index`` of ``count`` of the exploration (all of it when
+        ``count`` is 1): its report entry, its failures described."""
+        from .shards import part_examples, part_seed
+
+        config, session, tracker = self.config, self.session, self.tracker
+        seed = part_seed(config.seed, index, count)
+        examples = part_examples(PROFILES[config.profile]["max_examples"], index, count) if multi else None
+        part = (index, count, seed) if multi else None
+        tracker.phase, tracker.seed = "stateful", seed
+        tracker.describe_failure = lambda failure: self.describe_failure(failure, part=part)
+        _reset(session.model.coverage)  # coverage of the exploration alone
+        if examples == 0:  # more parts than the profile has examples
+            return self.empty_part(index, count, seed)
+        outcome = run_stateful(
+            self.spec,
+            session,
+            profile=config.profile,
+            seed=seed,
+            capabilities=self.capabilities,
+            on_example=watch.on_example,
+            shrink_s=config.shrink_s,
+            database=_example_db(config, self.prepared),
+            max_examples=examples,
         )
-        example_mark, example_output = [_mark(config)], [None]
-        examples_before = [0]  # examples of the parts already run
-
-        def on_example(count: int) -> None:
-            tracker.examples = examples_before[0] + count
-            # The output kept is that of the last example that wrote anything.
-            example_output[0] = _output_since(config, example_mark[0]) or example_output[0]
-            example_mark[0] = _mark(config)
-            progress.stateful_example(examples_before[0] + count)
-            checkpoint()
-
-        part_reports = []
-        for index, count in parts:
-            seed = part_seed(config.seed, index, count)
-            examples = part_examples(PROFILES[config.profile]["max_examples"], index, count) if multi else None
-            part = (index, count, seed) if multi else None
-            tracker.phase, tracker.seed = "stateful", seed
-            tracker.describe_failure = lambda failure, part=part: _describe_stateful_failure(
-                config, spec, failure, base_cmd, adapter_args, part=part
-            )
-            session.model.coverage.__init__()  # coverage of the exploration alone
-            if examples == 0:  # more parts than the profile has examples
-                part_reports.append(
-                    {
-                        "verdict": "pass",
-                        "profile": config.profile,
-                        "seed": seed,
-                        "examples": 0,
-                        "steps": 0,
-                        "duration_s": 0.0,
-                        "failure": None,
-                        "coverage": _coverage(spec, session.model.coverage.as_dict(), session.params),
-                        "part": {"index": index, "count": count, "seed": seed},
-                    }
-                )
-                continue
-            outcome = run_stateful(
-                spec,
-                session,
-                profile=config.profile,
-                seed=seed,
-                capabilities=capabilities,
-                on_example=on_example,
-                shrink_s=config.shrink_s,
-                database=_example_db(config, prepared),
-                **({"max_examples": examples} if multi else {}),
-            )
-            tracker.phase = "verdict"
-            outcome.coverage = _coverage(spec, session.model.coverage.as_dict(), session.params)
-            if outcome.failure is not None and outcome.verdict == "fail" and outcome.failure.steps:
-                from .reduce import explain_race, reduce_failure
-
-                budget = _reduce_budget(config)
-                tracker.phase = "stateful"  # an interrupt now still reports the failure found
-                try:
-                    outcome.failure = explain_race(session, outcome.failure)  # a sequential bug seen in a race
-                    outcome.failure = reduce_failure(session, outcome.failure, budget_s=budget)
-                except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
-                    exc.stateful_so_far = outcome
-                    raise
-                tracker.phase = "verdict"
-            more: list[Failure] = []  # the distinct failures after the first, as they are found
-            if outcome.failure is not None and outcome.verdict == "fail":
-                _search_more(
-                    config,
-                    spec,
-                    session,
-                    outcome,
-                    more,
-                    capabilities,
-                    on_example,
-                    prepared,
-                    report,
-                    tracker,
-                    seed=seed,
-                    max_examples=examples,
-                    describe=lambda failure, number, part=part: _describe_stateful_failure(
-                        config, spec, failure, base_cmd, adapter_args, number=number, part=part
-                    ),
-                )
-            if outcome.failure is not None:
-                _describe_stateful_failure(config, spec, outcome.failure, base_cmd, adapter_args, part=part)
-            for number, failure in enumerate(more, 2):
-                _describe_stateful_failure(config, spec, failure, base_cmd, adapter_args, number=number, part=part)
-            entry = outcome.to_dict()
-            if more:
-                entry["more_failures"] = [f.to_dict() for f in more]
-            output = _output_since(config, example_mark[0]) or example_output[0]
-            if output:
-                entry["output"] = output
-            entry["part"] = {"index": index, "count": count, "seed": seed}
-            part_reports.append(entry)
-            _faults(session, report, "stateful exploration", tracker)
-            run_coverage.merge(session.model.coverage)
-            examples_before[0] += outcome.examples
-        if multi:  # the parts as one exploration, failures renumbered (engine/shards.py)
-            report["stateful"] = combine_stateful(part_reports, config.seed)
-            for problem in (
-                place_counterexamples(report["stateful"], config.report_dir, move=True) if config.report_dir else []
-            ):
-                report["problems"].append({"kind": "report-error", "where": config.report_dir, "message": problem})
-        else:
-            report["stateful"] = part_reports[0]
-            del report["stateful"]["part"]
-    if claims is not None:  # a worker's last scenarios: those the other workers have not claimed yet
-        session.model.coverage.__init__()
-        run_matrix(tail)
+        tracker.phase = "verdict"
+        outcome.coverage = _coverage(self.spec, session.model.coverage.as_dict(), session.params)
+        more = self.failures_of(outcome, watch, seed, examples, part)
+        entry = outcome.to_dict()
+        if more:
+            entry["more_failures"] = [f.to_dict() for f in more]
+        output = watch.output_since_last()
+        if output:
+            entry["output"] = output
+        entry["part"] = {"index": index, "count": count, "seed": seed}
+        _faults(session, self.report, "stateful exploration", tracker)
         run_coverage.merge(session.model.coverage)
-        order = {scenario.id: position for position, scenario in enumerate(spec.scenarios)}
-        report["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
-        if report.get("not_applicable"):
-            report["not_applicable"]["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
+        watch.examples_before += outcome.examples
+        return entry
 
-    verdicts = [s["verdict"] for s in report["scenarios"]]
-    if report["stateful"]:
-        verdicts.append(report["stateful"]["verdict"])
-    sharded = config.shard is not None and config.shard[1] > 1
-    # a shard's coverage is its part's: merge-reports applies --min-coverage to the whole run's
-    gating = dataclasses.replace(config, min_coverage={}) if sharded else config
-    verdicts.append(_run_coverage(gating, spec, run_coverage, session.params, report, base_cmd))
-    if session.deviations is not None and session.deviations.expired:
-        report["problems"] += session.deviations.expired_problems()
-        verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
-    failed = any(v in ("fail", "error") for v in verdicts) or tracker.faults > 0
-    report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
-    if failed:  # a command that reproduces this run's failures, whatever kind of run it was
-        if config.replay_file:
-            report["replay"] = (
-                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} {adapter_args}"
+    def empty_part(self, index: int, count: int, seed: int) -> dict:
+        return {
+            "verdict": "pass",
+            "profile": self.config.profile,
+            "seed": seed,
+            "examples": 0,
+            "steps": 0,
+            "duration_s": 0.0,
+            "failure": None,
+            "coverage": _coverage(self.spec, self.session.model.coverage.as_dict(), self.session.params),
+            "part": {"index": index, "count": count, "seed": seed},
+        }
+
+    def failures_of(
+        self, outcome: Any, watch: _ExampleWatch, seed: int, examples: int | None, part: tuple | None
+    ) -> list[Failure]:
+        """The part's failure reduced, the distinct ones after it (--max-failures),
+        each described; returns those after the first."""
+        more: list[Failure] = []  # the distinct failures after the first, as they are found
+        if outcome.failure is not None and outcome.verdict == "fail":
+            if outcome.failure.steps:
+                self.reduce_found(outcome)
+            _search_more(
+                self.config,
+                self.spec,
+                self.session,
+                outcome,
+                more,
+                self.capabilities,
+                watch.on_example,
+                self.prepared,
+                self.report,
+                self.tracker,
+                seed=seed,
+                max_examples=examples,
+                describe=lambda failure, number: self.describe_failure(failure, number=number, part=part),
             )
-        else:
-            report["replay"] = f"{base_cmd} {_selection_args(config)}" + ("" if config.only else _parts_args(config))
-    if config.shard is not None:
-        report["shard"]["rerun"] = f"{base_cmd} {_selection_args(config)}"
-    _data_errors(report)
+        if outcome.failure is not None:
+            self.describe_failure(outcome.failure, part=part)
+        for number, failure in enumerate(more, 2):
+            self.describe_failure(failure, number=number, part=part)
+        return more
+
+    def reduce_found(self, outcome: Any) -> None:
+        """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
+        from .reduce import explain_race, reduce_failure
+
+        budget = _reduce_budget(self.config)
+        self.tracker.phase = "stateful"  # an interrupt now still reports the failure found
+        try:
+            outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
+            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget)
+        except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
+            _carry_so_far(exc, stateful_so_far=outcome)
+            raise
+        self.tracker.phase = "verdict"
+
+    def describe_failure(self, failure: Failure, number: int = 1, part: tuple | None = None) -> None:
+        _describe_stateful_failure(
+            self.config, self.spec, failure, self.base_cmd, self.adapter_args, number=number, part=part
+        )
+
+    # -- the verdict ------------------------------------------------------------------------
+    def decide(self, run_coverage: Any) -> None:
+        """The verdict: every case's, the coverage gates', expired deviations' and
+        faults of the implementation; a failed run gets the command that replays it."""
+        config, report, session = self.config, self.report, self.session
+        verdicts = [s["verdict"] for s in report["scenarios"]]
+        if report["stateful"]:
+            verdicts.append(report["stateful"]["verdict"])
+        sharded = config.shard is not None and config.shard[1] > 1
+        # a shard's coverage is its part's: merge-reports applies --min-coverage to the whole run's
+        gating = dataclasses.replace(config, min_coverage={}) if sharded else config
+        verdicts.append(_run_coverage(gating, self.spec, run_coverage, session.params, report, self.base_cmd))
+        if session.deviations is not None and session.deviations.expired:
+            report["problems"] += session.deviations.expired_problems()
+            verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
+        failed = any(v in ("fail", "error") for v in verdicts) or self.tracker.faults > 0
+        report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
+        if failed:  # a command that reproduces this run's failures, whatever kind of run it was
+            report["replay"] = self.replay_command()
+        if config.shard is not None:
+            report["shard"]["rerun"] = f"{self.base_cmd} {_selection_args(config)}"
+        _data_errors(report)
+
+    def replay_command(self) -> str:
+        config = self.config
+        if config.replay_file:
+            return (
+                f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
+                f"{self.adapter_args}"
+            )
+        return f"{self.base_cmd} {_selection_args(config)}" + ("" if config.only else _parts_args(config))
+
+
+class _ExampleWatch:
+    """The exploration's examples as they run, over all its parts: counted for
+    the tracker and the progress display; the output kept is that of the last
+    example that wrote anything."""
+
+    def __init__(self, config: RunConfig, tracker: _Tracker, progress: Progress) -> None:
+        self.config, self.tracker, self.progress = config, tracker, progress
+        self.mark = _mark(config)
+        self.output: dict | None = None
+        self.examples_before = 0  # examples of the parts already run
+
+    def on_example(self, count: int) -> None:
+        self.tracker.examples = self.examples_before + count
+        self.output = _output_since(self.config, self.mark) or self.output
+        self.mark = _mark(self.config)
+        self.progress.stateful_example(self.examples_before + count)
+        checkpoint()
+
+    def output_since_last(self) -> dict | None:
+        return _output_since(self.config, self.mark) or self.output
+
+
+def _explain_scenario_race(session: Session, scenario: Any, outcome: ScenarioOutcome) -> None:
+    """A scenario's race that, one call at a time, is a plain divergence: the bug is sequential."""
+    if outcome.failure is None or outcome.failure.kind != "linearizability":
+        return
+    from .reduce import explain_race
+
+    explained = explain_race(session, outcome.failure)
+    if explained is not outcome.failure:
+        explained.message = f"scenario {scenario.id} ({scenario.title}): {explained.message}"
+        outcome.failure = explained
 
 
 # A worker of ``run --workers N`` leaves the cheapest scenarios, about this
@@ -1027,7 +1189,11 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     """Where Hypothesis keeps this run's failing examples, so a re-run tries them first."""
     if config.example_db is not None:
         return None if config.example_db.lower() == "none" else config.example_db
-    if not config.report_dir and not config.example_db_base:
+    if config.example_db_base:
+        base = Path(config.example_db_base)
+    elif config.report_dir:
+        base = Path(config.report_dir) / "example-db"
+    else:
         return None
     import hashlib
     import json
@@ -1035,11 +1201,10 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     key = json.dumps(
         [prepared.spec.id, prepared.spec.version, prepared.params, prepared.target], sort_keys=True, default=str
     )
-    base = Path(config.example_db_base) if config.example_db_base else Path(config.report_dir) / "example-db"
     return str(base / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
 
-def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
+def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
     """Write the scenario's steps as a trace (conformance check-trace reads it)."""
     from ..traces.format import header_line, lines_of_session
 
@@ -1053,7 +1218,7 @@ def _record(config: RunConfig, prepared: Prepared, name: str, outcome: ScenarioO
         implementation={"name": identity.get("name"), "version": identity.get("version"), "adapter": prepared.target},
         source=f"conformance run --record, scenario {name}",
     )
-    path = Path(config.record_dir) / f"{name}.jsonl"
+    path = Path(record_dir) / f"{name}.jsonl"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8") as handle:
@@ -1102,7 +1267,7 @@ def _search_more(
     except KeyboardInterrupt as exc:
         for number, failure in enumerate(more, 2):
             describe(failure, number)
-        exc.stateful_so_far, exc.more_so_far = outcome, list(more)
+        _carry_so_far(exc, stateful_so_far=outcome, more_so_far=list(more))
         tracker.phase = "searching"
         raise
     except Exception as exc:
@@ -1175,7 +1340,7 @@ def _more_failures(
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
             failure = (
-                _unmasked(session, lambda: explain_race(session, again.failure))
+                _unmasked(session, functools.partial(explain_race, session, again.failure))
                 if again.failure.kind == "linearizability"
                 else again.failure
             )
@@ -1184,7 +1349,7 @@ def _more_failures(
             failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
             known.add(signature(failure))
             masked = failure
-            first = _unmasked(session, lambda: _replay_first(session, steps_of_trace(failure.steps)))
+            first = _unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
             if first is not None and signature(first) in known - {signature(failure)}:
                 continue  # a consequence of a failure reported already
             failure.seed = seed

@@ -9,7 +9,7 @@ newest few. Run it with (from this directory):
 
 from __future__ import annotations
 
-from conformance.adapter import Adapter, error_response, result_response
+from conformance import Adapter, error_response, result_response
 
 
 class QueueError(Exception):
