@@ -97,8 +97,8 @@ from conformance.engine.stateful import (  # noqa: E402  # after the sys.path in
     exploration_test,
     run_stateful,
 )
-from statemachines import Model, Spec, load_spec  # noqa: E402
-from statemachines.model.steps import Reset  # noqa: E402
+from statemachines import Model, Spec, load_spec  # noqa: E402  # after the sys.path insert above
+from statemachines.model.steps import Reset  # noqa: E402  # after the sys.path insert above
 
 TARGETS = {
     "overhead_ratio": {"op": ">=", "value": 0.5},

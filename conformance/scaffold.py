@@ -226,7 +226,7 @@ Answers are JSON data: {{"result": ..., "effects": [...]}} or
 {{"error": {{"kind": ..., "message": ...}}, "effects": [...]}} (conformance.adapters.adapter).
 """
 from conformance.adapters.adapter import Adapter as AdapterBase
-from conformance.adapters.adapter import EffectRecorder, error_response, result_response  # noqa: F401
+from conformance.adapters.adapter import EffectRecorder, error_response, result_response  # noqa: F401  # for the methods you add
 
 NOT_IMPLEMENTED = "{NOT_IMPLEMENTED}"  # the kit reports this kind as "operation X is not implemented"
 

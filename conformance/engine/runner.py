@@ -311,7 +311,7 @@ def _load_deviations(session: Session, spec: Spec, path: str) -> None:
     from .deviations import load_deviations
 
     try:
-        session.deviations = load_deviations(path, spec=spec)  # type: ignore[assignment]  # Session declares it as None (engine/session.py)
+        session.deviations = load_deviations(path, spec=spec)
     except BaseException:
         session.close()
         raise

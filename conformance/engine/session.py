@@ -42,6 +42,7 @@ from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .compare import compare
 from .crew import Crew, StartLine, launch_order
+from .deviations import Deviations
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, RaceOutcome, linearize, other_end_states
@@ -251,7 +252,7 @@ class Session:
         self.defer_model_invariants = False  # the stateful suite checks them once per step
         # Accepted deviations (conformance.engine.deviations), set by the runner
         # from --deviations: differences the team accepts, inputs it avoids.
-        self.deviations = None
+        self.deviations: Deviations | None = None
         # Failures already reported in this exploration (operation, path with
         # indexes as [*]): masked like accepted deviations while it looks for
         # distinct ones (--max-failures).

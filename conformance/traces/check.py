@@ -309,7 +309,7 @@ def _check_trace(
     """One check entry per session of the trace at ``path``."""
     adapter = TraceAdapter(header)
     session = Session(spec, params, lambda: adapter)
-    session.deviations = loaded  # type: ignore[assignment]  # Session declares it as None (engine/session.py)
+    session.deviations = loaded
     previous_reader = use_file_reader(adapter.read_file)
     try:
         return [_check_part(session, adapter, part, number, path) for number, part in enumerate(_sessions(events), 1)]
