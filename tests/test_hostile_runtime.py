@@ -307,6 +307,7 @@ def _marked(tmpdir: Path, exclude: int) -> dict[int, int]:
     return found
 
 
+@pytest.mark.slow
 @needs_proc
 def test_sigterm_during_a_command_adapter_run_stops_its_workers_and_removes_its_state(tmp_path):
     tmpdir = tmp_path / "tmp"

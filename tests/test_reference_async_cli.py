@@ -149,6 +149,7 @@ def _kill_workers(jobs: dict) -> None:
                 pass
 
 
+@pytest.mark.slow
 def test_concurrent_invocations_keep_every_job(tmp_path):
     answers, jobs = concurrent_builds(tmp_path, 8)
     ids = [data["data"]["job_id"] for code, data in answers]
@@ -157,6 +158,7 @@ def test_concurrent_invocations_keep_every_job(tmp_path):
     assert sorted(jobs) == sorted(ids), "a build's job is missing from the state"
 
 
+@pytest.mark.slow
 def test_the_unlocked_mutant_loses_jobs_under_the_same_load(tmp_path):
     # The check above has teeth: without the lock, concurrent builds collide.
     answers, jobs = concurrent_builds(tmp_path, 8, mutant="unlocked_state")
