@@ -246,6 +246,7 @@ def test_an_implementations_output_is_kept_per_case_and_not_in_the_kits(tmp_path
     assert "complete_sync" not in by_id(report, "N2")["output"]["stdout"]
 
 
+@pytest.mark.slow
 def test_the_explorations_output_is_kept_and_bounded(tmp_path):
     run = run_adapter(tmp_path, "PrintsALot", "--no-scenarios", "--profile", "quick")
 

@@ -39,6 +39,7 @@ def small_exploration(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_path):
     report = run_conformance(RunConfig(spec_path=SPEC, profile="quick", report_dir=str(tmp_path)))
     failures = [s["failure"]["message"] for s in report["scenarios"] if s.get("failure")]
@@ -53,6 +54,7 @@ def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_pat
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["strict-envelope", "timeout-exit-code"])
 def test_reference_follows_each_profile(profile):
     report = run_conformance(

@@ -284,6 +284,7 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
 
 
 # ------------------------------------------------------------ refusals
+@pytest.mark.slow
 def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
     one = ["thread-jobs", "--adapter", "sequential:Reference", "--no-stateful", "--scenario", "N1", "--scenario", "N2"]
     runs = {
