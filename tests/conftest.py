@@ -32,3 +32,13 @@ def pytest_sessionstart(session):
                 f"{module.__name__} was imported from the checkout ({where}), not from the "
                 f"installed wheel: the tests would not see packaging bugs"
             )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist the long tests (marked ``slow``) go first, in their
+    files' order: handed out one by one while the short ones fill the gaps, so
+    that no worker is left running a long test alone at the end. Every worker
+    sorts the same way (xdist requires the same order on each); a run in one
+    process keeps the collection order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -7,8 +7,13 @@ outside the source tree with ``-P``, so the checkout cannot shadow the
 installed package (tests/conftest.py checks that it does not). Needs only a
 Python 3.11+ with venv; everything else comes from the package index.
 
-    python3 tests/run_installed.py            # the whole suite
+    python3 tests/run_installed.py            # the whole suite, one pytest-xdist worker per core
     python3 tests/run_installed.py -k stdio   # extra arguments go to pytest
+    python3 tests/run_installed.py -n 0       # any -n/--dist/-p no:xdist of yours replaces the default
+
+The tests run in parallel (PARALLEL below); the tests that must not share the
+machine with others carry ``xdist_group`` markers, which ``--dist loadgroup``
+keeps on one worker each.
 """
 
 from __future__ import annotations
@@ -23,11 +28,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_EXTRAS = "test"
+PARALLEL = ("-n", "auto", "--dist", "loadgroup")
+# Arguments that say how to run in parallel (or not): with any of them, PARALLEL is left out.
+_PARALLEL_OPTIONS = ("-n", "--numprocesses", "--dist", "-d", "--tx", "no:xdist")
 
 
-def _run(argv: list, **kwargs) -> None:
+def parallel_defaults(argv: list[str]) -> tuple[str, ...]:
+    """PARALLEL, unless the caller's pytest arguments already say how to
+    distribute the tests (``-n 0``, ``-n4``, ``--dist load``, ``-p no:xdist``)."""
+    for arg in argv:
+        if arg in _PARALLEL_OPTIONS or any(arg.startswith(f"{opt}=") for opt in _PARALLEL_OPTIONS):
+            return ()
+        if arg.startswith("-n") and arg[2:].isalnum():  # -n4, -nauto
+            return ()
+    return PARALLEL
+
+
+def _run(argv: list[str | Path]) -> None:
     print("+ " + " ".join(str(a) for a in argv), flush=True)
-    subprocess.run(argv, check=True, **kwargs)
+    subprocess.run(argv, check=True)
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +62,7 @@ def main(argv: list[str]) -> int:
         _run([python, "-m", "pip", "install", "-q", f"{wheel}[{TEST_EXTRAS}]"])
         env = dict(os.environ, CONFORMANCE_TEST_INSTALLED="1", CONFORMANCE_REPO=str(ROOT))
         env.pop("PYTHONPATH", None)
-        command = [
+        command: list[str | Path] = [
             python,
             "-P",
             "-m",
@@ -53,6 +72,7 @@ def main(argv: list[str]) -> int:
             "--rootdir",
             ROOT,
             ROOT / "tests",
+            *parallel_defaults(argv),
             *argv,
         ]
         print("+ " + " ".join(str(a) for a in command), flush=True)

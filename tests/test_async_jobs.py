@@ -38,6 +38,7 @@ def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
 REAL_SYSTEM_EQUIVALENTS = {"job-manager": {"JM-E18"}, "task-table": {"TT-N10"}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile, own, other", [("job-manager", "JM-", "TT-"), ("task-table", "TT-", "JM-")])
 def test_each_reference_profile_conforms_and_lists_the_other_profiles_scenarios_as_not_applicable(
     profile, own, other, tmp_path
@@ -83,6 +84,7 @@ def test_a_lower_cap_in_the_spec_is_demanded(tmp_path):
     assert _run(spec, stateful=False, max_running="3")["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_a_smaller_finished_limit_in_the_task_table_profile_is_found_by_exploration(tmp_path):
     # The task-table profile's limit (the defect profile restates it; this changes only the one).
     spec = _copy_spec(
@@ -98,6 +100,7 @@ def test_a_smaller_finished_limit_in_the_task_table_profile_is_found_by_explorat
     assert _run(spec, profile="task-table", max_finished="5")["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_gives_items_only_for_the_declared_profiles_scenarios(tmp_path):
     test_file = tmp_path / "test_my_tasks.py"
     test_file.write_text(

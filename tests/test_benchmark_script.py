@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run.py"
 
@@ -41,6 +43,7 @@ TARGETED = (
 )
 
 
+@pytest.mark.slow
 def test_quick_benchmark_reports_every_number():
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", "--quick", "--skip-ci-run"],

@@ -99,6 +99,7 @@ def fresh_python(tmp_path_factory):
     return venv / "bin"
 
 
+@pytest.mark.slow
 def test_action_runs_a_bundled_spec_and_gates_on_the_verdict(tmp_path, fresh_python):
     # The action's default: a plain (not editable) install of the action's own repository.
     action = _Action(

@@ -83,6 +83,7 @@ def _steps(report: dict) -> list[dict]:
     return yaml.safe_load(path.read_text(encoding="utf-8"))["steps"]
 
 
+@pytest.mark.slow
 def test_the_demo_bug_reduces_to_the_three_steps_it_needs_the_same_in_two_runs(tmp_path):
     factory = _demo_factory()
     deviations = str(DEMO / "deviations.yaml")
@@ -103,6 +104,7 @@ def test_the_demo_bug_reduces_to_the_three_steps_it_needs_the_same_in_two_runs(t
 THREAD_JOB_MUTANTS = ["inspect_cross_thread", "cancel_finished_job", "progress_injects", "second_start_allowed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", THREAD_JOB_MUTANTS)
 def test_shipped_mutants_get_short_counterexamples(tmp_path, mutant):
     mutants = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])
@@ -114,6 +116,7 @@ def test_shipped_mutants_get_short_counterexamples(tmp_path, mutant):
     assert len(steps) <= 12, (mutant, len(steps), steps)
 
 
+@pytest.mark.slow
 def test_the_example_database_lets_a_rerun_find_the_failure_first(tmp_path):
     factory = _demo_factory()
     deviations = str(DEMO / "deviations.yaml")
@@ -178,6 +181,7 @@ def test_the_same_bug_is_recognised_whatever_the_list_index():
     assert signature(a) == signature(b) != signature(c)
 
 
+@pytest.mark.slow
 def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_path):
     from conformance.engine.failures import signature as sig
     from conformance.reporting import validate_report
@@ -629,6 +633,7 @@ def Adapter(**options):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec, name", SAME_IN_TWO_RUNS, ids=[f"{s}:{n}" for s, n in SAME_IN_TWO_RUNS])
 def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same_seed(tmp_path, spec, name):
     (tmp_path / "mutant_under_test.py").write_text(_MUTANT_MODULE.format(spec=spec, name=name), encoding="utf-8")
@@ -779,6 +784,7 @@ def test_an_example_hypothesis_has_ended_is_not_probed_in_its_teardown():
     session.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trouble", ["interrupt", "kit-bug"])
 def test_the_failures_found_survive_trouble_while_more_are_sought(tmp_path, monkeypatch, trouble):
     """--max-failures searches on after the first failure is complete: a Ctrl-C
@@ -886,6 +892,7 @@ def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lift
     assert signature(unmasked) == ("divergence", "cancel_job", "result.status"), unmasked.message
 
 
+@pytest.mark.slow
 def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_path):
     """The demo's one real bug (a progress report puts a job whose cancel was
     requested back to running) answers wrong at once, and every later read of

@@ -85,6 +85,7 @@ def test_without_a_deviations_file_the_difference_is_reported(tmp_path):
     assert any("pending_cancel" in m and "running" in m for m in messages), messages  # the bug
 
 
+@pytest.mark.slow
 def test_with_it_the_difference_is_accepted_listed_everywhere_and_the_bug_still_found(tmp_path):
     out = tmp_path / "r"
     proc = kit(
@@ -122,6 +123,7 @@ def test_with_it_the_difference_is_accepted_listed_everywhere_and_the_bug_still_
     assert props["deviation.CANCEL-FINISHED"].startswith("CANCEL-FINISHED: accepted")
 
 
+@pytest.mark.slow
 def test_the_counterexample_replays_with_the_deviations_file(tmp_path):
     out = tmp_path / "r"
     kit(
@@ -396,6 +398,7 @@ def test_check_trace_applies_accepted_deviations(tmp_path):
     assert report_of(tmp_path / "accepted")["deviations"]["entries"][0]["count"] >= 1
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_takes_a_deviations_file(tmp_path):
     shutil.copy(DEMO / "deviations.yaml", tmp_path / "deviations.yaml")
     (tmp_path / "test_demo.py").write_text(

@@ -2,11 +2,14 @@
 
 from pathlib import Path
 
+import pytest
+
 from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
     report = run_conformance(
         RunConfig(
@@ -64,6 +67,7 @@ def test_fresh_keys_take_the_shape_of_the_keys_the_implementation_handed_out():
     assert shaped_key(["abc", "k1", 7], 0) is None  # nothing numbered to imitate
 
 
+@pytest.mark.slow
 def test_a_generated_id_that_collides_with_an_explicit_one_is_found_by_the_exploration():
     # The mutant's id counter skips no id a caller chose; only an explicit id in the
     # implementation's own shape ("job-<n>" next in line) shows it.
@@ -172,6 +176,7 @@ def test_races_are_derived_for_every_operation_that_writes_a_record():
     assert derived_races(load_spec(ROOT / "spec" / "async-command.yaml")) == []
 
 
+@pytest.mark.slow
 def test_a_derived_race_finds_a_lost_update_the_declared_groups_miss():
     # No declared group races queue_message; the mutant reads the queue, lets go of the lock and writes
     # it back, so a message queued (or drained) meanwhile is lost (or comes back).

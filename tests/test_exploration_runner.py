@@ -119,6 +119,7 @@ _EXPLORE = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_the_same_seed_explores_the_same_whatever_else_the_process_loaded(tmp_path):
     # Hypothesis sometimes draws constants found in the source of the modules a
     # process has loaded; the exploration does not, so the command line, a pytest

@@ -171,6 +171,7 @@ def test_the_cel_subset_leaves_what_it_does_not_know_to_cel():
     assert expr.evaluate({"t": "{n}-", "a": "x"}, {"known": lambda key: "k"}) == "x-k"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["thread-jobs", "task-progress", "async-jobs@task-table", "async-command"])
 def test_every_expression_of_a_bundled_spec_gives_what_cel_gives(spec, monkeypatch):
     # Every evaluation of a quick run (scenarios and exploration) is done both ways.

@@ -75,6 +75,7 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_the_exploration_is_a_test_pytest_runs_and_passes_on_the_reference(tmp_path):
     proc = _pytest(_project(tmp_path, None))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -90,6 +91,7 @@ def test_a_spec_that_cannot_be_set_up_says_why(tmp_path):
     assert "no-such-spec" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("hypofuzz") is None,
     reason="HypoFuzz is not installed (pip install 'lifecycle-conformance[fuzz]')",

@@ -304,6 +304,7 @@ def test_an_unwritable_report_directory_keeps_the_verdict(tmp_path):
     ), result.describe()
 
 
+@pytest.mark.slow
 def test_an_unwritable_counterexample_does_not_crash_the_exploration(tmp_path):
     (tmp_path / "file").write_text("")
     report_dir = tmp_path / "file" / "reports"

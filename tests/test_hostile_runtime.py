@@ -246,6 +246,7 @@ def test_an_implementations_output_is_kept_per_case_and_not_in_the_kits(tmp_path
     assert "complete_sync" not in by_id(report, "N2")["output"]["stdout"]
 
 
+@pytest.mark.slow
 def test_the_explorations_output_is_kept_and_bounded(tmp_path):
     run = run_adapter(tmp_path, "PrintsALot", "--no-scenarios", "--profile", "quick")
 
@@ -307,6 +308,7 @@ def _marked(tmpdir: Path, exclude: int) -> dict[int, int]:
     return found
 
 
+@pytest.mark.slow
 @needs_proc
 def test_sigterm_during_a_command_adapter_run_stops_its_workers_and_removes_its_state(tmp_path):
     tmpdir = tmp_path / "tmp"

@@ -36,6 +36,7 @@ def _adapter_args(transport: str) -> list[str]:
     return ["--adapter-cmd", "node thread_jobs_adapter.js"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_scaffold_runs_and_reports_each_operation_as_not_implemented(tmp_path, transport):
     target = tmp_path / "my-adapter"
@@ -58,6 +59,7 @@ def test_scaffold_runs_and_reports_each_operation_as_not_implemented(tmp_path, t
     assert all(f"operation {f['operation']} is not implemented" in f["message"].splitlines()[0] for f in failures)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_scaffolded_pytest_file_runs_from_anywhere(tmp_path, transport):
     target = tmp_path / "adapter"

@@ -93,6 +93,7 @@ def _alive(pid: int) -> bool:
 
 
 # ------------------------------------------------------------ signals from outside
+@pytest.mark.slow
 def test_sigint_during_the_exploration_keeps_the_finished_scenarios(tmp_path):
     report_dir = tmp_path / "reports"
     proc = _start(["run", "thread-jobs", "--profile", "deep", "--report-dir", str(report_dir)], cwd=tmp_path)
@@ -124,6 +125,7 @@ WRAPPER = textwrap.dedent('''\
     ''')
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_adapter_program_and_its_children(tmp_path):
     wrapper, pids = tmp_path / "wrapper.py", tmp_path / "pids.txt"
     wrapper.write_text(WRAPPER, encoding="utf-8")
@@ -172,6 +174,7 @@ SLOW_ADAPTER = textwrap.dedent('''\
     ''')
 
 
+@pytest.mark.slow
 def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     (tmp_path / "slow_adapter.py").write_text(SLOW_ADAPTER, encoding="utf-8")
     report_dir = tmp_path / "reports"
@@ -298,6 +301,7 @@ BROKEN_THEN_INTERRUPTED = textwrap.dedent('''\
     ''')
 
 
+@pytest.mark.slow
 def test_an_interrupt_while_shrinking_keeps_the_failure_found_so_far(tmp_path):
     (tmp_path / "broken_adapter.py").write_text(BROKEN_THEN_INTERRUPTED, encoding="utf-8")
     report_dir = tmp_path / "reports"

@@ -41,6 +41,7 @@ def longest_acceptable(shortest: int) -> int:
     return int(shortest * 1.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec, name", CASES, ids=[f"{Path(s).stem}:{n}" for s, n in CASES])
 def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_counterexample(spec, name):
     mutant = SPECS_WITH_MUTANTS[spec][name]
@@ -89,6 +90,7 @@ def test_the_acceptable_length_follows_the_targets():
     assert [longest_acceptable(n) for n in (1, 2, 5, 6, 7, 41)] == [1, 3, 7, 9, 10, 61]
 
 
+@pytest.mark.slow
 def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):
     proc = subprocess.run(
         [

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def mutants(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -17,6 +19,7 @@ def mutants(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_profile_chosen_with_adapter_opt_runs_its_own_scenarios(tmp_path):
     # TT-N10 (ids from bg-0) runs only under the `defect` profile: it kills numeric_sort there.
     # The job manager's mutants do not offer that profile: listed as not applicable, not failed.
@@ -44,6 +47,7 @@ def test_a_profile_chosen_with_adapter_opt_runs_its_own_scenarios(tmp_path):
     assert "not applicable" not in default.stdout
 
 
+@pytest.mark.slow
 def test_all_profiles_reports_each_profile(tmp_path):
     proc = mutants("thread-jobs", "--profile", "quick", "--all-profiles", "--only", "late_report_reopens")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -10,6 +10,8 @@ the exploration's shrunk counterexample ends at the step that made it."""
 
 from __future__ import annotations
 
+import pytest
+
 from conformance.engine.runner import RunConfig, prepare, run_conformance
 from conformance.specs import resolve_spec
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
@@ -104,6 +106,7 @@ def test_a_change_the_implementation_makes_to_another_scope_is_caught_by_the_who
         session.close()
 
 
+@pytest.mark.slow
 def test_the_exploration_catches_a_change_to_another_scope_and_ends_at_the_step_that_made_it():
     from conformance.engine.stateful import run_stateful
 

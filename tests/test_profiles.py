@@ -9,6 +9,7 @@ from conformance.engine.runner import RunConfig, run_conformance
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, profile",
     [

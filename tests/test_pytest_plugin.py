@@ -26,6 +26,7 @@ def _run(pytester, *args):
     return pytester.runpytest_subprocess(*ARGS, *args, timeout=600)
 
 
+@pytest.mark.slow
 def test_suite_by_name_reports_items_at_the_users_test_file(pytester):
     _project(pytester)
     pytester.makepyfile(
@@ -103,6 +104,7 @@ def test_mutant_fails_its_scenario_with_a_readable_failure(pytester):
     result.stdout.no_fnmatch_line("*Traceback*")
 
 
+@pytest.mark.slow
 def test_adapter_program_runs_next_to_the_test_file(pytester, monkeypatch):
     _project(pytester)
     shutil.copy(ROOT / "examples/python-stdio/adapter.py", pytester.path / "adapter.py")
@@ -127,6 +129,7 @@ INI_SUITES = """conformance_suites = [
 """
 
 
+@pytest.mark.slow
 def test_ini_option_lists_suites_without_python(pytester):
     _project(pytester, INI_SUITES)
     pytester.makepyfile(test_other="def test_plain():\n    pass\n")
@@ -156,6 +159,7 @@ def test_ini_option_lists_suites_without_python(pytester):
     _run(pytester, "-m", "not conformance").assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_works_under_xdist(pytester):
     _project(pytester, 'conformance_suites = ["thread-jobs name=ini-suite"]\n')
     pytester.makepyfile(

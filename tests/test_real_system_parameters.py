@@ -59,6 +59,7 @@ def _run(path: Path, tmp_path: Path, options: dict, stateful: bool, label: str) 
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, name, new, old, options, exploration_only", CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES]
 )

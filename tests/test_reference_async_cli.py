@@ -39,6 +39,7 @@ def small_exploration(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_path):
     report = run_conformance(RunConfig(spec_path=SPEC, profile="quick", report_dir=str(tmp_path)))
     failures = [s["failure"]["message"] for s in report["scenarios"] if s.get("failure")]
@@ -53,6 +54,7 @@ def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_pat
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["strict-envelope", "timeout-exit-code"])
 def test_reference_follows_each_profile(profile):
     report = run_conformance(
@@ -149,6 +151,7 @@ def _kill_workers(jobs: dict) -> None:
                 pass
 
 
+@pytest.mark.slow
 def test_concurrent_invocations_keep_every_job(tmp_path):
     answers, jobs = concurrent_builds(tmp_path, 8)
     ids = [data["data"]["job_id"] for code, data in answers]
@@ -157,6 +160,7 @@ def test_concurrent_invocations_keep_every_job(tmp_path):
     assert sorted(jobs) == sorted(ids), "a build's job is missing from the state"
 
 
+@pytest.mark.slow
 def test_the_unlocked_mutant_loses_jobs_under_the_same_load(tmp_path):
     # The check above has teeth: without the lock, concurrent builds collide.
     answers, jobs = concurrent_builds(tmp_path, 8, mutant="unlocked_state")

@@ -75,6 +75,7 @@ UNDER_THEIR_PROFILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, mutant, profile", UNDER_THEIR_PROFILE, ids=[f"{c[1]}:{c[2]}" for c in UNDER_THEIR_PROFILE]
 )

@@ -212,6 +212,7 @@ def _comparable(report: dict, counts: bool) -> dict:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "adapter, verdict", [("sequential:Reference", "pass"), ("sequential:cancel_finished_job", "fail")]
 )
@@ -283,6 +284,7 @@ def test_merged_shards_give_what_the_unsharded_run_of_the_same_seeds_gives(adapt
 
 
 # ------------------------------------------------------------ refusals
+@pytest.mark.slow
 def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
     one = ["thread-jobs", "--adapter", "sequential:Reference", "--no-stateful", "--scenario", "N1", "--scenario", "N2"]
     runs = {
@@ -341,6 +343,7 @@ def test_shard_and_workers_usage_errors(tmp_path):
 
 
 # ------------------------------------------------------------ --workers
+@pytest.mark.slow
 def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path):
     report_dir = tmp_path / "reports"
     code, text = _done(
@@ -379,6 +382,7 @@ def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path
     assert _report(tmp_path / "replayed")["scenarios"][0]["failure"]["kind"] == failure["kind"]
 
 
+@pytest.mark.slow
 def test_forked_and_spawned_workers_give_the_same_run(adapters, tmp_path):
     # On Linux workers are forked from the kit's process; CONFORMANCE_WORKER_START=spawn
     # starts each as a new interpreter (what macOS and Windows get). The same parts either way.
@@ -459,6 +463,7 @@ def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
     assert report["stateful"]["seed"] == 1 and 30 <= report["stateful"]["examples"] <= 40
 
 
+@pytest.mark.slow
 def test_workers_default_to_the_cores_and_every_replay_names_its_parts(adapters, tmp_path, monkeypatch):
     from conformance.workers import available_cores, parse_workers
 
@@ -549,6 +554,7 @@ def test_workers_default_to_the_cores_and_every_replay_names_its_parts(adapters,
     assert "shard" not in _report(tmp_path / "n1") and len(_report(tmp_path / "n1")["scenarios"]) == 1
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_worker_and_writes_the_merged_report(adapters, tmp_path):
     report_dir = tmp_path / "reports"
     proc = _kit(

@@ -26,6 +26,7 @@ def spec_with_retention_5(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_reference_keeping_20_fails_with_a_counterexample(spec_with_retention_5, tmp_path):
     report = run_conformance(RunConfig(spec_path=str(spec_with_retention_5), profile="quick", report_dir=str(tmp_path)))
     assert report["verdict"] == "fail" and report["exit_code"] == 1

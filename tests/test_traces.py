@@ -88,6 +88,7 @@ def test_an_edited_answer_fails_at_its_line(recorded, tmp_path):
     assert f">  {number:>5} | " in failure["message"] or f"> {number:>6} | " in failure["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_traces_recorded_from_each_mutant_fail_where_the_live_run_failed(spec, tmp_path):
     loaded = load_spec(resolve_spec(spec))
