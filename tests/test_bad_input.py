@@ -550,6 +550,7 @@ def _validate_fits_in(megabytes: int) -> bool:
     return result.returncode == 0
 
 
+@pytest.mark.slow
 def test_gigantic_file_is_refused_without_reading_it(tmp):
     if not _validate_fits_in(400):
         pytest.skip("the kit does not even load a good spec within a 400 MiB address space here")
@@ -562,6 +563,7 @@ def test_gigantic_file_is_refused_without_reading_it(tmp):
     assert f"over the {MAX_SPEC_BYTES}-byte limit" in flat(result.stderr), result.describe()
 
 
+@pytest.mark.slow
 def test_alias_bomb_is_refused(tmp):
     if not _validate_fits_in(400):
         pytest.skip("the kit does not even load a good spec within a 400 MiB address space here")
@@ -602,6 +604,7 @@ def test_long_paths_are_not_broken_across_lines(tmp):
     assert f"{spec}:{line_of(spec, 'pending_cancell')}: unknown state" in result.stderr, result.describe()
 
 
+@pytest.mark.slow
 def test_user_text_is_printed_verbatim(tmp):
     bracketed = tmp / "[draft]" / "spec.yaml"
     bracketed.parent.mkdir()
@@ -718,6 +721,7 @@ def test_raising_operation_is_an_implementation_error(tmp_path):
     assert "inspect_job raised RuntimeError: inspect exploded" in flat(result.stdout)
 
 
+@pytest.mark.slow
 def test_hanging_operation_times_out_and_the_run_goes_on(tmp_path):
     result, report_dir = run_adapter(tmp_path, "HangsOnInspect", *only("N2", "N1", "N10"), "--timeout", "0.5")
     assert result.returncode == 1, result.describe()
@@ -747,6 +751,7 @@ def test_failure_in_the_stateful_exploration_is_reported(tmp_path):
     assert "list_jobs: result.jobs breaks the result schema" in stateful["failure"]["message"]
 
 
+@pytest.mark.slow
 def test_hang_that_swallows_the_timeout_is_still_a_timeout(tmp_path):
     result, report_dir = run_adapter(tmp_path, "HangsSwallowingOnInspect", *only("N2"), "--timeout", "0.5")
     assert result.returncode == 1, result.describe()

@@ -191,6 +191,7 @@ def test_hook_manifest_is_valid_and_selects_spec_files():
     assert not re.search(hook["files"], "src/app.py") and not re.search(hook["files"], "config.yaml")
 
 
+@pytest.mark.slow
 def test_hook_entry_passes_good_specs_and_fails_bad_ones(tmp_path):
     hook = _hook()
     (tmp_path / "spec").mkdir()

@@ -59,6 +59,7 @@ def _git(repo: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_recipe_posts_the_diff_of_each_changed_spec_and_fails_on_a_missing_bump(tmp_path):
     repo = tmp_path / "repo"
     (repo / "spec").mkdir(parents=True)

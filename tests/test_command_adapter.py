@@ -182,6 +182,7 @@ def test_timeout_is_reported_and_the_process_group_killed(tmp_path):
         assert not _alive(pid), f"process {pid} of the timed-out command is still running"
 
 
+@pytest.mark.slow
 def test_a_background_process_holding_stdout_is_named(tmp_path):
     tool = write_tool(
         tmp_path,

@@ -276,6 +276,7 @@ def test_a_race_that_shows_in_few_replays_gets_more_tries_per_candidate():
     assert race_tries(0.05) == MAX_RACE_TRIES
 
 
+@pytest.mark.slow
 def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
     """A cancel that checks, releases its lock and acts only now and then (a
     quarter of the calls here, as a race that a loaded machine rarely
@@ -506,6 +507,7 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     ], kept
 
 
+@pytest.mark.slow
 def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go():
     """async-command next_id_crashes: `job status` of the id the next build
     will get crashes. The exploration named build-0010 after fifteen starts

@@ -89,6 +89,7 @@ def test_bad_gate_is_a_usage_error(tmp_path):
     assert result.exit_code == 2 and "transitions, states" in result.output
 
 
+@pytest.mark.slow
 def test_following_a_failed_gates_replay_reaches_the_same_coverage(tmp_path):
     """The replay command of a failed gate keeps the options that chose what
     ran (here --no-stateful): following it gives the run's coverage again."""

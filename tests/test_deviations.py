@@ -73,6 +73,7 @@ def test_path_patterns(pattern, path, matches):
     assert path_matches(pattern, path) is matches
 
 
+@pytest.mark.slow
 def test_without_a_deviations_file_the_difference_is_reported(tmp_path):
     proc = kit(
         "run", "thread-jobs", "--adapter", ADAPTER, "--no-stateful", "--report-dir", str(tmp_path / "r"), cwd=tmp_path
@@ -268,6 +269,7 @@ def test_a_broken_file_is_refused_with_file_and_line(tmp_path, entries, expected
     assert expected in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_file_for_another_spec_is_refused(tmp_path):
     path = deviations_file(tmp_path, [{"id": "D1", "reason": "x", "accept": {"path": "error"}}], spec="async-jobs")
     proc = kit(
@@ -284,6 +286,7 @@ def test_a_file_for_another_spec_is_refused(tmp_path):
     assert "the file is for spec 'async-jobs'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_avoided_inputs_are_never_sent_and_are_counted(tmp_path):
     path = deviations_file(
         tmp_path, [{"id": "NO-RETRY", "reason": "we never retry jobs", "avoid": {"operation": "retry_job"}}]
@@ -303,6 +306,7 @@ def test_avoided_inputs_are_never_sent_and_are_counted(tmp_path):
     assert entry["count"] > len(skipped) and report["deviations"]["avoided"] == entry["count"]
 
 
+@pytest.mark.slow
 def test_a_condition_narrows_what_is_accepted(tmp_path):
     # Only refusals of *completed* jobs are accepted: E6 (a completed job) passes; the
     # exploration also cancels failed, cancelled and timed-out jobs and reports that.
@@ -365,6 +369,7 @@ def test_a_condition_narrows_what_is_accepted(tmp_path):
     assert report_of(out)["deviations"]["entries"][0]["count"] == 0
 
 
+@pytest.mark.slow
 def test_check_trace_applies_accepted_deviations(tmp_path):
     kit(
         "run",

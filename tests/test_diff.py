@@ -35,6 +35,7 @@ def retention_5(text: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_retention_limit_20_to_5_is_stricter_and_names_b6_b7_b8(tmp_path):
     new = copy_thread_jobs(tmp_path, retention_5)
     result = CliRunner().invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml"), str(new), "--json"])

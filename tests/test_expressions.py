@@ -141,6 +141,7 @@ cel_values = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(a=cel_values, b=cel_values, c=cel_values, m=cel_values)
 def test_the_cel_subset_agrees_with_cel_on_every_value(a, b, c, m):

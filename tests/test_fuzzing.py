@@ -82,6 +82,7 @@ def test_the_exploration_is_a_test_pytest_runs_and_passes_on_the_reference(tmp_p
     assert "1 passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_spec_that_cannot_be_set_up_says_why(tmp_path):
     (tmp_path / "test_target.py").write_text(
         'from conformance import exploration_testcase\nTestX = exploration_testcase("no-such-spec")\n', encoding="utf-8"

@@ -173,6 +173,7 @@ def test_a_nondeterministic_failure_shows_both_answers_side_by_side(tmp_path):
 
 
 # ------------------------------------------------------- item 11: the kit crashes
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "adapter, phrase",
     [

@@ -406,6 +406,7 @@ def test_include_of_a_fifo_is_refused_without_blocking(tmp):
     assert time.monotonic() - started < 50
 
 
+@pytest.mark.slow
 def test_include_path_names_further_directories(tmp):
     """Item 9: a directory the user names in CONFORMANCE_INCLUDE_PATH may hold
     fragments; without it the same include is refused."""
@@ -452,6 +453,7 @@ def test_cel_error_at_run_time_is_a_spec_error_of_that_step(tmp, expression, phr
     ), (where, report["problems"])
 
 
+@pytest.mark.slow
 def test_a_runaway_comprehension_stops_at_the_cost_budget(tmp):
     """Item 10: six nested comprehensions in an invariant (20**6 iterations)
     stop at the evaluation's budget with a spec error, instead of hanging."""
@@ -490,6 +492,7 @@ def _refused_at_validate(tmp, pattern: str, replacement: str, marker: str):
     return spec, where, validated
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "pattern, replacement, marker, phrase",
     [
@@ -519,6 +522,7 @@ def test_a_condition_that_is_not_a_boolean_is_refused_at_validate(tmp, pattern, 
     assert any(p["where"] == where and phrase in p["message"] for p in report["problems"]), report["problems"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "pattern, replacement, marker, read",
     [

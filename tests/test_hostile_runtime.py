@@ -120,6 +120,7 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 
 
 # ------------------------------------------------------------------ item 2: close()
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "attr, kind, says",
     [
@@ -148,6 +149,7 @@ def test_close_that_hangs_or_exits_fails_the_run_with_a_report(tmp_path, attr, k
     assert failures and failures[0].get("type") == kind, ET.tostring(junit, encoding="unicode")[:2000]
 
 
+@pytest.mark.slow
 def test_close_hanging_after_a_timed_out_call_does_not_hang_the_restart(tmp_path):
     # N2 times out in inspect_job; starting N3 closes the implementation
     # (a restart), whose close() hangs as well; then the end of the run does.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT_SPEC = "thread-jobs"
@@ -22,6 +24,7 @@ class InitReset:
 '''
 
 
+@pytest.mark.slow
 def test_the_cli_names_what_the_constructor_was_doing(tmp_path):
     (tmp_path / "hanging.py").write_text(HANGING, encoding="utf-8")
     proc = subprocess.run(

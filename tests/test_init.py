@@ -89,6 +89,7 @@ def test_scaffolded_pytest_file_runs_from_anywhere(tmp_path, transport):
     assert "Traceback" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_every_operation_is_stubbed_with_its_args_result_and_errors(tmp_path):
     spec = load_spec(str(ROOT / "spec/async-jobs.yaml"))
     for transport, name in (("python", "async_jobs_adapter.py"), ("stdio-node", "async_jobs_adapter.js")):
@@ -132,6 +133,7 @@ def test_spec_by_path_is_written_relative_to_the_scaffold(tmp_path):
     assert "conformance_suite('../../specs/thread-jobs.yaml'" in test_file
 
 
+@pytest.mark.slow
 def test_init_refuses_to_overwrite_and_reports_bad_input(tmp_path):
     assert _conformance("init", "thread-jobs", "--dir", "a", cwd=tmp_path).returncode == 0
     proc = _conformance("init", "thread-jobs", "--dir", "a", cwd=tmp_path)

@@ -59,6 +59,7 @@ def test_all_profiles_reports_each_profile(tmp_path):
     assert "every profile: all killed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_profile_choice_mistakes_are_usage_errors():
     unknown = mutants("thread-jobs", "--adapter-opt", "profile=nope", timeout=120)
     assert unknown.returncode == 2 and "no profile 'nope'" in unknown.stderr

@@ -22,6 +22,7 @@ def test_node_selftest_passes():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_node_implementation_conforms(tmp_path):
     proc = subprocess.run(
         [

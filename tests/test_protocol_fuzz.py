@@ -87,6 +87,7 @@ def test_random_json_gives_a_response_or_a_protocol_error(value, ending):
         assert isinstance(out, ProtocolError)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.dictionaries(

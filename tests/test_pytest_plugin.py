@@ -53,6 +53,7 @@ def test_suite_by_name_reports_items_at_the_users_test_file(pytester):
     assert {(c.get("file"), c.get("line")) for c in cases} == {("test_my_runtime.py", "2")}
 
 
+@pytest.mark.slow
 def test_spec_path_is_relative_to_the_test_file_then_rootdir(pytester, monkeypatch):
     _project(pytester)
     for where in ("tests/specs", "shared"):
@@ -85,6 +86,7 @@ def test_unreadable_spec_is_one_failing_item_without_traceback(pytester):
     result.stdout.no_fnmatch_line("*Traceback*")
 
 
+@pytest.mark.slow
 def test_mutant_fails_its_scenario_with_a_readable_failure(pytester):
     _project(pytester)
     pytester.makepyfile(
@@ -210,6 +212,7 @@ def test_ini_entry_settings():
     ) == ("spec/x.yaml", "mine", "node my adapter.js", {"profile": "p", "k": "v=w"}, "deep", 7, 2.5, False)
 
 
+@pytest.mark.slow
 def test_ini_option_in_pytest_ini(pytester):
     pytester.makefile(
         ".ini",
@@ -227,6 +230,7 @@ def test_ini_option_in_pytest_ini(pytester):
     result.stdout.no_fnmatch_line("pytest.ini::tj[[]stateful[]]")
 
 
+@pytest.mark.slow
 def test_skips_point_at_the_suite_with_a_readable_reason(pytester):
     _project(pytester)
     pytester.makepyfile(

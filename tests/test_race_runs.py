@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from cli_result import kit as run_kit
 
 from conformance.engine.scenarios import RACE_RUNS, race_runs_of
@@ -29,6 +30,7 @@ def test_only_scenarios_that_race_calls_are_repeated():
     assert race_runs_of(by_id["B2"], default=3) == 3
 
 
+@pytest.mark.slow
 def test_a_race_that_fails_in_the_third_run_only_is_caught(tmp_path):
     once = kit(
         "run",

@@ -221,6 +221,7 @@ def test_the_worker_is_detached_and_settles_the_job_itself(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_cli_run_and_replay_commands_name_the_config(tmp_path):
     command = [
         sys.executable,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_result import kit as run_kit
 
 from conformance.engine.stateful import in_call_order
@@ -31,6 +32,7 @@ def test_keys_first_seen_in_a_concurrent_group_are_ordered_by_the_call_that_got_
     assert in_call_order([1, "x", "job-3"], [{"ok": True}, {"id": "job-3"}]) == ["job-3", 1, "x"]
 
 
+@pytest.mark.slow
 def test_a_failure_the_replay_does_not_repeat_keeps_its_kind_and_evidence(tmp_path):
     proc = run_kit(
         "run",

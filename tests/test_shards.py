@@ -330,6 +330,7 @@ def test_merge_reports_refuses_shards_it_cannot_merge(adapters, tmp_path):
     assert [s["id"] for s in merged["scenarios"]] == ["N1", "N2"] and merged["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_shard_and_workers_usage_errors(tmp_path):
     for args, said in (
         (["--shard", "3/2"], "I must be between 1 and N"),
@@ -436,6 +437,7 @@ def test_forked_and_spawned_workers_give_the_same_run(adapters, tmp_path):
     assert code == 2 and "CONFORMANCE_WORKER_START 'thread'" in text and "Traceback" not in text, text
 
 
+@pytest.mark.slow
 def test_workers_one_is_a_run_in_one_process(adapters, tmp_path):
     code, text = _done(
         _kit(

@@ -111,6 +111,7 @@ def assert_went_on(run: Run, minimum_passed: int = 1) -> None:
 
 
 # ------------------------------------------------------------ correct programs
+@pytest.mark.slow
 def test_the_python_example_passes_scenarios_and_stateful(tmp_path):
     run = run_kit(tmp_path, EXAMPLE, "--profile", "quick")
     assert run.code == 0, run.out
@@ -126,6 +127,7 @@ def test_the_python_example_passes_scenarios_and_stateful(tmp_path):
     assert {s["id"] for s in report["scenarios"] if s["verdict"] == "skip"} == {"B1", "B2", "B4", "B12", "B13", "R2"}
 
 
+@pytest.mark.slow
 def test_a_concurrent_program_answering_out_of_order_passes(tmp_path):
     run = run_kit(tmp_path, fixture("concurrent"), "--no-stateful")
     assert run.code == 0, run.out
@@ -134,6 +136,7 @@ def test_a_concurrent_program_answering_out_of_order_passes(tmp_path):
 
 
 # ------------------------------------------------------------ misbehaving programs
+@pytest.mark.slow
 def test_a_program_exiting_mid_run_is_reported_with_status_and_stderr_and_restarted(tmp_path):
     command = fixture("exits_midrun")
     run = run_kit(tmp_path, command, "--no-stateful")
@@ -161,6 +164,7 @@ def test_a_crash_during_the_stateful_exploration_is_an_implementation_error(tmp_
     assert "exited with status 3" in failure["message"]
 
 
+@pytest.mark.slow
 def test_a_hung_program_times_out_is_killed_and_the_run_goes_on(tmp_path):
     tag = f"hang-{uuid.uuid4().hex}"
     run = run_kit(tmp_path, fixture("hangs", tag), "--no-stateful")
@@ -251,6 +255,7 @@ def test_a_report_with_nondeterminism_validates(tmp_path):
     assert [p for p in run.report["problems"] if p["kind"] == "report-error"] == []
 
 
+@pytest.mark.slow
 def test_nondeterminism_in_the_stateful_exploration(tmp_path):
     run = run_kit(tmp_path, fixture("nondeterministic"), "--no-scenarios", "--profile", "quick")
     assert run.code == 1, run.out
@@ -318,6 +323,7 @@ def test_adapter_cmd_excludes_adapter(tmp_path):
     assert "cannot be combined with --adapter" in proc.stderr
 
 
+@pytest.mark.slow
 def test_replay_commands_use_adapter_cmd_and_work(tmp_path):
     command = fixture("bad_schema")
     run = run_kit(tmp_path, command, "--no-stateful", "--scenario", "N2")

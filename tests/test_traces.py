@@ -59,6 +59,7 @@ def recorded(tmp_path_factory):
     return base
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_traces_recorded_from_a_reference_pass(recorded, spec, tmp_path):
     traces = sorted((recorded / spec).glob("*.jsonl"))
@@ -319,6 +320,7 @@ def test_trace_writer_writes_what_check_trace_reads(tmp_path):
     assert len(path.read_text().splitlines()) == 5
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("node") is None, reason="Node.js is not installed")
 def test_the_node_runtime_records_its_own_trace_and_it_checks(tmp_path):
     root = Path(__file__).resolve().parents[1]
