@@ -35,7 +35,13 @@ __all__ = ["replay", "check_trace", "merge_reports_command"]
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.argument("steps_file", type=click.Path(dir_okay=False))
 @with_options(adapter_options)
-@click.option("--report-dir", default="reports", show_default=True, type=click.Path(file_okay=False))
+@click.option(
+    "--report-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Where the replay's reports go (default: a replay/ directory beside STEPS_FILE, so the run "
+    "that wrote it keeps its reports).",
+)
 @deviations_option
 def replay(
     spec: str,
@@ -45,7 +51,7 @@ def replay(
     adapter_cmd: str | None,
     adapter_cli: str | None,
     timeout_s: float,
-    report_dir: str,
+    report_dir: str | None,
     deviations: str | None,
 ) -> None:
     """Replay a counterexample STEPS_FILE (written by a failed run) against an
@@ -58,6 +64,7 @@ def replay(
     from ..adapters.python import parse_options
 
     spec_file(spec)
+    counterexample_file(steps_file)
     check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
     config = RunConfig(
         spec_path=spec,
@@ -65,7 +72,7 @@ def replay(
         adapter_options=parse_options(adapter_opts),
         adapter_cmd=adapter_cmd,
         adapter_cli=adapter_cli,
-        report_dir=report_dir,
+        report_dir=report_dir if report_dir is not None else replay_report_dir(steps_file),
         stateful=False,
         replay_file=steps_file,
         timeout_s=timeout_s,
@@ -74,6 +81,22 @@ def replay(
     )
     report = run_conformance(config)
     finish(report)
+
+
+def counterexample_file(steps_file: str) -> None:
+    """A STEPS_FILE that is not there is a usage error that names it, before
+    anything runs or is written."""
+    if not os.path.isfile(steps_file):
+        raise click.UsageError(
+            f"cannot read counterexample file {steps_file}: no such file (a failed run prints the "
+            f"path of each counterexample it wrote, and lists them in its report)"
+        )
+
+
+def replay_report_dir(steps_file: str) -> str:
+    """The default report directory of a replay: replay/ beside the file, so
+    replaying a counterexample never clears the reports it came with."""
+    return os.path.join(os.path.dirname(steps_file) or ".", "replay")
 
 
 @cli.command("check-trace")

@@ -408,7 +408,7 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
             min_coverage=config.min_coverage,
         )
     if config.report_dir:
-        _clear_reports(config.report_dir, report)
+        _clear_reports(config.report_dir, report, keep=_inputs(config))
     tracker = _Tracker()
     prepared = None
     threads_before = set(threading.enumerate())
@@ -678,13 +678,19 @@ def _exception_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _clear_reports(report_dir: str, report: dict) -> None:
+def _inputs(config: RunConfig) -> list[str]:
+    """The files a run reads that may sit in its report directory (a replayed
+    counterexample above all): clearing the old reports never removes them."""
+    return [path for path in (config.replay_file, config.spec_path, config.deviations) if path]
+
+
+def _clear_reports(report_dir: str, report: dict, keep: list[str] | None = None) -> None:
     """Remove the previous run's reports first: a run that ends early must
     never leave an earlier verdict behind for CI to publish."""
     from ..reporting import clear_reports
 
     try:
-        clear_reports(report_dir)
+        clear_reports(report_dir, keep or ())
     except OSError as exc:
         report["problems"].append(
             {

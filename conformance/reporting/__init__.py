@@ -8,6 +8,7 @@ modules, so the writers can re-render a stored report.json on their own.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from .bounded import VALUES_DIR, bound_report
@@ -53,14 +54,17 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def clear_reports(report_dir: str | os.PathLike) -> None:
+def clear_reports(report_dir: str | os.PathLike, keep: Iterable[str | os.PathLike] = ()) -> None:
     """Remove the reports (and counterexample files) an earlier run left in
-    ``report_dir``, so a run that ends early never shows an old verdict."""
+    ``report_dir``, so a run that ends early never shows an old verdict.
+    The files in ``keep`` (the run's own inputs: the counterexample it
+    replays, its spec, its deviations) are never removed."""
     out_dir = Path(report_dir)
     if not out_dir.is_dir():
         return
+    inputs = {os.path.realpath(path) for path in keep}
     for path in [out_dir / name for name in FILE_NAMES.values()] + sorted(out_dir.glob("counterexample-*.yaml")):
-        if path.is_file() or path.is_symlink():
+        if (path.is_file() or path.is_symlink()) and os.path.realpath(path) not in inputs:
             path.unlink(missing_ok=True)
     values = out_dir / VALUES_DIR
     if values.is_dir() and not values.is_symlink():
