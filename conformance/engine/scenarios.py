@@ -20,6 +20,7 @@ from statemachines import (
     first_difference,
     render,
 )
+from statemachines.tools.dryrun import scenario_operations
 
 from ..errors import AdapterLoadError
 from .compare import without_path
@@ -51,12 +52,12 @@ def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
         names = sorted(set(re.findall(r"params\.(\w+)", scenario.assumes.source)))
         here = ", ".join(f"{n} = {json.dumps(params.get(n))}" for n in names if n in params)
         because = f"it assumes {scenario.assumes.source}" + (f"; here {here}" if here else "")
-        absent = _operations(scenario.steps) - spec.offered_operations(params)
+        absent = scenario_operations(scenario.steps) - spec.offered_operations(params)
         # `not_applicable` is written for parameters that offer the scenario's operations (its own
         # surface); for another surface it would name the wrong cause and an equivalent that does not run.
         why = "" if absent else getattr(scenario, "not_applicable", "")
         return f"{why} ({because})" if why else because
-    absent = sorted(_operations(scenario.steps) - spec.offered_operations(params))
+    absent = sorted(scenario_operations(scenario.steps) - spec.offered_operations(params))
     if absent:
         return f"it calls {', '.join(absent)}, which these parameters do not offer"
     return None
@@ -199,19 +200,6 @@ def run_scenario(
         session.head_start = -1
     passed = f"passed all {runs} runs (it races calls)" if runs > 1 else None
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed)
-
-
-def _operations(steps: list) -> set[str]:
-    """Every operation a scenario's steps call."""
-    names: set[str] = set()
-    for step in steps:
-        if isinstance(step, CallStep):
-            names.add(step.operation)
-        elif isinstance(step, ConcurrentStep):
-            names.update(call.operation for call in step.calls)
-        elif isinstance(step, RepeatStep):
-            names |= _operations(step.steps)
-    return names
 
 
 # Failures that are evidence by themselves: a race that broke an invariant
