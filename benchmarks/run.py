@@ -330,7 +330,7 @@ def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, st
             self.machine.now += int(ms)
             adapter.set_clock(self.machine.now)
 
-        def concurrently(self, calls: list) -> None:
+        def concurrently(self, calls: list, lead: int = -1) -> None:
             stats.adapter_calls += len(calls)
             if concurrency == "sequential":
                 responses = [adapter.call(op, args) for op, args in calls]

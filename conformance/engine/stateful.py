@@ -385,7 +385,11 @@ class Explorer:
         if kind == "derived":
             kind, what = "concurrent", self.derived[self.derived_index(data)]
         if kind == "concurrent":
-            return kind, what, [self.args_plan(op)[0](data) for op in what["calls"]]
+            raws = [self.args_plan(op)[0](data) for op in what["calls"]]
+            # Which call leads the race (Session.head_start): drawn, so one seed
+            # tries every order of a group instead of the scheduler's favourite
+            # one (0, where shrinking goes, is the last call, the default lead).
+            return kind, what, raws, data.draw_integer(0, len(what["calls"]) - 1)
         plan = self.batch_plan(what)
         n = plan["count"](data)
         shared = {name: drawer(data) for name, drawer in plan["shared"].items()}
@@ -412,8 +416,9 @@ class Driver:
         """Move the virtual clock by ``ms``."""
         raise NotImplementedError
 
-    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None:
-        """The calls made at once: their answers, in call order (None: none was made)."""
+    def concurrently(self, calls: list[tuple[str, dict]], lead: int = -1) -> list | None:
+        """The calls made at once: their answers, in call order (None: none was
+        made). Call ``lead`` (counted from the end when negative) starts first."""
         raise NotImplementedError
 
 
@@ -443,12 +448,16 @@ class _Checked(Driver):
     def advance(self, ms: int) -> None:
         self.check(self.session.advance(ms))
 
-    def concurrently(self, calls: list[tuple[str, dict]]) -> list | None:
+    def concurrently(self, calls: list[tuple[str, dict]], lead: int = -1) -> list | None:
         calls = [(op, args) for op, args in calls if self.session.avoided(op, args) is None]
         if len(calls) == 1:
             return [self.call(*calls[0])]
         if calls:
-            responses, failure = self.session.call_concurrently(calls)
+            self.session.head_start = lead
+            try:
+                responses, failure = self.session.call_concurrently(calls)
+            finally:
+                self.session.head_start = -1
             self.check(failure)
             return responses
         return None
@@ -512,9 +521,10 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
     elif kind == "concurrent":
         shared: dict = {}
         calls = []
+        lead = step[3] - 1  # drawn 0 is the last call, 1 the first, ...
         if what.get("identical"):  # the same call twice (a derived race): the first one's arguments for all
             args = explorer.resolve_args(what["calls"][0], step[2][0], keys)
-            machine.group_answers = driver.concurrently([(op, copy.deepcopy(args)) for op in what["calls"]])
+            machine.group_answers = driver.concurrently([(op, copy.deepcopy(args)) for op in what["calls"]], lead)
             return
         for op, raw in zip(what["calls"], step[2]):
             args = explorer.resolve_args(op, raw, keys)
@@ -524,7 +534,7 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
                 elif name in args:
                     shared[name] = args[name]
             calls.append((op, args))
-        machine.group_answers = driver.concurrently(calls)
+        machine.group_answers = driver.concurrently(calls, lead)
     elif kind == "batch":
         _carry_out_batch(explorer, step, machine, driver)
 
