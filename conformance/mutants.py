@@ -26,6 +26,7 @@ class MutantResult:
     exploration_message: str | None
     error: str | None = None
     counterexample_steps: int | None = None  # steps of the exploration's (reduced) counterexample
+    errored_scenarios: list[str] = dataclasses.field(default_factory=list)  # of killed_by_scenarios: errors, not fails
 
     @property
     def killed(self) -> bool:
@@ -78,6 +79,7 @@ def run_mutant(
     shrink_s: float = 0.0,
     reduce_s: float = 0.0,
     options: dict | None = None,
+    record_dir: str | None = None,
 ) -> MutantResult:
     """Run the scenarios, then the exploration alone, against one mutant.
     ``profile`` is the exploration's depth (quick, ci, deep); ``options`` are
@@ -85,7 +87,8 @@ def run_mutant(
     profile of the spec). Hypothesis's shrinking and the replay reduction are
     off by default: whether the exploration finds the bug is what counts
     here. With ``reduce_s``, the failure found is reduced by replaying it and
-    ``counterexample_steps`` says how many steps it kept."""
+    ``counterexample_steps`` says how many steps it kept. With ``record_dir``,
+    the scenarios' traces are recorded there (one file per scenario)."""
     factory = functools.partial(mutant.factory, **options) if options else mutant.factory
     base = RunConfig(
         spec_path=spec_path,
@@ -98,7 +101,7 @@ def run_mutant(
         shrink_s=shrink_s,
         reduce_s=reduce_s,
     )
-    scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False)))
+    scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False, record_dir=record_dir)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
         return MutantResult(name, mutant.description, [], False, None, None, error=problems)
@@ -114,6 +117,7 @@ def run_mutant(
         failure.get("kind"),
         (failure.get("message") or "").splitlines()[0] if failure else None,
         counterexample_steps=_steps(failure.get("steps")) if failure else None,
+        errored_scenarios=[s["id"] for s in scenarios["scenarios"] if s["verdict"] == "error"],
     )
 
 

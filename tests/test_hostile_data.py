@@ -136,7 +136,7 @@ def test_a_program_printing_nan_is_a_protocol_failure_naming_the_path(tmp_path):
 
 
 def test_nan_found_by_the_exploration_still_writes_every_report(tmp_path):
-    result = run(tmp_path / "r", "NanInUncomparedField", "--no-scenarios", timeout=240)
+    result = run(tmp_path / "r", "NanInUncomparedField", "--no-scenarios", "--max-failures", "1", timeout=240)
     assert_clean(result)
     assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["stateful"]["failure"]
@@ -309,7 +309,7 @@ def test_an_unwritable_report_directory_keeps_the_verdict(tmp_path):
 def test_an_unwritable_counterexample_does_not_crash_the_exploration(tmp_path):
     (tmp_path / "file").write_text("")
     report_dir = tmp_path / "file" / "reports"
-    result = run(report_dir, "InspectWrongInSeveralFields", "--no-scenarios", timeout=240)
+    result = run(report_dir, "InspectWrongInSeveralFields", "--no-scenarios", "--max-failures", "1", timeout=240)
     assert result.returncode == 1, result.describe()
     assert_clean(result)
     assert "Verdict: FAIL" in result.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance.mutants import load_mutants, run_mutant
+from conformance.traces import check_trace_run
 from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,14 +44,16 @@ def longest_acceptable(shortest: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec, name", CASES, ids=[f"{Path(s).stem}:{n}" for s, n in CASES])
-def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_counterexample(spec, name):
+def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_counterexample(spec, name, tmp_path):
     mutant = SPECS_WITH_MUTANTS[spec][name]
     assert mutant.shortest, f"{name} declares no shortest counterexample (Mutant.shortest)"
     # The ci profile is what `conformance run` and `conformance mutants` use by default. The failure
     # found is reduced by replaying it (first without Hypothesis's shrinking, which is slower).
-    result = run_mutant(spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_s=30)
+    record = tmp_path / "traces"
+    result = run_mutant(spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_s=30, record_dir=str(record))
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
+    assert_traces_fail_where_the_live_run_failed(spec, name, record, result)
     # Races and thread-scheduled ids make a seed's path vary between processes and under load
     # (CI runs of 2026-11-23 missed job-manager.list_not_acknowledging with seeds 1 and 2, and
     # took task-table.fires_in_start_order down a 176-step path with seed 1, where a re-run of the
@@ -84,6 +87,19 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
         f"(at most {longest_acceptable(mutant.shortest)} accepted; (seed, steps) tried: {tried}): "
         f"{result.exploration_message}"
     )
+
+
+def assert_traces_fail_where_the_live_run_failed(spec: str, name: str, record: Path, result) -> None:
+    """Passive conformance (docs/traces.md): the traces the scenario run recorded,
+    checked offline by `check-trace`, fail exactly the scenarios that failed live."""
+    failed_live = set(result.killed_by_scenarios) - set(result.errored_scenarios)
+    checked = check_trace_run(spec, sorted(str(p) for p in record.glob("*.jsonl")), None)
+    failed_offline = {Path(s["id"].split(":")[0]).stem for s in checked["scenarios"] if s["verdict"] == "fail"}
+    # a scenario that errored live (the mutant raised, timed out) left no answer to record
+    failed_offline -= set(result.errored_scenarios)
+    assert failed_offline == failed_live, (name, failed_live, failed_offline)
+    if failed_live:
+        assert checked["exit_code"] == 1
 
 
 def test_the_acceptable_length_follows_the_targets():
