@@ -37,7 +37,8 @@ class _Counts:
         self.started = time.monotonic()
         self.scenarios_total = self.scenarios_done = 0
         self.examples_total = self.examples_done = 0
-        self.failures = 0
+        self.failures = 0  # the scenarios'
+        self.stateful_failures = 0  # the exploration's, found so far
         self.not_applicable = 0
         self.phase = "starting"
 
@@ -47,7 +48,7 @@ class _Counts:
             parts.append(f"scenarios {self.scenarios_done}/{self.scenarios_total}")
         if self.examples_total:
             parts.append(f"examples {self.examples_done}/{self.examples_total}")
-        parts.append(f"failures {self.failures}")
+        parts.append(f"failures {self.failures + self.stateful_failures}")
         parts.append(f"elapsed {time.monotonic() - self.started:.0f}s")
         return "progress: " + ", ".join(parts)
 
@@ -105,6 +106,10 @@ class PlainProgress(RunnerProgress):
     def stateful_example(self, count: int) -> None:
         self.counts.examples_done = count
 
+    def stateful_phase(self, phase: str, failures: int) -> None:
+        self.counts.phase, self.counts.stateful_failures = phase, failures
+        self._say(self.counts.line())
+
 
 class BarProgress(RunnerProgress):
     """rich's live bars, for a terminal."""
@@ -148,6 +153,11 @@ class BarProgress(RunnerProgress):
     def stateful_example(self, count: int) -> None:
         if self.stateful_task is not None:
             self.progress.update(self.stateful_task, completed=count)
+
+    def stateful_phase(self, phase: str, failures: int) -> None:
+        if self.stateful_task is not None:
+            found = f", {failures} failure{'s' if failures != 1 else ''}" if failures else ""
+            self.progress.update(self.stateful_task, description=f"stateful: {phase}{found}")
 
 
 class _Silent(RunnerProgress):

@@ -18,7 +18,7 @@ from cli_result import kit
 
 from conformance.engine.failures import Failure, signature
 from conformance.engine.reduce import _simpler_values
-from conformance.engine.runner import RunConfig, run_conformance
+from conformance.engine.runner import Progress, RunConfig, run_conformance
 from conformance.mutants import load_mutants
 from conformance.specs import resolve_spec
 from statemachines import load_spec
@@ -188,11 +188,32 @@ def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_
 
     TwoBugsAdapter = _sequential(_load(Path(__file__).resolve().parent / "fixtures" / "two_bugs.py", "TwoBugsAdapter"))
 
-    report = _explore(tmp_path, "two-bugs", TwoBugsAdapter, max_failures=3, shrink_s=10)
+    phases = _Phases()
+    report = run_conformance(
+        RunConfig(
+            spec_path="thread-jobs",
+            adapter_factory=TwoBugsAdapter,
+            adapter_label="two-bugs",
+            scenarios=False,
+            profile="ci",
+            report_dir=str(tmp_path / "two-bugs"),
+            max_failures=3,
+            shrink_s=10,
+        ),
+        phases,
+    )
     assert validate_report({k: v for k, v in report.items() if not k.startswith("_")}) == []
     stateful = report["stateful"]
     failures = [stateful["failure"], *stateful.get("more_failures", [])]
     assert len(failures) >= 2, [f["message"].splitlines()[0] for f in failures]
+    lengths = [
+        len(yaml.safe_load(Path(f["counterexample_file"]).read_text(encoding="utf-8"))["steps"]) for f in failures
+    ]
+    assert lengths == sorted(lengths), lengths  # the headline is the shortest counterexample
+    # The progress display is told each phase, and how many failures were found by then.
+    assert phases.seen[0] == ("exploring", 0), phases.seen
+    assert ("shrinking", 1) in phases.seen and ("reducing", 1) in phases.seen, phases.seen
+    assert ("looking for more", 1) in phases.seen and ("reducing", 2) in phases.seen, phases.seen
     signatures = [sig(Failure(**{k: f[k] for k in ("kind", "message", "operation", "path")})) for f in failures]
     assert len(set(signatures)) == len(signatures)  # distinct: kind, operation, path
     operations = {f["operation"] for f in failures}
@@ -201,6 +222,16 @@ def test_max_failures_reports_each_distinct_bug_with_its_own_counterexample(tmp_
     assert len(set(files)) == len(files) and all(p.is_file() for p in files)
     assert files[1].name == "counterexample-stateful-2.yaml"
     assert all(f["replay"].startswith("conformance replay") for f in failures)
+
+
+class _Phases(Progress):
+    """The exploration's phases as the progress display is told them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def stateful_phase(self, phase: str, failures: int) -> None:
+        self.seen.append((phase, failures))
 
 
 def _session_for(adapter_class):
@@ -930,6 +961,9 @@ def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_
     assert [(f["operation"], f["path"]) for f in failures] == [("observe_progress", "result.status")], [
         f["message"].splitlines()[0] for f in failures
     ]
+    # What it leaves behind may be listed, but only under it, as symptoms of the one cause.
+    for symptom in failures[0].get("symptoms", []):
+        assert Path(symptom["counterexample_file"]).is_file(), symptom
     assert seen.runs >= 2, seen.runs  # the search for distinct failures did run after the first one
 
 

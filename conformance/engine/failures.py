@@ -54,9 +54,15 @@ class Failure:
     seed: int | None = None
     replay: str | None = None
     counterexample_file: str | None = None
+    # Other failures the kit showed to share this one's cause (engine/causes.py),
+    # each as a report lists a failure; this one, the shortest, is their headline.
+    symptoms: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if not out["symptoms"]:
+            del out["symptoms"]
+        return out
 
     def headline(self) -> str:
         return self.message.splitlines()[0] if self.message else self.kind

@@ -35,14 +35,16 @@ from typing import Any
 
 import yaml
 
-from statemachines import ExpressionError, Spec, SpecError, load_replay_file, load_spec, resolve_parameters
+from statemachines import ExpressionError, Spec, SpecError, load_replay_file, resolve_parameters
 
 from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
+from .causes import group_by_cause
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
 from .interrupts import checkpoint
+from .loaded_specs import load_spec_once
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 from .stateful import PROFILES, run_stateful
@@ -134,6 +136,9 @@ class Progress:
     def scenario_done(self, outcome: ScenarioOutcome) -> None: ...
     def stateful_started(self, max_examples: int) -> None: ...
     def stateful_example(self, count: int) -> None: ...
+    def stateful_phase(self, phase: str, failures: int) -> None:
+        """The exploration entered ``phase`` (exploring, shrinking, reducing,
+        looking for more) with ``failures`` found so far."""
 
 
 @dataclass
@@ -225,7 +230,7 @@ def hand_over_spec(path: str, spec: Any) -> None:
 def prepare(config: RunConfig) -> Prepared:
     """Load the spec and start the implementation; raise SpecError or AdapterLoadError."""
     path = resolve_spec(config.spec_path)
-    spec = _HANDED_OVER.pop(os.path.realpath(path), None) or load_spec(path)
+    spec = _HANDED_OVER.pop(os.path.realpath(path), None) or load_spec_once(path)
     target = (
         config.adapter_label
         or config.adapter
@@ -936,6 +941,7 @@ class _Run:
         _reset(session.model.coverage)  # coverage of the exploration alone
         if examples == 0:  # more parts than the profile has examples
             return self.empty_part(index, count, seed)
+        watch.enter("exploring")
         outcome = run_stateful(
             self.spec,
             session,
@@ -981,9 +987,14 @@ class _Run:
         """The part's failure reduced, the distinct ones after it (--max-failures),
         each described; returns those after the first."""
         more: list[Failure] = []  # the distinct failures after the first, as they are found
+        met: dict[int, set[tuple]] = {}  # per failure (id), the other failures its reduction met
         if outcome.failure is not None and outcome.verdict == "fail":
+            watch.enter("reducing")  # counts the failure found
             if outcome.failure.steps:
-                self.reduce_found(outcome)
+                reduced = self.reduce_found(outcome)
+                met[id(reduced)] = self.met_first
+            if self.config.max_failures > 1:
+                watch.enter("looking for more")
             _search_more(
                 self.config,
                 self.spec,
@@ -998,26 +1009,34 @@ class _Run:
                 seed=seed,
                 max_examples=examples,
                 describe=lambda failure, number: self.describe_failure(failure, number=number, part=part),
+                met=met,
+                phase=watch.enter,
             )
-        if outcome.failure is not None:
-            self.describe_failure(outcome.failure, part=part)
-        for number, failure in enumerate(more, 2):
+        if outcome.failure is None:
+            return more
+        causes = group_by_cause([outcome.failure, *more], met) if more else [outcome.failure]
+        outcome.failure, more = causes[0], causes[1:]
+        for number, failure in enumerate([*causes, *(s for c in causes for s in c.symptoms)], 1):
             self.describe_failure(failure, number=number, part=part)
         return more
 
-    def reduce_found(self, outcome: Any) -> None:
-        """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
+    def reduce_found(self, outcome: Any) -> Failure:
+        """The failure Hypothesis shrank, made smaller by replaying it
+        (engine/reduce.py); the other failures the reduction met go to
+        ``met_first``."""
         from .reduce import explain_race, reduce_failure
 
         budget = _reduce_budget(self.config)
         self.tracker.phase = "stateful"  # an interrupt now still reports the failure found
+        self.met_first: set[tuple] = set()
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
-            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget)
+            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget, others=self.met_first)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
+        return outcome.failure
 
     def describe_failure(self, failure: Failure, number: int = 1, part: tuple | None = None) -> None:
         _describe_stateful_failure(
@@ -1067,8 +1086,25 @@ class _ExampleWatch:
         self.mark = _mark(config)
         self.output: dict | None = None
         self.examples_before = 0  # examples of the parts already run
+        self.phase = ""
+        self.failures = 0  # the exploration's failures found so far, all parts
+        self.counted = False  # the failure of the exploration running now is counted
 
-    def on_example(self, count: int) -> None:
+    def enter(self, phase: str) -> None:
+        """The exploration's phase, for the progress display: exploring,
+        shrinking, reducing, looking for more. A failure is counted when its
+        shrinking or its reduction starts (once)."""
+        if phase in ("exploring", "looking for more"):
+            self.counted = False
+        elif not self.counted:
+            self.failures, self.counted = self.failures + 1, True
+        if phase != self.phase:
+            self.phase = phase
+            self.progress.stateful_phase(phase, self.failures)
+
+    def on_example(self, count: int, shrinking: bool = False) -> None:
+        if shrinking and self.phase in ("exploring", "looking for more"):
+            self.enter("shrinking")
         self.tracker.examples = self.examples_before + count
         self.output = _output_since(self.config, self.mark) or self.output
         self.mark = _mark(self.config)
@@ -1252,6 +1288,8 @@ def _search_more(
     seed: int,
     max_examples: int | None,
     describe: Callable[[Failure, int], None],
+    met: dict[int, set[tuple]],
+    phase: Callable[[str], None] | None = None,
 ) -> None:
     """``_more_failures`` into ``more``, so that what it finds is never lost:
     the failures found before it are complete, so an interrupt reports them
@@ -1269,6 +1307,8 @@ def _search_more(
             seed=seed,
             max_examples=max_examples,
             more=more,
+            met=met,
+            phase=phase,
         )
     except KeyboardInterrupt as exc:
         for number, failure in enumerate(more, 2):
@@ -1303,6 +1343,8 @@ def _more_failures(
     seed: int | None = None,
     max_examples: int | None = None,
     more: list[Failure] | None = None,
+    met: dict[int, set[tuple]] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
@@ -1316,14 +1358,16 @@ def _more_failures(
     from .reduce import explain_race, reduce_failure, steps_of_trace
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
+    met = {} if met is None else met
+    phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
     known = {signature(outcome.failure)}
     masked = outcome.failure  # the failure masked next
     budget = _reduce_budget(config)
     first_seed = config.seed if seed is None else seed
-    tries = 0
+    tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
     try:
         while (
-            1 + len(more) < config.max_failures
+            1 + distinct < config.max_failures
             and tries < config.max_failures + 1
             and masked.kind == "divergence"
             and masked.path
@@ -1345,6 +1389,7 @@ def _more_failures(
             )
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
+            phase("reducing")
             failure = (
                 _unmasked(session, functools.partial(explain_race, session, again.failure))
                 if again.failure.kind == "linearizability"
@@ -1352,18 +1397,23 @@ def _more_failures(
             )
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
-            failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
+            others: set[tuple] = set()
+            failure = reduce_failure(session, failure, budget_s=budget, others=others)  # keeps its signature
             known.add(signature(failure))
             masked = failure
+            failure.seed = seed
             first = _unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
             if first is not None and signature(first) in known - {signature(failure)}:
-                continue  # a consequence of a failure reported already
-            failure.seed = seed
-            failure.message += (
-                f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
-                f"{1 + len(more)} failure(s) reported before it)"
-            )
+                others.add(signature(first))  # a consequence of a failure found already: one of its symptoms
+            else:
+                distinct += 1
+                failure.message += (
+                    f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
+                    f"{distinct} failure(s) found before it)"
+                )
+            met[id(failure)] = others
             more.append(failure)
+            phase("looking for more")
     finally:
         session.known_failures.clear()
     return more
@@ -1403,7 +1453,7 @@ def _describe_stateful_failure(
     """The exploration's failure gets its seed, a counterexample file and the
     commands that replay it. ``part``: (index, count, seed) of the part of a
     run in parts that found it (its file is renamed once all parts ran)."""
-    seed = failure.seed if number > 1 and failure.seed is not None else part[2] if part else config.seed
+    seed = failure.seed if failure.seed is not None else part[2] if part else config.seed
     failure.seed = seed
     rerun = (
         f"{base_cmd} --profile {config.profile} --seed {config.seed} --shard {part[0]}/{part[1]} --no-scenarios"

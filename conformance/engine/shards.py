@@ -157,6 +157,13 @@ def _distinct_failures(parts: list[dict]) -> list[dict]:
     return failures
 
 
+def _length(failure: dict) -> int:
+    """Steps of a failure's counterexample, as its file counts them."""
+    from .reduce import steps_of_trace
+
+    return len(steps_of_trace(failure.get("steps") or []))
+
+
 def _part_entry(part: dict) -> dict:
     """What the combined entry's ``parts`` says of one part."""
     return {key: part.get(key) for key in ("verdict", "examples", "steps", "duration_s")} | {
@@ -169,11 +176,11 @@ def _part_entry(part: dict) -> dict:
 def combine_stateful(parts: list[dict], seed: int) -> dict:
     """One exploration entry from its parts' entries (each a report's
     ``stateful`` of one part, with ``part: {index, count, seed}``), in part
-    order: examples, steps and coverage summed; the distinct failures, first
-    found first (``failure``, then ``more_failures``); the verdict ``error``
+    order: examples, steps and coverage summed; the distinct failures,
+    shortest first (``failure``, then ``more_failures``); the verdict ``error``
     if a part could not run, else ``fail`` if one failed, else ``pass``."""
     parts = sorted(parts, key=lambda p: p["part"]["index"])
-    failures = _distinct_failures(parts)
+    failures = sorted(_distinct_failures(parts), key=_length)  # shortest first, as each part orders its own
     verdicts = [p["verdict"] for p in parts]
     verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")
     out = {
@@ -203,7 +210,8 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
     what could not be placed."""
     if not stateful:
         return []
-    failures = [f for f in [stateful.get("failure"), *(stateful.get("more_failures") or [])] if f]
+    causes = [f for f in [stateful.get("failure"), *(stateful.get("more_failures") or [])] if f]
+    failures = causes + [s for f in causes for s in f.get("symptoms") or []]  # numbered as the run numbers them
     contents, problems = {}, []
     for failure in failures:
         old = failure.get("counterexample_file")

@@ -636,12 +636,13 @@ def build_example(
     session: Session,
     explorer: Explorer,
     stats: _Stats,
-    on_example: Callable[[int], Any] | None = None,
+    on_example: Callable[[int, bool], Any] | None = None,
 ) -> type:
     """The class of one example of the exploration: made fresh for every
     example (it resets the session), it carries out each drawn step through
     ``session`` and probes once more at the end (``teardown``).
-    ``on_example`` is told the number of each example as it starts."""
+    ``on_example`` is told the number of each example as it starts, and
+    whether it is shrinking's (a failure was found)."""
     explorer.model = session.model
     driver = _Checked(session, stats)
 
@@ -657,7 +658,7 @@ def build_example(
             self.unprobed = False  # a step ran whose probe was skipped
             stats.failing = False
             if on_example is not None:
-                on_example(stats.examples)
+                on_example(stats.examples, stats.first_failure_at is not None)
 
         def _note_keys(self) -> None:
             new = [key for key in session.model.keys() if key not in self._seen]

@@ -147,9 +147,15 @@ def failed_checks(report: dict) -> Iterator[tuple[str, dict | None]]:
             yield f"{s.get('id')} {s.get('title') or ''}".strip(), s.get("failure")
     stateful = report.get("stateful")
     if stateful and (stateful.get("verdict") in ("fail", "error") or stateful.get("failure")):
-        yield "stateful exploration", stateful.get("failure")
-        for number, failure in enumerate(stateful.get("more_failures") or [], 2):
-            yield f"stateful exploration, distinct failure {number}", failure
+        causes = [stateful.get("failure"), *(stateful.get("more_failures") or [])]
+        for number, failure in enumerate(causes, 1):
+            yield (
+                ("stateful exploration" if number == 1 else f"stateful exploration, distinct failure {number}"),
+                failure,
+            )
+        for number, failure in enumerate(causes, 1):  # engine/causes.py: the same cause, longer
+            for index, symptom in enumerate((failure or {}).get("symptoms") or [], 1):
+                yield f"stateful exploration, failure {number}, symptom {index} (same cause)", symptom
     coverage = report.get("coverage") or {}
     if coverage.get("failure"):
         yield "coverage gate", coverage["failure"]
