@@ -167,8 +167,9 @@ def _deviations(report: dict) -> list[str]:
     lines = [
         "## Accepted deviations",
         "",
-        f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted, "
-        f"{block.get('avoided', 0)} call(s) not sent.",
+        f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted"
+        + (f" ({block['schema_accepted']} of them schema failures)" if block.get("schema_accepted") else "")
+        + f", {block.get('avoided', 0)} call(s) not sent.",
         "",
     ]
     lines += [f"- {_text(line)}" for line in deviation_lines(report)]
