@@ -7,14 +7,16 @@ they count."""
 from __future__ import annotations
 
 import copy
+import io
 
 import pytest
+from rich.console import Console
 
 from conformance.engine.linearize import linearize
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.engine.session import Session
 from conformance.mutants import load_mutants
-from conformance.reporting import render_summary_markdown
+from conformance.reporting import render_console_summary, render_summary_markdown
 from conformance.reporting.difference import describe_difference, identity_key
 from conformance.reporting.markdown import COUNTS_NOTE, DIAGRAM_LEGEND
 from conformance.specs import resolve_spec
@@ -131,3 +133,20 @@ def test_without_scenarios_the_diagram_counts_what_the_table_counts():
     report = run_conformance(config)
     assert report["stateful"]["verdict"] == "fail"
     assert report["coverage"]["transitions"] == report["stateful"]["coverage"]["transitions"]
+
+
+def test_the_console_says_what_differs_in_a_few_lines():
+    failure = {
+        "kind": "divergence",
+        "operation": "list_jobs",
+        "path": "result.jobs",
+        "message": "list_jobs: result.jobs: expected 64 item(s), got 63",
+        "expected": _jobs(64),
+        "observed": _jobs(64)[:-1],
+    }
+    report = {"verdict": "fail", "exit_code": 1, "scenarios": [], "stateful": {"verdict": "fail", "failure": failure}}
+    console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
+    render_console_summary(report, console)
+    text = console.export_text()
+    assert "differs: the value: expected 64 item(s), observed 63" in text  # the value at the path printed above
+    assert 'differs: missing (job_id): "job-64"' in text
