@@ -37,7 +37,7 @@ def test_lists_of_records_say_counts_missing_unexpected_and_fields():
     observed[2]["status"] = "completed"
     found = describe_difference({"jobs": expected}, {"jobs": observed})
     text = "\n".join(found.lines)
-    assert "jobs: expected 64 item(s), observed 64" in text
+    assert "jobs: 64 item(s) on both sides" in text
     assert 'missing (job_id): "job-41"' in text
     assert 'unexpected (job_id): "job-99"' in text
     assert 'jobs[job_id="job-3"].status: expected "running", observed "completed"' in text
@@ -148,5 +148,5 @@ def test_the_console_says_what_differs_in_a_few_lines():
     console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
     render_console_summary(report, console)
     text = console.export_text()
-    assert "differs: the value: expected 64 item(s), observed 63" in text  # the value at the path printed above
+    assert "differs: the list: expected 64 item(s), observed 63" in text  # the value at the path printed above
     assert 'differs: missing (job_id): "job-64"' in text

@@ -80,7 +80,12 @@ def _identities(values: list, key: str | None) -> list | None:
 
 
 def _lists(expected: list, observed: list, path: str, out: Difference, limit: int) -> None:
-    out.add(f"{path or 'the value'}: expected {len(expected)} item(s), observed {len(observed)}", limit)
+    counts = (
+        f"{len(expected)} item(s) on both sides"
+        if len(expected) == len(observed)
+        else f"expected {len(expected)} item(s), observed {len(observed)}"
+    )
+    out.add(f"{path or 'the list'}: {counts}", limit)
     key = identity_key(expected, observed)
     exp_ids, obs_ids = _identities(expected, key), _identities(observed, key)
     if exp_ids is None or obs_ids is None:
