@@ -135,3 +135,23 @@ def test_the_docs_examples_load(spec, tmp_path):
         path = tmp_path / f"example-{i}.yaml"
         path.write_text(block.split("```")[0], encoding="utf-8")
         load_deviations(path, spec=spec)
+
+
+def test_merged_shards_add_up_accepted_schema_failures():
+    from conformance.engine.shards import _merge_deviations
+
+    def section(count: int, schema: int) -> dict:
+        entry = {"id": "E", "kind": "accept", "reason": "r", "count": count, "schema_count": schema}
+        return {
+            "file": "d.yaml",
+            "accepted": count,
+            "avoided": 0,
+            "schema_accepted": schema,
+            "expired": [],
+            "entries": [entry],
+        }
+
+    merged = _merge_deviations([section(3, 1), section(4, 2)])
+    assert merged is not None
+    assert merged["schema_accepted"] == 3 and merged["entries"][0]["schema_count"] == 3
+    assert merged["accepted"] == 7 and merged["entries"][0]["count"] == 7
