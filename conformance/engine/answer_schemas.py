@@ -317,3 +317,9 @@ class AnswerSchema:
         if self.fast is not None and self.fast(value):
             return None
         return next(iter(self.full.iter_errors(value)), None)
+
+    def errors(self, value: Any) -> list[jsonschema.ValidationError]:
+        """Every way ``value`` breaks the schema (none: it fits)."""
+        if self.fast is not None and self.fast(value):
+            return []
+        return list(self.full.iter_errors(value))

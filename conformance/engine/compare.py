@@ -10,7 +10,7 @@ from typing import Any
 
 from statemachines import Matcher, Prediction, first_difference, to_jsonable
 
-__all__ = ["compare", "without_path"]
+__all__ = ["compare", "without_path", "records_left"]
 
 # How many accepted differences one answer may carry before the rest is
 # reported anyway (each accepted one is masked and the answer compared again).
@@ -87,6 +87,18 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     if extra:
         parts.append(f"unexpected {label} {', '.join(map(_json, extra))}")
     return exp[0], exp[1], obs[1], "; ".join(parts)
+
+
+def records_left(prediction, observation: dict, path: str, key: str | None) -> str | None:
+    """For a difference at ``path`` inside a list of records (or strings) of
+    the result: which records the observation lacks or adds against the
+    prediction, or that they come in another order (``result.jobs: expected
+    12 item(s), got 11; missing job_id "job-7"``); None when ``path`` is in
+    no such list or the lists hold the same records in the same order."""
+    if not prediction.ok or not isinstance(observation, dict) or "result" not in observation:
+        return None
+    found = _membership({"result": to_jsonable(prediction.result)}, {"result": observation["result"]}, path, key)
+    return None if found is None else f"{found[0]}: {found[3]}"
 
 
 def compare(prediction, observation: dict, key: str | None = None, accept=None):

@@ -4,13 +4,14 @@ A deviations file (YAML, ``conformance/schemas/deviations.schema.json``,
 docs/deviations.md) lists entries, each with an ``id``, a ``reason``, an
 optional ``expires`` date and one of
 
-- ``accept``: a divergence at an operation and a JSON path (and, optionally,
-  where a CEL condition over ``args``, ``expected`` and ``observed`` holds) is
-  recorded as "accepted deviation D" and the run goes on as if the answer had
-  matched there;
+- ``accept``: a divergence or a schema failure at an operation and a JSON
+  path (and, optionally, where a CEL condition over ``args``, ``expected``,
+  ``observed`` and ``failure`` holds) is recorded as "accepted deviation D"
+  and the run goes on as if the answer had matched there;
 - ``avoid``: inputs the kit must not send (an operation, optionally only
-  where a CEL condition over ``args`` holds): the exploration skips them and a
-  scenario that would send one is skipped, naming the entry.
+  where a CEL condition over ``args`` and the model's ``record`` the call
+  addresses holds): the exploration skips them and a scenario that would
+  send one is skipped, naming the entry.
 
 Nothing is accepted silently: every entry is counted, with its first example,
 in every report. An entry past its ``expires`` date is not applied and fails
@@ -38,6 +39,14 @@ from ..errors import ConformanceError
 __all__ = ["Deviation", "Deviations", "DeviationsError", "load_deviations", "path_matches", "SCHEMA_NAME"]
 
 SCHEMA_NAME = "deviations.schema.json"
+
+# What a `when` may read besides `args` and `operation`: an ``accept`` the
+# difference (``failure`` is "divergence", "expectation" or "schema"), an
+# ``avoid`` the model's records the call addresses (``record``: the first).
+_ACCEPT_NAMES = frozenset({"expected", "observed", "path", "failure"})
+_AVOID_NAMES = frozenset({"record", "records"})
+# CEL's own type names (``type(observed) == list``): not names of the run.
+_CEL_TYPES = frozenset({"list", "map", "string", "int", "uint", "double", "bool", "bytes", "null_type", "type"})
 
 
 class DeviationsError(ConformanceError):
@@ -83,6 +92,8 @@ class Deviation:
     expires: dt.date | None = None
     count: int = 0
     example: dict | None = None
+    schema_count: int = 0  # of ``count``: schema failures accepted
+    schema_example: dict | None = None
     errors: list = field(default_factory=list)
     _regex: re.Pattern | None = None
 
@@ -111,6 +122,8 @@ class Deviation:
             "expires": self.expires.isoformat() if self.expires else None,
             "count": self.count,
             "example": self.example,
+            "schema_count": self.schema_count,
+            "schema_example": self.schema_example,
             "errors": list(self.errors),
         }
 
@@ -127,37 +140,75 @@ class Deviations:
         self._avoids = [d for d in entries if d.kind == "avoid" and not d.expired(self.today)]
 
     def accept(
-        self, operation: str, args: Any, path: str, expected: Any, observed: Any, where: str | None = None
+        self,
+        operation: str,
+        args: Any,
+        path: str,
+        expected: Any,
+        observed: Any,
+        where: str | None = None,
+        failure: str = "divergence",
     ) -> Deviation | None:
-        """The entry that accepts this divergence (counted), or None."""
+        """The entry that accepts this difference (counted), or None.
+        ``failure`` says what kind it is: a ``divergence`` from the model, a
+        scenario's ``expectation``, or a ``schema`` failure (``expected`` is
+        then the schema's message); schema failures are also counted apart."""
+        env = {
+            "args": args,
+            "expected": expected,
+            "observed": observed,
+            "path": path,
+            "operation": operation,
+            "failure": failure,
+        }
         for d in self._accepts:
             if d.operation not in (None, operation) or d._regex is None or not d._regex.match(path):
                 continue
-            if not d._holds(
-                {"args": args, "expected": expected, "observed": observed, "path": path, "operation": operation}
-            ):
+            if not d._holds(env):
                 continue
             d.count += 1
+            example = {
+                "operation": operation,
+                "args": args,
+                "path": path,
+                "expected": expected,
+                "observed": observed,
+                "where": where,
+            }
             if d.example is None:
-                d.example = {
-                    "operation": operation,
-                    "args": args,
-                    "path": path,
-                    "expected": expected,
-                    "observed": observed,
-                    "where": where,
-                }
+                d.example = example
+            if failure == "schema":
+                d.schema_count += 1
+                if d.schema_example is None:
+                    d.schema_example = example
             return d
         return None
 
-    def avoid(self, operation: str, args: Any, where: str | None = None) -> Deviation | None:
-        """The entry that says not to send this call (counted), or None."""
+    def avoid(
+        self,
+        operation: str,
+        args: Any,
+        where: str | None = None,
+        addressed: Callable[[], list[dict]] | None = None,
+    ) -> Deviation | None:
+        """The entry that says not to send this call (counted), or None.
+        ``addressed`` gives the model's records the call addresses (read only
+        when an entry's ``when`` needs them): its ``record`` (the first, or
+        null) and ``records``."""
+        env: dict = {"args": args, "operation": operation}
         for d in self._avoids:
-            if d.operation != operation or not d._holds({"args": args, "operation": operation}):
+            if d.operation != operation:
+                continue
+            if d.when is not None and "records" not in env:
+                records = addressed() if addressed is not None else []
+                env.update(record=records[0] if records else None, records=records)
+            if not d._holds(env):
                 continue
             d.count += 1
             if d.example is None:
                 d.example = {"operation": operation, "args": args, "where": where}
+                if env.get("record") is not None:
+                    d.example["record"] = env["record"]
             return d
         return None
 
@@ -180,6 +231,7 @@ class Deviations:
             "today": self.today.isoformat(),
             "accepted": sum(d.count for d in self._accepts),
             "avoided": sum(d.count for d in self._avoids),
+            "schema_accepted": sum(d.schema_count for d in self._accepts),
             "expired": [d.id for d in self.expired],
             "entries": [d.to_dict() for d in self.entries],
         }
@@ -287,8 +339,8 @@ def _condition(source: Any, kind: str, where: str, problems: list[str]) -> Any:
     except ExpressionError as exc:
         problems.append(str(exc))
         return None
-    allowed = {"args", "operation"} | ({"expected", "observed", "path"} if kind == "accept" else set())
-    unknown = [name for name in when.unknown_names(allowed) if not name.endswith("()")]
+    allowed = {"args", "operation"} | (_ACCEPT_NAMES if kind == "accept" else _AVOID_NAMES)
+    unknown = [name for name in when.unknown_names(allowed) if not name.endswith("()") and name not in _CEL_TYPES]
     if unknown:
         problems.append(f"{where}: `when` reads {', '.join(unknown)}; it may read {', '.join(sorted(allowed))}")
     return when

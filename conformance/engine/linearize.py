@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from statemachines import ExpressionError, ObservationError
 
-from .compare import compare
+from .compare import compare, records_left
 from .failures import Failure
 
 __all__ = ["linearize", "other_end_states", "RaceOutcome", "SEARCH_BUDGET", "MAX_LATER_STEPS", "MAX_OPEN_RACES"]
@@ -198,7 +198,7 @@ def _linearize(
             diff = compare(prediction, response, accept=acceptor(op, args))
             if diff:
                 if len(order) >= best["depth"]:
-                    best.update(depth=len(order), order=list(order), diff=diff)
+                    best.update(depth=len(order), order=list(order), diff=diff, seen=(prediction, response))
                 return False
         return True
 
@@ -224,9 +224,11 @@ def _linearize(
                 return False
             budget[0] -= 1
             snap = model.snapshot()
+            seen = None
             try:
                 prediction = model.predict(op, args, responses[i])
                 diff = compare(prediction, responses[i], accept=acceptor(op, args))
+                seen = (prediction, responses[i])
             except ObservationError as exc:
                 diff = ("(observation)", None, responses[i], str(exc))
             except ExpressionError as exc:
@@ -235,7 +237,7 @@ def _linearize(
                 if search([j for j in remaining if j != i], order + [i]):
                     return True
             elif len(order) > best["depth"]:
-                best.update(depth=len(order), order=order + [i], diff=diff)
+                best.update(depth=len(order), order=order + [i], diff=diff, seen=seen)
             model.restore(snap, again=False)
         return False
 
@@ -269,6 +271,10 @@ def _linearize(
     if best["diff"] is not None:
         order = " then ".join(f"call {i}" for i in best["order"])
         lines.append(f"Closest order tried: {order}; it first differs at {path}: {reason}")
+        seen = best.get("seen")
+        left = records_left(seen[0], seen[1], path, key) if seen else None
+        if left:
+            lines.append(f"What the closest order leaves missing or extra: {left}")
     if budget[0] <= 0:
         lines.append(f"(the search stopped after {SEARCH_BUDGET} attempts)")
     diff = best["diff"] or (None, None, None, None)

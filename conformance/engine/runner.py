@@ -954,7 +954,10 @@ class _Run:
             max_examples=examples,
         )
         tracker.phase = "verdict"
-        outcome.coverage = _coverage(self.spec, session.model.coverage.as_dict(), session.params)
+        # What the exploration's examples took (shrinking included): the stateful table's counts and
+        # the run's; the replays that reduce a failure below repeat them and are not counted.
+        explored = session.model.coverage.copy()
+        outcome.coverage = _coverage(self.spec, explored.as_dict(), session.params)
         more = self.failures_of(outcome, watch, seed, examples, part)
         entry = outcome.to_dict()
         if more:
@@ -964,7 +967,7 @@ class _Run:
             entry["output"] = output
         entry["part"] = {"index": index, "count": count, "seed": seed}
         _faults(session, self.report, "stateful exploration", tracker)
-        run_coverage.merge(session.model.coverage)
+        run_coverage.merge(explored)
         watch.examples_before += outcome.examples
         return entry
 

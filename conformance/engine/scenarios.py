@@ -339,7 +339,9 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
     assert response is not None  # a call answers None only with a failure
     if step.expect:
         expect = render(step.expect, env)
-        problem = _unmet(expect, response, session.acceptor(step.operation, args, len(session.trace) - 1))
+        problem = _unmet(
+            expect, response, session.acceptor(step.operation, args, len(session.trace) - 1, "expectation")
+        )
         if problem:
             path, expected, observed, reason = problem
             raise _Stop(

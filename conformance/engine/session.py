@@ -199,6 +199,11 @@ def _shape(response: Any, *, plain: bool = False) -> tuple[str | None, str | Non
     return f"{path} {what}", None, path
 
 
+def _json_path(parts: Any) -> str:
+    """A schema error's path below its value, as the kit prints paths (``.jobs[3].status``)."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
 def _encodes(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -267,6 +272,7 @@ class Session:
         # Answers found valid, by their JSON text, for the schemas the compiled
         # subset does not cover (engine/answer_schemas.py): only those need it.
         self._valid_responses: set = set()
+        self._schema_deviation = False  # an accepted deviation covered a schema failure of the answer checked last
         self._result_validators = {
             name: AnswerSchema(op.result_schema) for name, op in spec.operations.items() if op.result_schema
         }
@@ -542,9 +548,10 @@ class Session:
         self.race_outcome = kept
         return False
 
-    def acceptor(self, operation: str, args: Any, index: int | None = None):
+    def acceptor(self, operation: str, args: Any, index: int | None = None, failure: str = "divergence"):
         """What ``compare`` asks about each difference: does an accepted
-        deviation cover it? (None without a deviations file.)"""
+        deviation cover it? (None without a deviations file.) ``failure``:
+        what a difference is (a ``divergence``, a scenario's ``expectation``)."""
         if self.deviations is None and not self.known_failures:
             return None
         deviations, known = self.deviations, self.known_failures
@@ -559,6 +566,7 @@ class Session:
                     _printable(expected),
                     _printable(observed),
                     where=f"step {index}" if index is not None else None,
+                    failure=failure,
                 )
                 is not None
             ):
@@ -570,7 +578,9 @@ class Session:
 
     def avoided(self, operation: str, args: Any):
         """The deviation that says not to send this call, or None."""
-        return self.deviations.avoid(operation, args) if self.deviations is not None else None
+        if self.deviations is None:
+            return None
+        return self.deviations.avoid(operation, args, addressed=lambda: self.model.addressed(operation, args))
 
     def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
         plain, self._plain_answer = response is self._plain_answer and response is not None, None
@@ -618,8 +628,9 @@ class Session:
         fingerprint = (operation, text)
         if fingerprint in self._valid_responses:
             return None
+        self._schema_deviation = False
         failure = self._check_schemas(operation, args, response, index)
-        if failure is None:
+        if failure is None and not self._schema_deviation:
             if len(self._valid_responses) > 20_000:
                 self._valid_responses.clear()
             self._valid_responses.add(fingerprint)
@@ -627,9 +638,10 @@ class Session:
 
     def _check_schemas(self, operation: str, args: dict, response: dict, index: int) -> Failure | None:
         if "result" in response and operation in self._result_validators:
-            error = self._result_validators[operation].first_error(response["result"])
-            if error is not None:
-                where = "result" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+            for error in self._result_validators[operation].errors(response["result"]):
+                where = "result" + _json_path(error.absolute_path)
+                if self._schema_accepted(operation, args, where, error.message, error.instance, index):
+                    continue
                 schema_path = "/".join(map(str, error.schema_path))
                 return self._fail(
                     "schema",
@@ -641,30 +653,56 @@ class Session:
                     path=where,
                 )
         for i, effect in enumerate(response.get("effects", [])):
-            validator = self._effect_validators.get(effect["effect"])
-            if validator is None:
-                return self._fail(
-                    "schema",
-                    f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec "
-                    f"does not declare (declared: {', '.join(self._effect_validators)})",
-                    index,
-                    operation=operation,
-                    args=args,
-                    observed=effect,
-                    path=f"effects[{i}]",
-                )
-            error = validator.first_error(effect)
-            if error is not None:
-                return self._fail(
-                    "schema",
-                    f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: {error.message}",
-                    index,
-                    operation=operation,
-                    args=args,
-                    observed=effect,
-                    path=f"effects[{i}]",
-                )
+            failure = self._check_effect(operation, args, i, effect, index)
+            if failure is not None:
+                return failure
         return None
+
+    def _check_effect(self, operation: str, args: dict, i: int, effect: dict, index: int) -> Failure | None:
+        """Effect ``i`` of an answer against its declared schema: the first
+        break no accepted deviation covers, as a failure."""
+        validator = self._effect_validators.get(effect["effect"])
+        if validator is None:
+            declared = ", ".join(self._effect_validators)
+            why = f"effect {effect['effect']!r} is not declared (declared: {declared})"
+            if self._schema_accepted(operation, args, f"effects[{i}]", why, effect, index):
+                return None
+            return self._fail(
+                "schema",
+                f"{operation}: effects[{i}] is {effect['effect']!r}, which the spec does not declare "
+                f"(declared: {declared})",
+                index,
+                operation=operation,
+                args=args,
+                observed=effect,
+                path=f"effects[{i}]",
+            )
+        for error in validator.errors(effect):
+            where = f"effects[{i}]" + _json_path(error.absolute_path)
+            if self._schema_accepted(operation, args, where, error.message, error.instance, index):
+                continue
+            return self._fail(
+                "schema",
+                f"{operation}: effects[{i}] ({effect['effect']}) breaks its schema: {error.message}",
+                index,
+                operation=operation,
+                args=args,
+                observed=effect,
+                path=f"effects[{i}]",
+            )
+        return None
+
+    def _schema_accepted(self, operation: str, args: dict, path: str, why: str, observed: Any, index: int) -> bool:
+        """Whether an accepted deviation covers this schema failure at
+        ``path`` (``expected`` is then the schema's message, ``observed``
+        the value at the path); counted apart in the report when it does."""
+        if self.deviations is None:
+            return False
+        found = self.deviations.accept(
+            operation, args, path, why, _printable(observed), where=f"step {index}", failure="schema"
+        )
+        self._schema_deviation = self._schema_deviation or found is not None
+        return found is not None
 
     def check_invariants(self, judged: Sequence[tuple[int, str, dict | None]]) -> Failure | None:
         if not self.defer_model_invariants:

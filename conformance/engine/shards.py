@@ -353,14 +353,17 @@ def _merge_deviations(sections: list[dict]) -> dict | None:
     if not sections:
         return None
     out = json.loads(json.dumps(sections[0]))
-    counts: dict = {}
-    for section in sections:
-        for entry in section.get("entries") or []:
-            counts[entry["id"]] = counts.get(entry["id"], 0) + (entry.get("count") or 0)
-    for entry in out.get("entries") or []:
-        entry["count"] = counts.get(entry["id"], entry.get("count"))
-    out["accepted"] = sum(s.get("accepted") or 0 for s in sections)
-    out["avoided"] = sum(s.get("avoided") or 0 for s in sections)
+    for name in ("count", "schema_count"):
+        counts: dict = {}
+        for section in sections:
+            for entry in section.get("entries") or []:
+                counts[entry["id"]] = counts.get(entry["id"], 0) + (entry.get(name) or 0)
+        for entry in out.get("entries") or []:
+            if name in entry:
+                entry[name] = counts.get(entry["id"], entry.get(name))
+    for name in ("accepted", "avoided", "schema_accepted"):
+        if any(name in s for s in sections):
+            out[name] = sum(s.get(name) or 0 for s in sections)
     return out
 
 

@@ -51,12 +51,20 @@ def deviation_lines(report: dict) -> list[str]:
             done = f"avoided {d.get('count', 0)} call(s) of {d.get('operation')}"
         else:
             done = f"accepted {d.get('count', 0)} time(s)"
+            if d.get("schema_count"):
+                done += f", {d['schema_count']} of them a schema failure"
         line = f"{d.get('id')}: {done}: {' '.join(str(d.get('reason') or '').split())}"
         example = d.get("example") or {}
         if d.get("kind") == "accept" and example:
             line += (
                 f" (e.g. {example.get('operation')} {example.get('path')}: expected "
                 f"{compact_json(example.get('expected'), 80)}, got {compact_json(example.get('observed'), 80)})"
+            )
+        schema = d.get("schema_example") or {}
+        if d.get("kind") == "accept" and schema and schema != example:
+            line += (
+                f" (schema failure e.g. {schema.get('operation')} {schema.get('path')}: "
+                f"{compact_json(schema.get('expected'), 80)})"
             )
         if d.get("errors"):
             line += f" [its `when` failed: {first_line(d['errors'][0])}]"

@@ -21,8 +21,11 @@ from ._format import (
     step_text,
     verdict_counts,
 )
+from .difference import describe_difference
 
-__all__ = ["VERDICT_STYLES", "render_console_summary"]
+__all__ = ["VERDICT_STYLES", "DIFFERENCE_LINES", "render_console_summary"]
+
+DIFFERENCE_LINES = 4  # facts of what differs printed under a failure
 
 VERDICT_STYLES = {
     "pass": "bold green",
@@ -142,12 +145,26 @@ def _print_failure(console: Console, label: str, failure: dict, report: dict) ->
     for name in ("expected", "observed"):
         if failure.get(name) is not None:
             console.print(Text(f"  {name}: {compact_json(failure[name], 300)}"), soft_wrap=True)
+    _print_difference(console, failure)
     _print_last_steps(console, failure)
     replay = replay_for(failure, report)
     if replay:
         # soft_wrap: a hard-wrapped command could not be copied from a log.
         console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
     return replay
+
+
+def _print_difference(console: Console, failure: dict) -> None:
+    """What differs between structured expected and observed values (their
+    first facts; summary.md has more)."""
+    expected, observed = failure.get("expected"), failure.get("observed")
+    if expected is None or observed is None or not isinstance(expected, (dict, list)):
+        return
+    found = describe_difference(expected, observed, limit=DIFFERENCE_LINES)
+    for line in found.lines:
+        console.print(Text("  differs: " + _clipped(line, 240), style="yellow"), soft_wrap=True)
+    if found.left_out:
+        console.print(Text(f"  ... {found.left_out} more difference(s) in summary.md", style="dim"))
 
 
 def _print_message(console: Console, message: str) -> None:
@@ -164,7 +181,7 @@ def _print_last_steps(console: Console, failure: dict) -> None:
     if not steps:
         return
     where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
-    console.print(Text(f"  {len(steps)} step(s) lead here; the full list is in summary.md{where}", style="dim"))
+    console.print(Text(f"  {len(steps)} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
     for step in steps[-3:]:
         console.print(Text("    " + _clipped(step_text(step), 240)), soft_wrap=True)
 

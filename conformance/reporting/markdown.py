@@ -14,9 +14,17 @@ from ._format import (
     step_text,
     verdict_counts,
 )
+from .difference import describe_difference
 from .mermaid import mermaid_state_diagram
 
-__all__ = ["VERDICT_ICONS", "render_summary_markdown"]
+__all__ = [
+    "VERDICT_ICONS",
+    "COUNTS_NOTE",
+    "DIAGRAM_LEGEND",
+    "MESSAGE_LINES",
+    "SMALL_VALUE_LINES",
+    "render_summary_markdown",
+]
 
 VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "interrupted": "⏹"}
 
@@ -167,8 +175,9 @@ def _deviations(report: dict) -> list[str]:
     lines = [
         "## Accepted deviations",
         "",
-        f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted, "
-        f"{block.get('avoided', 0)} call(s) not sent.",
+        f"From {_code(block.get('file'))}: {block.get('accepted', 0)} difference(s) accepted"
+        + (f" ({block['schema_accepted']} of them schema failures)" if block.get("schema_accepted") else "")
+        + f", {block.get('avoided', 0)} call(s) not sent.",
         "",
     ]
     lines += [f"- {_text(line)}" for line in deviation_lines(report)]
@@ -189,6 +198,8 @@ def _stateful(report: dict) -> list[str]:
         "",
     ]
     cov = st.get("coverage") or {}
+    if any(cov.get(key) for key in ("operations", "transitions", "states", "policies")):
+        lines += [COUNTS_NOTE, ""]
     for title, column, key in (
         ("Operations", "Operation", "operations"),
         ("Transitions", "Transition", "transitions"),
@@ -213,6 +224,16 @@ _CATEGORY_NAMES = {
     "races": "Races",
 }
 MISSED_SHOWN = 12
+# The exploration's tables and the diagram count different things: each says which.
+COUNTS_NOTE = (
+    "Counts of the exploration's examples, shrinking included (not the replays that reduce a failure); "
+    "the diagram under Lifecycle adds the scenarios' calls."
+)
+DIAGRAM_LEGEND = (
+    "Each edge: trigger · times this run took it, the scenarios' and the exploration's together (the "
+    "Transitions table counts the exploration's alone; replays that reduce a failure are not counted); "
+    "dashed grey: never taken; red: what the first failure is about."
+)
 
 
 def _coverage(report: dict) -> list[str]:
@@ -243,37 +264,97 @@ def _coverage(report: dict) -> list[str]:
     return lines + [""]
 
 
+# summary.md keeps each failure to about 150 lines: the message's first
+# lines, the steps' first and last, what differs; whole values are in
+# report.json (and values/ when large).
+MESSAGE_LINES = 40
+STEPS_HEAD, STEPS_TAIL = 10, 30
+SMALL_VALUE_LINES = 12  # a value this short (pretty JSON) is shown whole
+STEP_CHARS = 300  # of one step's line (its answer is in report.json whole)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
     lines = [f"### {_text(label)}", ""]
     if not failure:
         lines += ["No failure details were recorded.", ""]
     else:
-        facts = [f"- **Kind:** {_code(failure.get('kind'))}"]
-        if failure.get("operation"):
-            args = ", ".join(f"{k}={compact_json(v)}" for k, v in (failure.get("args") or {}).items())
-            call = f"{failure['operation']}({args})"
-            facts.append(f"- **Operation:** {_code(call)}")
-        if failure.get("step") is not None:
-            facts.append(f"- **First divergence:** step {failure['step']}")
-        if failure.get("path"):
-            facts.append(f"- **Path:** {_code(failure['path'])}")
-        if failure.get("seed") is not None:
-            facts.append(f"- **Seed:** {failure['seed']}")
-        if failure.get("counterexample_file"):
-            facts.append(f"- **Counterexample:** {_code(failure['counterexample_file'])}")
-        lines += facts + ["", _fence(failure.get("message", ""), "text"), ""]
-        if failure.get("steps"):
-            lines += ["**Steps**", ""]
-            for n, step in enumerate(failure["steps"], 1):
-                mark = " ← **first divergence**" if step.get("index") == failure.get("step") else ""
-                lines.append(f"{n}. step {step.get('index')}: {_code(step_text(step))}{mark}")
-            lines.append("")
-        for key in ("expected", "observed"):
-            if failure.get(key) is not None:  # null means "not applicable" here
-                lines += [f"**{key.capitalize()}**", "", _fence(pretty_json(failure[key]), "json"), ""]
+        lines += _failure_facts(failure) + ["", _fence(_clipped_message(failure.get("message", "")), "text"), ""]
+        lines += _failure_steps(failure)
+        lines += _failure_values(failure)
     replay = replay_for(failure, report)
     if replay:
         lines += ["**Replay**", "", _fence(replay, "sh"), ""]
+    return lines
+
+
+def _failure_facts(failure: dict) -> list[str]:
+    facts = [f"- **Kind:** {_code(failure.get('kind'))}"]
+    if failure.get("operation"):
+        args = ", ".join(f"{k}={compact_json(v)}" for k, v in (failure.get("args") or {}).items())
+        call = f"{failure['operation']}({args})"
+        facts.append(f"- **Operation:** {_code(call)}")
+    if failure.get("step") is not None:
+        facts.append(f"- **First divergence:** step {failure['step']}")
+    if failure.get("path"):
+        facts.append(f"- **Path:** {_code(failure['path'])}")
+    if failure.get("seed") is not None:
+        facts.append(f"- **Seed:** {failure['seed']}")
+    if failure.get("counterexample_file"):
+        facts.append(f"- **Counterexample:** {_code(failure['counterexample_file'])}")
+    return facts
+
+
+def _clipped_message(message: object) -> str:
+    lines = str(message).rstrip().splitlines()
+    if len(lines) <= MESSAGE_LINES:
+        return "\n".join(lines)
+    kept = MESSAGE_LINES - 1
+    return "\n".join(lines[:kept] + [f"… {len(lines) - kept} more line(s): the whole message is in report.json"])
+
+
+def _failure_steps(failure: dict) -> list[str]:
+    steps = failure.get("steps") or []
+    if not steps:
+        return []
+    lines = ["**Steps**", ""]
+    shown = list(enumerate(steps, 1))
+    if len(steps) > STEPS_HEAD + STEPS_TAIL + 1:
+        shown = shown[:STEPS_HEAD] + [(0, None)] + shown[-STEPS_TAIL:]
+    for n, step in shown:
+        if step is None:
+            lines.append(f"- … {len(steps) - STEPS_HEAD - STEPS_TAIL} step(s) left out (all in report.json)")
+            continue
+        mark = " ← **first divergence**" if step.get("index") == failure.get("step") else ""
+        lines.append(f"{n}. step {step.get('index')}: {_code(_clip(step_text(step), STEP_CHARS))}{mark}")
+    return lines + [""]
+
+
+def _small(value: object) -> bool:
+    return pretty_json(value).count("\n") < SMALL_VALUE_LINES
+
+
+def _failure_values(failure: dict) -> list[str]:
+    """What differs between the failure's expected and observed values, and
+    the values themselves only when they are short."""
+    present = [key for key in ("expected", "observed") if failure.get(key) is not None]  # null: not applicable
+    lines: list[str] = []
+    if len(present) == 2:
+        found = describe_difference(failure["expected"], failure["observed"])
+        where = f" at {_code(failure['path'])}" if failure.get("path") else ""
+        lines += [f"**What differs**{where}", ""] + [f"- {_text(line)}" for line in found.lines]
+        if found.left_out:
+            lines.append(f"- … {found.left_out} more difference(s): compare the whole values in report.json")
+        lines.append("")
+    for key in present:
+        if _small(failure[key]):
+            lines += [f"**{key.capitalize()}**", "", _fence(pretty_json(failure[key]), "json"), ""]
+    if any(not _small(failure[key]) for key in present):
+        whole = " and ".join(f"`{key}`" for key in present if not _small(failure[key]))
+        lines += [f"The whole {whole} value(s) are in report.json (large ones under `values/`).", ""]
     return lines
 
 
@@ -305,12 +386,7 @@ def render_summary_markdown(report: dict) -> str:
     lifecycle = (report.get("spec") or {}).get("lifecycle")
     if lifecycle:
         taken = (report.get("coverage") or {}).get("transitions")
-        legend = (
-            "Each edge: trigger · times this run took it; dashed grey: never taken; red: what the first "
-            "failure is about."
-            if taken is not None
-            else ""
-        )
+        legend = DIAGRAM_LEGEND if taken is not None else ""
         lines += ["## Lifecycle", ""] + ([legend, ""] if legend else [])
         lines += [_fence(mermaid_state_diagram(lifecycle, taken), "mermaid"), ""]
 

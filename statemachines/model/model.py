@@ -167,6 +167,19 @@ def _writes(steps: list) -> bool:
     return False
 
 
+def _finds(steps: list) -> list[S.Find]:
+    """The ``find`` steps among these steps and those nested in them, in order."""
+    found: list[S.Find] = []
+    for step in steps:
+        if isinstance(step, S.Find):
+            found.append(step)
+        elif isinstance(step, S.When):
+            found += _finds(step.then) + _finds(step.otherwise)
+        elif isinstance(step, S.ForEach):
+            found += _finds(step.body)
+    return found
+
+
 def _checks(spec: Spec, kind: str) -> list[tuple[Invariant, Expression]]:
     """The spec's invariants of one kind (`each` record, or per `scope`) with their checks."""
     return [(inv, inv.check) for inv in spec.invariants if inv.kind == kind and inv.check is not None]
@@ -362,6 +375,34 @@ class Model:
     def record(self, key) -> dict | None:
         rec = self.store.get(key)
         return None if rec is None else {f: rec.get(f) for f in self._public}
+
+    def addressed(self, operation: str, args: dict) -> list[dict]:
+        """The records (public fields) that ``operation`` called with ``args``
+        would find now, in the order its ``find`` steps name them: each step
+        whose key (or ``by`` value) reads only the call's arguments, the
+        parameters and the clock. Changes nothing and counts nothing."""
+        op = self.spec.operations.get(operation)
+        if op is None:
+            return []
+        frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
+        found: list[dict] = []
+        for step in _finds(op.steps):
+            record = self._found_by(step, frame)
+            if record is not None and all(record is not seen for seen in found):
+                found.append(record)
+        return [{f: rec.get(f) for f in self._public} for rec in found]
+
+    def _found_by(self, step: S.Find, frame: dict) -> dict | None:
+        """The record a ``find`` step names from ``frame`` alone, or None
+        (none there, or its key reads what only the steps before it bind)."""
+        try:
+            if step.key is not None:
+                return self.store.get(step.key.evaluate(frame, self._fns))
+            if step.by_field is not None and step.by_value is not None:
+                return self.store.find_by(step.by_field, step.by_value.evaluate(frame, self._fns))
+        except (ExpressionError, TypeError):
+            return None
+        return None
 
     # -- predicting one operation ---------------------------------------------
     def peek(self, operation: str, args: dict, observation: dict | None = None) -> Prediction:
