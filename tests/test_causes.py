@@ -27,22 +27,22 @@ def test_failures_come_shortest_first_whatever_order_they_were_found_in():
     assert all(not c.symptoms for c in causes)
 
 
-def test_a_failure_whose_reduction_met_a_shorter_one_is_listed_under_it():
+def test_a_failure_shown_to_first_fail_as_a_shorter_one_is_listed_under_it():
     eviction, null_job, tie = (
         _failure("list_jobs", "result.jobs", 69),
         _failure("get_job", "result", 68),
         _failure("turn_boundary", "result.injected[0]", 5),
     )
     unrelated = _failure("cancel_job", "result.changed", 9)
-    # reducing the eviction failure, a shorter part of its steps ended in the tie failure
-    # (indexes aside); reducing the null job, in the eviction failure
+    # the eviction failure's steps, replayed with the masks lifted, first fail as the tie
+    # failure (indexes aside); the null job's, as the eviction failure
     met = {
         id(eviction): {("divergence", "turn_boundary", "result.injected[*]")},
         id(null_job): {("divergence", "list_jobs", "result.jobs")},
     }
     causes = group_by_cause([eviction, null_job, tie, unrelated], met)
     assert causes == [tie, unrelated]
-    assert tie.symptoms == [null_job, eviction]  # shortest first; the null job goes with the eviction it met
+    assert tie.symptoms == [null_job, eviction]  # shortest first; the null job goes with the eviction it shows
     assert "also showed as 2 longer failure(s)" in tie.message and "list_jobs result.jobs (69 steps)" in tie.message
     assert not unrelated.symptoms
 

@@ -2,13 +2,16 @@
 reported in.
 
 The exploration hunts for distinct failures (``--max-failures``): after the
-first, it goes on with the failures found masked. One bug often shows as
-several signatures (kind, operation, path): a tie broken the wrong way first
-shows as a list in the wrong order, and later as the wrong job evicted. The
-kit treats two failures as one cause when it has shown it: while the replay
-reduction shortened one failure's steps, a shorter part of them ended in the
-other failure. The failures are then one, headed by the shortest, with the
-others listed under it as its symptoms (each keeps its own counterexample).
+first, it goes on with the failures found masked. A masked bug leaves the
+implementation's state apart from the model's, so later answers differ too:
+such a failure is a symptom of the cause found before it. The kit treats a
+failure as a symptom when it has shown it: the failure's reduced steps,
+replayed with the masks lifted, first fail as the earlier failure. The two
+are then one failure, headed by the shortest, with the others listed under
+it as its symptoms (each keeps its own counterexample file). Two failures of
+which each shows first as itself are two causes, even when one trace holds
+both: the kit cannot tell two bugs from one there, and says nothing it did
+not show.
 
 Failures and causes are ordered by the length of their counterexample,
 shortest first: the headline is always the shortest counterexample.
@@ -29,7 +32,7 @@ def length_of(failure: Failure) -> int:
 
 
 def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -> bool:
-    """Whether the reduction of one of the two met the other's signature."""
+    """Whether one of the two was shown to first fail as the other."""
     return any(same_bug(seen, signature(other)) for seen in met.get(id(head), ())) or any(
         same_bug(seen, signature(head)) for seen in met.get(id(other), ())
     )
@@ -38,10 +41,9 @@ def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -
 def group_by_cause(failures: list[Failure], met: dict[int, set[tuple]]) -> list[Failure]:
     """The causes among ``failures``, shortest first, each the shortest
     failure of its cause with the longer ones in its ``symptoms`` (shortest
-    first). ``met`` maps a failure (``id()``) to the signatures of other
-    failures its reduction's candidates ended in (``reduce_failure(others=...)``).
-    Shown together is transitive: a failure that met one that met a third
-    joins the third's cause too."""
+    first). ``met`` maps a failure (``id()``) to the signatures of the
+    failures it was shown to first fail as. Shown together is transitive: a
+    symptom of a symptom joins the same cause."""
     ordered = sorted(failures, key=length_of)  # stable: equal lengths keep the order found
     cause = list(range(len(ordered)))  # union-find over positions in ``ordered``
 
@@ -75,5 +77,5 @@ def cause_note(head: Failure) -> str:
     )
     return (
         f"(the same cause also showed as {len(head.symptoms)} longer failure(s), listed under this one as "
-        f"symptoms: {shown}; a shorter part of their steps ended in this failure, or the reverse)"
+        f"symptoms: {shown}; their steps, replayed with this failure no longer accepted, first fail as this one)"
     )

@@ -148,7 +148,6 @@ class _Reducer:
         self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
         self.race_tries = RACE_TRIES
         self.kept: list[dict] = []  # the last list ``fails`` saw fail
-        self.others: set[tuple] = set()  # signatures of the other failures candidates ended in
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
@@ -192,8 +191,6 @@ class _Reducer:
         if failure is not None and same_bug(signature(failure), self.target):
             self.best_failure = failure
             return True
-        if failure is not None:
-            self.others.add(signature(failure))
         return False
 
     def replays(self, steps: list[dict]) -> bool:
@@ -614,18 +611,13 @@ def explain_race(session: Session, failure: Failure) -> Failure:
 _LONG = 24  # steps: a longer trace is first cut down by big chunks
 
 
-def reduce_failure(session: Session, failure: Failure, *, budget_s: float, others: set[tuple] | None = None) -> Failure:
+def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Failure:
     """The same failure after the shortest, simplest step list replaying found
-    within ``budget_s`` seconds; the failure itself when it does not replay.
-    ``others`` (when given) receives the signatures of the other failures some
-    shorter candidate ended in: a part of this failure's steps shows them, so
-    they may share its cause."""
+    within ``budget_s`` seconds; the failure itself when it does not replay."""
     steps = steps_of_trace(failure.steps)
     if not steps or budget_s <= 0:
         return failure
     reducer = _Reducer(session, signature(failure), budget_s)
-    if others is not None:
-        reducer.others = others
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:

@@ -990,12 +990,11 @@ class _Run:
         """The part's failure reduced, the distinct ones after it (--max-failures),
         each described; returns those after the first."""
         more: list[Failure] = []  # the distinct failures after the first, as they are found
-        met: dict[int, set[tuple]] = {}  # per failure (id), the other failures its reduction met
+        met: dict[int, set[tuple]] = {}  # per failure (id): the failure found before it that it shows first
         if outcome.failure is not None and outcome.verdict == "fail":
             watch.enter("reducing")  # counts the failure found
             if outcome.failure.steps:
-                reduced = self.reduce_found(outcome)
-                met[id(reduced)] = self.met_first
+                self.reduce_found(outcome)
             if self.config.max_failures > 1:
                 watch.enter("looking for more")
             _search_more(
@@ -1023,23 +1022,19 @@ class _Run:
             self.describe_failure(failure, number=number, part=part)
         return more
 
-    def reduce_found(self, outcome: Any) -> Failure:
-        """The failure Hypothesis shrank, made smaller by replaying it
-        (engine/reduce.py); the other failures the reduction met go to
-        ``met_first``."""
+    def reduce_found(self, outcome: Any) -> None:
+        """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
         from .reduce import explain_race, reduce_failure
 
         budget = _reduce_budget(self.config)
         self.tracker.phase = "stateful"  # an interrupt now still reports the failure found
-        self.met_first: set[tuple] = set()
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
-            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget, others=self.met_first)
+            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
-        return outcome.failure
 
     def describe_failure(self, failure: Failure, number: int = 1, part: tuple | None = None) -> None:
         _describe_stateful_failure(
@@ -1400,21 +1395,19 @@ def _more_failures(
             )
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
-            others: set[tuple] = set()
-            failure = reduce_failure(session, failure, budget_s=budget, others=others)  # keeps its signature
+            failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
             known.add(signature(failure))
             masked = failure
             failure.seed = seed
             first = _unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
             if first is not None and signature(first) in known - {signature(failure)}:
-                others.add(signature(first))  # a consequence of a failure found already: one of its symptoms
+                met[id(failure)] = {signature(first)}  # a consequence of a failure found already: its symptom
             else:
                 distinct += 1
                 failure.message += (
                     f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
                     f"{distinct} failure(s) found before it)"
                 )
-            met[id(failure)] = others
             more.append(failure)
             phase("looking for more")
     finally:
