@@ -42,6 +42,7 @@ from ..errors import AdapterLoadError
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
+from .hypothesis_support import HypothesisUnsupported
 from .interrupts import checkpoint
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
@@ -489,6 +490,9 @@ def _run_or_problems(
     except AdapterLoadError as exc:
         report["verdict"], report["exit_code"] = "error", 2
         report["problems"].append({"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)})
+    except HypothesisUnsupported as exc:  # the installed Hypothesis lacks what the exploration draws with
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append({"kind": "environment-error", "message": str(exc), "where": "hypothesis"})
 
 
 def _internal_error(config: RunConfig, report: dict, exc: BaseException, tracker: _Tracker) -> None:
