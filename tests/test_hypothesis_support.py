@@ -64,3 +64,14 @@ def test_text_falls_back_to_the_public_strategy_without_interval_sets(monkeypatc
 
     draw()
     assert seen and all(set(value) <= {"a", "b"} and len(value) <= 5 for value in seen)
+
+
+def test_a_run_under_a_hypothesis_without_the_primitives_is_an_environment_error(monkeypatch):
+    from conformance.engine.runner import RunConfig, run_conformance
+
+    monkeypatch.setattr(hypothesis_support, "CONJECTURE_METHODS", ("draw_from_the_future",))
+    report = run_conformance(RunConfig(spec_path="thread-jobs", scenarios=False, profile="quick", report_dir=None))
+    assert (report["verdict"], report["exit_code"]) == ("error", 2)
+    (problem,) = [p for p in report["problems"] if p["kind"] == "environment-error"]
+    assert "ConjectureData.draw_from_the_future" in problem["message"]
+    assert "pip install" in problem["message"]
