@@ -24,22 +24,41 @@ from __future__ import annotations
 
 import sys
 import unittest
+import warnings
 from pathlib import Path
+from typing import Any
 
+import hypothesis
 from hypothesis import HealthCheck
 from hypothesis import settings as Settings
 
 from statemachines import SpecError
 
+from .engine.hypothesis_support import LOWEST_TESTED, NEWEST_TESTED
 from .engine.runner import RunConfig, prepare
 from .engine.session import DEFAULT_TIMEOUT_S
 from .engine.stateful import PROFILES, Explorer, _Stats, build_example, exploration_test
 from .errors import AdapterLoadError, ConformanceError
 
-__all__ = ["exploration_testcase", "ExplorationSetupError"]
+__all__ = ["exploration_testcase", "ExplorationSetupError", "HypoFuzzCompatibilityWarning", "HYPOFUZZ_ALIAS_MISSING"]
+
+_UNSET: Any = object()
 
 
-def _hypofuzz_compatibility() -> None:
+HYPOFUZZ_ALIAS_MISSING = (
+    "conformance.fuzzing: this Hypothesis ({version}) keeps a shrunk failure's explain-phase comments "
+    "neither as `slice_comments` (what HypoFuzz 25.11 reads) nor as `span_comments` (what the kit can "
+    "alias), so a HypoFuzz worker may crash right after shrinking a failure it found, before saving it. "
+    "Exploration tests still run under pytest; for fuzzing campaigns install a Hypothesis the kit is "
+    'tested with (pip install "hypothesis>={lowest},<={newest}") or a HypoFuzz release that knows this one.'
+)
+
+
+class HypoFuzzCompatibilityWarning(UserWarning):
+    """HypoFuzz may not be able to save what it finds with this Hypothesis."""
+
+
+def _hypofuzz_compatibility(result_class: Any = _UNSET) -> bool:
     """HypoFuzz (25.11) reads a shrunk failure's explain-phase comments as
     ``slice_comments``, which Hypothesis (6.170) now calls ``span_comments``:
     without the old name a fuzz worker crashes right after shrinking the
@@ -47,15 +66,27 @@ def _hypofuzz_compatibility() -> None:
     one it saved first is written by a background thread the crash may cut
     off (a later ``pytest`` then has nothing to replay). The old name is
     given back, read-only, as an alias of the new one, only where it is
-    missing; nothing else about Hypothesis changes."""
-    try:
-        from hypothesis.internal.conjecture.data import ConjectureResult
-    except ImportError:  # pragma: no cover - a Hypothesis without that class: nothing to mend
-        return
-    if not hasattr(ConjectureResult, "slice_comments") and "span_comments" in getattr(
-        ConjectureResult, "__dataclass_fields__", {}
-    ):
-        ConjectureResult.slice_comments = property(lambda result: result.span_comments)  # type: ignore[attr-defined]  # the alias Hypothesis removed, given back
+    missing; nothing else about Hypothesis changes. A Hypothesis with
+    neither name (or without the class) gets a ``HypoFuzzCompatibilityWarning``
+    saying so and what to install; False then."""
+    if result_class is _UNSET:
+        try:
+            from hypothesis.internal.conjecture.data import ConjectureResult as result_class
+        except ImportError:
+            result_class = None
+    fields: Any = getattr(result_class, "__dataclass_fields__", None) or getattr(result_class, "__attrs_attrs__", ())
+    names = set(fields) if isinstance(fields, dict) else {getattr(f, "name", None) for f in fields}
+    if result_class is not None and (hasattr(result_class, "slice_comments") or "slice_comments" in names):
+        return True
+    if result_class is not None and "span_comments" in names:
+        result_class.slice_comments = property(lambda result: result.span_comments)
+        return True
+    warnings.warn(
+        HYPOFUZZ_ALIAS_MISSING.format(version=hypothesis.__version__, lowest=LOWEST_TESTED, newest=NEWEST_TESTED),
+        HypoFuzzCompatibilityWarning,
+        stacklevel=2,
+    )
+    return False
 
 
 _hypofuzz_compatibility()

@@ -474,7 +474,9 @@ def _key_explorations_by_node(items) -> None:
         test = getattr(getattr(item, "obj", None), "hypothesis", None)
         inner = getattr(test, "inner_test", None)
         if inner is not None and getattr(inner, "_conformance_exploration", False):
-            inner._hypothesis_internal_add_digest = item.nodeid.encode()
+            from .engine.hypothesis_support import key_database  # Hypothesis is loaded already here
+
+            key_database(inner, item.nodeid.encode())
 
 
 @pytest.hookimpl(wrapper=True)

@@ -34,6 +34,7 @@ __all__ = [
     "write_scaffold",
     "check_scaffold",
     "render_schema",
+    "profile_summary",
 ]
 
 TRANSPORTS = {
@@ -163,34 +164,98 @@ def _operation_doc(spec: Spec, name: str) -> list[str]:
     return lines
 
 
-def _header(spec: Spec) -> list[str]:
-    """Profiles, parameters and effects of the spec, for the top of the adapter."""
+def _value(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _profile_lines(spec: Spec, chosen: str | None) -> list[str]:
+    """Each profile with the parameter values declaring it sets."""
+    if not spec.profiles:
+        return []
+    head = (
+        f"Profiles (this adapter declares {chosen}; declaring a profile sets its values):"
+        if chosen
+        else "Profiles (declare one in describe(), or None for the spec's defaults; declaring one sets its values):"
+    )
+    lines = [head]
+    for profile in spec.profiles.values():
+        lines += [f"  {line}" for line in _wrap(f"{profile.name}: {' '.join(profile.description.split())}", 84)]
+        sets = ", ".join(f"{name}={_value(value)}" for name, value in profile.parameters.items())
+        lines += [f"    {line}" for line in _wrap(f"sets {sets}" if sets else "sets no parameter", 82)]
+    return [*lines, ""]
+
+
+def _parameter_line(spec: Spec, p: Any, chosen: str | None) -> str:
+    bounds = (
+        ""
+        if p.minimum is None and p.maximum is None
+        else f", {'' if p.minimum is None else p.minimum}..{'' if p.maximum is None else p.maximum}"
+    )
+    choices = f", one of {', '.join(map(str, p.enum))}" if p.enum else ""
+    profile_values = spec.profiles[chosen].parameters if chosen else {}
+    if p.name in profile_values:
+        value = f"{_value(profile_values[p.name])} (set by {chosen}; spec default {_value(p.default)})"
+    else:
+        value = f"default {_value(p.default)}"
+    return f"{p.name}: {p.type}, {value}{bounds}{choices}"
+
+
+def _parameter_lines(spec: Spec, chosen: str | None) -> list[str]:
+    if not spec.parameters:
+        return []
+    head = (
+        f"Parameters under {chosen}: declaring `profile: {chosen}` alone sets every value below; "
+        f"declare one in `parameters` only where your implementation differs:"
+        if chosen
+        else "Parameters (the spec's defaults, or a declared profile's values; declare in `parameters` "
+        "only the values your implementation uses where they differ):"
+    )
+    lines = _wrap(head, 88)
+    lines += [f"  {line}" for p in spec.parameters.values() for line in _wrap(_parameter_line(spec, p, chosen), 84)]
+    return [*lines, ""]
+
+
+# When a program may declare capabilities.concurrent: true (conformance/adapters/stdio.py:
+# with it, the kit writes a concurrent group's requests without waiting and matches the
+# answers by id, in any order; without it, one request at a time, under a lock).
+_CONCURRENCY = {
+    "python": (
+        "Concurrency: with capabilities.concurrent True the kit calls call() from several threads "
+        "at once (concurrent groups and derived races, checked for linearizability). Declare True "
+        "only if your implementation is safe to call in parallel; with False the scenarios and "
+        "races that need it are skipped."
+    ),
+    "stdio": (
+        "Concurrency: with capabilities.concurrent true the kit writes several call requests "
+        "before reading their answers, and matches the answers by id, in any order. A "
+        "single-threaded loop like this one, which reads a request, answers it and only then "
+        "reads the next, may declare true as long as every call answers on its own: no call may "
+        "wait for a later request (for example a wait that another call ends), or the loop stops "
+        "there until the kit's timeout. A concurrent group's calls then take effect one at a "
+        "time, in the order the loop reads them, which is one order the kit accepts. A program "
+        "that answers on several threads or tasks declares true only if its operations are safe "
+        "to run at once. With false, the scenarios and races that need it are skipped."
+    ),
+}
+
+
+def _header(spec: Spec, chosen: str | None = None, transport: str = "python") -> list[str]:
+    """Profiles, parameters, effects and concurrency, for the top of the adapter."""
     lines = [f"Spec: {spec.id} {spec.version}: {spec.title}", ""]
-    if spec.profiles:
-        lines.append("Profiles (declare one in describe(), or None for the spec's defaults):")
-        for profile in spec.profiles.values():
-            lines += [f"  {line}" for line in _wrap(f"{profile.name}: {' '.join(profile.description.split())}", 84)]
-        lines.append("")
-    if spec.parameters:
-        lines.append("Parameters (declare the values your implementation uses in describe()):")
-        for p in spec.parameters.values():
-            bounds = (
-                ""
-                if p.minimum is None and p.maximum is None
-                else f", {'' if p.minimum is None else p.minimum}..{'' if p.maximum is None else p.maximum}"
-            )
-            choices = f", one of {', '.join(map(str, p.enum))}" if p.enum else ""
-            lines += [
-                f"  {line}"
-                for line in _wrap(f"{p.name}: {p.type}, default {json.dumps(p.default)}{bounds}{choices}", 84)
-            ]
-        lines.append("")
+    lines += _profile_lines(spec, chosen) + _parameter_lines(spec, chosen)
     if spec.effects:
         lines.append("Effects (what the implementation does to its environment; list them in each answer):")
         for effect in spec.effects.values():
             lines += [f"  {line}" for line in _wrap(f"{effect.name}: {render_schema(effect.schema)}", 84)]
         lines.append("")
+    lines += _wrap(_CONCURRENCY["python" if transport == "python" else "stdio"], 88)
     return lines
+
+
+def profile_summary(spec: Spec, chosen: str) -> str:
+    """What declaring profile ``chosen`` sets, in one line (``conformance init`` prints it)."""
+    sets = ", ".join(f"{name}={_value(value)}" for name, value in spec.profiles[chosen].parameters.items())
+    return f"profile {chosen}: declaring it sets {sets or 'no parameter'}"
 
 
 def _comment(lines: list[str], marker: str, indent: str = "") -> str:
@@ -205,7 +270,7 @@ def _identifier(name: str) -> str:
 # ------------------------------------------------------------------ templates
 
 
-def _python_adapter(spec: Spec, run_command: str, test_command: str) -> str:
+def _python_adapter(spec: Spec, run_command: str, test_command: str, profile: str | None = None) -> str:
     stubs = []
     for name in spec.operations:
         stubs.append(
@@ -230,7 +295,7 @@ from conformance.adapters.adapter import EffectRecorder, error_response, result_
 
 NOT_IMPLEMENTED = "{NOT_IMPLEMENTED}"  # the kit reports this kind as "operation X is not implemented"
 
-{_comment(_header(spec), "#")}
+{_comment(_header(spec, profile, "python"), "#")}
 
 
 def not_implemented() -> dict:
@@ -245,9 +310,9 @@ class Adapter(AdapterBase):
 
     def describe(self) -> dict:
         return {{"name": "my-implementation", "version": "0.0.0",
-                "profile": None,      # or one of the spec's profiles (see above)
+                "profile": {_value(profile) if profile else "None"},  # one of the spec's profiles sets its values (see above)
                 "parameters": {{}},     # the values your implementation uses, where they differ
-                "capabilities": {{"concurrent": False}}}}  # True if calls may run in parallel
+                "capabilities": {{"concurrent": False}}}}  # True if call() is safe in parallel: Concurrency, above
 
     def reset(self, now_ms: int) -> None:
         # Start a fresh instance of your implementation; the kit owns the clock.
@@ -270,7 +335,7 @@ class Adapter(AdapterBase):
 '''
 
 
-def _stdio_python_adapter(spec: Spec, run_command: str, test_command: str) -> str:
+def _stdio_python_adapter(spec: Spec, run_command: str, test_command: str, profile: str | None = None) -> str:
     stubs = []
     for name in spec.operations:
         stubs.append(
@@ -297,7 +362,7 @@ import sys
 SPEC = {{"id": {json.dumps(spec.id)}, "version": {json.dumps(spec.version)}}}
 NOT_IMPLEMENTED = "{NOT_IMPLEMENTED}"  # the kit reports this kind as "operation X is not implemented"
 
-{_comment(_header(spec), "#")}
+{_comment(_header(spec, profile, "stdio"), "#")}
 
 
 def not_implemented():
@@ -328,8 +393,8 @@ def handle(implementation, request):
     kind = request["type"]
     if kind == "hello":
         return {{"protocol": 1, "implementation": {{"name": "my-implementation", "version": "0.0.0"}},
-                "specs": [{{**SPEC, "profile": None, "parameters": {{}}}}],  # profile/parameters: see above
-                "capabilities": {{"concurrent": False}}}}
+                "specs": [{{**SPEC, "profile": {_value(profile) if profile else "None"}, "parameters": {{}}}}],  # profile/parameters: see above
+                "capabilities": {{"concurrent": False}}}}  # this loop may declare True: Concurrency, above
     if kind == "reset":
         implementation.reset(request["now_ms"])
         return {{"ok": True}}
@@ -360,7 +425,7 @@ if __name__ == "__main__":
 '''
 
 
-def _node_adapter(spec: Spec, run_command: str, test_command: str) -> str:
+def _node_adapter(spec: Spec, run_command: str, test_command: str, profile: str | None = None) -> str:
     stubs = []
     for name in spec.operations:
         stubs.append(
@@ -386,7 +451,7 @@ const readline = require('readline');
 const SPEC = {{ id: {json.dumps(spec.id)}, version: {json.dumps(spec.version)} }};
 const NOT_IMPLEMENTED = '{NOT_IMPLEMENTED}'; // the kit reports this kind as "operation X is not implemented"
 
-{_comment(_header(spec), "//")}
+{_comment(_header(spec, profile, "stdio"), "//")}
 
 function notImplemented() {{
   return {{ error: {{ kind: NOT_IMPLEMENTED, message: 'a stub written by conformance init' }}, effects: [] }};
@@ -411,8 +476,8 @@ function handle(request) {{
   switch (request.type) {{
     case 'hello':
       return {{ protocol: 1, implementation: {{ name: 'my-implementation', version: '0.0.0' }},
-               specs: [{{ ...SPEC, profile: null, parameters: {{}} }}], // profile/parameters: see above
-               capabilities: {{ concurrent: false }} }};
+               specs: [{{ ...SPEC, profile: {_value(profile)}, parameters: {{}} }}], // profile/parameters: see above
+               capabilities: {{ concurrent: false }} }}; // this loop may declare true: Concurrency, above
     case 'reset':
       reset(request.now_ms);
       return {{ ok: true }};
@@ -462,13 +527,24 @@ Written by `conformance init`.{where}"""
 
 
 def plan_scaffold(
-    spec: Spec, spec_ref: str, transport: str, *, python: str = "python3", pytest: str = "pytest"
+    spec: Spec,
+    spec_ref: str,
+    transport: str,
+    *,
+    profile: str | None = None,
+    python: str = "python3",
+    pytest: str = "pytest",
 ) -> Scaffold:
     """The files for ``spec`` (named ``spec_ref`` in them: a bundled name, or a
-    path relative to the target directory) and ``transport``. ``python`` and
-    ``pytest`` are how the commands in the files start those programs."""
+    path relative to the target directory) and ``transport``; the adapter
+    declares ``profile`` (one of the spec's, or None) and its header shows the
+    values that sets. ``python`` and ``pytest`` are how the commands in the
+    files start those programs."""
     if transport not in TRANSPORTS:
         raise ScaffoldError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
+    if profile is not None and profile not in spec.profiles:
+        known = ", ".join(spec.profiles) or "none"
+        raise ScaffoldError(f"{spec.id} has no profile {profile!r}; its profiles: {known}")
     slug = _identifier(spec.id.replace("-", "_"))
     test_file = f"test_{slug}_conformance.py"
     if transport == "python":
@@ -484,7 +560,7 @@ def plan_scaffold(
     render = {"python": _python_adapter, "stdio-python": _stdio_python_adapter, "stdio-node": _node_adapter}
     return Scaffold(
         files={
-            adapter_file: render[transport](spec, run, test),
+            adapter_file: render[transport](spec, run, test, profile),
             test_file: _test_file(spec, spec_ref, transport, adapter_file, f"test_{slug}"),
         },
         run_command=run,

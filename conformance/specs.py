@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
@@ -33,6 +34,10 @@ __all__ = [
     "resolve_spec",
     "is_spec_name",
     "spec_target_problem",
+    "CHANGELOG_SUFFIX",
+    "changelog_path",
+    "changelog_versions",
+    "changelog_problems",
 ]
 
 ENTRY_POINT_GROUP = "lifecycle_conformance.specs"
@@ -148,3 +153,45 @@ def spec_target_problem(target: str, key: str = "reference") -> str | None:
         f"run (only the kit's own references or a package that ships specs through the "
         f"{ENTRY_POINT_GROUP} entry point); {fix}"
     )
+
+
+# A spec's changelog sits beside it: thread-jobs.yaml -> thread-jobs.changelog.md (Markdown,
+# one `## VERSION` heading per version, newest first; a major one says what to re-check).
+CHANGELOG_SUFFIX = ".changelog.md"
+_VERSION_HEADING = re.compile(r"^## (\d+\.\d+\.\d+)(.*)$", re.MULTILINE)
+
+
+def changelog_path(spec_path: str | os.PathLike) -> Path | None:
+    """The changelog beside the spec file ``spec_path``, or None if it has none."""
+    path = Path(spec_path)
+    candidate = path.with_name(path.name.removesuffix(".yaml").removesuffix(".yml") + CHANGELOG_SUFFIX)
+    return candidate if candidate.is_file() else None
+
+
+def changelog_versions(text: str) -> list[tuple[str, str]]:
+    """(version, the rest of its heading) of each ``## VERSION`` section, in file order."""
+    return [(m.group(1), m.group(2).strip()) for m in _VERSION_HEADING.finditer(text)]
+
+
+def _major(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+def changelog_problems(text: str, spec_version: str) -> list[str]:
+    """What a changelog lacks: the spec's own version first, versions newest
+    first, and for each major version after the first a `Re-check` paragraph."""
+    versions = changelog_versions(text)
+    if not versions:
+        return ["it has no `## VERSION` section"]
+    problems = []
+    if versions[0][0] != spec_version:
+        problems.append(f"its newest section is {versions[0][0]}, the spec is {spec_version}")
+    numbers = [tuple(int(part) for part in v.split(".")) for v, _ in versions]
+    if numbers != sorted(numbers, reverse=True):
+        problems.append("its sections are not newest first")
+    sections = _VERSION_HEADING.split(text)[1:]  # version, heading rest, body, ...
+    bodies = {sections[i]: sections[i + 2] for i in range(0, len(sections), 3)}
+    for (version, _), older in zip(versions, versions[1:]):
+        if _major(version) != _major(older[0]) and "Re-check" not in bodies[version]:
+            problems.append(f"{version} is a major change but does not say what to re-check (a `Re-check` paragraph)")
+    return problems

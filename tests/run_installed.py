@@ -10,6 +10,12 @@ Python 3.11+ with venv; everything else comes from the package index.
     python3 tests/run_installed.py            # the whole suite, one pytest-xdist worker per core
     python3 tests/run_installed.py -k stdio   # extra arguments go to pytest
     python3 tests/run_installed.py -n 0       # any -n/--dist/-p no:xdist of yours replaces the default
+    python3 tests/run_installed.py --hypothesis lowest -m "not slow"   # the fast tier, oldest Hypothesis
+
+``--hypothesis VERSION`` installs that Hypothesis beside the kit (``lowest``:
+the lower bound pyproject.toml declares; without the option pip picks the
+newest). CI (``.ci/run``) runs the whole suite with the newest and the fast
+tier again with ``lowest``, so both ends of the declared range are tested.
 
 The tests run in parallel (PARALLEL below); the tests that must not share the
 machine with others carry ``xdist_group`` markers, which ``--dist loadgroup``
@@ -19,6 +25,7 @@ keeps on one worker each.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,12 +51,40 @@ def parallel_defaults(argv: list[str]) -> tuple[str, ...]:
     return PARALLEL
 
 
+def hypothesis_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``--hypothesis VERSION`` (or ``--hypothesis=VERSION``) taken out of the
+    arguments: (VERSION or None, the rest, for pytest). ``lowest`` becomes
+    the lower bound pyproject.toml declares."""
+    rest, version = list(argv), None
+    for i, arg in enumerate(rest):
+        if arg == "--hypothesis" and i + 1 < len(rest):
+            version = rest[i + 1]
+            del rest[i : i + 2]
+            break
+        if arg.startswith("--hypothesis="):
+            version = arg.split("=", 1)[1]
+            del rest[i]
+            break
+    if version == "lowest":
+        version = declared_lowest_hypothesis()
+    return version, rest
+
+
+def declared_lowest_hypothesis(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """The lower bound of the ``hypothesis>=`` dependency pyproject.toml declares."""
+    found = re.search(r'"hypothesis>=([0-9][0-9.]*)', pyproject.read_text(encoding="utf-8"))
+    if not found:
+        raise SystemExit(f"{pyproject}: no `hypothesis>=VERSION` dependency to take the lowest version from")
+    return found.group(1)
+
+
 def _run(argv: list[str | Path]) -> None:
     print("+ " + " ".join(str(a) for a in argv), flush=True)
     subprocess.run(argv, check=True)
 
 
 def main(argv: list[str]) -> int:
+    hypothesis_version, argv = hypothesis_option(argv)
     work = Path(tempfile.mkdtemp(prefix="lifecycle-conformance-test-"))
     try:
         env_dir, wheels, outside = work / "venv", work / "dist", work / "cwd"
@@ -59,7 +94,9 @@ def main(argv: list[str]) -> int:
         _run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
         _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, ROOT])
         wheel = next(wheels.glob("lifecycle_conformance-*.whl"))
-        _run([python, "-m", "pip", "install", "-q", f"{wheel}[{TEST_EXTRAS}]"])
+        pins = [f"hypothesis=={hypothesis_version}"] if hypothesis_version else []
+        _run([python, "-m", "pip", "install", "-q", f"{wheel}[{TEST_EXTRAS}]", *pins])
+        _run([python, "-c", "import hypothesis; print('Hypothesis', hypothesis.__version__)"])
         env = dict(os.environ, CONFORMANCE_TEST_INSTALLED="1", CONFORMANCE_REPO=str(ROOT))
         env.pop("PYTHONPATH", None)
         command: list[str | Path] = [

@@ -145,6 +145,49 @@ def test_action_runs_a_bundled_spec_and_gates_on_the_verdict(tmp_path, fresh_pyt
     assert "::error title=conformance::verdict fail (exit code 1)" in action.log
 
 
+def _recording_conformance(tmp_path: Path) -> Path:
+    """A directory to put first on PATH: a `conformance` that writes the arguments it got
+    (one JSON list) and exits 0, and the Python the action's steps call."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    recorder = bin_dir / "conformance"
+    recorder.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
+    recorder.chmod(0o755)
+    return bin_dir
+
+
+def test_action_args_deviations_and_min_coverage_reach_conformance_run(tmp_path):
+    action = _Action(
+        tmp_path,
+        _recording_conformance(tmp_path),
+        {
+            "spec": "thread-jobs",
+            "deviations": "ci/deviations.yaml",
+            "min-coverage": "transitions=90\nerror-kinds=80",
+            "args": "--max-failures 3 --timeout 10 --adapter-opt 'label=two words' $HOME;`id`",
+        },
+    )
+    assert action.run(skip=("Install the conformance kit", "Gate on the verdict")) == 0, action.log
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["run", "thread-jobs"]
+    assert argv[argv.index("--deviations") + 1] == "ci/deviations.yaml"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--min-coverage"] == ["transitions=90", "error-kinds=80"]
+    # args come last, split into words as a shell would, with nothing expanded or run
+    assert argv[-7:] == ["--max-failures", "3", "--timeout", "10", "--adapter-opt", "label=two words", "$HOME;`id`"]
+
+
+def test_action_args_that_cannot_be_split_are_an_error_not_a_run(tmp_path):
+    action = _Action(tmp_path, _recording_conformance(tmp_path), {"spec": "thread-jobs", "args": "--seed 'unclosed"})
+    action.run(skip=("Install the conformance kit", "Gate on the verdict"))
+    assert not (tmp_path / "argv.json").exists()
+    assert action.outputs["run"]["exit-code"] == "2"
+    assert "the args input cannot be split into words" in action.log
+
+
 def test_action_inputs_are_documented_and_used():
     definition = yaml.safe_load((ACTION_DIR / "action.yml").read_text())
     assert definition["runs"]["using"] == "composite"

@@ -1,8 +1,8 @@
 """The exploration's own Hypothesis test (``stateful.exploration_test``): a
 ``@given`` test whose examples are runs of steps, a span per step led by the
 choice to stop, so that Hypothesis shrinks a failing run to its fewest
-steps; and enum arguments drawn as one primitive choice that picks what
-hypothesis-jsonschema's strategy would pick."""
+steps; and enum arguments drawn as one primitive choice that picks what the
+schema's strategy (``st.sampled_from`` of its values, simplest first) would pick."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, Verbosity
 from hypothesis import settings as Settings
 from hypothesis.internal.conjecture.data import ConjectureData
-from hypothesis_jsonschema import from_schema
 
+from conformance.engine.schema_draws import from_schema
 from conformance.engine.stateful import _schema_drawer, exploration_test
 from conformance.specs import bundled_specs
 from statemachines import load_spec

@@ -155,4 +155,31 @@ def test_the_name_hypofuzz_reads_for_explain_comments_is_an_alias_of_hypothesiss
     data = ConjectureData.for_choices([])
     data.freeze()
     result = data.as_result()
-    assert result.slice_comments is result.span_comments
+    # a Hypothesis before 6.170 has the old name itself; a later one gets it as an alias
+    assert result.slice_comments is getattr(result, "span_comments", result.slice_comments)
+
+
+def test_a_hypothesis_with_neither_name_gets_a_warning_that_says_what_to_install():
+    from conformance.fuzzing import HypoFuzzCompatibilityWarning, _hypofuzz_compatibility
+
+    class NoComments:  # a result class of a Hypothesis that renamed them again
+        pass
+
+    with pytest.warns(HypoFuzzCompatibilityWarning) as caught:
+        assert _hypofuzz_compatibility(NoComments) is False
+    message = str(caught[0].message)
+    assert "slice_comments" in message and "span_comments" in message
+    assert 'pip install "hypothesis>=' in message
+
+
+def test_a_result_class_with_only_the_new_name_gets_the_old_one():
+    from dataclasses import dataclass
+
+    from conformance.fuzzing import _hypofuzz_compatibility
+
+    @dataclass
+    class Result:
+        span_comments: dict
+
+    assert _hypofuzz_compatibility(Result) is True
+    assert Result({1: "x"}).slice_comments == {1: "x"}

@@ -165,3 +165,37 @@ def test_render_schema_reads_like_a_type():
     }
     assert render_schema(merged) == "{a: integer, b: true}"
     assert render_schema({}) == "any"
+
+
+def test_init_with_a_profile_shows_its_values_and_declares_it(tmp_path):
+    proc = _conformance(
+        "init", "async-jobs", "--transport", "stdio-python", "--profile", "task-table", "--dir", "a", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "The adapter declares profile task-table: declaring it sets surface=\"task_table\", max_running=1000000" in (
+        " ".join(proc.stdout.split())
+    )
+    text = (tmp_path / "a/async_jobs_adapter.py").read_text()
+    header = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "declaring `profile: task-table` alone sets every value below" in header
+    assert "max_running: integer, 1000000 (set by task-table; spec default 15)" in header
+    assert '{**SPEC, "profile": "task-table", "parameters": {}}' in text
+    py_compile.compile(str(tmp_path / "a/async_jobs_adapter.py"), doraise=True)
+    assert "starts and answers the kit's handshake" in proc.stdout  # the declared profile is accepted
+
+
+def test_init_says_when_a_stdio_loop_may_declare_concurrent_true(tmp_path):
+    for transport, name in (("stdio-python", "thread_jobs_adapter.py"), ("stdio-node", "thread_jobs_adapter.js")):
+        plan = __import__("conformance.scaffold", fromlist=["plan_scaffold"]).plan_scaffold(
+            load_spec(str(ROOT / "spec/thread-jobs.yaml")), "thread-jobs", transport
+        )
+        text = " ".join(line.lstrip("#/ ") for line in plan.files[name].splitlines())
+        assert "A single-threaded loop like this one" in text
+        assert "may declare true as long as every call answers on its own" in text
+        assert "this loop may declare" in text  # next to the capability itself
+
+
+def test_init_refuses_a_profile_the_spec_does_not_have(tmp_path):
+    proc = _conformance("init", "async-jobs", "--profile", "nope", "--dir", "a", cwd=tmp_path)
+    assert proc.returncode == 2 and "async-jobs has no profile 'nope'" in proc.stderr and "task-table" in proc.stderr
+    assert not (tmp_path / "a").exists()

@@ -11,7 +11,6 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
 
 from conformance.adapters.stdio_protocol import (
     MAX_DEPTH,
@@ -30,6 +29,7 @@ from conformance.adapters.stdio_protocol import (
     reset_request,
     validate_message,
 )
+from conformance.engine.schema_draws import from_schema
 from conformance.errors import ConformanceError
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))

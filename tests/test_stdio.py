@@ -284,6 +284,12 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.3)" in message
     assert report["implementation"]["adapter"] == command
     assert said.split(",")[0] in run.out.replace("\n", "")
+    # another major version of the same spec: the versions, and where what changed is written
+    pointer = "`conformance specs --changelog thread-jobs`"
+    if said.startswith("the program implements thread-jobs"):
+        assert "The program declares thread-jobs 3.0.0 and the kit runs 2.0.3" in message and pointer in message
+    else:
+        assert pointer not in message
 
 
 @pytest.mark.parametrize(

@@ -227,6 +227,8 @@ def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(record
     assert scenario["id"] == "T1" and f"line {number}" in scenario["title"]
     assert scenario["steps"][-1]["call"] == "turn_boundary"
     assert scenario["steps"][-1]["expect"]["result"] == {"injected": []}  # what the trace observed
+    # it assumes the recorded parameters, so pasted as is it does not run under another profile
+    assert "params.max_bytes == " in scenario["assumes"] and "recorded under" in scenario["not_applicable"]
 
     # Added to a copy of the spec's matrix it is a valid scenario; the reference
     # passes every step but the last, whose expectation the author must review.

@@ -510,7 +510,7 @@ class StdioAdapter(Adapter):
             conn.shutdown(polite=False)
             raise AdapterLoadError(f"handshake failed: {exc}") from None
         message = response.message
-        problem = None
+        problem, hint = None, ""
         if "error" in message:
             err = message["error"]
             problem = f"the program refused the hello: {err.get('kind')}: {err.get('message')}"
@@ -526,6 +526,7 @@ class StdioAdapter(Adapter):
             if not fitting:
                 said = ", ".join(f"{s['id']} {s['version']}" for s in specs)
                 problem = f"the program implements {said}"
+                hint = self._changelog_hint([str(s["version"]) for s in same_id])
             else:
                 entry = fitting[0]
                 impl = message["implementation"]
@@ -538,8 +539,19 @@ class StdioAdapter(Adapter):
                 }
         conn.shutdown(polite=False)
         raise AdapterLoadError(
-            f"handshake refused: {problem}; expected {expected}. "
+            f"handshake refused: {problem}; expected {expected}.{hint} "
             f"The program's hello answer: {quote_line(encode(message))}"
+        )
+
+    def _changelog_hint(self, declared: list[str]) -> str:
+        """For a program of another major version of the spec (``declared``): the
+        versions, and where what changed between them (and what to re-check) is written."""
+        if not declared:
+            return ""
+        return (
+            f" The program declares {self.spec_id} {', '.join(declared)} and the kit runs {self.spec_version}: "
+            f"what changed between those versions, and what an implementation must re-check, is in the "
+            f"spec's changelog (`conformance specs --changelog {self.spec_id}`)."
         )
 
     def _send(self, build: Callable[[int], dict], type_: str) -> Response:

@@ -3,6 +3,7 @@ a path), ``docs`` (its documents) and ``schema`` (JSON Schemas for editors)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,20 +13,53 @@ from rich.text import Text
 from statemachines import SpecError, load_spec
 
 from ..schema_files import SCHEMA_NAMES
-from ..specs import bundled_specs
-from .common import cli, console
+from ..specs import bundled_specs, changelog_path, changelog_versions
+from .common import cli, console, spec_file
 
 __all__ = ["list_specs", "show_docs", "schema"]
 
 
+def _changelog_summary(path) -> str:
+    """The versions a spec's changelog covers and its newest major change, in a few words."""
+    found = changelog_path(path)
+    if found is None:
+        return "—"
+    versions = changelog_versions(found.read_text(encoding="utf-8"))
+    majors = [version for version, rest in versions if "major" in rest]
+    newest = versions[0][0] if versions else "?"
+    return f"{len(versions)} versions to {newest}" + (f"; major {majors[0]}" if majors else "")
+
+
+def _print_changelog(spec: str) -> None:
+    path = spec_file(spec)
+    found = changelog_path(path)
+    if found is None:
+        raise click.UsageError(
+            f"{spec} has no changelog: a spec's changelog is the file beside it named "
+            f"{Path(path).name.removesuffix('.yaml')}.changelog.md"
+        )
+    click.echo(found.read_text(encoding="utf-8"), nl=False)
+
+
 @cli.command("specs")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def list_specs(as_json: bool) -> None:
+@click.option(
+    "--changelog",
+    "changelog",
+    metavar="SPEC",
+    default=None,
+    help="Print SPEC's changelog instead: what changed in each version, and for a major "
+    "change what an implementation must re-check.",
+)
+def list_specs(as_json: bool, changelog: str | None) -> None:
     """List the installed specs that can be named instead of a path: this
     kit's own and those other packages contribute (entry point group
-    lifecycle_conformance.specs)."""
+    lifecycle_conformance.specs), each with what its changelog covers."""
     import json
 
+    if changelog is not None:
+        _print_changelog(changelog)
+        return
     rows: list[dict[str, Any]] = []
     for entry in bundled_specs():
         try:
@@ -52,17 +86,20 @@ def list_specs(as_json: bool) -> None:
                 "mutants": spec.implementations.get("mutants"),
                 "source": entry.source,
                 "path": str(entry.path),
+                "changelog": str(changelog_path(entry.path) or "") or None,
+                "changes": _changelog_summary(entry.path),
             }
         )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="Installed specs (name them instead of a path: conformance run NAME)")
-    for column in ("name", "version", "profiles", "operations", "scenarios", "bundled reference"):
+    for column in ("name", "version", "profiles", "operations", "scenarios", "bundled reference", "changelog"):
         table.add_column(column, overflow="fold")
     for row in rows:
         if "error" in row:
-            table.add_row(Text(row["name"]), Text(row["error"], style="red"), Text(""), Text(""), Text(""), Text(""))
+            blank = [Text("")] * 5
+            table.add_row(Text(row["name"]), Text(row["error"], style="red"), *blank)
             continue
         table.add_row(
             Text(row["name"]),
@@ -71,8 +108,10 @@ def list_specs(as_json: bool) -> None:
             Text(str(row["operations"])),
             Text(str(row["scenarios"])),
             Text(row["reference"] or "—"),
+            Text(row["changes"]),
         )
     console.print(table)
+    console.print("What changed in each version: conformance specs --changelog NAME", highlight=False)
 
 
 @cli.command("docs")

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.internal.intervalsets import IntervalSet
+
+from .hypothesis_support import string_intervals
 
 __all__ = [
     "Drawer",
@@ -86,7 +87,9 @@ def _settle_emptiness(strategy) -> None:
 
 def text(alphabet: str, max_size: int) -> Drawer:
     """A string of up to ``max_size`` characters of ``alphabet`` (one choice)."""
-    intervals = IntervalSet.from_string(alphabet)
+    intervals = string_intervals(alphabet)
+    if intervals is None:  # a Hypothesis without interval sets: the public strategy, nested
+        return nested(st.text(alphabet, max_size=max_size))
     return lambda data: data.draw_string(intervals, min_size=0, max_size=max_size)
 
 

@@ -43,6 +43,7 @@ from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .causes import group_by_cause
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
+from .hypothesis_support import HypothesisUnsupported
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
@@ -494,6 +495,9 @@ def _run_or_problems(
     except AdapterLoadError as exc:
         report["verdict"], report["exit_code"] = "error", 2
         report["problems"].append({"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)})
+    except HypothesisUnsupported as exc:  # the installed Hypothesis lacks what the exploration draws with
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append({"kind": "environment-error", "message": str(exc), "where": "hypothesis"})
 
 
 def _internal_error(config: RunConfig, report: dict, exc: BaseException, tracker: _Tracker) -> None:

@@ -47,20 +47,20 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
-from hypothesis.internal.conjecture.engine import BUFFER_SIZE
-from hypothesis.internal.conjecture.utils import calc_label_from_name
-from hypothesis_jsonschema import from_schema
 
-try:  # the canonical form hypothesis-jsonschema draws from (enums in its order)
-    from hypothesis_jsonschema._canonicalise import canonicalish
-except ImportError:  # pragma: no cover - another release: every schema through its strategy
-    canonicalish = None  # type: ignore[assignment]  # checked before use: None sends every schema to its strategy
-
-from statemachines import ExpressionError, Spec, derived_races, exploration_applies, limit_edges, text_of_size
+from statemachines import (
+    ExpressionError,
+    Spec,
+    SpecError,
+    derived_races,
+    exploration_applies,
+    limit_edges,
+    text_of_size,
+)
 from statemachines.tools.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
-from . import choices
+from . import choices, hypothesis_support, schema_draws
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
 
@@ -127,18 +127,36 @@ class StatefulOutcome:
 _ABSENT = choices.ABSENT
 
 
-def _schema_drawer(schema: dict) -> choices.Drawer:
-    """How values of a JSON Schema are drawn. An enum (or a const) is one
-    primitive choice: the index hypothesis-jsonschema's own ``sampled_from``
-    draws, into the same canonical order, so the values and how they shrink
-    are the same, without a nested strategy's span and checks. Anything else
-    is drawn through hypothesis-jsonschema's strategy."""
-    canonical = canonicalish(schema) if canonicalish is not None else None
-    if isinstance(canonical, dict) and set(canonical) == {"enum"} and canonical["enum"]:
-        return choices.sampled(canonical["enum"])
-    if isinstance(canonical, dict) and set(canonical) == {"const"}:
-        return choices.sampled([canonical["const"]])
-    return choices.nested(from_schema(schema))
+def _schema_drawer(schema: dict, where: str = "schema") -> choices.Drawer:
+    """How values of a JSON Schema are drawn (``engine/schema_draws.py``). An
+    enum (a const, a boolean) is one primitive choice: the index of its value,
+    simplest first, the same index ``st.sampled_from`` of those values draws,
+    so the values and how they shrink are the same, without a nested
+    strategy's span and checks. Anything else is drawn through its strategy."""
+    values = schema_draws.enum_values(schema)
+    if values:
+        return choices.sampled(values)
+    return choices.nested(schema_draws.from_schema(schema, where))
+
+
+def _check_drawable(spec: Spec, offered: frozenset[str]) -> None:
+    """Every argument of an offered operation that is drawn from its schema
+    uses keywords the kit can draw; else a ``SpecError`` naming each."""
+    problems = []
+    for op in sorted(offered):
+        for prop, sub in (spec.operations[op].args_schema.get("properties") or {}).items():
+            if isinstance(sub, dict) and not sub.get("x-draw") and "x-draw" in (sub.get("items") or {}):
+                sub = sub["items"]
+            draw = sub.get("x-draw") or {} if isinstance(sub, dict) else {}
+            if {"keys", "policy", "pool"} & set(draw):
+                continue
+            path = ("operations", op, "args", "properties", prop)
+            try:
+                schema_draws.check_supported(strip_hints(sub), f"operation {op}, argument {prop}")
+            except schema_draws.UnsupportedSchema as exc:
+                problems.append(spec.source_map.problem(path, str(exc)))
+    if problems:
+        raise SpecError(problems)
 
 
 def _edges_by_target(
@@ -169,6 +187,7 @@ class Explorer:
     def __init__(self, spec: Spec, params: dict, concurrent: bool):
         self.spec, self.params = spec, params
         offered = spec.offered_operations(params)  # a profile may expose only some operations
+        _check_drawable(spec, offered)  # a schema keyword the kit cannot draw: said now, not mid-run
         # Races the spec implies (each operation writing a record twice at once,
         # each conflicting pair on one record: statemachines.tools.races).
         self.derived = (
@@ -264,7 +283,7 @@ class Explorer:
         elif draw and "pool" in draw:
             drawer = choices.sampled(self.spec.exploration.pools[draw["pool"]])
         else:
-            drawer = _schema_drawer(strip_hints(schema))
+            drawer = _schema_drawer(strip_hints(schema), f"operation {op}, argument {prop}")
         edges = self.arg_edges.get((op, prop))
         if edges:  # a third of the draws sit at a declared limit's edge
             return choices.either(drawer, drawer, choices.sampled(list(edges))), ("edge", edges)
@@ -694,7 +713,8 @@ def build_example(
 # One step of an example is one span of Hypothesis's choices, led by the
 # choice whether to stop: the shrinker deletes steps by deleting spans, and
 # ends an example early by turning that choice to True.
-_STEP_LABEL = calc_label_from_name("conformance exploration step")
+_STEP_LABEL = hypothesis_support.span_label("conformance exploration step")
+_BUFFER_SIZE = hypothesis_support.buffer_size()
 
 
 # An example allocates many short-lived objects (answers, predictions, trace
@@ -778,7 +798,7 @@ def _explore(cd, new_example: Callable[[], Any], draw_step: choices.Drawer, step
                     must_stop = True
                 elif run == 0:
                     must_stop = False  # an example runs at least one step
-                elif cd.length > 0.8 * BUFFER_SIZE:
+                elif cd.length > 0.8 * _BUFFER_SIZE:
                     must_stop = True  # better fewer steps than a run over Hypothesis's choice budget
                 if cd.draw_boolean(p=2**-16, forced=must_stop):
                     break
@@ -806,22 +826,24 @@ def exploration_test(
     fixes its randomness and keeps the database on; ``method``: a
     ``unittest.TestCase`` method (``self`` first), for pytest and HypoFuzz."""
 
+    hypothesis_support.check_conjecture_api()  # a Hypothesis without the primitives: said now, by name
+
     def test_method(self: Any, data: Any) -> None:
-        _explore(data.conjecture_data, new_example, draw_step, step_count)
+        _explore(hypothesis_support.conjecture_data(data), new_example, draw_step, step_count)
 
     def test_function(data: Any) -> None:
-        _explore(data.conjecture_data, new_example, draw_step, step_count)
+        _explore(hypothesis_support.conjecture_data(data), new_example, draw_step, step_count)
 
     inner: Callable[..., None] = test_method if method else test_function
     inner.__name__ = inner.__qualname__ = "runTest" if method else "explore"
     test: Any = settings(given(st.data())(inner))  # it carries attributes Hypothesis reads, not in its types
-    test.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode("utf-8")
+    hypothesis_support.key_database(test.hypothesis.inner_test, key.encode("utf-8"))
     # pytest (conformance.pytest_plugin) and HypoFuzz key it by its node id instead
     test.hypothesis.inner_test._conformance_exploration = True
-    test._hypothesis_internal_print_given_args = False  # the kit reports the steps itself
+    hypothesis_support.quiet_arguments(test)  # the kit reports the steps itself
     if seed is not None:
         # On the test, not through @seed: that would switch the example database off.
-        test._hypothesis_internal_use_seed = seed
+        hypothesis_support.fix_seed(test, seed)
     return test
 
 

@@ -12,7 +12,7 @@ from ..engine.runner import RunConfig, clear_report_files, mark_interrupted, new
 from ..specs import SpecNotFound
 from .check import check_traces
 from .format import TraceError
-from .to_scenario import scenario_from_trace, write_scenario_file
+from .to_scenario import recorded_assumes, scenario_from_trace, write_scenario_file
 
 __all__ = ["check_trace_run"]
 
@@ -49,7 +49,8 @@ def check_trace_run(
         sources = [entry.pop("_source") for entry in entries]
         report["scenarios"] = entries
         if to_scenario:
-            _write_regression(report, entries, sources, to_scenario, scenario_id)
+            assumes = recorded_assumes(spec, params, (identity.get("parameters") or {}).keys())
+            _write_regression(report, entries, sources, to_scenario, scenario_id, assumes, identity.get("profile"))
         report["problems"] += problems
         _conclude(report, entries, accepted[0] if accepted else None)
     except DeviationsError as exc:
@@ -94,8 +95,17 @@ def _describe_run(report: dict, spec_path: str, spec: Spec, params: dict, identi
     report["parameters"] = params
 
 
-def _write_regression(report: dict, entries: list[dict], sources: list, to_scenario: str, scenario_id: str) -> None:
-    """The first failing session (not an error) as a scenario file."""
+def _write_regression(
+    report: dict,
+    entries: list[dict],
+    sources: list,
+    to_scenario: str,
+    scenario_id: str,
+    assumes: str | None = None,
+    profile: str | None = None,
+) -> None:
+    """The first failing session (not an error) as a scenario file, assuming
+    the recorded parameters (``to_scenario.recorded_assumes``)."""
     failing = [(e, src) for e, src in zip(entries, sources) if e["verdict"] == "fail" and src[2] is not None]
     if not failing:
         return
@@ -103,7 +113,13 @@ def _write_regression(report: dict, entries: list[dict], sources: list, to_scena
     write_scenario_file(
         to_scenario,
         scenario_from_trace(
-            trace_path, first, line, scenario_id=scenario_id, failure_message=entry["failure"]["message"]
+            trace_path,
+            first,
+            line,
+            scenario_id=scenario_id,
+            failure_message=entry["failure"]["message"],
+            assumes=assumes,
+            profile=profile,
         ),
     )
     report["_scenario_file"] = to_scenario

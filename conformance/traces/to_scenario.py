@@ -6,18 +6,25 @@ the trace observed as its expectations. The last step therefore pins what
 the recorded system did: the author decides whether the spec or the system
 is wrong, edits that expectation to what the spec demands, and adds the
 scenario to a matrix as a regression.
+
+The scenario ``assumes`` the parameters the trace was recorded under: every
+parameter a profile of the spec sets, and every one the trace declared, at
+the recorded value (``recorded_assumes``). Pasted as is, it then runs only
+where those values hold, and is listed as not applicable under another
+profile instead of failing there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from .format import TraceEvent, read_trace
 
-__all__ = ["scenario_from_trace", "write_scenario_file"]
+__all__ = ["scenario_from_trace", "write_scenario_file", "recorded_assumes", "cel_literal"]
 
 
 def _expect(call: dict) -> dict:
@@ -31,11 +38,55 @@ def _expect(call: dict) -> dict:
     return expect
 
 
+def cel_literal(value: Any) -> str:
+    """``value`` as a CEL literal (strings single-quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, int | float):
+        return repr(value)
+    raise ValueError(f"no CEL literal for {value!r}")
+
+
+def recorded_assumes(spec: Any, params: dict, declared: Iterable[str] = ()) -> str | None:
+    """A CEL ``assumes`` holding exactly where the parameters that profiles set
+    (and those in ``declared``) have the recorded values; None if there are none."""
+    names = {name for profile in spec.profiles.values() for name in profile.parameters} | set(declared)
+    terms = [
+        f"params.{name} == {cel_literal(params[name])}"
+        for name in sorted(names)
+        if name in params and isinstance(params[name], str | int | float | bool | None)
+    ]
+    return " && ".join(terms) or None
+
+
 def scenario_from_trace(
-    path: str | Path, first_line: int, last_line: int, *, scenario_id: str, failure_message: str
+    path: str | Path,
+    first_line: int,
+    last_line: int,
+    *,
+    scenario_id: str,
+    failure_message: str,
+    assumes: str | None = None,
+    profile: str | None = None,
 ) -> dict:
-    """The events of ``path`` on lines first_line..last_line as a scenario."""
+    """The events of ``path`` on lines first_line..last_line as a scenario;
+    ``assumes`` (``recorded_assumes``) limits it to the recorded parameters of
+    ``profile`` (the one the trace declared, None: the spec's defaults)."""
     headline = failure_message.splitlines()[0] if failure_message else "a failure"
+    scenario = _scenario(path, first_line, last_line, scenario_id, headline)
+    if assumes:
+        under = f"profile {profile}" if profile else "the spec's default parameters"
+        scenario["assumes"] = assumes
+        scenario["not_applicable"] = f"recorded under {under}: it holds only where these parameter values do"
+    scenario["steps"] = _steps(_events_between(path, first_line, last_line))
+    return scenario
+
+
+def _scenario(path: str | Path, first_line: int, last_line: int, scenario_id: str, headline: str) -> dict:
     return {
         "id": scenario_id,
         "title": f"Regression from trace {Path(path).name} line {last_line}",
@@ -46,7 +97,6 @@ def scenario_from_trace(
             "step (what the spec demands there) and any id or path the implementation chose "
             "before adding this scenario to a matrix."
         ),
-        "steps": _steps(_events_between(path, first_line, last_line)),
     }
 
 

@@ -1,0 +1,121 @@
+"""Every tie of the kit to Hypothesis beyond its public API, in one place.
+
+The exploration (``stateful.py``, ``choices.py``) draws its steps as
+Hypothesis's primitive choices on ``ConjectureData`` (``draw_integer``,
+``draw_string``, ``draw_boolean``, spans): three times cheaper than nested
+strategies, and no public API offers them. They exist, unchanged, in every
+release from ``LOWEST_TESTED`` to ``NEWEST_TESTED`` (CI runs the fast tier at
+both ends: ``.ci/run``). A Hypothesis without one of them is refused by
+``check_conjecture_api`` with the names missing and what to install, before
+anything runs; everything else here has a fallback:
+
+- the label of an exploration step's span is worked out here (a 64-bit
+  integer from the name), not taken from Hypothesis;
+- the choice budget an example stays under (``buffer_size``) falls back to
+  Hypothesis's long-standing 8 KiB;
+- a string's characters (``string_intervals``) fall back to a nested
+  ``st.text`` draw when Hypothesis's interval sets are not there;
+- the attributes ``@given`` reads from a test for its seed, its example
+  database key and whether it prints its arguments (``fix_seed``,
+  ``key_database``, ``quiet_arguments``) are set in one place; the public
+  ``@seed`` would switch the example database off.
+
+Hypothesis's draws of constants from loaded modules are switched off in
+``stateful._draws_of_the_seed_alone``, itself guarded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import hypothesis
+
+from ..errors import ConformanceError
+
+__all__ = [
+    "LOWEST_TESTED",
+    "NEWEST_TESTED",
+    "CONJECTURE_METHODS",
+    "HypothesisUnsupported",
+    "check_conjecture_api",
+    "conjecture_data",
+    "span_label",
+    "buffer_size",
+    "string_intervals",
+    "fix_seed",
+    "key_database",
+    "quiet_arguments",
+]
+
+LOWEST_TESTED = "6.140.2"  # pyproject's lower bound (HypoFuzz 25.11's too)
+NEWEST_TESTED = "6.170.17"
+CONJECTURE_METHODS = ("draw_integer", "draw_string", "draw_boolean", "start_span", "stop_span")
+_DEFAULT_BUFFER_SIZE = 8 * 1024
+
+
+class HypothesisUnsupported(ConformanceError):
+    """The installed Hypothesis lacks a primitive the exploration draws with."""
+
+
+def check_conjecture_api(data_class: Any = None) -> None:
+    """Raise ``HypothesisUnsupported`` when Hypothesis's ``ConjectureData``
+    (or ``data_class``) lacks a method the exploration draws with."""
+    if data_class is None:
+        try:
+            from hypothesis.internal.conjecture.data import ConjectureData as data_class
+        except ImportError:
+            data_class = None
+    missing = [name for name in CONJECTURE_METHODS if not hasattr(data_class, name)]
+    if missing:
+        raise HypothesisUnsupported(
+            f"Hypothesis {hypothesis.__version__} has no ConjectureData.{', ConjectureData.'.join(missing)}, "
+            f"which the kit's exploration draws its steps with; the kit is tested with Hypothesis "
+            f"{LOWEST_TESTED} to {NEWEST_TESTED}: install one of those "
+            f'(pip install "hypothesis>={LOWEST_TESTED},<={NEWEST_TESTED}") and report the new release '
+            f"to the kit's maintainers"
+        )
+
+
+def conjecture_data(data: Any) -> Any:
+    """The ``ConjectureData`` behind ``st.data()``'s draw object."""
+    return data.conjecture_data
+
+
+def span_label(name: str) -> int:
+    """A span's label: a 64-bit integer worked out from its name."""
+    return int.from_bytes(hashlib.sha384(name.encode("utf-8")).digest()[:8], "big")
+
+
+def buffer_size() -> int:
+    """How many choices an example may make before Hypothesis stops it."""
+    try:
+        from hypothesis.internal.conjecture.engine import BUFFER_SIZE
+    except ImportError:
+        return _DEFAULT_BUFFER_SIZE
+    return int(BUFFER_SIZE)
+
+
+def string_intervals(alphabet: str) -> Any:
+    """Hypothesis's set of ``alphabet``'s characters, for ``draw_string``;
+    None when this Hypothesis has none (draw through ``st.text`` then)."""
+    try:
+        from hypothesis.internal.intervalsets import IntervalSet
+    except ImportError:
+        return None
+    return IntervalSet.from_string(alphabet)
+
+
+def fix_seed(test: Any, seed: int) -> None:
+    """Fix a ``@given`` test's randomness, keeping its example database on."""
+    test._hypothesis_internal_use_seed = seed
+
+
+def key_database(inner_test: Any, key: bytes) -> None:
+    """Store a ``@given`` test's examples under ``key`` in the example database."""
+    inner_test._hypothesis_internal_add_digest = key
+
+
+def quiet_arguments(test: Any) -> None:
+    """A failing ``@given`` test does not print its drawn arguments (the kit reports the steps)."""
+    test._hypothesis_internal_print_given_args = False

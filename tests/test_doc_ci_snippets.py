@@ -1,0 +1,118 @@
+"""Every GitHub Actions snippet in the README and docs/ validates against
+GitHub's published JSON Schemas (SchemaStore's github-workflow.json and
+github-action.json, vendored in tests/fixtures/github-schemas with their
+source: no network here), and so does the kit's own action; third-party
+actions are pinned by full commit SHA.
+
+A ```yaml block is a workflow when it has `jobs:`; a job when it has
+`steps:` (validated inside a one-job workflow); a list of steps when it is a
+list of mappings with `uses:` or `run:` (validated as a job's steps). Other
+blocks (pre-commit configs, specs) are not GitHub Actions files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "tests" / "fixtures" / "github-schemas"
+ACTION = ROOT / ".github" / "actions" / "conformance" / "action.yml"
+OWN_ACTION = "OWNER/lifecycle-conformance/"  # the kit's own action: the reader pins the release they take
+SHA_PIN = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
+
+_spec = importlib.util.spec_from_file_location("doc_yaml_blocks", ROOT / "tests" / "test_doc_yaml_blocks.py")
+assert _spec and _spec.loader
+_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_blocks)
+
+
+def _validator(name: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(json.loads((SCHEMAS / name).read_text(encoding="utf-8")))
+
+
+def _as_workflow(value) -> dict | None:
+    """The block as a whole workflow, or None when it is no GitHub Actions file."""
+    if isinstance(value, dict) and "jobs" in value:
+        # PyYAML reads YAML 1.1, where a bare `on` is the boolean true; GitHub reads the key `on`
+        return {("on" if key is True else key): item for key, item in value.items()}
+    if isinstance(value, dict) and "steps" in value:
+        return {"on": "push", "jobs": {"job": {"runs-on": "ubuntu-latest", **value}}}
+    if isinstance(value, list) and value and all(isinstance(s, dict) and ({"uses", "run"} & set(s)) for s in value):
+        return {"on": "push", "jobs": {"job": {"runs-on": "ubuntu-latest", "steps": value}}}
+    return None
+
+
+def _snippets() -> list[tuple[str, dict]]:
+    found = []
+    for path in _blocks.DOCUMENTS:
+        for line, info, body in _blocks.yaml_blocks(path.read_text(encoding="utf-8")):
+            if "fragment" in info.split():
+                continue
+            workflow = _as_workflow(yaml.safe_load(body))
+            if workflow is not None:
+                found.append((f"{path.relative_to(ROOT).as_posix()}:{line}", workflow))
+    return found
+
+
+SNIPPETS = _snippets()
+
+
+def _uses(workflow: dict) -> list[str]:
+    return [
+        step["uses"]
+        for job in workflow["jobs"].values()
+        for step in job.get("steps", [])
+        if isinstance(step, dict) and "uses" in step
+    ]
+
+
+def _problems(validator: jsonschema.Draft7Validator, value) -> list[str]:
+    return [
+        f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message[:300]}"
+        for error in validator.iter_errors(value)
+    ]
+
+
+def test_the_snippets_are_found():
+    where = [name for name, _ in SNIPPETS]
+    assert sum(name.startswith("docs/ci.md") for name in where) >= 3, where
+    assert any(name.startswith("README.md") for name in where), where
+
+
+@pytest.mark.parametrize("name, workflow", SNIPPETS, ids=[name for name, _ in SNIPPETS])
+def test_workflow_snippet_validates_against_githubs_schema(name, workflow):
+    problems = _problems(_validator("github-workflow.json"), workflow)
+    assert not problems, f"{name}: not a valid GitHub workflow:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name, workflow", SNIPPETS, ids=[name for name, _ in SNIPPETS])
+def test_third_party_actions_in_snippets_are_pinned_by_commit(name, workflow):
+    loose = [u for u in _uses(workflow) if not u.startswith((OWN_ACTION, "./")) and not SHA_PIN.match(u)]
+    assert not loose, f"{name}: pin these by full commit SHA (the tag in a comment): {loose}"
+
+
+def test_the_kits_action_validates_and_pins_its_actions_by_commit():
+    action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    problems = _problems(_validator("github-action.json"), action)
+    assert not problems, "action.yml is not a valid GitHub action:\n" + "\n".join(problems)
+    uses = [step["uses"] for step in action["runs"]["steps"] if "uses" in step]
+    assert uses and all(SHA_PIN.match(u) for u in uses), uses
+
+
+def test_the_check_catches_a_workflow_without_on():
+    workflow = {"jobs": {"j": {"runs-on": "ubuntu-latest", "steps": [{"run": "true"}]}}}
+    assert _problems(_validator("github-workflow.json"), workflow)
+    assert not _problems(_validator("github-workflow.json"), {"on": "push", **workflow})
+
+
+def test_the_vendored_schemas_name_their_source():
+    source = (SCHEMAS / "SOURCE.md").read_text(encoding="utf-8")
+    for name in ("github-workflow.json", "github-action.json"):
+        assert f"https://json.schemastore.org/{name}" in source
+        assert json.loads((SCHEMAS / name).read_text(encoding="utf-8"))["$id"].endswith(name)

@@ -1,0 +1,39 @@
+"""tests/run_installed.py's ``--hypothesis`` option and CI's second run with the
+lowest Hypothesis pyproject.toml declares (no install here: the arguments alone)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from conformance.engine.hypothesis_support import LOWEST_TESTED
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("run_installed", ROOT / "tests" / "run_installed.py")
+assert _spec and _spec.loader
+run_installed = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_installed)
+
+
+def test_the_hypothesis_option_is_taken_out_of_pytests_arguments():
+    assert run_installed.hypothesis_option(["-q", "--hypothesis", "6.170.17", "-k", "x"]) == (
+        "6.170.17",
+        ["-q", "-k", "x"],
+    )
+    assert run_installed.hypothesis_option(["--hypothesis=6.150.0"]) == ("6.150.0", [])
+    assert run_installed.hypothesis_option(["-q"]) == (None, ["-q"])
+
+
+def test_lowest_is_the_lower_bound_pyproject_declares_and_the_kit_tests():
+    version, rest = run_installed.hypothesis_option(["--hypothesis", "lowest", "-m", "not slow"])
+    assert version == run_installed.declared_lowest_hypothesis() == LOWEST_TESTED
+    assert rest == ["-m", "not slow"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"hypothesis>={LOWEST_TESTED}",' in pyproject  # a lower bound, no upper one
+    assert "hypothesis-jsonschema" not in pyproject
+
+
+def test_ci_runs_the_fast_tier_again_with_the_lowest_hypothesis():
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "tests -q\n" in script
+    assert 'tests --hypothesis lowest -q -m "not slow"' in script
