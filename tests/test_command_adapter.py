@@ -431,7 +431,9 @@ def test_a_command_runs_only_when_the_tool_printed_it_in_this_run(printer, tmp_p
         adapter.call("run", {"command": f"touch {tmp_path / 'PWNED'}"})
     out = adapter.call("describe", {"text": "hello"})["result"]["stdout"]
     assert adapter.call("run", {"command": out["own_command"]})["result"]["stdout"] == {"ran": ["ran"]}
-    assert adapter.call("run", {"command": out["words_command"]})["result"]["stdout"] == {"ran": ["listed"]}  # a list too
+    assert adapter.call("run", {"command": out["words_command"]})["result"]["stdout"] == {
+        "ran": ["listed"]
+    }  # a list too
     adapter.reset(0)  # a new run: what the tool printed before is not this run's
     with pytest.raises(InputRefused):
         adapter.call("run", {"command": out["own_command"]})

@@ -138,7 +138,13 @@ def claim_item(directory: str | Path, key: str) -> bool:
     system does atomically (on every system, for any number of processes)."""
     name = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
     try:
-        os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(
+            os.open(
+                os.path.join(directory, name),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                0o644,
+            )
+        )
     except FileExistsError:
         return False
     return True
