@@ -1,0 +1,173 @@
+"""Files a user receives, round 3 (issue 34): shard reports, traces, numbers
+and dates out of range. Each refusal names the file (and line), the verdict
+is `error` with exit 2, a report is written, and nothing outside what the
+user named is read."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.engine.shards import ShardError, load_shard_report, merge_reports, vet_counterexamples
+from conformance.reporting import validate_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def kit(*args, cwd=ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_DEBUG"}
+    env["COLUMNS"] = "1000"
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.cli", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def clean(proc: subprocess.CompletedProcess) -> str:
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text and "internal error" not in text, text
+    return " ".join(text.split())
+
+
+def written(directory: Path) -> dict:
+    report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    assert validate_report(report) == [], validate_report(report)
+    return report
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory) -> Path:
+    """One real shard report (1/1) of a one-scenario run."""
+    where = tmp_path_factory.mktemp("shard") / "s1"
+    proc = kit(
+        "run", "spec/thread-jobs.yaml", "--no-stateful", "--scenario", "N1", "--shard", "1/1", "--report-dir", where
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return where
+
+
+def copy_shard(shard: Path, where: Path) -> Path:
+    shutil.copytree(shard, where, symlinks=True)
+    return where
+
+
+# ------------------------------------------------------------ item 2: merge-reports
+def _with_failure(report: dict, counterexample_file: str) -> dict:
+    report = copy.deepcopy(report)
+    report["stateful"] = {"failure": {"counterexample_file": counterexample_file}}
+    return report
+
+
+@pytest.mark.parametrize(
+    "named", ["/proc/self/environ", "../../etc/passwd", "/etc/counterexample-x/../passwd", "notes.txt"]
+)
+def test_a_counterexample_file_outside_the_shard_directory_is_refused(shard, tmp_path, named):
+    report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
+    with pytest.raises(ShardError, match="refused: failure.counterexample_file"):
+        vet_counterexamples(_with_failure(report, named), directory, directory / "report.json")
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "device", "huge"])
+def test_only_a_regular_counterexample_file_of_the_shard_is_read(shard, tmp_path, kind):
+    report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
+    path = directory / "counterexample-stateful.yaml"
+    if kind == "symlink":
+        (tmp_path / "secret").write_text("secret")
+        path.symlink_to(tmp_path / "secret")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        with open(path, "wb") as handle:
+            handle.truncate(64 * 1024 * 1024)
+    with pytest.raises(ShardError, match="refused"):
+        vet_counterexamples(_with_failure(report, "/elsewhere/counterexample-stateful.yaml"), directory, path)
+    report = _with_failure(report, "/elsewhere/counterexample-stateful.yaml")
+    if kind != "huge":
+        return
+    path.unlink()
+    path.write_text("steps: []\n")
+    vet_counterexamples(report, directory, path)  # the shard machine's path: only the name counts
+    assert report["stateful"]["failure"]["counterexample_file"] == str(path)
+
+
+@pytest.mark.parametrize("kind", ["symlink-entry", "symlink-dir", "fifo", "forged"])
+def test_values_of_a_shard_are_regular_files_never_followed(shard, tmp_path, kind):
+    directory = copy_shard(shard, tmp_path / "s")
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET=1")
+    digest = hashlib.sha256(b"SECRET=1").hexdigest()
+    if kind == "symlink-dir":
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / f"sha256-{digest}.txt").write_text("SECRET=1")
+        (directory / "values").symlink_to(tmp_path / "other")
+    else:
+        (directory / "values").mkdir()
+        entry = directory / "values" / f"sha256-{digest}.txt"
+        if kind == "symlink-entry":
+            entry.symlink_to(secret)
+        elif kind == "fifo":
+            os.mkfifo(entry)
+        else:
+            entry.write_text("not what the digest says")
+    out = tmp_path / "merged"
+    proc = kit("merge-reports", out, directory, timeout=60)
+    text = clean(proc)
+    assert proc.returncode == 2 and "refused" in text and "values" in text, text
+    report = written(out)
+    assert report["verdict"] == "error" and report["problems"][0]["kind"] == "input-refused"
+    assert not (out / "values").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "deep", "bigint", "garbage-shape"])
+def test_a_shard_report_that_is_not_a_regular_kit_report_is_refused_with_a_report(shard, tmp_path, kind):
+    directory = copy_shard(shard, tmp_path / "s")
+    path = directory / "report.json"
+    original = path.read_text()
+    path.unlink()
+    if kind == "symlink":
+        (tmp_path / "elsewhere.json").write_text(original)
+        path.symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "bigint":
+        path.write_text(original.replace('"index": 1', '"index": ' + "9" * 5000, 1))
+    else:
+        report = json.loads(original)
+        report["spec"] = "not an object"
+        report["shard"]["count"] = "two"
+        path.write_text(json.dumps(report))
+    out = tmp_path / "merged"
+    (out).mkdir()
+    (out / "report.json").write_text('{"verdict": "pass"}')  # an earlier merge's verdict
+    proc = kit("merge-reports", out, directory, timeout=60)
+    text = clean(proc)
+    assert proc.returncode == 2 and str(path) in text, text
+    assert written(out)["verdict"] == "error"
+
+
+def test_merge_reports_still_merges_a_good_shard(shard, tmp_path):
+    out = tmp_path / "merged"
+    proc = kit("merge-reports", out, copy_shard(shard, tmp_path / "s"), timeout=60)
+    assert proc.returncode == 0, clean(proc)
+    assert written(out)["verdict"] == "pass"
+
+
+def test_merge_reports_in_process_refuses_what_it_cannot_read(shard, tmp_path):
+    report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
+    assert merge_reports([(report, directory)], None)["verdict"] == "pass"
