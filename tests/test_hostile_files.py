@@ -171,3 +171,41 @@ def test_merge_reports_still_merges_a_good_shard(shard, tmp_path):
 def test_merge_reports_in_process_refuses_what_it_cannot_read(shard, tmp_path):
     report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
     assert merge_reports([(report, directory)], None)["verdict"] == "pass"
+
+
+# ------------------------------------------------------------ item 5: check-trace
+TRACE_HEADER = '{"trace": 1, "spec": {"id": "thread-jobs"}}\n'
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ('{"call": "no_such_op", "args": {}, "result": {}}', "operation 'no_such_op' is not an operation"),
+        ('{"call": "begin_turn", "args": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}, \"result\": {}}", "nested"),
+        ('{"clock_ms": ' + "9" * 5000 + "}", "outside the 64-bit range"),
+        ('{"clock_ms": 18446744073709551616}', "outside the 64-bit range"),
+    ],
+    ids=["unknown-operation", "deep", "huge-int", "int-over-64-bit"],
+)
+def test_check_trace_meets_a_hostile_line_with_its_file_line_and_a_report(tmp_path, line, said):
+    from conformance.traces import check_trace_run
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE_HEADER + line + "\n")
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "report.json").write_text('{"verdict": "pass"}')
+    report = check_trace_run("thread-jobs", [str(trace)], str(out))
+    assert report["verdict"] == "error" and report["exit_code"] == 2, report["problems"]
+    problem = report["problems"][0]
+    assert problem["where"] == f"{trace}:2" and said in problem["message"], problem
+    assert written(out)["verdict"] == "error"
+
+
+def test_check_trace_cli_on_a_fifo_refuses_without_blocking(tmp_path):
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    proc = kit("check-trace", "thread-jobs", fifo, "--report-dir", tmp_path / "r", timeout=60)
+    text = clean(proc)
+    assert proc.returncode == 2 and str(fifo) in text, text
+    assert written(tmp_path / "r")["verdict"] == "error"
