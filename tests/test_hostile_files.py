@@ -209,3 +209,60 @@ def test_check_trace_cli_on_a_fifo_refuses_without_blocking(tmp_path):
     text = clean(proc)
     assert proc.returncode == 2 and str(fifo) in text, text
     assert written(tmp_path / "r")["verdict"] == "error"
+
+
+# ------------------------------------------------------------ item 6: numbers and dates
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "name, text, line",
+    [
+        ("replay", f"id: x\nsteps:\n  - call: start_job\n    args: {{thread_id: t1, tool_call_id: {HUGE}}}\n", 4),
+        (
+            "replay-64",
+            "id: x\nsteps:\n  - call: start_job\n    args: {thread_id: t1, tool_call_id: 0x8000000000000000}\n",
+            4,
+        ),
+        (
+            "deviations",
+            "deviations: 1\nentries:\n  - id: D1\n    reason: r\n    expires: 2026-02-30\n    accept: {path: error}\n",
+            5,
+        ),
+        ("deviations-int", f"deviations: 1\nentries:\n  - id: D1\n    reason: {HUGE}\n", 4),
+    ],
+)
+def test_out_of_range_integers_and_impossible_dates_are_refused_at_their_line(tmp_path, name, text, line):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    out = tmp_path / "r"
+    if name.startswith("replay"):
+        proc = kit("replay", "spec/thread-jobs.yaml", path, "--report-dir", out, timeout=60)
+    else:
+        proc = kit(
+            "run",
+            "spec/thread-jobs.yaml",
+            "--no-stateful",
+            "--scenario",
+            "N1",
+            "--deviations",
+            path,
+            "--report-dir",
+            out,
+            timeout=60,
+        )
+    said = clean(proc)
+    assert proc.returncode == 2 and f"{path}:{line}:" in said, said
+    assert "64-bit range" in said or "not a valid date" in said, said
+    assert written(out)["verdict"] == "error"
+
+
+def test_a_spec_with_an_integer_over_64_bits_is_a_spec_error(tmp_path):
+    from statemachines import SpecError
+    from statemachines.load.source import load_yaml_text
+
+    for text, line in ((f"a: 1\nb: [{HUGE}]\n", 2), ("a: 1\nb: -9223372036854775809\n", 2), ("d: 2026-13-01\n", 1)):
+        with pytest.raises(SpecError) as caught:
+            load_yaml_text(text, "s.yaml")
+        assert f"s.yaml:{line}:" in str(caught.value), caught.value
+    assert load_yaml_text("a: 9223372036854775807\n", "s.yaml")[0] == {"a": 2**63 - 1}
