@@ -266,3 +266,54 @@ def test_a_spec_with_an_integer_over_64_bits_is_a_spec_error(tmp_path):
             load_yaml_text(text, "s.yaml")
         assert f"s.yaml:{line}:" in str(caught.value), caught.value
     assert load_yaml_text("a: 9223372036854775807\n", "s.yaml")[0] == {"a": 2**63 - 1}
+
+
+# ------------------------------------------------------------ workers: only the kit's own signed file
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ.get('EVIL_TARGET', '/nonexistent/x')}",))
+
+
+@pytest.mark.parametrize("where", ["cwd", "workers-dir-no-key", "workers-dir-forged-key"])
+def test_python_m_conformance_workers_never_unpickles_a_received_file(tmp_path, where):
+    import pickle
+
+    target = tmp_path / "PWNED"
+    directory = tmp_path
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_WORKER_KEY"}
+    env["EVIL_TARGET"] = str(target)
+    if where != "cwd":
+        directory = tmp_path / "conformance-workers-abc"
+        directory.mkdir(mode=0o700)
+    path = directory / "evil.pickle"
+    data = pickle.dumps(_Evil())
+    if where == "workers-dir-forged-key":
+        env["CONFORMANCE_WORKER_KEY"] = "00" * 32
+        data = b"conformance-worker-file 1 " + b"0" * 64 + b"\n" + data
+    path.write_bytes(data)
+    path.chmod(0o600)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "conformance.workers", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2 and "refused" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not target.exists()
+
+
+def test_a_worker_file_the_kit_wrote_loads(tmp_path, monkeypatch):
+    import secrets
+    import tempfile
+
+    from conformance.engine.runner import RunConfig
+    from conformance.workers import WORKER_KEY_ENV, _write_worker_file, load_worker_file
+
+    directory = Path(tempfile.mkdtemp(prefix="conformance-workers-", dir=tmp_path))
+    key = secrets.token_bytes(32)
+    _write_worker_file(directory / "w.pickle", print, RunConfig(spec_path="s"), key)
+    monkeypatch.setenv(WORKER_KEY_ENV, key.hex())
+    entry, config = load_worker_file(str(directory / "w.pickle"))
+    assert entry is print and config.spec_path == "s" and WORKER_KEY_ENV not in os.environ
