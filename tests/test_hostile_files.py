@@ -317,3 +317,54 @@ def test_a_worker_file_the_kit_wrote_loads(tmp_path, monkeypatch):
     monkeypatch.setenv(WORKER_KEY_ENV, key.hex())
     entry, config = load_worker_file(str(directory / "w.pickle"))
     assert entry is print and config.spec_path == "s" and WORKER_KEY_ENV not in os.environ
+
+
+# ------------------------------------------------------------ item 4: the CEL budget counts built-ins
+@pytest.mark.parametrize(
+    "source, env",
+    [
+        ("size(indices(repeat(job.status, 4000000))) > 0", {"job": {"status": "running"}}),
+        (" + ".join(["repeat('x', 67000000)"] * 20) + " != ''", {}),
+        ("size(indices(repeat('x', 67000000))) > 0", {}),
+        ("size(join(indices(repeat('ab', 100000)), repeat('x', 60000000))) > 0", {}),
+        ("size(fill(repeat('{a}', 3000), {'a': repeat('x', 60000)})) > 0", {}),
+        ("[1, 2, 3].all(i, size(repeat('x', 67000000)) > 0)", {}),
+    ],
+    ids=["indices-of-repeat", "twenty-repeats", "constant-indices", "join-separator", "fill", "in-comprehension"],
+)
+def test_built_ins_are_charged_by_what_they_build_and_take_in(source, env):
+    import time
+
+    from statemachines import ExpressionError
+    from statemachines.language.expressions import compile_expression
+
+    started = time.process_time()
+    with pytest.raises(ExpressionError, match=r"spec.yaml:7: .*evaluation stopped after"):
+        compile_expression(source, "spec.yaml:7").evaluate(env)
+    assert time.process_time() - started < 5
+
+
+def _spec_with_invariant(tmp_path: Path, check: str) -> Path:
+    for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml"):
+        shutil.copy(ROOT / "spec" / name, tmp_path / name)
+    spec = tmp_path / "thread-jobs.yaml"
+    text = spec.read_text()
+    invariant = f'  - id: hostile\n    description: over budget\n    each: job\n    check: "{check}"\n'
+    spec.write_text(text.replace("\ninvariants:\n", "\ninvariants:\n" + invariant, 1))
+    return spec
+
+
+def test_an_invariant_over_budget_is_a_spec_error_with_its_line_never_a_pass(tmp_path):
+    spec = _spec_with_invariant(tmp_path, "size(indices(repeat(job.status, 4000000))) > 0")
+    line = spec.read_text().splitlines().index('    check: "size(indices(repeat(job.status, 4000000))) > 0"') + 1
+    proc = kit("run", spec, "--no-stateful", "--scenario", "N2", "--report-dir", tmp_path / "r", timeout=120)
+    text = clean(proc)
+    assert proc.returncode == 2 and f"{spec}:{line}" in text and "evaluation stopped after" in text, text
+    assert written(tmp_path / "r")["verdict"] == "error"
+
+
+def test_validate_folds_constants_under_the_same_budget(tmp_path):
+    spec = _spec_with_invariant(tmp_path, "size(indices(repeat('x', 67000000))) > 0")
+    proc = kit("validate", spec, timeout=60)
+    text = clean(proc)
+    assert proc.returncode == 2 and "evaluation stopped after" in text and str(spec) in text, text
