@@ -527,7 +527,10 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
     ran = first["spec"]
     if spec is None and ran.get("path"):
         try:
-            spec = load_spec(resolve_spec(ran["path"]))
+            path = resolve_spec(str(ran["path"]))
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device a forged report names: never opened
+                raise ShardError(f"{path} is not a regular file")
+            spec = load_spec(path)
         except Exception as exc:
             raise ShardError(
                 f"could not load the spec the shards ran ({ran['path']}: "
