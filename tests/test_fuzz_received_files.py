@@ -136,6 +136,11 @@ OPERATIONS = ["start_job", "inspect_job", "cancel_job", "begin_turn", "no_such_o
 
 
 # ------------------------------------------------------------ spec and fragments
+def _pick(text: str) -> int:
+    """A deterministic index from a drawn text (str hashes change per process)."""
+    return sum(map(ord, text))
+
+
 @pytest.mark.slow
 @FUZZ
 @given(where=st.lists(st.text("abcdefghij", min_size=1, max_size=10), min_size=1, max_size=3), value=values)
@@ -148,14 +153,14 @@ def test_fuzz_a_spec_with_a_hostile_value_anywhere(tmp_path, where, value):
     shutil.copy(ROOT / "spec" / "thread-jobs.scenarios.yaml", work)
     node = data
     keys = list(data)
-    for i, part in enumerate(where[:-1]):
-        key = keys[hash(part) % len(keys)] if isinstance(node, dict) and keys else part
+    for part in where[:-1]:
+        key = keys[_pick(part) % len(keys)] if isinstance(node, dict) and keys else part
         if not isinstance(node, dict):
             break
         node = node.setdefault(key, {})
         keys = list(node) if isinstance(node, dict) else []
     if isinstance(node, dict):
-        node[where[-1] if not node else list(node)[hash(where[-1]) % len(node)]] = value
+        node[where[-1] if not node else list(node)[_pick(where[-1]) % len(node)]] = value
     path = work / "spec.yaml"
     path.write_text(dump(data))
     with no_hang():
