@@ -106,7 +106,7 @@ def refuse_symlinks(path: str | os.PathLike) -> str | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(info.st_mode):
-        return f"{path} is a symbolic link (to {os.readlink(path)}); remove it, the kit never writes through one"
+        return f"{path} is a symbolic link (to {os.readlink(os.fspath(path))}); remove it, the kit never writes through one"
     if not stat.S_ISREG(info.st_mode):
         return f"{path} exists and is not a regular file"
     return None
