@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -122,6 +123,45 @@ def playground(base: Path) -> Path:
     return work
 
 
+_OPENED: list | None = None  # (path, flags) of every open while a fuzzed call runs
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append((os.fsdecode(args[0]), args[2] if len(args) > 2 and isinstance(args[2], int) else 0))
+
+
+sys.addaudithook(_audit)  # records only while a test says so (no_hang)
+
+
+def read_outside(work: Path, opened: list) -> list[str]:
+    """What was opened, following links, outside the example's directory and the
+    kit's own files: the secret, /proc, /dev/zero ... (an O_NOFOLLOW open of a
+    link fails, so it reads nothing)."""
+    outside = str(work.parent / "outside")
+    bad = []
+    for path, flags in opened:
+        if flags & getattr(os, "O_NOFOLLOW", 0) and os.path.islink(path):
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(outside) or real.startswith(("/proc", "/dev/zero", "/etc/passwd")):
+            bad.append(path)
+    return bad
+
+
+@contextlib.contextmanager
+def watching(work: Path):
+    """Fail when the kit opens anything the document names outside what the user named."""
+    global _OPENED
+    _OPENED = []
+    try:
+        with no_hang():
+            yield
+    finally:
+        opened, _OPENED = _OPENED, None
+    assert not read_outside(work, opened), read_outside(work, opened)
+
+
 def no_secret(*texts: str) -> None:
     for text in texts:
         assert SECRET not in text, text[:500]
@@ -163,7 +203,7 @@ def test_fuzz_a_spec_with_a_hostile_value_anywhere(tmp_path, where, value):
         node[where[-1] if not node else list(node)[_pick(where[-1]) % len(node)]] = value
     path = work / "spec.yaml"
     path.write_text(dump(data))
-    with no_hang():
+    with watching(work):
         try:
             load_spec(path)
         except SpecError as exc:
@@ -182,7 +222,7 @@ def test_fuzz_a_fragment_and_its_includes(tmp_path, include, body):
     work = playground(tmp_path)
     path = work / "fragment.yaml"
     path.write_text(f"include: {dump(include)}\nscenarios: {dump(body)}\n")
-    with no_hang():
+    with watching(work):
         try:
             load_spec_data(path)
         except SpecError as exc:
@@ -206,7 +246,7 @@ def test_fuzz_a_replay_file(tmp_path, spec, steps, extra):
     work = playground(tmp_path)
     path = work / "replay.yaml"
     path.write_text(dump({"id": "fuzz", "steps": steps, "note": extra}))
-    with no_hang():
+    with watching(work):
         try:
             load_replay_file(spec, path)
         except SpecError as exc:
@@ -233,7 +273,7 @@ def test_fuzz_a_deviations_file(tmp_path, spec, entries):
     work = playground(tmp_path)
     path = work / "deviations.yaml"
     path.write_text(dump({"deviations": 1, "entries": entries}))
-    with no_hang():
+    with watching(work):
         try:
             load_deviations(path, spec=spec)
         except (DeviationsError, SpecError) as exc:
@@ -264,7 +304,7 @@ def test_fuzz_a_trace(tmp_path, spec, monkeypatch, events, header):
     lines = ['{"trace": 1, "spec": {"id": "thread-jobs"}}'] if header else []
     trace.write_text("\n".join(lines + [dump(e) for e in events]) + "\n")
     out = work / "reports"
-    with no_hang():
+    with watching(work):
         report = check_trace_run("thread-jobs", [str(trace)], str(out))
     assert (report["verdict"], report["exit_code"]) in (("pass", 0), ("fail", 1), ("error", 2)), report
     assert json.loads((out / "report.json").read_text())["verdict"] == report["verdict"]
@@ -320,7 +360,7 @@ def test_fuzz_a_shard_report(tmp_path, spec, failure_file, value_entry, field, v
             entry.write_text(SECRET)
     out = work / "merged"
     loaded, refused = [], []
-    with no_hang():
+    with watching(work):
         try:
             loaded.append(load_shard_report(shard))
         except ShardError as exc:
