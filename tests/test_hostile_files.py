@@ -368,3 +368,13 @@ def test_validate_folds_constants_under_the_same_budget(tmp_path):
     proc = kit("validate", spec, timeout=60)
     text = clean(proc)
     assert proc.returncode == 2 and "evaluation stopped after" in text and str(spec) in text, text
+
+
+@pytest.mark.parametrize("named", ["/proc/self/environ", "../../etc/passwd", "link-out.yaml"])
+def test_merge_reports_reads_no_spec_path_a_shard_report_points_outside(shard, tmp_path, monkeypatch, named):
+    report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link-out.yaml").symlink_to("/etc/passwd")
+    report["spec"]["path"] = named
+    with pytest.raises(ShardError, match="name the spec with --spec"):
+        merge_reports([(report, directory)], None)

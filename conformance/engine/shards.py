@@ -527,7 +527,7 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
     ran = first["spec"]
     if spec is None and ran.get("path"):
         try:
-            path = resolve_spec(str(ran["path"]))
+            path = resolve_spec(_spec_path_named(str(ran["path"])))
             if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device a forged report names: never opened
                 raise ShardError(f"{path} is not a regular file")
             spec = load_spec(path)
@@ -543,6 +543,18 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
             f"{ran['version']}; name the spec the shards ran"
         )
     return spec
+
+
+def _spec_path_named(named: str) -> str:
+    """The spec path a shard's report names, if merge-reports may read it: an
+    installed spec's name, or a relative path that stays in the working
+    directory (a report is a received file: it does not choose what is read)."""
+    if os.path.isabs(named) or ".." in Path(named).parts:
+        raise ShardError(f"{named!r} is not a relative path inside the working directory")
+    real = os.path.realpath(named)
+    if os.path.lexists(named) and not real.startswith(os.path.realpath(os.getcwd()) + os.sep):
+        raise ShardError(f"{named!r} leads outside the working directory")
+    return named
 
 
 def _merged_scenarios(reports: list[dict], order: dict[str, int]) -> dict:
