@@ -378,3 +378,12 @@ def test_merge_reports_reads_no_spec_path_a_shard_report_points_outside(shard, t
     report["spec"]["path"] = named
     with pytest.raises(ShardError, match="name the spec with --spec"):
         merge_reports([(report, directory)], None)
+
+
+def test_a_command_adapter_config_with_a_huge_integer_is_a_config_error(tmp_path):
+    from conformance.adapters.command_config import CommandConfigError, load_command_config
+
+    path = tmp_path / "adapter.yaml"
+    path.write_text("command_adapter: 1\nx: " + HUGE + "\n")
+    with pytest.raises(CommandConfigError, match=str(path)):
+        load_command_config(path)
