@@ -170,8 +170,8 @@ def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
         raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
     with handle:
         header_seen = False
-        for number, raw in enumerate(handle, 1):
-            if len(raw) > MAX_LINE_BYTES:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:  # read no further than one byte past the limit
                 raise TraceError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
             text = raw.strip()
             if not text:
