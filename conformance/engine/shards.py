@@ -301,7 +301,7 @@ def shard_info(index: int, count: int, *, seed: int, profile: str, rerun: str, m
 
 REPORT_LIMIT = 64 * 1024 * 1024  # bytes of a shard's report.json
 COUNTEREXAMPLE_LIMIT = 16 * 1024 * 1024  # bytes of one counterexample file a shard wrote
-VALUE_LIMIT = 64 * 1024 * 1024  # bytes of one stored value (values/sha256-*)
+VALUE_LIMIT = 64 * 1024 * 1024  # bytes of the values a shard stored (values/sha256-*), all of them: bounded.STORE_LIMIT
 _COUNTEREXAMPLE_NAME = re.compile(r"counterexample-[A-Za-z0-9_.-]{1,120}\.yaml")
 _VALUE_NAME = re.compile(r"sha256-([0-9a-f]{64})\.(txt|json)")
 
@@ -689,6 +689,7 @@ def _copy_values(source: Path, target: Path) -> None:
         return
     if not stat.S_ISDIR(os.lstat(values).st_mode):
         raise ShardError(f"{values}: refused: not a directory (a symbolic link?); merge-reports does not follow it")
+    total = 0
     for entry in sorted(os.scandir(values), key=lambda e: e.name):
         match = _VALUE_NAME.fullmatch(entry.name)
         if not match:
@@ -698,6 +699,9 @@ def _copy_values(source: Path, target: Path) -> None:
             data = read_regular(path, VALUE_LIMIT)
         except UnsafeFile as exc:
             raise ShardError(f"{path}: refused: {exc}") from None
+        total += len(data)
+        if total > VALUE_LIMIT:
+            raise ShardError(f"{values}: refused: its values hold more than the {VALUE_LIMIT} bytes a report keeps")
         if hashlib.sha256(data).hexdigest() != match.group(1):
             raise ShardError(f"{path}: refused: its content does not have the digest its name says")
         destination = real_directory(target / VALUES_DIR) / entry.name
