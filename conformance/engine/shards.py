@@ -547,13 +547,14 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
 
 def _spec_path_named(named: str) -> str:
     """The spec path a shard's report names, if merge-reports may read it: an
-    installed spec's name, or a relative path that stays in the working
-    directory (a report is a received file: it does not choose what is read)."""
-    if os.path.isabs(named) or ".." in Path(named).parts:
-        raise ShardError(f"{named!r} is not a relative path inside the working directory")
-    real = os.path.realpath(named)
-    if os.path.lexists(named) and not real.startswith(os.path.realpath(os.getcwd()) + os.sep):
-        raise ShardError(f"{named!r} leads outside the working directory")
+    installed spec's name, or a path that stays in the working directory
+    (links resolved): a report is a received file, it does not choose what
+    is read."""
+    if ".." in Path(named).parts:
+        raise ShardError(f"{named!r} leaves the working directory")
+    here = os.path.realpath(os.getcwd()) + os.sep
+    if (os.path.isabs(named) or os.path.lexists(named)) and not os.path.realpath(named).startswith(here):
+        raise ShardError(f"{named!r} is not a file inside the working directory")
     return named
 
 
