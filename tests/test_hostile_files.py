@@ -387,3 +387,20 @@ def test_a_command_adapter_config_with_a_huge_integer_is_a_config_error(tmp_path
     path.write_text("command_adapter: 1\nx: " + HUGE + "\n")
     with pytest.raises(CommandConfigError, match=str(path)):
         load_command_config(path)
+
+
+@pytest.mark.parametrize("kind", ["replay", "deviations", "spec"])
+def test_a_fifo_named_as_a_received_file_is_refused_without_blocking(tmp_path, kind):
+    from conformance.engine.deviations import DeviationsError, load_deviations
+    from statemachines import SpecError, load_spec
+    from statemachines.model.compiler import load_replay_file
+
+    fifo = tmp_path / f"{kind}.yaml"
+    os.mkfifo(fifo)
+    loaders = {
+        "replay": lambda: load_replay_file(load_spec(ROOT / "spec" / "thread-jobs.yaml"), fifo),
+        "deviations": lambda: load_deviations(fifo),
+        "spec": lambda: load_spec(fifo),
+    }
+    with pytest.raises((SpecError, DeviationsError), match="not a regular file"):
+        loaders[kind]()

@@ -213,7 +213,7 @@ def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: 
                     Problem(
                         "is not a regular file (a FIFO, device or directory); it was not read",
                         file,
-                        hint="include regular spec files only",
+                        hint="name a regular file (a spec, fragment, replay or deviations file)",
                     )
                 ]
             )
@@ -244,8 +244,10 @@ def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: 
 
 
 def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
-    """Load one YAML file safely; raise SpecError with file:line on any problem."""
-    return load_yaml_text(read_spec_text(path), str(path))
+    """Load one YAML file safely; raise SpecError with file:line on any problem
+    (a FIFO or device is refused without being opened for reading, so nothing
+    blocks)."""
+    return load_yaml_text(read_spec_text(path, regular_only=True), str(path))
 
 
 def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
