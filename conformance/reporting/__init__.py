@@ -18,7 +18,7 @@ from .json_report import SCHEMA_PATH, load_report, render_json, validate_report
 from .junit import render_junit_xml
 from .markdown import render_summary_markdown
 from .mermaid import mermaid_state_diagram
-from .safe_files import UnsafeFile, inside, open_new, read_regular, real_directory, refuse_symlinks, write_atomic
+from .safe_files import UnsafeFile, open_new, read_regular, real_directory, refuse_symlinks, write_atomic
 
 __all__ = [
     "SCHEMA_PATH",
@@ -41,7 +41,6 @@ __all__ = [
     "STALE_NAME",
     "mark_stale",
     "UnsafeFile",
-    "inside",
     "open_new",
     "read_regular",
     "real_directory",

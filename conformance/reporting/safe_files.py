@@ -11,8 +11,8 @@ directory, replacing a symbolic link planted at its name.
 Reading: :func:`read_regular` opens a file only if it is a regular file
 (no symbolic link, FIFO or device, opened with ``O_NOFOLLOW | O_NONBLOCK``
 and checked with ``fstat`` on the open descriptor) and reads at most a
-given number of bytes; :func:`inside` tells whether a path names an entry
-directly in a directory.
+given number of bytes. :func:`open_new` opens a stream (a trace) the same
+careful way; :func:`refuse_symlinks` says why a name must not be written.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-__all__ = ["write_atomic", "open_new", "real_directory", "read_regular", "inside", "refuse_symlinks", "UnsafeFile"]
+__all__ = ["write_atomic", "open_new", "real_directory", "read_regular", "refuse_symlinks", "UnsafeFile"]
 
 
 class UnsafeFile(OSError):
@@ -110,22 +110,6 @@ def refuse_symlinks(path: str | os.PathLike) -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return f"{path} exists and is not a regular file"
     return None
-
-
-def inside(directory: str | os.PathLike, path: str | os.PathLike) -> bool:
-    """Whether ``path`` names an entry directly in ``directory`` (compared by
-    the real path of its parent: no ``..``, no other directory)."""
-    candidate = Path(path)
-    if not candidate.is_absolute():
-        candidate = Path(directory) / candidate
-    try:
-        return os.path.realpath(candidate.parent) == os.path.realpath(directory) and candidate.name not in (
-            "",
-            ".",
-            "..",
-        )
-    except (OSError, ValueError):
-        return False
 
 
 def read_regular(path: str | os.PathLike, limit: int) -> bytes:
