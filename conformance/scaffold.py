@@ -25,6 +25,7 @@ from statemachines import Spec
 
 from .engine.failures import NOT_IMPLEMENTED
 from .errors import ConformanceError
+from .reporting.safe_files import refuse_symlinks, write_atomic
 
 __all__ = [
     "TRANSPORTS",
@@ -572,7 +573,15 @@ def plan_scaffold(
 def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: bool = False) -> list[Path]:
     """Write the files; refuses to overwrite any unless ``force``."""
     target = Path(directory)
-    existing = [name for name in scaffold.files if (target / name).exists()]
+    linked = [why for why in (refuse_symlinks(target / name) for name in scaffold.files) if why]
+    if os.path.islink(target):
+        linked.insert(0, f"{target} is a symbolic link (to {os.readlink(target)})")
+    if linked:
+        raise ScaffoldError(
+            f"{'; '.join(linked)}: `init` never writes through a symbolic link (dangling or not); "
+            f"remove it or choose another --dir"
+        )
+    existing = [name for name in scaffold.files if os.path.lexists(target / name)]
     if existing and not force:
         raise ScaffoldError(
             f"{', '.join(str(target / n) for n in existing)} already exist(s); "
@@ -583,7 +592,7 @@ def write_scaffold(scaffold: Scaffold, directory: str | os.PathLike, *, force: b
         written = []
         for name, content in scaffold.files.items():
             path = target / name
-            path.write_text(content, encoding="utf-8")
+            write_atomic(path, content)
             if name in scaffold.programs:
                 path.chmod(path.stat().st_mode | 0o111)
             written.append(path)

@@ -61,7 +61,7 @@ def load_spec_at_revision(path: str | Path, rev: str) -> Spec:
         (root / name).write_bytes(main)
         try:
             data = yaml.safe_load(main)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError, RecursionError):  # a 5,000-digit integer, 2026-02-30, deep nesting
             data = None  # the load below reports it with its line
         includes = data.get("include") if isinstance(data, dict) else None
         for fragment in includes if isinstance(includes, list) else []:

@@ -13,7 +13,13 @@ merge-reports`` give, on one machine.
 A worker receives the run's ``RunConfig`` as an object, not as command-line
 text: a forked worker has it in memory, a worker started as a new
 interpreter unpickles it (with the function to run it) from a file of the
-temporary directory (``python -m conformance.workers FILE``).
+temporary directory (``python -m conformance.workers FILE``). Unpickling
+runs code, so that file is accepted only as the kit wrote it: a regular file
+of a ``conformance-workers-*`` directory made by ``mkdtemp`` (owned by this
+user, mode 0700), signed with a random key the parent hands to its workers
+in their environment only (``WORKER_KEY_ENV``, HMAC-SHA256). Any other file
+-- one a user received and was told to run -- is refused before it is read
+as a pickle.
 
 Progress: each worker prints plain progress lines, which are read here and
 summed into the run's own progress display. A SIGINT or SIGTERM to this
@@ -26,11 +32,15 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import hashlib
+import hmac
 import os
 import pickle
 import re
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -54,6 +64,9 @@ __all__ = [
     "Begun",
     "start_workers",
     "run_in_workers",
+    "load_worker_file",
+    "WorkerFileRefused",
+    "WORKER_KEY_ENV",
 ]
 
 WorkerEntry = Callable[[RunConfig], None]  # runs a worker's part of the run; ends with SystemExit
@@ -200,16 +213,79 @@ def worker_command(config_file: Path) -> list[str]:
     return [sys.executable, "-P", "-m", "conformance.workers", str(config_file)]
 
 
-def _write_worker_file(path: Path, entry: WorkerEntry, config: RunConfig) -> None:
-    """What a new interpreter needs to run a worker: the function and its config
-    (a private temporary directory, read back by this same kit)."""
-    with open(path, "wb") as handle:
-        pickle.dump((entry, config), handle)
+WORKER_KEY_ENV = "CONFORMANCE_WORKER_KEY"  # the key a worker file is signed with, for the workers only
+_WORKER_MAGIC = b"conformance-worker-file 1 "
+_WORKER_DIR_PREFIX = "conformance-workers-"
+_WORKER_FILE_LIMIT = 64 * 1024 * 1024
+
+
+class WorkerFileRefused(Exception):
+    """A file ``python -m conformance.workers`` will not unpickle."""
+
+
+def _signature(key: bytes, data: bytes) -> bytes:
+    return hmac.new(key, data, hashlib.sha256).hexdigest().encode("ascii")
+
+
+def _write_worker_file(path: Path, entry: WorkerEntry, config: RunConfig, key: bytes) -> None:
+    """What a new interpreter needs to run a worker: the function and its config,
+    signed with ``key``, in the private directory mkdtemp made (created new:
+    O_EXCL | O_NOFOLLOW, mode 0600)."""
+    data = pickle.dumps((entry, config))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags, 0o600), "wb") as handle:
+        handle.write(_WORKER_MAGIC + _signature(key, data) + b"\n" + data)
+
+
+def _private_file_problem(path: str) -> str | None:
+    """Why ``path`` is not a worker file the kit wrote in a directory of its own."""
+    try:
+        info, parent = os.lstat(path), os.lstat(os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        return f"cannot examine it ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return "it is not a private regular file of this user (mode 0600)"
+    name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if not (stat.S_ISDIR(parent.st_mode) and name.startswith(_WORKER_DIR_PREFIX)):
+        return f"it is not in a {_WORKER_DIR_PREFIX}* directory the kit made"
+    if parent.st_uid != os.getuid() or parent.st_mode & 0o077:
+        return "its directory is not private to this user (mode 0700)"
+    return None
+
+
+def load_worker_file(path: str) -> tuple[WorkerEntry, RunConfig]:
+    """The (entry, config) the parent wrote, or WorkerFileRefused before
+    anything is unpickled: see the module's doc."""
+    from .reporting import read_regular
+
+    try:
+        key = bytes.fromhex(os.environ.pop(WORKER_KEY_ENV, ""))  # not handed on to the implementation
+    except ValueError:
+        key = b""
+    if len(key) < 16:
+        raise WorkerFileRefused(f"no {WORKER_KEY_ENV}: only `conformance run --workers N` starts workers")
+    problem = _private_file_problem(path)
+    if problem:
+        raise WorkerFileRefused(problem)
+    try:
+        raw = read_regular(path, _WORKER_FILE_LIMIT)
+    except OSError as exc:
+        raise WorkerFileRefused(f"cannot read it ({exc.strerror or exc})") from None
+    head, _, data = raw.partition(b"\n")
+    if not head.startswith(_WORKER_MAGIC) or not hmac.compare_digest(head[len(_WORKER_MAGIC) :], _signature(key, data)):
+        raise WorkerFileRefused("it is not signed by the run that started this worker")
+    return pickle.loads(data)  # signed by the parent with a key only its workers have
 
 
 def _run_worker_file(path: str) -> None:
-    with open(path, "rb") as handle:
-        entry, config = pickle.load(handle)
+    try:
+        entry, config = load_worker_file(path)
+    except WorkerFileRefused as exc:
+        sys.stderr.write(
+            f"error: {path}: refused: {exc}. `python -m conformance.workers` runs only the files "
+            f"`conformance run --workers N` writes for its own workers; nothing was unpickled\n"
+        )
+        sys.exit(2)
     entry(config)
 
 
@@ -236,7 +312,8 @@ class _Worker:
                 return
             except OSError:  # no fork now (out of processes or memory): a new interpreter may still start
                 pass
-        _write_worker_file(self.config_file, entry, self.config)
+        key = secrets.token_bytes(32)
+        _write_worker_file(self.config_file, entry, self.config, key)
         with open(self.console, "w", encoding="utf-8") as out:  # its console summary (the merged one is shown)
             self.proc = subprocess.Popen(
                 worker_command(self.config_file),
@@ -245,7 +322,7 @@ class _Worker:
                 stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
-                env={**os.environ, **env},
+                env={**os.environ, **env, WORKER_KEY_ENV: key.hex()},
                 start_new_session=True,
             )
 

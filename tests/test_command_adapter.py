@@ -400,7 +400,8 @@ PRINTER = """
     import json, shlex, sys
     me = shlex.join([sys.executable, sys.argv[0]])
     if sys.argv[1] == "describe":            # prints a command of its own, and echoes its input
-        print(json.dumps({"own": f"{me} ran", "echo": sys.argv[2], "words": [sys.executable, sys.argv[0], "listed"]}))
+        print(json.dumps({"own_command": f"{me} ran", "echo_command": sys.argv[2], "status": sys.argv[2],
+                          "words_command": [sys.executable, sys.argv[0], "listed"], "plain": f"{me} plain"}))
     else:
         print(json.dumps({"ran": sys.argv[1:]}))
 """
@@ -429,21 +430,49 @@ def test_a_command_runs_only_when_the_tool_printed_it_in_this_run(printer, tmp_p
     with pytest.raises(InputRefused, match=r"run: refused to run the command line in argument `command`"):
         adapter.call("run", {"command": f"touch {tmp_path / 'PWNED'}"})
     out = adapter.call("describe", {"text": "hello"})["result"]["stdout"]
-    assert adapter.call("run", {"command": out["own"]})["result"]["stdout"] == {"ran": ["ran"]}
-    assert adapter.call("run", {"command": out["words"]})["result"]["stdout"] == {"ran": ["listed"]}  # a list too
+    assert adapter.call("run", {"command": out["own_command"]})["result"]["stdout"] == {"ran": ["ran"]}
+    assert adapter.call("run", {"command": out["words_command"]})["result"]["stdout"] == {
+        "ran": ["listed"]
+    }  # a list too
     adapter.reset(0)  # a new run: what the tool printed before is not this run's
     with pytest.raises(InputRefused):
-        adapter.call("run", {"command": out["own"]})
+        adapter.call("run", {"command": out["own_command"]})
     assert not (tmp_path / "PWNED").exists()
 
 
 def test_a_tool_echoing_its_input_does_not_launder_it_into_a_command(printer, tmp_path):
     adapter, _ = printer
     evil = f"touch {tmp_path / 'PWNED'}"
-    assert adapter.call("describe", {"text": evil})["result"]["stdout"]["echo"] == evil
+    assert adapter.call("describe", {"text": evil})["result"]["stdout"]["echo_command"] == evil
     with pytest.raises(InputRefused):
         adapter.call("run", {"command": evil})
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("quoted", ["'to''uch' {x}", '"touch" {x}', "to\\uch {x}", "'touch' '{x}'"])
+def test_an_echo_laundered_through_quoting_is_not_a_command(printer, tmp_path, quoted):
+    """The words handed in are compared with the printed words: quoting that
+    shlex removes does not hide the program the tool was given."""
+    adapter, _ = printer
+    target = tmp_path / "PWNED"
+    given = quoted.format(x=target)
+    echoed = adapter.call("describe", {"text": given})["result"]["stdout"]["echo_command"]
+    assert shlex.split(echoed)[0] == "touch"
+    with pytest.raises(InputRefused):
+        adapter.call("run", {"command": f"touch {target}"})
+    with pytest.raises(InputRefused):
+        adapter.call("run", {"command": echoed})
+    assert not target.exists()
+
+
+def test_only_command_fields_count_as_printed_commands(printer, tmp_path):
+    """A status, an error code or any other string the tool prints is not a
+    command line: only fields named `command` or `*_command` are."""
+    adapter, _ = printer
+    out = adapter.call("describe", {"text": "hello"})["result"]["stdout"]
+    with pytest.raises(InputRefused):
+        adapter.call("run", {"command": out["plain"]})
+    assert adapter.call("run", {"command": out["own_command"]})["result"]["stdout"] == {"ran": ["ran"]}
 
 
 def test_allowed_prefixes_let_a_config_name_what_else_may_run(printer, tmp_path):
@@ -459,7 +488,7 @@ def test_an_argument_never_replaces_a_var_or_built_in(printer, tmp_path):
     out = adapter.call("describe", {"text": "t", "tool": ["touch", str(tmp_path / "PWNED")], "python": "/bin/false"})[
         "result"
     ]
-    assert out["exit_code"] == 0 and out["stdout"]["echo"] == "t"
+    assert out["exit_code"] == 0 and out["stdout"]["status"] == "t"
     assert not (tmp_path / "PWNED").exists()
 
 

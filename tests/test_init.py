@@ -199,3 +199,25 @@ def test_init_refuses_a_profile_the_spec_does_not_have(tmp_path):
     proc = _conformance("init", "async-jobs", "--profile", "nope", "--dir", "a", cwd=tmp_path)
     assert proc.returncode == 2 and "async-jobs has no profile 'nope'" in proc.stderr and "task-table" in proc.stderr
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_init_never_writes_through_a_symlink_even_a_dangling_one(tmp_path, force):
+    """Issue 34, item 3: a link planted in --dir (dangling or not) is refused, nothing written."""
+    from conformance.scaffold import Scaffold, ScaffoldError, write_scaffold
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "d"
+    target.mkdir()
+    (target / "adapter.py").symlink_to(outside / "planted.py")  # dangling: planted.py does not exist
+    files = {"adapter.py": "print(1)\n", "test_it.py": "x = 1\n"}
+    scaffold = Scaffold(files=files, run_command="r", test_command="t")
+    with pytest.raises(ScaffoldError, match="symbolic link"):
+        write_scaffold(scaffold, target, force=force)
+    assert list(outside.iterdir()) == [] and not (target / "test_it.py").exists()
+    linked = tmp_path / "linked"
+    linked.symlink_to(outside)
+    with pytest.raises(ScaffoldError, match="symbolic link"):
+        write_scaffold(scaffold, linked, force=force)
+    assert list(outside.iterdir()) == []

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -592,3 +594,67 @@ def test_report_schema_knows_every_failure_kind():
     text = _json.dumps(_json.loads(SCHEMA_PATH.read_text()))
     for kind in FAILURE_KINDS:
         assert f'"{kind}"' in text, kind
+
+
+# ------------------------------------------------ files written safely (issue 34, items 3 and 7)
+def _minimal_report() -> dict:
+    from conformance.engine.runner import RunConfig, new_report
+
+    return new_report(RunConfig(spec_path="spec/thread-jobs.yaml"))
+
+
+def test_a_symlink_planted_at_a_report_or_temporary_name_is_replaced_not_followed(tmp_path):
+    """Temporary files are fresh (mkstemp: O_EXCL|O_NOFOLLOW), renamed over the
+    target: a link at the target's or at the old temporary name is not written
+    through, and neither is a link planted at values/."""
+    from conformance.reporting import VALUES_DIR, bound_report, write_reports
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "reports"
+    out.mkdir()
+    for name in ("report.json", "junit.xml", f".report.json.{os.getpid()}.tmp", f".summary.md.{os.getpid()}.tmp"):
+        (out / name).symlink_to(victim)
+    (out / VALUES_DIR).symlink_to(elsewhere)
+    write_reports(_minimal_report(), out)
+    assert not (out / "report.json").is_symlink() and json.loads((out / "report.json").read_text())["verdict"]
+    bound_report({"stateful": {"failure": {"observed": "x" * 300_000}}}, out / VALUES_DIR)
+    assert victim.read_text() == "precious" and list(elsewhere.iterdir()) == []
+    assert (out / VALUES_DIR).is_dir() and not (out / VALUES_DIR).is_symlink()
+    assert list((out / VALUES_DIR).iterdir())
+
+
+def test_reports_that_cannot_be_written_leave_no_earlier_verdict(tmp_path, monkeypatch):
+    """Item 7: the previous report.json is removed, else marked STALE, and
+    one line says so; the verdict and exit code stay the run's."""
+    import conformance.reporting as reporting
+    from conformance.engine.runner import write_report_files
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "report.json").write_text('{"verdict": "pass"}')
+
+    def fail(report, report_dir, **_):
+        raise reporting.ReportWriteError(out / "report.json", f"cannot write {out / 'report.json'}: Permission denied")
+
+    monkeypatch.setattr(reporting, "write_reports", fail)
+    report = _minimal_report()
+    report["verdict"], report["exit_code"] = "fail", 1
+    write_report_files(report, str(out))
+    assert not (out / "report.json").exists()
+    assert "was removed" in report["_write_error"] and report["exit_code"] == 1
+
+    (out / "report.json").write_text('{"verdict": "pass"}')
+    real_unlink = Path.unlink
+
+    def no_unlink(self, *args, **kwargs):
+        if self.name == "report.json":
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", no_unlink)
+    report.pop("_write_error")
+    write_report_files(report, str(out))
+    assert (out / reporting.STALE_NAME).is_file() and "marks it stale" in report["_write_error"]

@@ -245,6 +245,9 @@ def load_command_config(path: str | Path) -> CommandConfig:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CommandConfigError(f"command adapter config {where}: not valid YAML/JSON: {problem}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, an impossible date, deep nesting
+        said = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise CommandConfigError(f"command adapter config {path}: a value Python cannot build: {said}") from None
     if not isinstance(data, dict):
         raise CommandConfigError(
             f"command adapter config {path}: the file must hold a mapping with "

@@ -6,11 +6,16 @@ When an operation's program (argv[0]) comes from a call argument, e.g. a job
 descriptor's ``status_command`` run as printed (``argv: ["{*command}"]``),
 the adapter runs it only when
 
-- the value is a command line the tool under test itself printed (a string,
-  or a list of strings, in its JSON stdout) earlier in the same run (since
-  the last ``reset``), and the program of that printed line was not given to
-  the tool as (part of) an argument before it printed it (a tool echoing its
-  input does not launder the input into a command); or
+- the value is a command line the tool under test itself printed earlier in
+  the same run (since the last ``reset``) in a *command field* of its JSON
+  stdout: the value (a string, or a list of strings) of an object key named
+  ``command`` or ending in ``_command`` (``status_command``,
+  ``cancel_command``: the fields the bundled specs declare to carry
+  commands); and no word of that printed line's program was handed to the
+  tool before it printed it: the shlex-split words of every argument string
+  are compared with the split words of the printed line, like with like (a
+  tool echoing its input does not launder the input into a command, however
+  the input was quoted); or
 - the expanded command line starts with one of the operation's
   ``allowed_prefixes`` from the config (which only the config fixes).
 
@@ -31,7 +36,7 @@ from typing import Any
 from ..errors import InputRefused
 from .command_config import expand_argv, placeholders, program_element
 
-__all__ = ["CommandTrust", "check_carriable", "MAX_REMEMBERED", "MAX_ARGUMENT_BYTES"]
+__all__ = ["CommandTrust", "check_carriable", "is_command_field", "MAX_REMEMBERED", "MAX_ARGUMENT_BYTES"]
 
 MAX_REMEMBERED = 20_000  # printed strings (and argument strings) kept per run
 _MAX_COMMAND_CHARS = 16_384  # longer strings are not taken as command lines
@@ -59,13 +64,46 @@ def _strings(value: Any, depth: int = 0):
             yield from _strings(item, depth + 1)
 
 
+def is_command_field(key: Any) -> bool:
+    """Whether a JSON object key names a field that carries a command line."""
+    return isinstance(key, str) and (key == "command" or key.endswith("_command"))
+
+
+def _command_values(value: Any, depth: int = 0):
+    """The values of command fields anywhere in a JSON value: strings, and lists
+    of strings as tuples. Any other string the tool prints is not a command."""
+    if depth > 64:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_command_field(key):
+                if isinstance(item, str):
+                    yield item
+                elif isinstance(item, list) and item and all(isinstance(word, str) for word in item):
+                    yield tuple(item)
+            yield from _command_values(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _command_values(item, depth + 1)
+
+
+def _split(text: str) -> list[str]:
+    """The words of a string as a shell would split it; plain whitespace words
+    when it does not split (unbalanced quotes), the whole string included."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    return [*words, text] if len(text) <= _MAX_COMMAND_CHARS else words
+
+
 class CommandTrust:
     """What the tool printed during one run, and the arguments it was given."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._printed: dict[Any, None] = {}  # insertion-ordered set of strings and tuples of strings
-        self._given: dict[str, None] = {}  # argument strings the tool received in this run
+        self._given: dict[str, None] = {}  # words of the argument strings the tool received in this run
 
     def clear(self) -> None:
         with self._lock:
@@ -81,15 +119,17 @@ class CommandTrust:
                 if name in skip:
                     continue
                 for text in _strings(value):
-                    if isinstance(text, str) and text.strip():
-                        self._remember(self._given, text)
+                    words = _split(text) if isinstance(text, str) else list(text)
+                    for word in words:
+                        if word.strip():
+                            self._remember(self._given, word)
 
     def note_output(self, stdout: Any) -> None:
-        """Remember the strings of the tool's JSON stdout that can be command lines."""
+        """Remember the command fields of the tool's JSON stdout (is_command_field)."""
         with self._lock:
-            for value in _strings(stdout):
+            for value in _command_values(stdout):
                 words = self._words(value)
-                if not words or self._tainted(words[0]):
+                if not words or self._tainted(words):
                     continue
                 self._remember(self._printed, value)
                 if isinstance(value, str):
@@ -113,10 +153,16 @@ class CommandTrust:
         except ValueError:
             return None
 
-    def _tainted(self, program: str) -> bool:
-        """The program word was handed to the tool inside an argument: the tool
-        may be echoing its input, so the line is not the tool's own command."""
-        return any(program in given for given in self._given)
+    def _tainted(self, words: list[str]) -> bool:
+        """The printed line's program was handed to the tool: one of the split
+        words of an argument holds it (or its file name), so the tool may be
+        echoing its input and the line is not the tool's own command. Words
+        are compared with words, never raw text with unquoted text."""
+        program = words[0]
+        name = os.path.basename(program)
+        if program in self._given or (name and name in self._given):
+            return True
+        return any(program in given or (name and name in given) for given in self._given)
 
     # -- the check ----------------------------------------------------------------------
     def program_arguments(self, template: list, args: dict, base: dict) -> list[str]:

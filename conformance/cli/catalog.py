@@ -12,6 +12,7 @@ from rich.text import Text
 
 from statemachines import SpecError, load_spec
 
+from ..reporting.safe_files import open_new
 from ..schema_files import SCHEMA_NAMES
 from ..specs import bundled_specs, changelog_path, changelog_versions
 from .common import cli, console, spec_file
@@ -158,7 +159,7 @@ def schema(name: str, output: str | None) -> None:
         click.echo(text, nl=False)
         return
     try:
-        with open(output, "w", encoding="utf-8") as handle:
+        with open_new(output) as handle:
             handle.write(text)
     except OSError as exc:
         raise click.UsageError(f"cannot write {output}: {exc.strerror}") from None

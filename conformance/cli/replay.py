@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import click
 
 from statemachines import SpecError, load_spec
 
-from ..engine.runner import RunConfig, clear_report_files, run_conformance, write_report_files
+from ..engine.runner import RunConfig, clear_report_files, new_report, run_conformance, write_report_files
 from .common import (
     adapter_options,
     capture_implementation_output,
@@ -20,7 +19,6 @@ from .common import (
     cli,
     console,
     deviations_option,
-    errors,
     finish,
     spec_file,
     verbosity,
@@ -187,10 +185,15 @@ def merge_reports_command(
     Exit codes: 0 conforms, 1 does not conform, 2 shards that cannot be
     merged (of different runs, missing or given twice) or a shard that
     could not run, 130/143 a shard was interrupted."""
-    from ..engine.shards import load_shard_report, merge_reports
+    from ..engine.shards import ShardError, load_shard_report
 
     level = verbosity(quiet, verbose)
-    loaded = [load_shard_report(path) for path in shards]
+    loaded, refused = [], []
+    for path in shards:
+        try:
+            loaded.append(load_shard_report(path))
+        except ShardError as exc:
+            refused.append(str(exc))
     target = os.path.realpath(out_dir)
     for _, directory in loaded:
         if os.path.realpath(directory) == target:
@@ -203,12 +206,31 @@ def merge_reports_command(
         try:
             spec = load_spec(spec_file(spec_name))
         except SpecError as exc:
-            errors.print(str(exc), markup=False)
-            sys.exit(2)
-    report = merge_reports(loaded, None, spec=spec)  # refuses (exit 2) before anything is written
-    cleared: dict = {"problems": []}
-    clear_report_files(cleared, out_dir)
-    report = merge_reports(loaded, out_dir, spec=spec)
-    report["problems"] = cleared["problems"] + report["problems"]
-    write_report_files(report, out_dir)
+            refused.append(str(exc))
+    report = _merged_or_refused(loaded, refused, out_dir, spec)
     finish(report, level)
+
+
+def _merged_or_refused(loaded: list, refused: list[str], out_dir: str, spec) -> dict:
+    """The merged report written to ``out_dir``; when a shard is refused (or
+    cannot be merged), a report with verdict ``error`` (exit 2) naming it."""
+    from ..engine.shards import ShardError, merge_reports
+
+    cleared: dict = {"problems": []}
+    if not refused:
+        try:
+            merge_reports(loaded, None, spec=spec)  # refuses (exit 2) before anything is copied
+            clear_report_files(cleared, out_dir)
+            report = merge_reports(loaded, out_dir, spec=spec)
+            report["problems"] = cleared["problems"] + report["problems"]
+            write_report_files(report, out_dir)
+            return report
+        except ShardError as exc:
+            refused.append(str(exc))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+            refused.append(f"a shard's report is not one the kit writes ({type(exc).__name__}: {str(exc)[:200]})")
+    report = new_report(RunConfig(spec_path=""))
+    report["problems"] = [{"kind": "input-refused", "where": None, "message": m} for m in refused]
+    clear_report_files(report, out_dir)
+    write_report_files(report, out_dir)
+    return report

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from statemachines import SpecError, load_spec
 
+from ..reporting.safe_files import open_new
 from ..specs import SpecNotFound, resolve_spec
 from .common import cli, console, errors
 
@@ -201,7 +202,7 @@ def diff(old: str, new: str | None, rev: str | None, as_json: bool, output: str 
     result = diff_specs(before, after)
     markdown = render_diff_markdown(result)
     if output:
-        with open(output, "w", encoding="utf-8") as handle:
+        with open_new(output) as handle:
             handle.write(markdown)
     click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else markdown)
     sys.exit(1 if check_version and not result.version_ok else 0)

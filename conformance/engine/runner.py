@@ -39,6 +39,7 @@ from statemachines import ExpressionError, Spec, SpecError, load_replay_file, re
 
 from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError
+from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .causes import group_by_cause
 from .deviations import DeviationsError
@@ -718,12 +719,12 @@ def _write(report: dict, report_dir: str) -> None:
     the kit's writers: the verdict becomes ``error`` (exit 2) and every
     document that can still be written says so."""
     from ..adapters.json_values import json_safe
-    from ..reporting import FILE_NAMES, ReportWriteError, write_documents, write_reports
+    from ..reporting import FILE_NAMES, ReportWriteError, mark_stale, write_documents, write_reports
 
     try:
         paths = write_reports(report, report_dir)
     except ReportWriteError as exc:
-        report["_write_error"] = str(exc)
+        report["_write_error"] = f"{exc}; {mark_stale(report_dir)}"
         return
     except Exception as exc:
         report["verdict"], report["exit_code"] = "error", 2
@@ -745,7 +746,7 @@ def _write(report: dict, report_dir: str) -> None:
         try:
             paths, failed = write_documents(report, report_dir)
         except Exception as again:
-            report["_write_error"] = str(again)
+            report["_write_error"] = f"{again}; {mark_stale(report_dir)}"
             return
         for kind, why in failed.items():
             report.setdefault("_write_error", f"{FILE_NAMES[kind]} was not written: {why}")
@@ -1265,7 +1266,7 @@ def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOut
     path = Path(record_dir) / f"{name}.jsonl"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as handle:
+        with open_new(path) as handle:
             handle.write(header + "\n")
             for line in lines_of_session(steps, session.probe_calls()):
                 handle.write(line + "\n")
@@ -1554,4 +1555,4 @@ def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunC
         "# The failing step list the stateful exploration found, shrunk by Hypothesis and reduced by replaying\n"
         "# it (every step left is needed for this failure); replay it with the command in the report.\n"
     )
-    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+    write_atomic(path, header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))

@@ -37,12 +37,13 @@ import json
 import os
 import re
 import shlex
-import shutil
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConformanceError
+from ..reporting.safe_files import write_atomic
 from .failures import signature
 
 __all__ = [
@@ -55,6 +56,10 @@ __all__ = [
     "combine_stateful",
     "place_counterexamples",
     "load_shard_report",
+    "vet_counterexamples",
+    "REPORT_LIMIT",
+    "COUNTEREXAMPLE_LIMIT",
+    "VALUE_LIMIT",
     "check_shards",
     "merge_reports",
     "shard_info",
@@ -138,7 +143,13 @@ def claim_item(directory: str | Path, key: str) -> bool:
     system does atomically (on every system, for any number of processes)."""
     name = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
     try:
-        os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(
+            os.open(
+                os.path.join(directory, name),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                0o644,
+            )
+        )
     except FileExistsError:
         return False
     return True
@@ -207,7 +218,11 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
     ``out_dir`` (``counterexample-stateful.yaml``, then ``-2``, ``-3`` ... in
     failure order), copying them there (or moving them, within one directory),
     and point each failure's file and replay command at the new path. Returns
-    what could not be placed."""
+    what could not be placed. Only regular files are read, at most
+    COUNTEREXAMPLE_LIMIT bytes each (merge-reports vets the paths first:
+    :func:`vet_counterexamples`)."""
+    from ..reporting import read_regular
+
     if not stateful:
         return []
     causes = [f for f in [stateful.get("failure"), *(stateful.get("more_failures") or [])] if f]
@@ -217,7 +232,7 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
         old = failure.get("counterexample_file")
         if old and old not in contents:
             try:
-                contents[old] = Path(old).read_bytes()
+                contents[old] = read_regular(old, COUNTEREXAMPLE_LIMIT)
             except OSError as exc:
                 problems.append(f"could not read the counterexample {old}: {exc.strerror or exc}")
     out = Path(out_dir)
@@ -231,7 +246,7 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
         new = str(out / ("counterexample-stateful.yaml" if number == 1 else f"counterexample-stateful-{number}.yaml"))
         try:
             out.mkdir(parents=True, exist_ok=True)
-            Path(new).write_bytes(contents[old])
+            write_atomic(new, contents[old])
         except OSError as exc:
             problems.append(f"could not write the counterexample {new}: {exc.strerror or exc}")
             continue
@@ -239,6 +254,45 @@ def place_counterexamples(stateful: dict | None, out_dir: str | Path, *, move: b
         if failure.get("replay"):
             failure["replay"] = failure["replay"].replace(shlex.quote(old), shlex.quote(new))
     return problems
+
+
+def vet_counterexamples(report: dict, directory: Path, where: Path) -> None:
+    """Point every counterexample file a shard's report names at that name in
+    the shard's own directory, or raise ShardError naming it: only the file
+    name counts (the path was the shard machine's), it must be a
+    ``counterexample-*.yaml`` name, and the file there a regular file (no
+    symbolic link, FIFO or device) of at most COUNTEREXAMPLE_LIMIT bytes."""
+    stateful = report.get("stateful") or {}
+    for failure in [stateful.get("failure"), *(stateful.get("more_failures") or [])]:
+        if not isinstance(failure, dict) or not failure.get("counterexample_file"):
+            continue
+        named = str(failure["counterexample_file"])
+        name = os.path.basename(named)
+        if ".." in Path(named).parts or not _COUNTEREXAMPLE_NAME.fullmatch(name):
+            raise ShardError(
+                f"{where}: refused: failure.counterexample_file {named!r} is not a counterexample file of "
+                f"the shard's directory; merge-reports reads only counterexample-*.yaml files there"
+            )
+        path = directory / name
+        problem = _not_regular(path, COUNTEREXAMPLE_LIMIT)
+        if problem:
+            raise ShardError(f"{where}: refused: failure.counterexample_file {named!r}: {path} {problem}")
+        failure["counterexample_file"] = str(path)
+
+
+def _not_regular(path: Path, limit: int) -> str | None:
+    """Why ``path`` is not a regular file of at most ``limit`` bytes (lstat: a link is not followed)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None  # reported as a file that could not be read, the merge goes on
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file (a symbolic link, FIFO, device or directory); it was not read"
+    if info.st_size > limit:
+        return f"is {info.st_size} bytes, more than the {limit} merge-reports reads from one file"
+    return None
 
 
 def shard_info(index: int, count: int, *, seed: int, profile: str, rerun: str, min_coverage: dict) -> dict:
@@ -253,28 +307,65 @@ def shard_info(index: int, count: int, *, seed: int, profile: str, rerun: str, m
     }
 
 
+REPORT_LIMIT = 64 * 1024 * 1024  # bytes of a shard's report.json
+COUNTEREXAMPLE_LIMIT = 16 * 1024 * 1024  # bytes of one counterexample file a shard wrote
+VALUE_LIMIT = 64 * 1024 * 1024  # bytes of the values a shard stored (values/sha256-*), all of them: bounded.STORE_LIMIT
+_COUNTEREXAMPLE_NAME = re.compile(r"counterexample-[A-Za-z0-9_.-]{1,120}\.yaml")
+_VALUE_NAME = re.compile(r"sha256-([0-9a-f]{64})\.(txt|json)")
+
+
 def load_shard_report(where: str | Path) -> tuple[dict, Path]:
-    """A shard's report.json (a report directory, or the file) and its directory."""
+    """A shard's report.json (a report directory, or the file) and its
+    directory. Only a regular file is read (no symbolic link, FIFO or
+    device), at most REPORT_LIMIT bytes, and it must be a report the kit
+    writes (its JSON Schema): ShardError naming the file otherwise."""
+    from ..reporting import UnsafeFile, read_regular, validate_report
+
     path = Path(where)
     if path.is_dir():
         path = path / "report.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ShardError(
             f"{where}: no report.json there (give the --report-dir of a `conformance run --shard I/N`, "
             f"or its report.json)"
         )
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        report = json.loads(read_regular(path, REPORT_LIMIT).decode("utf-8"))
+    except UnsafeFile as exc:
+        raise ShardError(f"{path}: refused: {exc}; give the report directory a shard wrote") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        said = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
         raise ShardError(
-            f"{path}: not a readable report ({exc}); re-run that shard or download its report again"
+            f"{path}: not a readable report ({said}); re-run that shard or download its report again"
         ) from None
     if not isinstance(report, dict) or not isinstance(report.get("shard"), dict):
         raise ShardError(
             f"{path}: not a shard's report (it has no `shard` field); merge the reports of "
             f"`conformance run --shard I/N`, one per I"
         )
+    problems = _shape_problems(report, validate_report)
+    if problems:
+        raise ShardError(
+            f"{path}: not a report the kit writes ({'; '.join(problems[:3])}); re-run that shard "
+            f"or download its report again"
+        )
     return report, path.parent
+
+
+def _shape_problems(report: dict, validate: Callable[[dict], list]) -> list[str]:
+    """Where a shard's report breaks the report schema (and the fields merging relies on)."""
+    try:
+        problems = [str(p)[:200] for p in validate(report)]
+    except RecursionError:
+        return ["nested too deeply"]
+    shard = report["shard"]
+    for key in ("index", "count", "seed"):
+        value = shard.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+            problems.append(f"shard.{key} is not an integer of 0 to 2**63-1")
+    if not isinstance(shard.get("rerun"), str):
+        problems.append("shard.rerun is not a string")
+    return problems
 
 
 def _identity(report: dict) -> dict:
@@ -390,6 +481,8 @@ def merge_reports(
     state diagram's highlight); None loads it from the reports' spec path.
     Counterexample files and stored large values are copied into ``out_dir``."""
     count = check_shards(loaded, allow_missing=allow_missing)
+    for report, directory in loaded:
+        vet_counterexamples(report, directory, directory / "report.json")
     loaded = sorted(loaded, key=lambda item: item[0]["shard"]["index"])
     reports = [r for r, _ in loaded]
     first = next((r for r in reports if r.get("implementation") and r["spec"].get("id")), reports[0])
@@ -445,7 +538,10 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
     ran = first["spec"]
     if spec is None and ran.get("path"):
         try:
-            spec = load_spec(resolve_spec(ran["path"]))
+            path = resolve_spec(_spec_path_named(str(ran["path"])))
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device a forged report names: never opened
+                raise ShardError(f"{path} is not a regular file")
+            spec = load_spec(path)
         except Exception as exc:
             raise ShardError(
                 f"could not load the spec the shards ran ({ran['path']}: "
@@ -458,6 +554,19 @@ def _spec_of_shards(first: dict, spec: Any) -> Any:
             f"{ran['version']}; name the spec the shards ran"
         )
     return spec
+
+
+def _spec_path_named(named: str) -> str:
+    """The spec path a shard's report names, if merge-reports may read it: an
+    installed spec's name, or a path that stays in the working directory
+    (links resolved): a report is a received file, it does not choose what
+    is read."""
+    if ".." in Path(named).parts:
+        raise ShardError(f"{named!r} leaves the working directory")
+    here = os.path.realpath(os.getcwd()) + os.sep
+    if (os.path.isabs(named) or os.path.lexists(named)) and not os.path.realpath(named).startswith(here):
+        raise ShardError(f"{named!r} is not a file inside the working directory")
+    return named
 
 
 def _merged_scenarios(reports: list[dict], order: dict[str, int]) -> dict:
@@ -581,14 +690,32 @@ def _workers(count: int) -> str:
 
 def _copy_values(source: Path, target: Path) -> None:
     """Large values the shard stored (``values/sha256-*``): named by their
-    digest, so copies of the same value are one file."""
-    from ..reporting import VALUES_DIR
+    digest, so copies of the same value are one file. Only regular files of
+    a real ``values/`` directory are read (never a symbolic link, FIFO or
+    device), each at most VALUE_LIMIT bytes and holding what its name's
+    digest says; ShardError names anything else."""
+    from ..reporting import VALUES_DIR, UnsafeFile, read_regular, real_directory
 
     values = source / VALUES_DIR
-    if not values.is_dir():
+    if not os.path.lexists(values):
         return
-    for path in values.glob("sha256-*"):
-        destination = target / VALUES_DIR / path.name
-        if not destination.exists():
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
+    if not stat.S_ISDIR(os.lstat(values).st_mode):
+        raise ShardError(f"{values}: refused: not a directory (a symbolic link?); merge-reports does not follow it")
+    total = 0
+    for entry in sorted(os.scandir(values), key=lambda e: e.name):
+        match = _VALUE_NAME.fullmatch(entry.name)
+        if not match:
+            continue
+        path = values / entry.name
+        try:
+            data = read_regular(path, VALUE_LIMIT)
+        except UnsafeFile as exc:
+            raise ShardError(f"{path}: refused: {exc}") from None
+        total += len(data)
+        if total > VALUE_LIMIT:
+            raise ShardError(f"{values}: refused: its values hold more than the {VALUE_LIMIT} bytes a report keeps")
+        if hashlib.sha256(data).hexdigest() != match.group(1):
+            raise ShardError(f"{path}: refused: its content does not have the digest its name says")
+        destination = real_directory(target / VALUES_DIR) / entry.name
+        if not os.path.lexists(destination):
+            write_atomic(destination, data)

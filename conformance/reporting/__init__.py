@@ -18,6 +18,7 @@ from .json_report import SCHEMA_PATH, load_report, render_json, validate_report
 from .junit import render_junit_xml
 from .markdown import render_summary_markdown
 from .mermaid import mermaid_state_diagram
+from .safe_files import UnsafeFile, open_new, read_regular, real_directory, refuse_symlinks, write_atomic
 
 __all__ = [
     "SCHEMA_PATH",
@@ -37,21 +38,57 @@ __all__ = [
     "write_reports",
     "write_documents",
     "FILE_NAMES",
+    "STALE_NAME",
+    "mark_stale",
+    "UnsafeFile",
+    "open_new",
+    "read_regular",
+    "real_directory",
+    "refuse_symlinks",
+    "write_atomic",
 ]
 
 FILE_NAMES = {"json": "report.json", "junit": "junit.xml", "markdown": "summary.md"}
+STALE_NAME = "STALE"  # written beside reports that are not the last run's, when they could not be replaced
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    # Write-then-rename: a CI step reading the reports never sees half a
-    # file. A plain open (not mkstemp) keeps the usual umask-based mode.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Write-then-rename through a fresh mkstemp file (safe_files): a CI step
+    # reading the reports never sees half a file, and a link planted at any
+    # name in a shared directory is never written through.
+    write_atomic(path, text)
+
+
+def mark_stale(report_dir: str | os.PathLike) -> str:
+    """After the reports could not be written: remove the previous verdict
+    (report.json), else leave a STALE marker, else overwrite the old
+    report.json in place with a stale notice. Returns one line saying what
+    the directory now holds."""
+    out_dir = Path(report_dir)
+    old = out_dir / FILE_NAMES["json"]
+    if not (old.is_symlink() or old.is_file()):
+        return f"{out_dir} holds no report.json"
     try:
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        old.unlink()
+        return f"the previous report.json in {out_dir} was removed: it was not this run's"
+    except OSError:
+        pass
+    note = "these reports are NOT the last run's: writing its reports failed; ignore them\n"
+    try:
+        write_atomic(out_dir / STALE_NAME, note)
+        return f"{out_dir} still holds an older report: {out_dir / STALE_NAME} marks it stale"
+    except OSError:
+        pass
+    try:
+        fd = os.open(old, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(
+                '{"verdict": "stale", "exit_code": 2, "problems": [{"kind": "report-error", '
+                '"where": null, "message": "not the last run\'s report: writing it failed"}]}\n'
+            )
+        return f"{out_dir} held an older report.json; it was overwritten with a stale notice"
+    except OSError:
+        return f"{out_dir} still holds an older report.json (of an earlier run) that could not be removed: ignore it"
 
 
 def clear_reports(report_dir: str | os.PathLike, keep: Iterable[str | os.PathLike] = ()) -> None:
@@ -63,7 +100,8 @@ def clear_reports(report_dir: str | os.PathLike, keep: Iterable[str | os.PathLik
     if not out_dir.is_dir():
         return
     inputs = {os.path.realpath(path) for path in keep}
-    for path in [out_dir / name for name in FILE_NAMES.values()] + sorted(out_dir.glob("counterexample-*.yaml")):
+    names = [*FILE_NAMES.values(), STALE_NAME]
+    for path in [out_dir / name for name in names] + sorted(out_dir.glob("counterexample-*.yaml")):
         if (path.is_file() or path.is_symlink()) and os.path.realpath(path) not in inputs:
             path.unlink(missing_ok=True)
     values = out_dir / VALUES_DIR

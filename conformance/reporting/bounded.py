@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .safe_files import real_directory, write_atomic
+
 __all__ = [
     "STRING_LIMIT",
     "VALUE_LIMIT",
@@ -70,17 +72,9 @@ class _Store:
         return said
 
     def _write(self, directory: Path, name: str, data: bytes) -> str:
-        path = directory / name
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            write_atomic(real_directory(directory) / name, data)
         except OSError as exc:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
             return f"not stored: {exc.strerror or exc}"
         self.size += len(data)
         return f"whole value: {VALUES_DIR}/{name}"

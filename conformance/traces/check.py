@@ -203,6 +203,7 @@ def _check_session(
                 return failure, event.line
             continue
         calls = event.calls if event.kind == "concurrently" else [data]
+        _known_operations(session, [*calls, *(data.get("observed_after") or [])], path, event.line)
         at = max((c.get("at_ms", c.get("start_ms", 0)) for c in calls), default=0)
         ahead = at - max(session.now, session.model.now)
         if ahead > 0:  # time passed with nothing recorded: the implementation did nothing on its own
@@ -228,6 +229,19 @@ def _check_session(
             for position, step in enumerate(session.trace):
                 step["index"] = position
     return None
+
+
+def _known_operations(session: Session, calls: list[dict], path: Path, line: int) -> None:
+    """TraceError at the event's line for an operation the spec does not have."""
+    operations = session.model.spec.operations
+    for call in calls:
+        name = call.get("call")
+        if name not in operations:
+            shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:80] + "..."
+            raise TraceError(
+                f"{path}:{line}: operation {shown} is not an operation of spec {session.model.spec.id} "
+                f"(it has: {', '.join(sorted(operations))}); fix the trace's `call` or check it against its spec"
+            )
 
 
 def check_traces(

@@ -114,6 +114,51 @@ def _why(obj: Any, kind: str) -> str:
     return f"{kind} event{(' at ' + where.lstrip('.')) if where else ''}: {error.message}"
 
 
+MAX_DEPTH = 64  # levels of nesting a trace line may have (as a spec file)
+INT_RANGE = (-(2**63), 2**63 - 1)  # integers a trace may hold: 64-bit
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or not INT_RANGE[0] <= int(text) <= INT_RANGE[1]:
+        raise ValueError(f"the integer {text[:40]}{'...' if len(text) > 40 else ''} is outside the 64-bit range")
+    return int(text)
+
+
+def _too_deep(text: bytes) -> bool:
+    """Nesting deeper than MAX_DEPTH, counted on the raw text (brackets outside strings)."""
+    depth, in_string, escaped = 0, False, False
+    for byte in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def _json_line(text: bytes, path: Path, number: int) -> Any:
+    """One line's JSON value, or TraceError at its line: not JSON, nested more
+    than MAX_DEPTH levels, or an integer outside the 64-bit range."""
+    if _too_deep(text):
+        raise TraceError(f"{path}:{number}: nested more than {MAX_DEPTH} levels deep; a trace event is shallower")
+    try:
+        return json.loads(text.decode("utf-8"), parse_int=_int)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TraceError(
+            f"{path}:{number}: not a JSON object ({str(exc)[:200]}); each line of a trace is one JSON object"
+        ) from None
+
+
 def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
     """The header, then each event, of the trace at ``path``."""
     path = Path(path)
@@ -125,18 +170,13 @@ def read_trace(path: str | Path) -> Iterator[TraceHeader | TraceEvent]:
         raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
     with handle:
         header_seen = False
-        for number, raw in enumerate(handle, 1):
-            if len(raw) > MAX_LINE_BYTES:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:  # read no further than one byte past the limit
                 raise TraceError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
             text = raw.strip()
             if not text:
                 continue
-            try:
-                obj = json.loads(text.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise TraceError(
-                    f"{path}:{number}: not a JSON object ({exc}); each line of a trace is one JSON object"
-                ) from None
+            obj = _json_line(text, path, number)
             if not isinstance(obj, dict):
                 raise TraceError(
                     f"{path}:{number}: each line of a trace must be a JSON object, got {type(obj).__name__}"

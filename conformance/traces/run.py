@@ -67,12 +67,33 @@ def check_trace_run(
         report["problems"].append({"kind": "spec-error", "message": str(exc), "where": spec_path})
     except KeyboardInterrupt as exc:
         mark_interrupted(report, exc, "the traces checked so far are not reported")
+    except (RecursionError, MemoryError) as exc:
+        report["problems"].append(_input_too_large(traces, exc))
+    except Exception as exc:  # a bug of the kit: the reports are written all the same, verdict error
+        report["verdict"], report["exit_code"] = "error", 2
+        report["problems"].append(
+            {
+                "kind": "internal-error",
+                "where": ", ".join(traces),
+                "message": f"internal error in the conformance kit while checking the traces: "
+                f"{type(exc).__name__}: {str(exc)[:300]}",
+            }
+        )
     if accepted:
         report["deviations"] = accepted[0].to_report()
     report["duration_s"] = round(time.perf_counter() - started, 3)
     if report_dir:
         write_report_files(report, report_dir)
     return report
+
+
+def _input_too_large(traces: list[str], exc: BaseException) -> dict:
+    what = "nested too deeply" if isinstance(exc, RecursionError) else "too large to hold in memory"
+    return {
+        "kind": "trace-error",
+        "where": ", ".join(traces),
+        "message": f"a trace holds a value {what} to check; split or trim the trace",
+    }
 
 
 def _describe_run(report: dict, spec_path: str, spec: Spec, params: dict, identity: dict) -> None:

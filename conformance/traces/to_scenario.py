@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ..reporting.safe_files import write_atomic
 from .format import TraceEvent, read_trace
 
 __all__ = ["scenario_from_trace", "write_scenario_file", "recorded_assumes", "cel_literal"]
@@ -152,7 +153,6 @@ def write_scenario_file(path: str | Path, scenario: dict) -> None:
         "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
         "# a spec's scenario matrix (an `include:`d scenarios file).\n"
     )
-    Path(path).write_text(
-        header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True, width=110),
-        encoding="utf-8",
+    write_atomic(
+        path, header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True, width=110)
     )

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from jsonschema import Draft202012Validator
 
+from ..reporting.safe_files import open_new
 from .format import TRACE_FORMAT, TraceError, trace_schema
 
 __all__ = ["TraceWriter"]
@@ -45,7 +46,7 @@ class TraceWriter:
     ):
         self._out: IO[str]
         if isinstance(target, (str, os.PathLike)):  # a file this writer opens, and so closes
-            self._own, self._out = True, open(target, "w", encoding="utf-8")
+            self._own, self._out = True, open_new(target)
         else:
             self._own, self._out = False, target
         self._validator = Draft202012Validator(trace_schema())

@@ -7,6 +7,7 @@ by Python's ``eval``; a spec can only call the functions listed here.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 import re
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_EVALUATION_SECONDS",
     "MAX_EXPRESSION_CHARS",
     "MAX_TEXT_BYTES",
+    "MAX_EVALUATION_BYTES",
     "type_name",
 ]
 
@@ -48,6 +50,12 @@ MAX_EVALUATION_SECONDS = 2.0
 MAX_EXPRESSION_CHARS = 10_000
 # The largest text `text()` builds.
 MAX_TEXT_BYTES = 64 << 20
+# ... and what the kit's functions may build and consume in one evaluation, in
+# all: the bytes of every string and 64 per list item or map entry they take
+# in or hand back (`repeat`, `indices`, `join`, `text`, ...), charged before a
+# result is built when its size is known in advance.
+MAX_EVALUATION_BYTES = 2 * MAX_TEXT_BYTES
+_ITEM_BYTES = 64
 # The function every comprehension body calls once per iteration (the budget).
 _TICK = "kit_tick"
 _MACROS = ("all", "exists", "exists_one", "filter", "map")
@@ -116,7 +124,7 @@ def text_of_size(size_bytes: int, lines: int) -> str:
     return "\n".join("x" * (base + (1 if i < extra else 0)) for i in range(lines))
 
 
-PURE_FUNCTIONS: dict[str, Callable] = {
+_RAW_FUNCTIONS: dict[str, Callable] = {
     "fill": fill,
     "text": text_of_size,
     "repeat": lambda s, n: _repeat(str(s), int(n)),
@@ -143,6 +151,89 @@ PURE_FUNCTIONS: dict[str, Callable] = {
 }
 
 
+def _fill_cost(template: Any, values: Any) -> int:
+    """What ``fill`` may build: every placeholder replaced by the longest value."""
+    text = str(template)
+    longest = max((_size(v) for v in values.values()), default=0) if isinstance(values, dict) else 0
+    return len(text) + text.count("{") * longest
+
+
+def _join_cost(xs: Any, sep: Any) -> int:
+    items = _count(xs)
+    return _size(xs) + len(str(sep)) * max(0, items - 1)
+
+
+def _count(xs: Any) -> int:
+    try:
+        return len(xs)
+    except TypeError:
+        return 0
+
+
+def _int_or_zero(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+# What each function will build, known before it runs (its arguments are charged too).
+_BUILD_COST: dict[str, Callable[..., int]] = {
+    "repeat": lambda s, n: len(str(s).encode("utf-8")) * _int_or_zero(n),
+    "text": lambda size, lines: _int_or_zero(size),
+    "indices": lambda xs: _count(xs) * _ITEM_BYTES,
+    "fill": _fill_cost,
+    "join": _join_cost,
+    "to_json": lambda v: _size(v),
+}
+
+
+def _size(value: Any, limit: int = MAX_EVALUATION_BYTES + 1) -> int:
+    """What a value counts for against the budget (strings by their length, list
+    items and map entries 64 each), counted up to ``limit``."""
+    total, stack = 0, [value]
+    while stack and total < limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, (bytes, bytearray)):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += _ITEM_BYTES * len(item)
+            stack.extend(item.values())
+            stack.extend(item.keys())
+        elif isinstance(item, (list, tuple)):
+            total += _ITEM_BYTES * len(item)
+            if len(item) and isinstance(item[0], (str, list, tuple, dict, bytes)):
+                stack.extend(item)
+        else:
+            total += 8
+    return total
+
+
+_CURRENT: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("conformance_cel_budget", default=None)
+
+
+def _charged(name: str, fn: Callable) -> Callable:
+    """``fn`` charging the budget of the evaluation under way: its arguments,
+    what it will build (when known in advance), then what it built."""
+    cost = _BUILD_COST.get(name)
+
+    def call(*args: Any) -> Any:
+        budget = _CURRENT.get()
+        if budget is None:  # called outside an evaluation: a budget of its own
+            budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
+        if budget.charge(sum(_size(a) for a in args) + (cost(*args) if cost else 0), name):
+            return budget.refuse()
+        result = fn(*args)
+        if cost is None and budget.charge(_size(result), name):  # a size not known in advance
+            return budget.refuse()
+        return result
+
+    call.__name__ = name
+    return call
+
+
 def _repeat(text: str, times: int) -> str:
     """``text`` written ``times`` times (none when times <= 0), within the built-text limit."""
     if times > 0 and len(text.encode("utf-8")) * times > MAX_TEXT_BYTES:
@@ -164,6 +255,14 @@ def _pow(base: int, exponent: int) -> int:
     if not -(1 << 63) <= value < (1 << 63):
         raise OverflowError(f"pow({base}, {exponent}) overflows a 64-bit integer")
     return value
+
+
+PURE_FUNCTIONS: dict[str, Callable] = {name: _charged(name, fn) for name, fn in _RAW_FUNCTIONS.items()}
+
+
+class BudgetSpent(ValueError):
+    """The cost budget of one evaluation is spent (raised by the kit's functions
+    when the Python subset evaluates; the CEL binding gets a marker value)."""
 
 
 def type_name(value: Any) -> str:
@@ -191,12 +290,36 @@ class _Budget:
     stops at once (raising from the callback would make the CEL binding print
     to stderr)."""
 
-    __slots__ = ("left", "deadline", "why")
+    __slots__ = ("left", "deadline", "why", "bytes_left", "in_cel")
 
     def __init__(self, steps: int, seconds: float) -> None:
         self.left = steps
         self.deadline = time.thread_time() + seconds
         self.why: str | None = None
+        self.bytes_left = MAX_EVALUATION_BYTES
+        self.in_cel = False  # the CEL binding calls the functions: answer a marker, never raise
+
+    def charge(self, cost: int, name: str) -> bool:
+        """Charge what a function takes in or builds; True when the budget is spent."""
+        self.bytes_left -= cost
+        if self.why is None:
+            if self.bytes_left < 0:
+                self.why = (
+                    f"{MAX_EVALUATION_BYTES >> 20} MiB built or taken in by its functions "
+                    f"(`{name}` asked for {cost:,} more)"
+                )
+            elif time.thread_time() > self.deadline:
+                self.why = f"{MAX_EVALUATION_SECONDS:g} s of CPU time"
+        return self.why is not None
+
+    def refuse(self) -> Any:
+        if self.in_cel:
+            return "kit: cost budget spent"
+        raise BudgetSpent(self.why)
+
+    def check_time(self) -> None:
+        if self.why is None and time.thread_time() > self.deadline:
+            self.why = f"{MAX_EVALUATION_SECONDS:g} s of CPU time"
 
     def tick(self) -> Any:
         self.left -= 1
@@ -246,6 +369,16 @@ class Expression:
         naming the expression and where the spec wrote it."""
         if self.path is not None:
             return self._lookup(env, self.path)
+        if not (self.functions or self.ticked):
+            return self._evaluate_within(env, functions, None)
+        budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
+        token = _CURRENT.set(budget)
+        try:
+            return self._evaluate_within(env, functions, budget)
+        finally:
+            _CURRENT.reset(token)
+
+    def _evaluate_within(self, env: dict, functions: dict[str, Callable] | None, budget: _Budget | None) -> Any:
         if self.fast is not None:
             try:
                 return self.fast(env)
@@ -255,20 +388,26 @@ class Expression:
             try:
                 return self.subset(env, functions)
             except NotSubset:
-                pass  # values the subset does not judge exactly: CEL decides (and reports)
-        return self._evaluate_by_cel(env, functions)
+                if budget is not None and budget.spent:  # never run again what spent the budget
+                    raise self._over_budget(budget) from None
+                # values the subset does not judge exactly: CEL decides (and reports)
+        return self._evaluate_by_cel(env, functions, budget)
 
-    def _evaluate_by_cel(self, env: dict, functions: dict[str, Callable] | None) -> Any:
-        target, budget = self._cel_input(env, functions)
+    def _evaluate_by_cel(self, env: dict, functions: dict[str, Callable] | None, budget: _Budget | None) -> Any:
+        target = self._cel_input(env, functions, budget)
+        if budget is not None:
+            budget.in_cel = True
         try:
             value = self.program.execute(target)
         except Exception as exc:
             raise self._failure(exc, budget) from None
-        if budget is not None and budget.spent:  # an error of the budget swallowed by `||` or `&&`
-            raise self._over_budget(budget)
+        if budget is not None:
+            budget.check_time()  # the CPU limit holds outside comprehensions too
+            if budget.spent:  # an error of the budget swallowed by `||` or `&&`
+                raise self._over_budget(budget)
         return value
 
-    def _cel_input(self, env: dict, functions: dict[str, Callable] | None) -> tuple[Any, _Budget | None]:
+    def _cel_input(self, env: dict, functions: dict[str, Callable] | None, budget: _Budget | None) -> Any:
         """What the CEL program executes on (the variables, or a context that
         also holds the functions and the budget's tick), and the budget."""
         # The binding converts every variable it is given into CEL values, so
@@ -282,19 +421,17 @@ class Expression:
             for name, fields in self.reads
             if name in env
         }
-        if not (self.functions or self.ticked):
-            return env, None
+        if budget is None:
+            return env
         context = cel.Context()
         for name in self.functions:
             fn = (functions or {}).get(name) or PURE_FUNCTIONS.get(name)
             if fn is not None:
                 context.add_function(name, fn)
-        budget = None
         if self.ticked:
-            budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
             context.add_function(_TICK, budget.tick)
         context.update(env)
-        return context, budget
+        return context
 
     def _failure(self, exc: Exception, budget: _Budget | None) -> ExpressionError:
         """The ExpressionError for what the CEL program raised: the budget's,
@@ -351,7 +488,7 @@ class Expression:
     def _over_budget(self, budget: _Budget) -> ExpressionError:
         return ExpressionError(
             f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
-            f"evaluation); loop over fewer values or nest fewer comprehensions",
+            f"evaluation); loop over fewer values, nest fewer comprehensions or build smaller values",
             self.where,
         )
 

@@ -12,7 +12,7 @@ import jsonschema
 from ..errors import Problem
 from .source import SourceMap
 
-__all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure"]
+__all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure", "check_replay_structure"]
 
 # Written in the repository's spec/ and shipped inside the installed package
 # ``lifecycle_specs`` (see setup.py): read as a package resource, never through
@@ -70,9 +70,25 @@ def _hint(error: jsonschema.ValidationError) -> str | None:
     return None
 
 
-def check_structure(data, smap: SourceMap) -> list[Problem]:
+@lru_cache(maxsize=1)
+def _replay_schema() -> dict:
+    """A replay file: a non-empty `steps:` list of scenario steps (the spec format's)."""
+    return {
+        "$defs": spec_format_schema()["$defs"],
+        "type": "object",
+        "required": ["steps"],
+        "properties": {"steps": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/scenario_step"}}},
+    }
+
+
+def check_replay_structure(data, smap: SourceMap) -> list[Problem]:
+    """Every structural problem of a replay file's steps, each located to file:line."""
+    return check_structure(data, smap, _replay_schema())
+
+
+def check_structure(data, smap: SourceMap, schema: dict | None = None) -> list[Problem]:
     """Every structural problem of ``data``, each located to file:line."""
-    validator = jsonschema.Draft202012Validator(spec_format_schema())
+    validator = jsonschema.Draft202012Validator(schema or spec_format_schema())
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         for leaf in _narrow(error):

@@ -98,7 +98,10 @@ def _build(
         loader.flatten_mapping(node)
         out: dict = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            if isinstance(key_node, yaml.ScalarNode):
+                key = _scalar(key_node, file, loader, problems)
+            else:
+                key = loader.construct_object(key_node, deep=True)
             if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode):
                 key = key_node.value  # YAML 1.1 reads `on:`/`yes:` keys as booleans; keep the word
             if not isinstance(key, (str, int, float, bool)) or key is None:
@@ -121,7 +124,48 @@ def _build(
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, path + (i,), file, smap, loader, problems, budget) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    return _scalar(node, file, loader, problems)
+
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # integers a received file may hold: 64-bit, as JSON tools and CEL
+_INT_TAG, _TIMESTAMP_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:timestamp"
+
+
+def _scalar(node: yaml.Node, file: str, loader: _Builder, problems: list[Problem]) -> Any:
+    """A scalar's value; a Problem at its line for an integer outside the
+    64-bit range (Python refuses more than 4,300 digits) or an impossible
+    date (``2026-02-30``)."""
+    line = node.start_mark.line + 1
+    if node.tag == _INT_TAG and len(str(node.value).replace("_", "").lstrip("+-")) > 40:
+        problems.append(_int_problem(str(node.value), file, line))
+        return None
+    try:
+        value = loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:
+        what = "date" if node.tag == _TIMESTAMP_TAG else "value"
+        problems.append(
+            Problem(
+                f"{node.value!r} is not a valid {what} ({str(exc)[:120]})",
+                file,
+                line,
+                "write a real calendar date as YYYY-MM-DD" if what == "date" else "fix or quote the value",
+            )
+        )
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        problems.append(_int_problem(str(node.value), file, line))
+        return None
+    return value
+
+
+def _int_problem(text: str, file: str, line: int) -> Problem:
+    shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+    return Problem(
+        f"the integer {shown} is outside the 64-bit range ({INT_MIN} to {INT_MAX})",
+        file,
+        line,
+        "use a smaller number, or quote it to make it a string",
+    )
 
 
 MAX_DEPTH = 64  # a spec nests a dozen levels; far deeper input is a mistake or an attack
@@ -169,7 +213,7 @@ def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: 
                     Problem(
                         "is not a regular file (a FIFO, device or directory); it was not read",
                         file,
-                        hint="include regular spec files only",
+                        hint="name a regular file (a spec, fragment, replay or deviations file)",
                     )
                 ]
             )
@@ -200,8 +244,10 @@ def read_spec_text(path: str | Path, *, shown: str | None = None, regular_only: 
 
 
 def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
-    """Load one YAML file safely; raise SpecError with file:line on any problem."""
-    return load_yaml_text(read_spec_text(path), str(path))
+    """Load one YAML file safely; raise SpecError with file:line on any problem
+    (a FIFO or device is refused without being opened for reading, so nothing
+    blocks)."""
+    return load_yaml_text(read_spec_text(path, regular_only=True), str(path))
 
 
 def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:

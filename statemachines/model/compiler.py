@@ -23,7 +23,7 @@ from ..errors import ExpressionError, Problem, SpecError
 from ..language.expressions import Expression, type_name
 from ..load.includes import IncludeRefused, is_spec_fragment, resolve_include
 from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, ScenarioStep, template_names
-from ..load.schema_check import check_structure, spec_format_schema
+from ..load.schema_check import check_replay_structure, check_structure, spec_format_schema
 from ..load.source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
 from ..load.spec import (
     EffectDecl,
@@ -901,6 +901,9 @@ def load_replay_file(spec: Spec, path: str | Path):
     data, smap = load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or not data["steps"]:
         raise SpecError([smap.problem((), "a replay file needs a non-empty `steps:` list")])
+    shape = check_replay_structure(data, smap)
+    if shape:
+        raise SpecError(shape)
     builder = _Builder(spec.raw, smap, str(path))
     builder.operations, builder.effects = spec.operations, spec.effects
     steps = builder._scenario_steps(data["steps"], ("steps",), {"params"})
