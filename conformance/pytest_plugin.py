@@ -457,7 +457,8 @@ class _DeviationsSummary:
     xdist they come from the workers with the test reports), summed per suite
     for the terminal summary."""
 
-    def __init__(self) -> None:
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
         self.sections: dict[str, list[dict]] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
@@ -472,9 +473,8 @@ class _DeviationsSummary:
 
         for suite, sections in self.sections.items():
             report = {"deviations": merge_deviations(sections)}
-            terminalreporter.write_line(
-                f"conformance: accepted deviations of {suite} ({report['deviations']['file']}):"
-            )
+            where = relative_to_rootdir(str(report["deviations"]["file"]), self.rootdir)
+            terminalreporter.write_line(f"conformance: accepted deviations of {suite} ({where}):")
             for line in deviation_lines(report):
                 terminalreporter.write_line(f"  {line}")
 
@@ -539,7 +539,7 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: an item of a lifecycle conformance suite")
-    config.pluginmanager.register(_DeviationsSummary(), "conformance-deviations")
+    config.pluginmanager.register(_DeviationsSummary(config.rootpath), "conformance-deviations")
 
 
 def pytest_pycollect_makeitem(collector, name, obj):

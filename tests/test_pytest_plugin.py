@@ -347,3 +347,26 @@ def test_bundled_specs_are_named_by_name_and_files_by_path(tmp_path):
     assert named == "thread-jobs" and Path(found).is_file()
     (tmp_path / "mine.yaml").write_text("format: 1\n")
     assert _resolve_spec("mine.yaml", [tmp_path]) == (str(tmp_path / "mine.yaml"),) * 2
+
+
+@pytest.mark.slow
+def test_an_expired_deviation_fails_every_item(pytester):
+    _project(pytester)
+    (pytester.path / "deviations.yaml").write_text(
+        "deviations: 1\nspec: thread-jobs\nentries:\n"
+        "  - id: OLD\n    reason: a text we used to have\n    expires: 2021-05-01\n"
+        "    accept:\n      path: error.message\n",
+        encoding="utf-8",
+    )
+    pytester.makepyfile(
+        test_mine="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tj = conformance_suite("thread-jobs", stateful=False, deviations="deviations.yaml")
+    """
+    )
+    result = _run(pytester, "-k", "N1 or B7")
+    result.assert_outcomes(failed=3)  # N1, N10, B7: the reference passes them, the file has expired
+    result.stdout.fnmatch_lines(
+        ["*deviations.yaml:*OLD expired on 2021-05-01*", "*accepted deviations of thread-jobs*"]
+    )
+    assert str(pytester.path) not in result.stdout.str().partition(" FAILURES ")[2]
