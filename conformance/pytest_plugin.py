@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ __all__ = [
     "report_base",
     "relative_to_rootdir",
     "case_failure_text",
+    "commands_from_rootdir",
 ]
 
 STATEFUL_ID = "stateful"
@@ -272,6 +274,14 @@ class _SuiteRun:
         self.not_applicable: list[str] = []
         self.profile = "default"
 
+    @property
+    def command_dir(self) -> Path:
+        """Where the replay commands must run: the rootdir, or, for an adapter
+        program (run where the suite was declared), that directory."""
+        root = Path(os.path.realpath(self.rootdir))
+        inside = self.base == root or root in self.base.parents
+        return self.base if self.definition.adapter_cmd and inside else self.rootdir
+
     def case_ids(self, config: pytest.Config) -> list[str]:
         """Scenario ids (+ stateful) that apply to the implementation; raises SpecError.
 
@@ -363,17 +373,35 @@ def _path_part(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in name) or "_"
 
 
-def relative_to_rootdir(text: str, rootdir: Path) -> str:
-    """``text`` with absolute paths under the rootdir made relative to it, so a
-    command in it works when pasted from the rootdir."""
+def relative_to_rootdir(text: str, rootdir: Path, workdir: Path | None = None) -> str:
+    """``text`` with absolute paths under the rootdir made relative to
+    ``workdir`` (the rootdir by default), so a command in it works when run
+    from there."""
+    up = os.curdir if workdir is None else os.path.relpath(os.path.realpath(rootdir), os.path.realpath(workdir))
+    prefix = "" if up == os.curdir else up + os.sep
     for root in dict.fromkeys((str(rootdir), os.path.realpath(rootdir))):
-        text = text.replace(root.rstrip(os.sep) + os.sep, "")
+        text = text.replace(root.rstrip(os.sep) + os.sep, prefix)
     return text
 
 
-def case_failure_text(result: CaseResult, rootdir: Path) -> str:
+_COMMAND = re.compile(r"(replay: |re-runs with: )(conformance )")
+
+
+def commands_from_rootdir(text: str, rootdir: Path, workdir: Path) -> str:
+    """``text``'s commands made to work when pasted from the rootdir: paths
+    relative to ``workdir`` (where an adapter program must run), and, when
+    that is another directory, ``cd`` there first."""
+    text = relative_to_rootdir(text, rootdir, workdir)
+    where = os.path.relpath(os.path.realpath(workdir), os.path.realpath(rootdir))
+    if where == os.curdir:
+        return text
+    return _COMMAND.sub(lambda m: f"{m[1]}cd {shlex.quote(where)} && {m[2]}", text)
+
+
+def case_failure_text(result: CaseResult, rootdir: Path, workdir: Path | None = None) -> str:
     """An item's failure as the report tells it: what stopped the run, each
-    failed check with its replay command, where the reports are."""
+    failed check with its replay command, where the reports are; commands
+    and paths as they work from the rootdir (see ``commands_from_rootdir``)."""
     from .reporting._format import failed_checks, failure_text
 
     report = result.report
@@ -386,8 +414,8 @@ def case_failure_text(result: CaseResult, rootdir: Path) -> str:
     parts += [f"{label}: {failure_text(failure, report)}" for label, failure in checks]
     if not checks and report.get("replay"):
         parts.append(f"replay: {report['replay']}")
-    parts.append(f"reports: {result.report_dir}{os.sep}")
-    return relative_to_rootdir("\n\n".join(parts), rootdir)
+    text = commands_from_rootdir("\n\n".join(parts), rootdir, workdir or rootdir)
+    return f"{text}\n\nreports: {relative_to_rootdir(str(result.report_dir), rootdir)}{os.sep}"
 
 
 def _skip_reason(result: CaseResult) -> str | None:
@@ -418,7 +446,7 @@ class ConformanceItem(pytest.Item):
         if verdict == "interrupted":
             raise KeyboardInterrupt
         if verdict != "pass":
-            raise CaseFailed(case_failure_text(result, self.config.rootpath))
+            raise CaseFailed(case_failure_text(result, self.config.rootpath, self.run.command_dir))
         reason = _skip_reason(result)
         if reason is not None:
             pytest.skip(reason)

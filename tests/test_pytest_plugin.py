@@ -370,3 +370,17 @@ def test_an_expired_deviation_fails_every_item(pytester):
         ["*deviations.yaml:*OLD expired on 2021-05-01*", "*accepted deviations of thread-jobs*"]
     )
     assert str(pytester.path) not in result.stdout.str().partition(" FAILURES ")[2]
+
+
+def test_commands_of_a_suite_declared_below_the_rootdir_cd_there_first(tmp_path):
+    from conformance.pytest_plugin import commands_from_rootdir
+
+    text = (
+        f"(the whole exploration re-runs with: conformance run {tmp_path}/spec/x.yaml --adapter-cmd 'node a.js')\n"
+        f"replay: conformance replay {tmp_path}/spec/x.yaml {tmp_path}/out/c.yaml --adapter-cmd 'node a.js'"
+    )
+    assert commands_from_rootdir(text, tmp_path, tmp_path / "tests") == (
+        "(the whole exploration re-runs with: cd tests && conformance run ../spec/x.yaml --adapter-cmd 'node a.js')\n"
+        "replay: cd tests && conformance replay ../spec/x.yaml ../out/c.yaml --adapter-cmd 'node a.js'"
+    )
+    assert commands_from_rootdir(text, tmp_path, tmp_path) == relative_to_rootdir(text, tmp_path)
