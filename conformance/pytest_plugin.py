@@ -500,8 +500,9 @@ class _DeviationsSummary:
         from .reporting._format import deviation_lines
 
         for suite, sections in self.sections.items():
-            report = {"deviations": merge_deviations(sections)}
-            where = relative_to_rootdir(str(report["deviations"]["file"]), self.rootdir)
+            merged = merge_deviations(sections) or {}
+            report = {"deviations": merged}
+            where = relative_to_rootdir(str(merged.get("file")), self.rootdir)
             terminalreporter.write_line(f"conformance: accepted deviations of {suite} ({where}):")
             for line in deviation_lines(report):
                 terminalreporter.write_line(f"  {line}")
