@@ -28,13 +28,21 @@ pytest runs without file arguments, or when the config file itself is named
 (``-m conformance`` / ``-m "not conformance"``).
 
 ``--conformance-profile`` and ``--conformance-seed`` override the defaults.
-The items run on the same engine as the ``conformance`` command; under
-pytest-xdist each worker starts its own instance of the implementation.
+Each item is a run of the engine's ``run_conformance``, as ``conformance
+run`` makes it (the suite's RunConfig narrowed to one scenario, or to the
+exploration): the same reduction, failures grouped by cause, counterexample
+files and reports, written to ``conformance-reports/<suite>/<case id>/``
+under the rootdir (``--conformance-report-dir`` or the ini option
+``conformance_report_dir`` change the base). A failed item's text is the
+report's, its replay command relative to the rootdir. Each item starts the
+implementation afresh; under pytest-xdist each worker runs its own items.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -54,6 +62,11 @@ __all__ = [
     "parse_suite_entry",
     "SuiteDefinition",
     "SuiteEntryError",
+    "CaseResult",
+    "report_base",
+    "relative_to_rootdir",
+    "case_failure_text",
+    "commands_from_rootdir",
 ]
 
 STATEFUL_ID = "stateful"
@@ -71,6 +84,7 @@ SUITE_KEYS = {
     "seed": "seed of the exploration (default 1)",
     "timeout": "seconds one operation may take (default 10)",
     "stateful": "yes (default) or no: run the generated exploration",
+    "max-failures": "distinct exploration failures to look for (default 3, as `conformance run`)",
     "deviations": "a deviations file (docs/deviations.md), relative to the file declaring the suite",
 }
 
@@ -93,6 +107,7 @@ class SuiteDefinition:
     stateful: bool = True
     timeout_s: float = 10.0
     deviations: str | None = None  # a deviations file (docs/deviations.md)
+    max_failures: int = 3  # as `conformance run --max-failures`
     name: str | None = None
     # Where it was declared: reports point there, relative paths start there.
     file: str | None = None
@@ -111,6 +126,7 @@ def conformance_suite(
     stateful: bool = True,
     timeout_s: float = 10.0,
     deviations: str | None = None,
+    max_failures: int = 3,
 ) -> SuiteDefinition:
     """A conformance suite for the module it is assigned in: pytest collects one
     item per scenario, plus the exploration, named after the variable."""
@@ -130,6 +146,7 @@ def conformance_suite(
         stateful=stateful,
         timeout_s=timeout_s,
         deviations=deviations,
+        max_failures=max_failures,
         file=caller.f_globals.get("__file__"),
         line=caller.f_lineno - 1,
     )
@@ -178,6 +195,10 @@ def parse_suite_entry(entry: str) -> SuiteDefinition:
             if not value.isdigit():
                 raise SuiteEntryError(f"seed={value!r} must be a whole number")
             suite.seed = int(value)
+        elif key == "max-failures":
+            if not value.isdigit() or not 1 <= int(value) <= 50:
+                raise SuiteEntryError(f"max-failures={value!r} must be a whole number from 1 to 50")
+            suite.max_failures = int(value)
         elif key == "timeout":
             suite.timeout_s = _seconds(value)
         elif key == "stateful":
@@ -194,143 +215,218 @@ def parse_suite_entry(entry: str) -> SuiteDefinition:
 # ----------------------------------------------------------------- running
 
 
-def _resolve_spec(spec: str, bases: list[Path]) -> str:
-    """The spec file: relative to the declaring test file, then the rootdir, then an installed spec's name."""
-    from .specs import SpecNotFound, resolve_spec
+def _resolve_spec(spec: str, bases: list[Path]) -> tuple[str, str]:
+    """(the spec file, what commands name it by): a file relative to the
+    declaring test file, then to the rootdir (named by its path), else an
+    installed spec (named by its name, never by a site-packages path)."""
+    from .specs import SpecNotFound, is_spec_name, resolve_spec
 
+    for base in bases:
+        candidate = base / spec
+        if candidate.is_file():
+            return str(candidate), str(candidate)
     try:
-        for base in bases:
-            found = resolve_spec(spec, relative_to=str(base))
-            if Path(found).is_file():
-                return found
-        return resolve_spec(spec)  # what the user wrote (loading then says it cannot be read)
+        found = resolve_spec(spec)  # as given, or an installed spec's name
     except SpecNotFound:
-        return spec  # loading says it cannot be read; the item shows that
+        return spec, spec  # loading says it cannot be read; the item shows that
+    if is_spec_name(spec) and Path(found).is_file():
+        return found, spec
+    return os.path.abspath(found), os.path.abspath(found)
+
+
+REPORT_DIR_INI = "conformance_report_dir"
+DEFAULT_REPORT_DIR = "conformance-reports"
+
+
+def report_base(config: pytest.Config) -> Path:
+    """Where the items' report directories go: ``--conformance-report-dir``,
+    the ini option, or ``conformance-reports``; relative to the rootdir."""
+    chosen = config.getoption("--conformance-report-dir") or config.getini(REPORT_DIR_INI) or DEFAULT_REPORT_DIR
+    return config.rootpath / chosen
 
 
 class CaseFailed(Exception):
     """A conformance item failed; the message is the kit's failure text."""
 
 
-class _SuiteRun:
-    """One suite in one pytest process: its spec, and one implementation instance
-    started by the first item that runs and closed at the end of the session."""
+@dataclass(frozen=True)
+class CaseResult:
+    """What one item's run left: its report (as written) and where it was written."""
 
-    def __init__(self, definition: SuiteDefinition, rootdir: Path):
+    case: str
+    report: dict
+    report_dir: Path
+
+
+class _SuiteRun:
+    """One suite in one pytest process: the run configuration built once from
+    its definition, narrowed per item and run by the engine's
+    ``run_conformance`` (each item starts the implementation afresh)."""
+
+    def __init__(self, definition: SuiteDefinition, rootdir: Path, name: str = ""):
         self.definition = definition
+        self.rootdir = rootdir
+        self.name = name or definition.name or Path(definition.spec).name.removesuffix(".yaml")
         base = Path(definition.file).resolve().parent if definition.file else rootdir
         self.base = base
-        self.spec_path = _resolve_spec(definition.spec, [base, rootdir])
-        self.state: dict[str, Any] = {}
+        self.spec_path, self.spec_arg = _resolve_spec(definition.spec, [base, rootdir])
+        self._config: Any = None
         self.not_applicable: list[str] = []
         self.profile = "default"
+
+    @property
+    def command_dir(self) -> Path:
+        """Where the replay commands must run: the rootdir, or, for an adapter
+        program (run where the suite was declared), that directory."""
+        root = Path(os.path.realpath(self.rootdir))
+        inside = self.base == root or root in self.base.parents
+        return self.base if self.definition.adapter_cmd and inside else self.rootdir
 
     def case_ids(self, config: pytest.Config) -> list[str]:
         """Scenario ids (+ stateful) that apply to the implementation; raises SpecError.
 
         Which scenarios apply depends on the parameters the implementation
-        declares, so the implementation is started here; scenarios written for
-        other parameters are no items at all (counted in the terminal summary).
-        If it cannot start, every item fails with the reason."""
-        from statemachines import load_spec
+        declares, so the implementation is started (and closed) here; scenarios
+        written for other parameters are no items at all (counted in the
+        terminal summary). If it cannot start, every item fails with the reason."""
+        from statemachines import SpecError, load_spec
 
+        from .engine.runner import prepare
         from .engine.scenarios import not_applicable_reason
+        from .errors import ConformanceError
 
         spec = load_spec(self.spec_path)
         ids = [scenario.id for scenario in spec.scenarios]
         try:
-            _, prepared = self._prepared(config)
-        except CaseFailed:
+            prepared = prepare(self.run_config(config))
+        except (SpecError, ConformanceError):  # every item's run reports why it cannot start
             pass
         else:
-            self.not_applicable = [
-                s.id for s in spec.scenarios if not_applicable_reason(prepared.spec, s, prepared.params) is not None
-            ]
-            self.profile = prepared.identity.get("profile") or "default"
+            try:
+                self.not_applicable = [
+                    s.id for s in spec.scenarios if not_applicable_reason(prepared.spec, s, prepared.params) is not None
+                ]
+                self.profile = prepared.identity.get("profile") or "default"
+            finally:
+                prepared.session.close()
             ids = [i for i in ids if i not in self.not_applicable]
         return ids + [STATEFUL_ID] if self.definition.stateful else ids
 
-    def _prepared(self, config: pytest.Config):
-        from statemachines import SpecError
+    def run_config(self, config: pytest.Config):
+        """The suite's RunConfig, built once from its definition and the command line."""
+        if self._config is None:
+            self._config = _suite_config(self, config)
+        return self._config
 
-        from .engine.deviations import DeviationsError
-        from .engine.runner import RunConfig, prepare
-        from .errors import AdapterLoadError
+    def case_config(self, config: pytest.Config, case: str):
+        """The suite's RunConfig narrowed to one item, writing in the item's report directory."""
+        report_dir = self.report_dir(config, case)
+        narrowed = {"scenarios": False} if case == STATEFUL_ID else {"only": (case,), "stateful": False}
+        return dataclasses.replace(self.run_config(config), report_dir=str(report_dir), **narrowed)
 
-        if "error" in self.state:
-            raise CaseFailed(self.state["error"])
-        if "prepared" not in self.state:
-            d = self.definition
-            adapter_cli = str(self.base / d.adapter_cli) if d.adapter_cli else None
-            run_config = RunConfig(
-                spec_path=self.spec_path,
-                adapter=d.adapter,
-                adapter_options=dict(d.adapter_options),
-                adapter_cmd=d.adapter_cmd,
-                adapter_cli=adapter_cli,
-                profile=config.getoption("--conformance-profile") or d.profile,
-                seed=config.getoption("--conformance-seed") or d.seed,
-                report_dir=None,
-                timeout_s=d.timeout_s,
-                deviations=str(self.base / d.deviations) if d.deviations else None,
-            )
-            try:
-                if d.adapter_cmd:
-                    # The program runs where the suite was declared, so "node adapter.js" works
-                    # from any directory pytest is started in.
-                    from statemachines import load_spec
+    def report_dir(self, config: pytest.Config, case: str) -> Path:
+        return report_base(config) / _path_part(self.name) / _path_part(case)
 
-                    from .adapters.stdio import stdio_factory
+    def run_case(self, config: pytest.Config, case: str) -> CaseResult:
+        """One item run by the engine, as ``conformance run`` runs it, its reports written."""
+        from .engine.runner import run_conformance
 
-                    run_config = dataclasses.replace(
-                        run_config,
-                        adapter_factory=stdio_factory(d.adapter_cmd, load_spec(self.spec_path), cwd=str(self.base)),
-                    )
-                self.state["prepared"] = prepare(run_config)
-                deviations = self.state["prepared"].session.deviations
-                if deviations is not None and deviations.expired:  # fails every item until renewed or fixed
-                    self.state["prepared"].session.close()
-                    raise DeviationsError([f"{p['where']}: {p['message']}" for p in deviations.expired_problems()])
-            except (SpecError, AdapterLoadError, DeviationsError) as exc:
-                self.state["error"] = f"cannot start the conformance run: {exc}"
-                raise CaseFailed(self.state["error"]) from None
-            self.state["config"] = run_config
-            config.add_cleanup(self.state["prepared"].session.close)
-            if self.state["prepared"].session.deviations is not None:  # listed in the terminal summary
-                config.stash.setdefault(_DEVIATIONS, []).append((self.definition, self.state["prepared"].session))
-        return self.state["config"], self.state["prepared"]
+        case_config = self.case_config(config, case)
+        return CaseResult(case, run_conformance(case_config), Path(case_config.report_dir))
 
-    def run_case(self, config: pytest.Config, case: str) -> None:
-        from .engine.runner import run_command
-        from .engine.scenarios import run_scenario
-        from .engine.stateful import run_stateful
-        from .reporting._format import failure_text
 
-        run_config, prepared = self._prepared(config)
-        capabilities = prepared.identity.get("capabilities") or {}
-        report = {"replay": None}
-        if case == STATEFUL_ID:
-            explored = run_stateful(
-                prepared.spec,
-                prepared.session,
-                profile=run_config.profile,
-                seed=run_config.seed,
-                capabilities=capabilities,
-            )
-            if explored.failure is not None:
-                explored.failure.replay = (
-                    f"{run_command(run_config, prepared.target)} --profile "
-                    f"{run_config.profile} --seed {run_config.seed} --no-scenarios"
-                )
-                raise CaseFailed(failure_text(explored.failure.to_dict(), report))
-            return
-        scenario = next(s for s in prepared.spec.scenarios if s.id == case)
-        outcome = run_scenario(prepared.session, scenario, capabilities)
-        if outcome.failure is not None:
-            outcome.failure.replay = f"{run_command(run_config, prepared.target)} --scenario {case}"
-            raise CaseFailed(failure_text(outcome.failure.to_dict(), report))
-        if outcome.verdict != "pass":  # skip, or not applicable to this implementation
-            pytest.skip(outcome.note or outcome.verdict)
+def _suite_config(run: _SuiteRun, config: pytest.Config):
+    """A suite definition and the command line's overrides as a RunConfig (no report directory yet)."""
+    from .engine.runner import RunConfig
+
+    d = run.definition
+    run_config = RunConfig(
+        spec_path=run.spec_arg,
+        adapter=d.adapter,
+        adapter_options=dict(d.adapter_options),
+        adapter_cmd=d.adapter_cmd,
+        adapter_cli=str(run.base / d.adapter_cli) if d.adapter_cli else None,
+        profile=config.getoption("--conformance-profile") or d.profile,
+        seed=config.getoption("--conformance-seed") or d.seed,
+        report_dir=None,
+        timeout_s=d.timeout_s,
+        deviations=str(run.base / d.deviations) if d.deviations else None,
+        max_failures=d.max_failures,
+    )
+    if d.adapter_cmd:
+        # The program runs where the suite was declared, so "node adapter.js" works
+        # from any directory pytest is started in.
+        from statemachines import SpecError, load_spec
+
+        from .adapters.stdio import stdio_factory
+
+        try:
+            factory = stdio_factory(d.adapter_cmd, load_spec(run.spec_path), cwd=str(run.base))
+        except SpecError:
+            return run_config  # the run reports the spec's problems
+        run_config = dataclasses.replace(run_config, adapter_factory=factory)
+    return run_config
+
+
+def _path_part(name: str) -> str:
+    """A suite name or case id as one directory name."""
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in name) or "_"
+
+
+def relative_to_rootdir(text: str, rootdir: Path, workdir: Path | None = None) -> str:
+    """``text`` with absolute paths under the rootdir made relative to
+    ``workdir`` (the rootdir by default), so a command in it works when run
+    from there."""
+    up = os.curdir if workdir is None else os.path.relpath(os.path.realpath(rootdir), os.path.realpath(workdir))
+    prefix = "" if up == os.curdir else up + os.sep
+    for root in dict.fromkeys((str(rootdir), os.path.realpath(rootdir))):
+        text = text.replace(root.rstrip(os.sep) + os.sep, prefix)
+    return text
+
+
+_COMMAND = re.compile(r"(replay: |re-runs with: )(conformance )")
+
+
+def commands_from_rootdir(text: str, rootdir: Path, workdir: Path) -> str:
+    """``text``'s commands made to work when pasted from the rootdir: paths
+    relative to ``workdir`` (where an adapter program must run), and, when
+    that is another directory, ``cd`` there first."""
+    text = relative_to_rootdir(text, rootdir, workdir)
+    where = os.path.relpath(os.path.realpath(workdir), os.path.realpath(rootdir))
+    if where == os.curdir:
+        return text
+    return _COMMAND.sub(lambda m: f"{m[1]}cd {shlex.quote(where)} && {m[2]}", text)
+
+
+def case_failure_text(result: CaseResult, rootdir: Path, workdir: Path | None = None) -> str:
+    """An item's failure as the report tells it: what stopped the run, each
+    failed check with its replay command, where the reports are; commands
+    and paths as they work from the rootdir (see ``commands_from_rootdir``)."""
+    from .reporting._format import failed_checks, failure_text
+
+    report = result.report
+    parts = [
+        f"{p['where']}: {p.get('message')}" if p.get("where") else str(p.get("message")) for p in report["problems"]
+    ]
+    if report["verdict"] == "error":
+        parts.insert(0, "cannot start or complete the conformance run (verdict error):")
+    checks = list(failed_checks(report))
+    parts += [f"{label}: {failure_text(failure, report)}" for label, failure in checks]
+    if not checks and report.get("replay"):
+        parts.append(f"replay: {report['replay']}")
+    text = commands_from_rootdir("\n\n".join(parts), rootdir, workdir or rootdir)
+    return f"{text}\n\nreports: {relative_to_rootdir(str(result.report_dir), rootdir)}{os.sep}"
+
+
+def _skip_reason(result: CaseResult) -> str | None:
+    """Why a passing item is a skip: its scenario was skipped or did not apply."""
+    report = result.report
+    for entry in report.get("scenarios") or []:
+        if entry.get("verdict") not in ("pass", "fail", "error"):
+            return entry.get("note") or entry.get("verdict")
+    for entry in (report.get("not_applicable") or {}).get("scenarios") or []:
+        return entry.get("reason") or "not applicable"
+    return None
 
 
 class ConformanceItem(pytest.Item):
@@ -339,12 +435,21 @@ class ConformanceItem(pytest.Item):
     def __init__(self, *, run: _SuiteRun | None, case: str, problem: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.run, self.case, self.problem = run, case, problem
+        self.result: CaseResult | None = None
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
         if self.problem is not None or self.run is None:  # a suite that cannot run has a problem instead
             raise CaseFailed(self.problem or "no run")
-        self.run.run_case(self.config, self.case)
+        self.result = result = self.run.run_case(self.config, self.case)
+        verdict = result.report["verdict"]
+        if verdict == "interrupted":
+            raise KeyboardInterrupt
+        if verdict != "pass":
+            raise CaseFailed(case_failure_text(result, self.config.rootpath, self.run.command_dir))
+        reason = _skip_reason(result)
+        if reason is not None:
+            pytest.skip(reason)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailed):
@@ -360,7 +465,7 @@ class ConformanceItem(pytest.Item):
 def _items(parent, name: str, definition: SuiteDefinition) -> list[ConformanceItem]:
     from statemachines import SpecError
 
-    run = _SuiteRun(definition, parent.config.rootpath)
+    run = _SuiteRun(definition, parent.config.rootpath, name)
     try:
         ids = run.case_ids(parent.config)
     except SpecError as exc:
@@ -372,22 +477,38 @@ def _items(parent, name: str, definition: SuiteDefinition) -> list[ConformanceIt
 
 
 _NOT_APPLICABLE = pytest.StashKey[list]()
-_DEVIATIONS = pytest.StashKey[list]()
+DEVIATIONS_FIELD = "conformance_deviations"  # on an item's call report: [suite, its report's deviations]
+
+
+class _DeviationsSummary:
+    """The accepted deviations of each suite, from its items' reports (under
+    xdist they come from the workers with the test reports), summed per suite
+    for the terminal summary."""
+
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
+        self.sections: dict[str, list[dict]] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        found = getattr(report, DEVIATIONS_FIELD, None)
+        if found and report.when == "call":
+            suite, deviations = found
+            self.sections.setdefault(suite, []).append(deviations)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        from .engine.shards import merge_deviations
+        from .reporting._format import deviation_lines
+
+        for suite, sections in self.sections.items():
+            merged = merge_deviations(sections) or {}
+            report = {"deviations": merged}
+            where = relative_to_rootdir(str(merged.get("file")), self.rootdir)
+            terminalreporter.write_line(f"conformance: accepted deviations of {suite} ({where}):")
+            for line in deviation_lines(report):
+                terminalreporter.write_line(f"  {line}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    from .reporting._format import deviation_lines
-
-    for definition, session in config.stash.get(_DEVIATIONS, []):
-        report = {"deviations": session.deviations.to_report()}
-        terminalreporter.write_line(
-            f"conformance: accepted deviations of {definition.name or definition.spec} "
-            f"({report['deviations']['file']}):"
-        )
-        for line in deviation_lines(report):
-            terminalreporter.write_line(f"  {line}")
-        for problem in session.deviations.expired_problems():
-            terminalreporter.write_line(f"  {problem['where']}: {problem['message']}")
     for name, profile, ids in config.stash.get(_NOT_APPLICABLE, []):
         terminalreporter.write_line(
             f"conformance: {len(ids)} scenario(s) of {name} not applicable to profile "
@@ -425,6 +546,18 @@ def pytest_addoption(parser) -> None:
         help="stateful exploration profile for conformance suite items",
     )
     group.addoption("--conformance-seed", type=int, default=None, help="seed of the stateful exploration")
+    group.addoption(
+        "--conformance-report-dir",
+        default=None,
+        metavar="DIR",
+        help=f"where each item writes its reports, in DIR/<suite>/<case id>/ (default: {DEFAULT_REPORT_DIR}, "
+        "relative to the rootdir)",
+    )
+    parser.addini(
+        REPORT_DIR_INI,
+        default="",
+        help=f"where conformance items write their reports (default: {DEFAULT_REPORT_DIR}, relative to the rootdir)",
+    )
     parser.addini(
         INI_OPTION,
         type="linelist",
@@ -435,6 +568,7 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: an item of a lifecycle conformance suite")
+    config.pluginmanager.register(_DeviationsSummary(config.rootpath), "conformance-deviations")
 
 
 def pytest_pycollect_makeitem(collector, name, obj):
@@ -482,8 +616,14 @@ def _key_explorations_by_node(items) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if not isinstance(item, ConformanceItem):
+        return report
     # A skip raised inside the kit would point at this plugin; point at the suite instead.
-    if isinstance(item, ConformanceItem) and report.skipped and isinstance(report.longrepr, tuple):
+    if report.skipped and isinstance(report.longrepr, tuple):
         path, line, _ = item.reportinfo()
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    deviations = item.result.report.get("deviations") if item.result is not None else None
+    if call.when == "call" and deviations and item.run is not None:
+        definition = item.run.definition
+        setattr(report, DEVIATIONS_FIELD, [definition.name or definition.spec, deviations])
     return report

@@ -138,7 +138,7 @@ def test_the_docs_examples_load(spec, tmp_path):
 
 
 def test_merged_shards_add_up_accepted_schema_failures():
-    from conformance.engine.shards import _merge_deviations
+    from conformance.engine.shards import merge_deviations
 
     def section(count: int, schema: int) -> dict:
         entry = {"id": "E", "kind": "accept", "reason": "r", "count": count, "schema_count": schema}
@@ -151,7 +151,7 @@ def test_merged_shards_add_up_accepted_schema_failures():
             "entries": [entry],
         }
 
-    merged = _merge_deviations([section(3, 1), section(4, 2)])
+    merged = merge_deviations([section(3, 1), section(4, 2)])
     assert merged is not None
     assert merged["schema_accepted"] == 3 and merged["entries"][0]["schema_count"] == 3
     assert merged["accepted"] == 7 and merged["entries"][0]["count"] == 7

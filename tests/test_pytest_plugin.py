@@ -1,6 +1,7 @@
 """The pytest plugin: a team's suite gets one item per scenario plus the exploration,
 declared in Python (by spec name or path) or in pyproject.toml, also under pytest-xdist."""
 
+import json
 import shlex
 import shutil
 import sys
@@ -8,8 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
+from cli_result import kit
 
-from conformance.pytest_plugin import SuiteEntryError, parse_suite_entry
+from conformance.pytest_plugin import SuiteEntryError, parse_suite_entry, relative_to_rootdir
 
 pytest_plugins = ["pytester"]
 
@@ -249,3 +252,135 @@ def test_skips_point_at_the_suite_with_a_readable_reason(pytester):
     result = _run(pytester, "-k", "B4", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_sequential.py:3: *needs the concurrent capability*"])
+
+
+# A shipped mutant (a finished job can still be cancelled) declaring no concurrency,
+# so the exploration from one seed does not depend on thread scheduling.
+SEQUENTIAL_MUTANT = """
+from lifecycle_references.thread_jobs.mutants import MUTANTS
+
+
+def Adapter(**options):
+    adapter = MUTANTS["cancel_finished_job"].factory(**options)
+    identity = adapter.describe()
+    identity = {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
+    adapter.describe = lambda: identity
+    return adapter
+"""
+
+
+def _steps(path: Path) -> int:
+    return len(yaml.safe_load(path.read_text(encoding="utf-8"))["steps"])
+
+
+def _replay_lines(output: str) -> list[str]:
+    return [line.partition("replay: ")[2] for line in output.splitlines() if line.startswith("replay: ")]
+
+
+@pytest.mark.slow
+def test_mutant_exploration_writes_a_counterexample_the_printed_replay_reproduces(pytester):
+    _project(pytester)
+    pytester.makepyfile(
+        mutant_adapter=SEQUENTIAL_MUTANT,
+        test_my_runtime="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tj = conformance_suite("thread-jobs", adapter="mutant_adapter:Adapter")
+    """,
+    )
+    result = _run(pytester, "-k", "stateful", "-p", "no:logging")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    reports = pytester.path / "conformance-reports" / "test_tj" / "stateful"
+    counterexample = reports / "counterexample-stateful.yaml"
+    assert counterexample.is_file() and (reports / "report.json").is_file() and (reports / "summary.md").is_file()
+    assert "reports: conformance-reports/test_tj/stateful/" in output
+    replay = _replay_lines(output)[0]
+    assert replay == (
+        "conformance replay thread-jobs conformance-reports/test_tj/stateful/counterexample-stateful.yaml "
+        "--adapter mutant_adapter:Adapter"
+    ), output
+    failure = output.partition(" FAILURES ")[2]
+    assert str(pytester.path) not in failure and "site-packages" not in failure
+
+    # The CLI, same spec, implementation, profile and seed: the plugin's counterexample is no longer.
+    cli = kit(
+        "run", "thread-jobs", "--adapter", "mutant_adapter:Adapter", "--profile", "quick", "--seed", "1",
+        "--no-scenarios", "--report-dir", "cli-reports", cwd=pytester.path,
+    )  # fmt: skip
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    assert _steps(counterexample) <= _steps(pytester.path / "cli-reports" / "counterexample-stateful.yaml")
+
+    # Pasted as printed, from the rootdir: it reproduces the failure and keeps its inputs.
+    replayed = kit(*shlex.split(replay)[1:], cwd=pytester.path)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert counterexample.is_file() and (reports / "report.json").is_file()
+
+
+@pytest.mark.slow
+def test_report_dir_option_and_scenario_items_write_reports(pytester):
+    _project(pytester, 'conformance_report_dir = "from-ini"\n')
+    pytester.makepyfile(
+        test_mine="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tj = conformance_suite("thread-jobs", stateful=False)
+    """
+    )
+    _run(pytester, "-k", "N1 and not N10").assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "from-ini" / "test_tj" / "N1" / "report.json").read_text())
+    assert report["verdict"] == "pass" and [s["id"] for s in report["scenarios"]] == ["N1"]
+    assert report["stateful"] is None and report["spec"]["path"] == "thread-jobs"
+    _run(pytester, "-k", "N1 and not N10", "--conformance-report-dir", "elsewhere").assert_outcomes(passed=1)
+    assert (pytester.path / "elsewhere" / "test_tj" / "N1" / "junit.xml").is_file()
+
+
+def test_paths_under_the_rootdir_become_relative(tmp_path):
+    text = f"conformance replay {tmp_path}/spec/x.yaml {tmp_path}/r/c.yaml --deviations /elsewhere/d.yaml"
+    assert (
+        relative_to_rootdir(text, tmp_path) == "conformance replay spec/x.yaml r/c.yaml --deviations /elsewhere/d.yaml"
+    )
+
+
+def test_bundled_specs_are_named_by_name_and_files_by_path(tmp_path):
+    from conformance.pytest_plugin import _resolve_spec
+
+    found, named = _resolve_spec("thread-jobs", [tmp_path])
+    assert named == "thread-jobs" and Path(found).is_file()
+    (tmp_path / "mine.yaml").write_text("format: 1\n")
+    assert _resolve_spec("mine.yaml", [tmp_path]) == (str(tmp_path / "mine.yaml"),) * 2
+
+
+@pytest.mark.slow
+def test_an_expired_deviation_fails_every_item(pytester):
+    _project(pytester)
+    (pytester.path / "deviations.yaml").write_text(
+        "deviations: 1\nspec: thread-jobs\nentries:\n"
+        "  - id: OLD\n    reason: a text we used to have\n    expires: 2021-05-01\n"
+        "    accept:\n      path: error.message\n",
+        encoding="utf-8",
+    )
+    pytester.makepyfile(
+        test_mine="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tj = conformance_suite("thread-jobs", stateful=False, deviations="deviations.yaml")
+    """
+    )
+    result = _run(pytester, "-k", "N1 or B7")
+    result.assert_outcomes(failed=3)  # N1, N10, B7: the reference passes them, the file has expired
+    result.stdout.fnmatch_lines(
+        ["*deviations.yaml:*OLD expired on 2021-05-01*", "*accepted deviations of thread-jobs*"]
+    )
+    assert str(pytester.path) not in result.stdout.str().partition(" FAILURES ")[2]
+
+
+def test_commands_of_a_suite_declared_below_the_rootdir_cd_there_first(tmp_path):
+    from conformance.pytest_plugin import commands_from_rootdir
+
+    text = (
+        f"(the whole exploration re-runs with: conformance run {tmp_path}/spec/x.yaml --adapter-cmd 'node a.js')\n"
+        f"replay: conformance replay {tmp_path}/spec/x.yaml {tmp_path}/out/c.yaml --adapter-cmd 'node a.js'"
+    )
+    assert commands_from_rootdir(text, tmp_path, tmp_path / "tests") == (
+        "(the whole exploration re-runs with: cd tests && conformance run ../spec/x.yaml --adapter-cmd 'node a.js')\n"
+        "replay: cd tests && conformance replay ../spec/x.yaml ../out/c.yaml --adapter-cmd 'node a.js'"
+    )
+    assert commands_from_rootdir(text, tmp_path, tmp_path) == relative_to_rootdir(text, tmp_path)

@@ -62,6 +62,7 @@ __all__ = [
     "VALUE_LIMIT",
     "check_shards",
     "merge_reports",
+    "merge_deviations",
     "shard_info",
 ]
 
@@ -440,7 +441,8 @@ def _check_one_run(started: list[tuple[dict, Path]]) -> None:
                 )
 
 
-def _merge_deviations(sections: list[dict]) -> dict | None:
+def merge_deviations(sections: list[dict]) -> dict | None:
+    """The ``deviations`` entries of several reports of one run as one: counts summed."""
     if not sections:
         return None
     out = json.loads(json.dumps(sections[0]))
@@ -496,7 +498,7 @@ def merge_reports(
     out["problems"] = _distinct_problems(reports)
     deviations = [r["deviations"] for r in reports if r.get("deviations")]
     if deviations:
-        out["deviations"] = _merge_deviations(deviations)
+        out["deviations"] = merge_deviations(deviations)
     coverage, gate_failed = _merged_coverage(reports, out, spec, shard, count)
     if coverage is not None:
         out["coverage"] = coverage
