@@ -150,3 +150,12 @@ def test_param_override_and_bounds():
     assert report.stats.stopped == "max_states 20"
     assert not report.stats.complete
     assert report.to_dict()["stopped"] == "max_states 20"
+
+
+def test_a_fragment_is_checked_through_the_spec_including_it(tmp_path):
+    mutant = _mutant(tmp_path, "finish_forgets_completion_time")
+    fragment = mutant.parent / "thread-jobs.scenarios.yaml"
+    result = CliRunner().invoke(cli, ["check-spec", str(fragment), str(mutant), "--depth", "2", "--json"])
+    data = json.loads(result.output)
+    assert result.exit_code == 1
+    assert [Path(item["path"]).name for item in data] == ["thread-jobs.yaml"]

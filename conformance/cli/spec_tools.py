@@ -259,9 +259,9 @@ def check_spec_command(
         if value is not None:
             overrides[name] = value
     code, results = 0, []
-    for given in specs:
+    for given in _specs_of(specs):
         try:
-            spec = load_spec(_resolved(given))
+            spec = load_spec(given)
         except SpecError as exc:
             code = 2
             results.append({"path": given, "problems": [str(p) for p in exc.problems]})
@@ -276,6 +276,18 @@ def check_spec_command(
     if as_json:
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
     sys.exit(code)
+
+
+def _specs_of(given: tuple[str, ...]) -> list[str]:
+    """The spec files to check: each given file or installed spec's name, a
+    fragment (a scenario file from a pre-commit hook) through the specs beside
+    it that include it; each once."""
+    out: list[str] = []
+    for item in given:
+        path = _resolved(item)
+        owners = _including_specs(path) if _is_fragment(path) else [path]
+        out += [owner for owner in owners if owner not in out]
+    return out
 
 
 def _print_check_report(spec: Spec, report: CheckReport) -> None:
