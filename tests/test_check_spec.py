@@ -34,6 +34,13 @@ MUTANTS = {
         "retention_bound",
         4,
     ),
+    # a tool runtime's outcome ignored once a cancel is pending: start, cancel
+    "pending_cancel_never_finishes": (
+        'when: "!(job.status in terminal_states)"',
+        "when: \"job.status == 'running'\"",
+        None,
+        2,
+    ),
 }
 
 
@@ -83,6 +90,17 @@ def test_retention_mutant_caught_within_the_declared_scope(tmp_path):
     broken = {f.subject: f for f in report.violations}
     assert invariant in broken
     assert len(broken[invariant].path) == length
+
+
+@pytest.mark.slow
+def test_a_record_that_cannot_finish_is_stuck(tmp_path):
+    spec = load_spec(str(_mutant(tmp_path, "pending_cancel_never_finishes")))
+    report = check_spec(spec)
+    stuck = [f for f in report.violations if f.kind == "stuck"]
+    assert [f.subject for f in stuck] == ["pending_cancel"]
+    assert [step.operation for step in stuck[0].path] == ["start_job", "cancel_job"]
+    assert len(stuck[0].path) == MUTANTS["pending_cancel_never_finishes"][3]
+    assert stuck[0].where.endswith(f":{_line_of(spec.path, 'pending_cancel: {description')}")
 
 
 def _line_of(path: str, text: str) -> int:

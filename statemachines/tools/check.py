@@ -412,6 +412,7 @@ class _Node:
     statuses: dict  # canonical name -> lifecycle state
     edges: list = field(default_factory=list)  # (child id, {name here: name there})
     expanded: bool = False
+    cut: bool = False  # a successor was not kept (over max_records), or the state breaks an invariant
 
 
 class _Explorer:
@@ -471,12 +472,13 @@ class _Explorer:
             self.model.generated = []
             self.stats.transitions += 1
             if not self.take(node_id, move):
+                node.cut = node.cut or len(self.model.store) > self.scope.max_records
                 continue
             child, new = self.add(node_id, move, node.depth + 1)
             renamed = {node.names[k]: self.nodes[child].names[k] for k in node.names if k in self.nodes[child].names}
             node.edges.append((child, renamed))
             if new and self.violated(child, node_id, move):
-                self.nodes[child].expanded = True  # a broken state is not explored further
+                self.nodes[child].expanded = self.nodes[child].cut = True  # a broken state is not explored further
 
     def take(self, node_id: int, move: Transition) -> bool:
         """Apply a move to the model; False when it cannot be followed."""
@@ -630,14 +632,15 @@ def _unreached(explorer: _Explorer) -> list[CheckFinding]:
 
 
 def _can_finish(explorer: _Explorer) -> set[tuple[int, str]]:
-    """(state, record) pairs from which the record can reach a terminal state,
-    or reach a state the scope did not expand (counted as able: unknown)."""
+    """(state, record) pairs from which the record can reach a terminal state
+    within the explored graph, or a state whose successors were cut (over
+    max_records, or broken: counted as able, since nothing is known)."""
     terminal = explorer.spec.lifecycle.terminal
     good: set[tuple[int, str]] = set()
     back: dict[tuple[int, str], list[tuple[int, str]]] = {}
     for node_id, node in enumerate(explorer.nodes):
         for name, status in node.statuses.items():
-            if status in terminal or not node.expanded:
+            if status in terminal or node.cut:
                 good.add((node_id, name))
         for child, renamed in node.edges:
             for here, there in renamed.items():
@@ -652,15 +655,21 @@ def _can_finish(explorer: _Explorer) -> set[tuple[int, str]]:
 
 
 def _stuck(explorer: _Explorer) -> list[CheckFinding]:
+    """Records seen within the first half of the depth bound that no sequence
+    of the remaining steps (at least half the bound) brings to a terminal state."""
     if not explorer.stats.complete:
         return []
     good = _can_finish(explorer)
     out: dict[str, CheckFinding] = {}
+    horizon = explorer.scope.max_depth // 2
     for node_id, node in enumerate(explorer.nodes):  # breadth first order: the first is a shortest
+        if node.depth > horizon:
+            break
         for name, status in node.statuses.items():
             if (node_id, name) in good or status in out:
                 continue
-            message = f"a record in state {status} here can reach no terminal state within the scope"
+            steps = explorer.scope.max_depth - node.depth
+            message = f"a record in state {status} here reaches no terminal state in {steps} more step(s)"
             where = explorer.where(("lifecycle", "states", status))
             out[status] = CheckFinding("stuck", status, message, where, explorer.path(node_id))
     return list(out.values())
