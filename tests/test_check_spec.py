@@ -177,3 +177,25 @@ def test_a_fragment_is_checked_through_the_spec_including_it(tmp_path):
     data = json.loads(result.output)
     assert result.exit_code == 1
     assert [Path(item["path"]).name for item in data] == ["thread-jobs.yaml"]
+
+
+def test_a_result_breaking_its_schema_and_a_bad_scope(tmp_path):
+    target = _mutant(tmp_path, "finish_forgets_completion_time")
+    text = target.read_text(encoding="utf-8").replace(
+        "'job_id': job_id, 'status': 'running'}", "'job_id': job_id, 'status': 'runing'}"
+    )
+    target.write_text(text, encoding="utf-8")
+    spec = load_spec(str(target))
+    report = check_spec(spec, {"max_depth": 1})
+    (finding,) = [f for f in report.violations if f.kind == "result-schema"]
+    assert finding.subject == "start_job" and "'running' was expected" in finding.message
+    assert len(finding.path) == 1 and finding.where.endswith(f":{_line_of(spec.path, '  start_job:')}")
+    bad = check_spec(spec, {"parameters": {"retention_limit": 0}})
+    assert bad.problems and "retention_limit" in bad.problems[0]
+
+
+def test_scope_names_checked():
+    spec = load_spec(str(THREAD_JOBS))
+    spec.raw["check"] = {"scope": {"args": {"start_job": {"colour": ["red"]}, "nope": {"x": [1]}}}}
+    _, problems = scope_of(spec)
+    assert problems == ["check.scope names no argument colour of start_job", "check.scope names no operation: nope"]

@@ -295,6 +295,8 @@ def _print_check_report(spec: Spec, report: CheckReport) -> None:
 
     for problem in report.problems:
         errors.print(Text("error ", style="bold red") + Text(f"{report.path}: {problem}"))
+    if not report.scope.declared:
+        console.print(Text(f"· {report.path}: no check.scope declared; the default bounds apply", style="dim"))
     for finding in report.violations:
         line = Text(f"{finding.where or report.path}: ") + Text(f"error[{finding.kind}]", style="bold red")
         console.print(line + Text(f" {finding.subject}: {finding.message}"))

@@ -74,6 +74,7 @@ class Scope:
     max_depth: int = DEFAULT_MAX_DEPTH
     max_records: int = DEFAULT_MAX_RECORDS
     max_states: int = DEFAULT_MAX_STATES
+    declared: bool = True  # False: the spec declares no check.scope (defaults everywhere)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class CheckReport:
             "spec": self.spec_id,
             "path": self.path,
             "scope": {
+                "declared": self.scope.declared,
                 "parameters": self.scope.parameters,
                 "max_depth": self.scope.max_depth,
                 "max_records": self.scope.max_records,
@@ -210,10 +212,24 @@ def scope_of(spec: Spec, overrides: dict | None = None) -> tuple[Scope, list[str
         skip=skip,
         optional=tuple(raw.get("optional") or ()),
         advance_ms=tuple(_int(ms, "advance_ms", problems) for ms in raw.get("advance_ms") or ()),
+        declared=bool(raw),
         **bounds,
     )
-    problems += [f"check.scope.args names no operation: {op}" for op in scope.args if op not in spec.operations]
-    return scope, problems
+    return scope, problems + _unknown_arguments(spec, scope)
+
+
+def _unknown_arguments(spec: Spec, scope: Scope) -> list[str]:
+    """The scope's ``args`` and ``optional`` entries that name no operation or argument."""
+    named = [(op, arg) for op, values in scope.args.items() for arg in values]
+    named += [(item.partition(".")[0], item.partition(".")[2]) for item in scope.optional]
+    problems = []
+    for op, arg in named:
+        operation = spec.operations.get(op)
+        if operation is None:
+            problems.append(f"check.scope names no operation: {op}")
+        elif arg not in (operation.args_schema.get("properties") or {}):
+            problems.append(f"check.scope names no argument {arg} of {op}")
+    return sorted(set(problems))
 
 
 # -- arguments ------------------------------------------------------------------
@@ -488,9 +504,10 @@ class _Explorer:
             else:
                 prediction = self.model.predict(move.operation, dict(move.args))
         except (StatemachinesError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            subject = move.operation or "clock"
+            subject = move.operation or "on_clock"
             message = str(exc) if isinstance(exc, StatemachinesError) else f"{type(exc).__name__}: {exc}"
-            self.report("step-error", subject, message, self.where(("operations", subject)), node_id, move)
+            where = self.where(("operations", subject) if move.operation else ("on_clock",))
+            self.report("step-error", subject, message, where, node_id, move)
             return False
         self.judge(node_id, move, prediction)
         if len(self.model.store) > self.scope.max_records:
