@@ -34,6 +34,13 @@ MUTANTS = {
         "retention_bound",
         4,
     ),
+    # a turn boundary that injects running jobs too: start, boundary
+    "injects_running_jobs": (
+        "states: terminal\n          where: \"!job.terminal_message_emitted\"",
+        "where: \"!job.terminal_message_emitted\"",
+        "emitted_only_when_terminal",
+        2,
+    ),
     # a tool runtime's outcome ignored once a cancel is pending: start, cancel
     "pending_cancel_never_finishes": (
         'when: "!(job.status in terminal_states)"',
@@ -69,18 +76,22 @@ def test_bundled_scope_explored_completely_without_violation(path):
     assert report.stats.states > 100
 
 
-def test_mutant_caught_with_its_shortest_path(tmp_path):
-    _, _, invariant, length = MUTANTS["finish_forgets_completion_time"]
-    spec = load_spec(str(_mutant(tmp_path, "finish_forgets_completion_time")))
+@pytest.mark.parametrize("name", ["finish_forgets_completion_time", "injects_running_jobs"])
+def test_mutant_caught_with_its_shortest_path(tmp_path, name):
+    _, _, invariant, length = MUTANTS[name]
+    spec = load_spec(str(_mutant(tmp_path, name)))
+    assert not check_spec(spec, {"max_depth": length - 1}).violations  # nothing shorter
     report = check_spec(spec, {"max_depth": length})
     broken = [f for f in report.violations if f.kind == "invariant"]
     assert [f.subject for f in broken] == [invariant]
     finding = broken[0]
     assert len(finding.path) == length
-    assert [step.operation for step in finding.path] == ["start_job", "observe_outcome"]
+    assert finding.path[0].operation == "start_job"
     assert finding.where and finding.where.endswith(f":{_line_of(spec.path, f'id: {invariant}')}")
     text = scenario_yaml(spec, report.scope, finding)
-    assert "save" in text and "${v1}" in text  # the generated job id is saved and used
+    assert '"save": {"v1": "result.job_id"}' in text  # the generated job id is saved from the response
+    if name == "finish_forgets_completion_time":
+        assert '"job_id": "${v1}"' in text  # ... and used by the next call
 
 
 @pytest.mark.slow
