@@ -47,6 +47,12 @@ peer_ratio_over_seeds
     The same comparison once at each of --peer-seeds seeds (default 5, from
     --seed on): the median kit rate over the median peer rate. Not a target:
     it says whether peer_ratio holds beyond the one seed it is measured at.
+check_spec_states_per_s
+    ``conformance check-spec``'s explorer (statemachines.tools.check) over
+    thread-jobs' declared scope (depth 3 with --quick): distinct states per
+    second of the breadth-first search, in process; its states, transitions
+    and time are in details.check_spec. Not a target: read it beside
+    kit_steps_per_s (issue 37: a complete scope within 60 s per spec).
 kit_ttff_median_s, peer_ttff_median_s, ttff_ratio
     Time to first failure on each shipped thread-jobs mutant the peer covers:
     the kit's exploration (no shrinking) vs the peer's (no shrink phase), same
@@ -767,6 +773,21 @@ def _run_mix(
     return total
 
 
+def measure_check_spec(quick: bool) -> dict:
+    """check-spec's exhaustive search over thread-jobs' declared scope, in process."""
+    from statemachines import load_spec
+    from statemachines.tools.check import check_spec
+
+    spec = load_spec(str(ROOT / "spec" / "thread-jobs.yaml"))
+    log("check-spec over thread-jobs' declared scope" + (" (depth 3)" if quick else ""))
+    report = check_spec(spec, {"max_depth": 3} if quick else None)
+    if report.problems or report.violations:
+        raise BenchmarkError(f"check-spec found problems in thread-jobs: {report.problems or report.violations}")
+    data = report.to_dict()
+    keys = ("states", "transitions", "depth", "seconds", "states_per_second", "complete")
+    return {key: data[key] for key in keys}
+
+
 def measure_model(sizes: tuple[int, int], reps: int, rounds: int) -> dict:
     """Per-operation cost of Model.predict at two sizes. Both models are built
     first, then timed rounds alternate between them, so drifting machine load
@@ -957,6 +978,7 @@ def render_table(result: dict) -> str:
         ("bare_steps_per_s", ""),
         ("overhead_ratio", ""),
         ("model_cost_ratio_100k_vs_100", ""),
+        ("check_spec_states_per_s", ""),
         ("ci_wall_s", " s"),
         ("peer_steps_per_s", ""),
         ("peer_ratio", ""),
@@ -1211,6 +1233,7 @@ def main(argv: list[str] | None = None) -> int:
             _rate_from_aborted,
         )
         model = measure_model(sizes["model_sizes"], sizes["model_reps"], sizes["model_rounds"])
+        check = measure_check_spec(args.quick)
         ci = workers = cli = None
         if not args.skip_ci_run:
             ci, workers = measure_ci_rounds(
@@ -1248,6 +1271,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare_steps_per_s": round(bare_sps, 2),
         "overhead_ratio": round(overhead, 4),
         "model_cost_ratio_100k_vs_100": round(model["ratio"], 4),
+        "check_spec_states_per_s": check["states_per_second"],
         "ci_wall_s": None if ci is None or ci["wall_s"] is None else round(ci["wall_s"], 3),
         "stdio_steps_per_s": round(stdio["steps_per_s"], 2),
         "inprocess_steps_per_s": round(inproc["steps_per_s"], 2),
@@ -1315,6 +1339,7 @@ def main(argv: list[str] | None = None) -> int:
             "kit": {**kit_runs[len(kit_runs) // 2], "runs": kit_runs} if len(kit_runs) > 1 else kit_runs[0],
             "bare": {**bare_runs[len(bare_runs) // 2], "runs": bare_runs} if len(bare_runs) > 1 else bare_runs[0],
             "model": model,
+            "check_spec": check,
             "ci": ci,
             "workers": workers,
             "cli": cli,

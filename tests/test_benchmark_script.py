@@ -21,6 +21,7 @@ METRICS = (
     "bare_steps_per_s",
     "overhead_ratio",
     "model_cost_ratio_100k_vs_100",
+    "check_spec_states_per_s",
     "stdio_steps_per_s",
     "inprocess_steps_per_s",
     "stdio_vs_inprocess_ratio",

@@ -4,7 +4,7 @@ the ``cli`` group (``common``), started by ``main`` or ``console_main``
 
 - ``run``: check an implementation (in this process or in workers)
 - ``replay``: replay, check-trace, merge-reports
-- ``spec_tools``: validate, lint, diff
+- ``spec_tools``: validate, lint, diff, check-spec
 - ``catalog``: specs, docs, schema
 - ``mutants``, ``init``
 

@@ -1,6 +1,7 @@
 """Spec authors' tools: ``validate`` (does a spec load), ``lint`` (valid
-but probably wrong or untested) and ``diff`` (what changed between two
-versions, and the version bump it calls for)."""
+but probably wrong or untested), ``diff`` (what changed between two
+versions, and the version bump it calls for) and ``check-spec`` (the
+spec's own model explored exhaustively within a small scope)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from ..specs import SpecNotFound, resolve_spec
 from .common import cli, console, errors
 
 if TYPE_CHECKING:
+    from statemachines import Spec
+    from statemachines.tools.check import CheckReport
     from statemachines.tools.lint import Finding, LintReport
 
-__all__ = ["validate", "lint", "diff"]
+__all__ = ["validate", "lint", "diff", "check_spec_command"]
 
 
 def _is_fragment(path: str) -> bool:
@@ -206,3 +209,116 @@ def diff(old: str, new: str | None, rev: str | None, as_json: bool, output: str 
             handle.write(markdown)
     click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else markdown)
     sys.exit(1 if check_version and not result.version_ok else 0)
+
+
+# -- spec authors' tools (issue 37): check-spec -------------------------------
+def _parameter_overrides(given: tuple[str, ...]) -> dict:
+    """``KEY=VALUE`` pairs; a value that reads as JSON (2, true, "x") is that value, else the text."""
+    import json
+
+    values: dict = {}
+    for item in given:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--param takes KEY=VALUE, not {item!r}")
+        try:
+            values[key] = json.loads(text)
+        except ValueError:
+            values[key] = text
+    return values
+
+
+@cli.command("check-spec")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--depth", type=click.IntRange(min=0), help="Longest operation sequence (the scope's max_depth).")
+@click.option("--max-states", type=click.IntRange(min=1), help="Stop (incomplete) after this many distinct states.")
+@click.option("--max-records", type=click.IntRange(min=0), help="Records a state may hold and be explored further.")
+@click.option(
+    "--param", "params", multiple=True, metavar="KEY=VALUE", help="A parameter value of the scope (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def check_spec_command(
+    specs: tuple[str, ...],
+    depth: int | None,
+    max_states: int | None,
+    max_records: int | None,
+    params: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Prove a spec's own rules: explore its model over every state reachable
+    within the small scope it declares (`check.scope`), breadth first, and
+    report invariants violated, predictions breaking the declared schemas and
+    steps failing (each with its shortest path as a scenario), stuck records,
+    and what was never reached. Exit 0 (clean), 1 (violations), 2 (a spec
+    that does not load, or an unusable scope)."""
+    import json
+
+    from statemachines.tools.check import check_spec
+
+    overrides: dict = {"parameters": _parameter_overrides(params)}
+    for name, value in (("max_depth", depth), ("max_states", max_states), ("max_records", max_records)):
+        if value is not None:
+            overrides[name] = value
+    code, results = 0, []
+    for given in _specs_of(specs):
+        try:
+            spec = load_spec(given)
+        except SpecError as exc:
+            code = 2
+            results.append({"path": given, "problems": [str(p) for p in exc.problems]})
+            for problem in exc.problems:
+                errors.print(Text(f"error {problem}"))
+            continue
+        report = check_spec(spec, overrides)
+        code = max(code, 2 if report.problems else 1 if report.violations else 0)
+        results.append(report.to_dict())
+        if not as_json:
+            _print_check_report(spec, report)
+    if as_json:
+        click.echo(json.dumps(results, indent=2, ensure_ascii=False))
+    sys.exit(code)
+
+
+def _specs_of(given: tuple[str, ...]) -> list[str]:
+    """The spec files to check: each given file or installed spec's name, a
+    fragment (a scenario file from a pre-commit hook) through the specs beside
+    it that include it; each once."""
+    out: list[str] = []
+    for item in given:
+        path = _resolved(item)
+        owners = _including_specs(path) if _is_fragment(path) else [path]
+        out += [owner for owner in owners if owner not in out]
+    return out
+
+
+def _print_check_report(spec: Spec, report: CheckReport) -> None:
+    from statemachines.tools.check import scenario_yaml
+
+    for problem in report.problems:
+        errors.print(Text("error ", style="bold red") + Text(f"{report.path}: {problem}"))
+    if not report.scope.declared:
+        console.print(Text(f"· {report.path}: no check.scope declared; the default bounds apply", style="dim"))
+    for finding in report.violations:
+        line = Text(f"{finding.where or report.path}: ") + Text(f"error[{finding.kind}]", style="bold red")
+        console.print(line + Text(f" {finding.subject}: {finding.message}"))
+        console.print(Text(f"    shortest path: {len(finding.path)} step(s); as a scenario:", style="dim"))
+        for text in scenario_yaml(spec, report.scope, finding).splitlines():
+            console.print(Text(f"    {text}"), soft_wrap=True)
+    for finding in report.unreached:
+        line = Text(f"{finding.where or report.path}: ") + Text(f"note[{finding.kind}]", style="yellow")
+        console.print(line + Text(f" {finding.message}"))
+    stats = report.stats
+    reach = (
+        f"stopped at {stats.stopped}"
+        if stats.stopped
+        else f"complete within depth {report.scope.max_depth}"
+        + (" (closed: nothing left to explore)" if stats.closed else "")
+    )
+    numbers = (
+        f"{stats.states} states, {stats.transitions} transitions, depth {stats.depth}, "
+        f"{stats.seconds:.1f} s ({stats.states_per_second:.0f} states/s); {reach}"
+    )
+    bad = report.problems or report.violations
+    mark = Text("✗ ", style="red") if bad else Text("✓ ", style="green")
+    tail = f"{len(report.violations)} violation(s), {len(report.unreached)} never reached"
+    console.print(mark + Text(f"{report.path}: {numbers}; {tail}"))

@@ -1,0 +1,784 @@
+"""Prove a spec's own rules before any implementation runs (``check-spec``).
+
+The spec's model is explored breadth first over every state reachable within
+a small scope the spec declares (``check.scope``): parameter values, the
+values each argument takes (pools, enums, the ids of the records that exist
+plus a few unknown ones), clock moves, and bounds on depth, records and
+states. Each state is counted once by a canonical form: records, tables,
+counters and clock, with the values of symmetric namespaces (each pool, the
+record keys, values the implementation would choose) renamed in order of
+first appearance, so two states that differ only by which thread or which
+job id was used merge.
+
+What it finds, each with the shortest operation sequence that reaches it:
+invariants violated, operations whose predicted result or effects break
+their declared schemas (or raise an undeclared error kind), steps that fail
+to evaluate; and then what was never reached (lifecycle states,
+transitions, error kinds, policy acts) and records that can get stuck (in a
+non-terminal state from which no sequence within the scope reaches a
+terminal one). Where the model would read a value the implementation
+chooses, a fresh ``gen-N`` stands in and ``check`` steps are skipped, as in
+``dryrun``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from ..errors import StatemachinesError
+from ..load.spec import Spec
+from ..model import steps as S
+from ..model.matchers import Matcher
+from ..model.model import POLICY_ACTS, Model, Prediction
+
+__all__ = [
+    "CheckFinding",
+    "CheckReport",
+    "CheckStats",
+    "Scope",
+    "Transition",
+    "canonical_form",
+    "check_spec",
+    "operation_arguments",
+    "scenario_yaml",
+    "scope_of",
+]
+
+GENERATED = "gen-"  # prefix of the values that stand in for the implementation's choices
+DEFAULT_MAX_DEPTH = 6
+DEFAULT_MAX_RECORDS = 3
+DEFAULT_MAX_STATES = 200_000
+_ABSENT = object()  # an optional argument left out
+VIOLATIONS = ("invariant", "result-schema", "effect-schema", "undeclared-error", "step-error", "stuck")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The small instance a spec is checked on (``check.scope``, then overrides)."""
+
+    parameters: dict
+    pools: dict[str, list]
+    unknown_keys: tuple = ("unknown",)
+    generated: tuple = ()  # stand-ins for values the implementation chooses (default gen-1, gen-2, ...)
+    args: dict[str, dict[str, list]] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()  # "operation.argument": optional arguments tried with their schema's values too
+    advance_ms: tuple[int, ...] = ()
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_records: int = DEFAULT_MAX_RECORDS
+    max_states: int = DEFAULT_MAX_STATES
+    declared: bool = True  # False: the spec declares no check.scope (defaults everywhere)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One step of a path: an operation call or a clock move."""
+
+    operation: str | None  # None: the clock moves
+    args: tuple = ()  # (name, value) pairs, in the schema's order
+    advance_ms: int = 0
+
+    def as_dict(self) -> dict:
+        if self.operation is None:
+            return {"advance_ms": self.advance_ms}
+        return {"call": self.operation, "args": dict(self.args)}
+
+
+@dataclass
+class CheckFinding:
+    kind: str  # one of VIOLATIONS, or "unreached-state" | "unreached-transition" | "unreached-error" | ...
+    subject: str
+    message: str
+    where: str | None = None  # file:line of the invariant, operation or declaration concerned
+    path: list[Transition] = field(default_factory=list)
+
+    @property
+    def violation(self) -> bool:
+        return self.kind in VIOLATIONS
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"kind": self.kind, "subject": self.subject, "message": self.message}
+        out["where"] = self.where
+        if self.violation:
+            out["path"] = [step.as_dict() for step in self.path]
+        return out
+
+
+@dataclass
+class CheckStats:
+    states: int = 0
+    transitions: int = 0
+    depth: int = 0
+    seconds: float = 0.0
+    complete: bool = True  # every state within the depth bound explored
+    closed: bool = True  # no state waited at the depth bound: the reachable states are exhausted
+    stopped: str | None = None  # the bound that stopped the exploration
+    pruned: int = 0  # successors over max_records, not explored further
+
+    @property
+    def states_per_second(self) -> float:
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class CheckReport:
+    spec_id: str
+    path: str
+    scope: Scope
+    stats: CheckStats
+    findings: list[CheckFinding] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # the scope itself is unusable
+
+    @property
+    def violations(self) -> list[CheckFinding]:
+        return [f for f in self.findings if f.violation]
+
+    @property
+    def unreached(self) -> list[CheckFinding]:
+        return [f for f in self.findings if not f.violation]
+
+    def to_dict(self) -> dict:
+        stats = self.stats
+        return {
+            "spec": self.spec_id,
+            "path": self.path,
+            "scope": {
+                "declared": self.scope.declared,
+                "parameters": self.scope.parameters,
+                "max_depth": self.scope.max_depth,
+                "max_records": self.scope.max_records,
+                "max_states": self.scope.max_states,
+            },
+            "states": stats.states,
+            "transitions": stats.transitions,
+            "depth": stats.depth,
+            "seconds": round(stats.seconds, 3),
+            "states_per_second": round(stats.states_per_second, 1),
+            "complete": stats.complete,
+            "closed": stats.closed,
+            "stopped": stats.stopped,
+            "pruned": stats.pruned,
+            "problems": list(self.problems),
+            "violations": [f.to_dict() for f in self.violations],
+            "unreached": [f.to_dict() for f in self.unreached],
+        }
+
+
+# -- the scope ----------------------------------------------------------------
+def _int(value: Any, name: str, problems: list[str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(f"check.scope.{name} must be a non-negative integer, not {value!r}")
+        return 0
+    return value
+
+
+def scope_of(spec: Spec, overrides: dict | None = None) -> tuple[Scope, list[str]]:
+    """The spec's declared scope with ``overrides`` (max_depth, max_states,
+    max_records, parameters) on top, and the problems found in it."""
+    raw = dict(((spec.raw.get("check") or {}).get("scope")) or {})
+    over = dict(overrides or {})
+    problems: list[str] = []
+    params = spec.default_parameters()
+    params.update(raw.get("parameters") or {})
+    params.update(over.pop("parameters", None) or {})
+    for name, value in params.items():
+        declared = spec.parameters.get(name)
+        bad = f"unknown parameter {name}" if declared is None else declared.violation(value)
+        if bad:
+            problems.append(f"check.scope parameter {name}: {bad}")
+    bounds = {
+        name: _int(over.get(name, raw.get(name, default)), name, problems)
+        for name, default in (
+            ("max_depth", DEFAULT_MAX_DEPTH),
+            ("max_records", DEFAULT_MAX_RECORDS),
+            ("max_states", DEFAULT_MAX_STATES),
+        )
+    }
+    skip = tuple(raw.get("skip") or ())
+    problems += [f"check.scope.skip names no operation: {op}" for op in skip if op not in spec.operations]
+    scope = Scope(
+        parameters=params,
+        pools={**spec.exploration.pools, **(raw.get("pools") or {})},
+        unknown_keys=tuple(raw.get("unknown_keys", ["unknown"])),
+        generated=tuple(raw.get("generated") or ()),
+        args={op: dict(values) for op, values in (raw.get("args") or {}).items()},
+        skip=skip,
+        optional=tuple(raw.get("optional") or ()),
+        advance_ms=tuple(_int(ms, "advance_ms", problems) for ms in raw.get("advance_ms") or ()),
+        declared=bool(raw),
+        **bounds,
+    )
+    return scope, problems + _unknown_arguments(spec, scope)
+
+
+def _unknown_arguments(spec: Spec, scope: Scope) -> list[str]:
+    """The scope's ``args`` and ``optional`` entries that name no operation or argument."""
+    named = [(op, arg) for op, values in scope.args.items() for arg in values]
+    named += [(item.partition(".")[0], item.partition(".")[2]) for item in scope.optional]
+    problems = []
+    for op, arg in named:
+        operation = spec.operations.get(op)
+        if operation is None:
+            problems.append(f"check.scope names no operation: {op}")
+        elif arg not in (operation.args_schema.get("properties") or {}):
+            problems.append(f"check.scope names no argument {arg} of {op}")
+    return sorted(set(problems))
+
+
+# -- arguments ------------------------------------------------------------------
+def _deref(spec: Spec, schema: Any) -> dict:
+    """A property's schema with a ``#/definitions/...`` reference followed."""
+    seen = 0
+    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and seen < 20:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema, seen = spec.definitions.get(name, {}), seen + 1
+    return schema if isinstance(schema, dict) else {}
+
+
+def _type_default(schema: dict) -> list | None:
+    """One plain value of a schema's type (the scope may name others)."""
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "boolean":
+        return [False, True]
+    if kind == "string":
+        return ["a" * max(1, int(schema.get("minLength", 1)))]
+    if kind == "integer":
+        return [int(schema.get("minimum", 0))]
+    if kind == "array":
+        return [[]] if int(schema.get("minItems", 0)) == 0 else None
+    if kind == "object":
+        return [{}]
+    return None
+
+
+def _schema_values(spec: Spec, scope: Scope, schema: dict, keys: list) -> list | None:
+    """The values an argument with this schema takes in the scope, or None (no rule gives any)."""
+    schema = _deref(spec, schema)
+    hint = schema.get("x-draw")
+    draw = hint if isinstance(hint, dict) else {}
+    if "keys" in draw:
+        return keys + [k for k in scope.unknown_keys if k not in keys]
+    if "pool" in draw and draw["pool"] in scope.pools:
+        return list(scope.pools[draw["pool"]])
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    if isinstance(schema.get("items"), dict) and int(schema.get("minItems", 0)) <= 1:
+        items = _schema_values(spec, scope, schema["items"], keys) or []
+        return ([[]] if int(schema.get("minItems", 0)) == 0 else []) + [[item] for item in items]
+    return _type_default(schema)
+
+
+def _property_values(spec: Spec, scope: Scope, operation: str, prop: str, schema: dict, keys: list) -> list | None:
+    required = prop in (spec.operations[operation].args_schema.get("required") or ())
+    declared = scope.args.get(operation, {}).get(prop)
+    if declared is not None:
+        return list(declared) if required else [_ABSENT, *declared]
+    if required:
+        return _schema_values(spec, scope, schema, keys)
+    if f"{operation}.{prop}" in scope.optional:
+        return [_ABSENT, *(_schema_values(spec, scope, schema, keys) or ())]
+    return [_ABSENT]
+
+
+def operation_arguments(spec: Spec, scope: Scope, operation: str, keys: list) -> Iterator[tuple]:
+    """Every argument combination of ``operation`` in the scope, given the
+    record keys that exist now; each as (name, value) pairs."""
+    properties = spec.operations[operation].args_schema.get("properties") or {}
+    names, choices = [], []
+    for prop, schema in properties.items():
+        values = _property_values(spec, scope, operation, prop, schema, keys)
+        if values is None:
+            raise _ScopeError(f"no values for {operation}.{prop}: name them in check.scope.args.{operation}")
+        names.append(prop)
+        choices.append(values)
+    for combo in itertools.product(*choices):
+        yield tuple((n, v) for n, v in zip(names, combo) if v is not _ABSENT)
+
+
+class _ScopeError(StatemachinesError):
+    pass
+
+
+# -- the model, driven without an implementation -------------------------------------
+def _skip_check(model: Model, step: S.Check, frame: dict, out: Prediction) -> None:
+    """Checks judge the implementation's own choices; stand-ins would fail them."""
+
+
+class _ScopeModel(Model):
+    """The model with deterministic stand-ins for the implementation's choices."""
+
+    def __init__(self, spec: Spec, params: dict, stand_ins: tuple = ()):
+        super().__init__(spec, params)
+        self.stand_ins = stand_ins
+        self.generated: list[str] = []  # the stand-ins the current call used
+
+    def _invent(self) -> str:
+        """The first stand-in that no record has as its key and this call has not used."""
+        taken = self.store.records
+        for value in self.stand_ins:
+            if value not in taken and value not in self.generated:
+                break
+        else:
+            n = 1
+            while f"{GENERATED}{n}" in taken or f"{GENERATED}{n}" in self.generated:
+                n += 1
+            value = f"{GENERATED}{n}"
+        self.generated.append(value)
+        return value
+
+    def _observed(self, path: str):
+        return self._invent()
+
+    def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
+        return self._invent()
+
+    _STEP = {**Model._STEP, S.Check: _skip_check}
+
+
+def _save(model: Model) -> tuple:
+    return (model.now, model.store.copy(), {k: dict(v) for k, v in model.tables.items()}, dict(model.counters))
+
+
+def _load(model: Model, snap: tuple) -> None:
+    now, store, tables, counters = snap
+    model.now, model.store = now, store.copy()
+    model.tables = {k: dict(v) for k, v in tables.items()}
+    model.counters = dict(counters)
+    model._touched.clear()
+    model._touched_scopes.clear()
+    model.births.clear()
+
+
+# -- canonical form -----------------------------------------------------------------------
+class _Renamer:
+    """Symmetric values renamed in order of first appearance, one namespace each."""
+
+    def __init__(self, namespaces: dict[Any, str]):
+        self.namespaces = namespaces  # value -> namespace
+        self.names: dict[Any, str] = {}
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, value: Any) -> Any:
+        kind = value.__class__
+        if kind is str:
+            return self.rename(value)
+        if kind is dict:
+            return (tuple(value), tuple(map(self, value.values())))
+        if kind is list or kind is tuple:
+            return ("[", *map(self, value))
+        return value
+
+    def rename(self, value: str) -> str:
+        name = self.names.get(value)
+        if name is not None:
+            return name
+        space = self.namespaces.get(value) or ("key" if value.startswith(GENERATED) else None)
+        if space is None:
+            return value
+        self.counts[space] = self.counts.get(space, 0) + 1
+        name = self.names[value] = f"{space}#{self.counts[space]}"
+        return name
+
+
+def _namespaces(scope: Scope) -> dict[Any, str]:
+    """Each pool's values are one namespace: every state tries all of them, so
+    they are interchangeable; so are the stand-ins for the implementation's
+    choices. Keys named in the scope (unknown keys, a key an argument gives)
+    are not: they stay as they are."""
+    spaces: dict[Any, str] = {value: "key" for value in scope.generated}
+    for pool, values in scope.pools.items():
+        for value in values:
+            if isinstance(value, str):
+                spaces.setdefault(value, pool)
+    return spaces
+
+
+def canonical_form(model: Model, scope: Scope, namespaces: dict | None = None) -> tuple[tuple, dict]:
+    """The state's canonical form and the names its record keys got in it
+    (``namespaces``: ``_namespaces(scope)``, computed once by a caller that asks often)."""
+    keys = list(model.store.records)
+    rename = _Renamer(_namespaces(scope) if namespaces is None else namespaces)
+    records = tuple(rename(record) for record in model.store.records.values())
+    tables = tuple(
+        (name, tuple(sorted((rename(k), rename(v)) for k, v in table.items())))
+        for name, table in sorted(model.tables.items())
+    )
+    form = (model.now, records, tables, tuple(sorted(model.counters.items())))
+    return form, {key: rename.names.get(key, key) for key in keys}
+
+
+# -- exploration ---------------------------------------------------------------------------
+@dataclass
+class _Node:
+    snap: tuple
+    depth: int
+    parent: int | None
+    step: Transition | None
+    names: dict  # record key -> its canonical name
+    statuses: dict  # canonical name -> lifecycle state
+    edges: list = field(default_factory=list)  # (child id, {name here: name there})
+    expanded: bool = False
+    cut: bool = False  # a successor was not kept (over max_records), or the state breaks an invariant
+
+
+class _Explorer:
+    def __init__(self, spec: Spec, scope: Scope, deadline: float | None):
+        self.spec, self.scope, self.deadline = spec, scope, deadline
+        self.model = _ScopeModel(spec, scope.parameters, scope.generated)
+        self.model.reset(0)
+        self.nodes: list[_Node] = []
+        self.index: dict[tuple, int] = {}
+        self.stats = CheckStats()
+        self.found: dict[tuple, CheckFinding] = {}
+        self.operations = [op for op in spec.operations if op in spec.offered_operations(scope.parameters)]
+        self.operations = [op for op in self.operations if op not in scope.skip]
+        self.validators = _validators(spec)
+        self.namespaces = _namespaces(scope)
+        self.judged: set[tuple] = set()  # (validator, value) pairs already judged
+
+    # the graph
+    def add(self, parent: int | None, step: Transition | None, depth: int) -> tuple[int, bool]:
+        form, names = canonical_form(self.model, self.scope, self.namespaces)
+        known = self.index.get(form)
+        if known is not None:
+            return known, False
+        field_name = self.spec.lifecycle.field
+        statuses = {names[k]: r.get(field_name) for k, r in self.model.store.records.items()}
+        self.nodes.append(_Node(_save(self.model), depth, parent, step, names, statuses))
+        self.index[form] = len(self.nodes) - 1
+        self.stats.depth = max(self.stats.depth, depth)
+        return len(self.nodes) - 1, True
+
+    def path(self, node_id: int | None, last: Transition | None = None) -> list[Transition]:
+        steps: list[Transition] = [] if last is None else [last]
+        while node_id is not None and self.nodes[node_id].step is not None:
+            node = self.nodes[node_id]
+            steps.append(node.step)  # type: ignore[arg-type]  # checked in the loop condition
+            node_id = node.parent
+        return steps[::-1]
+
+    def report(self, kind: str, subject: str, message: str, where: str | None, node: int, last: Transition) -> None:
+        if (kind, subject) not in self.found:  # breadth first: the first is a shortest
+            self.found[(kind, subject)] = CheckFinding(kind, subject, message, where, self.path(node, last))
+
+    # one state's successors
+    def moves(self, node: _Node) -> Iterator[Transition]:
+        keys = list(node.snap[1].records)
+        for op in self.operations:
+            for args in operation_arguments(self.spec, self.scope, op, keys):
+                yield Transition(op, args)
+        for ms in self.scope.advance_ms:
+            yield Transition(None, advance_ms=ms)
+
+    def expand(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        node.expanded = True
+        for move in self.moves(node):
+            _load(self.model, node.snap)
+            self.model.generated = []
+            self.stats.transitions += 1
+            if not self.take(node_id, move):
+                node.cut = node.cut or len(self.model.store) > self.scope.max_records
+                continue
+            child, new = self.add(node_id, move, node.depth + 1)
+            renamed = {node.names[k]: self.nodes[child].names[k] for k in node.names if k in self.nodes[child].names}
+            node.edges.append((child, renamed))
+            if new and self.violated(child, node_id, move):
+                self.nodes[child].expanded = self.nodes[child].cut = True  # a broken state is not explored further
+
+    def take(self, node_id: int, move: Transition) -> bool:
+        """Apply a move to the model; False when it cannot be followed."""
+        try:
+            if move.operation is None:
+                prediction = self.model.advance(self.model.now + move.advance_ms)
+            else:
+                prediction = self.model.predict(move.operation, dict(move.args))
+        except (StatemachinesError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            subject = move.operation or "on_clock"
+            message = str(exc) if isinstance(exc, StatemachinesError) else f"{type(exc).__name__}: {exc}"
+            where = self.where(("operations", subject) if move.operation else ("on_clock",))
+            self.report("step-error", subject, message, where, node_id, move)
+            return False
+        self.judge(node_id, move, prediction)
+        if len(self.model.store) > self.scope.max_records:
+            self.stats.pruned += 1
+            return False
+        return True
+
+    def violated(self, child: int, parent: int, move: Transition) -> bool:
+        try:
+            broken = self.model.check_invariants()
+        except StatemachinesError as exc:
+            self.report("step-error", "invariants", str(exc), None, parent, move)
+            return True
+        for inv_id, message in broken:
+            index = next(i for i, inv in enumerate(self.spec.invariants) if inv.id == inv_id)
+            self.report("invariant", inv_id, message, self.where(("invariants", index)), parent, move)
+        return bool(broken)
+
+    def judge(self, node_id: int, move: Transition, prediction: Prediction) -> None:
+        """The prediction against the operation's declared result, errors and effects."""
+        op = move.operation
+        if op is not None:
+            declared = self.spec.operations[op]
+            if prediction.error is not None and prediction.error.get("kind") not in declared.errors:
+                kind = prediction.error.get("kind")
+                message = f"{op} predicts error {kind}, which it does not declare (errors: {list(declared.errors)})"
+                self.report("undeclared-error", f"{op}: {kind}", message, self.where(("operations", op)), node_id, move)
+            validator = self.validators.get(("result", op))
+            if prediction.error is None and validator is not None:
+                self.schema_problem(validator, _plain(prediction.result), "result-schema", op, node_id, move)
+        for effect in prediction.effects:
+            name = effect.get("effect")
+            validator = self.validators.get(("effect", name))
+            body = {k: _plain(v) for k, v in effect.items() if k != "effect"}
+            if validator is not None:
+                self.schema_problem(validator, body, "effect-schema", f"{op or 'clock'}: {name}", node_id, move)
+
+    def schema_problem(self, validator, value: Any, kind: str, subject: str, node_id: int, move: Transition) -> None:
+        seen = (id(validator), repr(value))
+        if seen in self.judged:
+            return
+        self.judged.add(seen)
+        # A prediction may name only part of the answer (the rest is compared
+        # loosely), so a missing required property is not the spec's fault.
+        error = next((e for e in validator.iter_errors(value) if e.validator != "required"), None)
+        if error is not None:
+            where = self.where(("operations", move.operation or "on_clock"))
+            at = "/".join(str(p) for p in error.absolute_path) or "(top)"
+            self.report(kind, subject, f"{subject} predicts {value!r}: at {at}, {error.message}", where, node_id, move)
+
+    def where(self, path: tuple) -> str | None:
+        file, line = self.spec.source_map.locate(path)
+        return f"{file}:{line}" if file else None
+
+    # the whole search
+    def run(self) -> None:
+        start = time.perf_counter()
+        root, _ = self.add(None, None, 0)
+        queue = deque([root])
+        while queue:
+            node_id = queue.popleft()
+            node = self.nodes[node_id]
+            if node.expanded:
+                continue
+            if node.depth >= self.scope.max_depth:
+                self.stats.closed = False
+                continue
+            if self.bound_hit(start):
+                break
+            before = len(self.nodes)
+            self.expand(node_id)
+            queue.extend(range(before, len(self.nodes)))
+        self.stats.states = len(self.nodes)
+        self.stats.seconds = time.perf_counter() - start
+
+    def bound_hit(self, start: float) -> bool:
+        if len(self.nodes) >= self.scope.max_states:
+            self.stats.stopped = f"max_states {self.scope.max_states}"
+        elif self.deadline is not None and time.perf_counter() - start > self.deadline:
+            self.stats.stopped = f"time limit {self.deadline:g} s"
+        else:
+            return False
+        self.stats.complete = self.stats.closed = False
+        return True
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Matcher):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _validators(spec: Spec) -> dict[tuple, Draft202012Validator]:
+    out: dict[tuple, Draft202012Validator] = {}
+    for name, op in spec.operations.items():
+        if op.result_schema is not None:
+            out[("result", name)] = Draft202012Validator({**op.result_schema, "definitions": spec.definitions})
+    for name, effect in spec.effects.items():
+        out[("effect", name)] = Draft202012Validator({**effect.schema, "definitions": spec.definitions})
+    return out
+
+
+# -- after the search: what was never reached, what can get stuck -----------------------------------
+def _unreached(explorer: _Explorer) -> list[CheckFinding]:
+    spec, counts = explorer.spec, explorer.model.coverage.counts
+    where = explorer.where
+    out = [
+        CheckFinding(
+            "unreached-state", state, f"no record reaches state {state}", where(("lifecycle", "states", state))
+        )
+        for state in spec.lifecycle.states
+        if state not in counts["states"]
+    ]
+    for i, t in enumerate(spec.lifecycle.transitions):
+        for source in t.sources:
+            name = f"{source} -{t.trigger}-> {t.dest}"
+            if name not in counts["transitions"]:
+                message = f"transition {name} never fires"
+                out.append(CheckFinding("unreached-transition", name, message, where(("lifecycle", "transitions", i))))
+    for op in explorer.operations:
+        for kind in spec.operations[op].errors:
+            if f"{op}: {kind}" not in counts["outcomes"]:
+                message = f"{op} never raises {kind}"
+                out.append(CheckFinding("unreached-error", f"{op}: {kind}", message, where(("operations", op))))
+    for policy in spec.policies.values():
+        for event, says in POLICY_ACTS.get(policy.kind, ()):
+            if f"{policy.name}.{event}" not in counts["policies"]:
+                message = f"policy {policy.name} never {says}"
+                out.append(
+                    CheckFinding(
+                        "unreached-policy", f"{policy.name}.{event}", message, where(("policies", policy.name))
+                    )
+                )
+    return out
+
+
+def _can_finish(explorer: _Explorer) -> set[tuple[int, str]]:
+    """(state, record) pairs from which the record can reach a terminal state
+    within the explored graph, or a state whose successors were cut (over
+    max_records, or broken: counted as able, since nothing is known)."""
+    terminal = explorer.spec.lifecycle.terminal
+    good: set[tuple[int, str]] = set()
+    back: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for node_id, node in enumerate(explorer.nodes):
+        for name, status in node.statuses.items():
+            if status in terminal or node.cut:
+                good.add((node_id, name))
+        for child, renamed in node.edges:
+            for here, there in renamed.items():
+                back.setdefault((child, there), []).append((node_id, here))
+    queue = deque(good)
+    while queue:
+        for pred in back.get(queue.popleft(), ()):
+            if pred not in good:
+                good.add(pred)
+                queue.append(pred)
+    return good
+
+
+def _stuck(explorer: _Explorer) -> list[CheckFinding]:
+    """Records seen within the first half of the depth bound that no sequence
+    of the remaining steps (at least half the bound) brings to a terminal state."""
+    if not explorer.stats.complete:
+        return []
+    good = _can_finish(explorer)
+    out: dict[str, CheckFinding] = {}
+    horizon = explorer.scope.max_depth // 2
+    for node_id, node in enumerate(explorer.nodes):  # breadth first order: the first is a shortest
+        if node.depth > horizon:
+            break
+        for name, status in node.statuses.items():
+            if (node_id, name) in good or status in out:
+                continue
+            steps = explorer.scope.max_depth - node.depth
+            message = f"a record in state {status} here reaches no terminal state in {steps} more step(s)"
+            where = explorer.where(("lifecycle", "states", status))
+            out[status] = CheckFinding("stuck", status, message, where, explorer.path(node_id))
+    return list(out.values())
+
+
+def check_spec(spec: Spec, overrides: dict | None = None, time_limit: float | None = None) -> CheckReport:
+    """Explore the spec's model over its declared scope (with ``overrides``)."""
+    scope, problems = scope_of(spec, overrides)
+    report = CheckReport(spec.id, spec.path, scope, CheckStats(), problems=problems)
+    if problems:
+        report.stats.complete = report.stats.closed = False
+        return report
+    explorer = _Explorer(spec, scope, time_limit)
+    try:
+        explorer.run()
+    except _ScopeError as exc:
+        report.problems.append(str(exc))
+        report.stats.complete = report.stats.closed = False
+        return report
+    report.stats = explorer.stats
+    report.findings = list(explorer.found.values()) + _stuck(explorer) + _unreached(explorer)
+    return report
+
+
+# -- a path as a scenario for the matrix ---------------------------------------------------------
+def _scenario_steps(spec: Spec, scope: Scope, path: list[Transition]) -> list[dict]:
+    """The path's steps, with the values the implementation chooses saved
+    from its responses and used through ``${name}``."""
+    model = _ScopeModel(spec, scope.parameters, scope.generated)
+    model.reset(0)
+    saved: dict[str, str] = {}  # generated value -> variable
+    steps: list[dict] = []
+    for move in path:
+        step = move.as_dict()
+        if move.operation is not None:
+            step["args"] = {k: _use_saved(v, saved) for k, v in step["args"].items()}
+        model.generated = []
+        try:
+            prediction = (
+                model.advance(model.now + move.advance_ms)
+                if move.operation is None
+                else model.predict(move.operation, dict(move.args))
+            )
+        except (StatemachinesError, KeyError, TypeError, ValueError, AttributeError):
+            steps.append(step)
+            break
+        for value in model.generated:
+            at = _find_value(prediction.result, value, "result")
+            if at is not None and value not in saved:
+                saved[value] = f"v{len(saved) + 1}"
+                step.setdefault("save", {})[saved[value]] = at
+        steps.append(step)
+    return steps
+
+
+def _use_saved(value: Any, saved: dict[str, str]) -> Any:
+    if isinstance(value, str) and value in saved:
+        return "${" + saved[value] + "}"
+    if isinstance(value, list):
+        return [_use_saved(v, saved) for v in value]
+    return value
+
+
+def _find_value(node: Any, value: str, at: str) -> str | None:
+    if node == value:
+        return at
+    if isinstance(node, dict):
+        for k, v in node.items():
+            found = _find_value(v, value, f"{at}.{k}")
+            if found:
+                return found
+    if isinstance(node, list):
+        for i, v in enumerate(node):
+            found = _find_value(v, value, f"{at}.{i}")
+            if found:
+                return found
+    return None
+
+
+def scenario_yaml(spec: Spec, scope: Scope, finding: CheckFinding) -> str:
+    """A finding's path as a scenario to paste under ``scenarios:`` (YAML
+    whose values are written in JSON's flow style, which YAML reads)."""
+    import json
+    import re
+
+    ident = "check-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{finding.kind}-{finding.subject}").strip("-")
+    lines = [
+        f"- id: {ident}",
+        f"  title: {json.dumps(f'{finding.kind}: {finding.subject}')}",
+        "  category: edge",
+        f"  description: {json.dumps(finding.message, ensure_ascii=False)}",
+        "  steps:",
+    ]
+    lines += [f"    - {json.dumps(step, ensure_ascii=False)}" for step in _scenario_steps(spec, scope, finding.path)]
+    return "\n".join(lines) + "\n"
