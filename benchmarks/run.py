@@ -117,6 +117,9 @@ TARGETS = {
     "workers_speedup": {"op": ">=", "value": 1.6},
     # the bundled CLI reference (spec async-command, one process per operation), ci profile, --workers 2
     "cli_ci_wall_s": {"op": "<=", "value": 300.0},
+    # a failing run (a task table whose same-instant completions come out in start order) over a
+    # passing run of the same implementation without the bug, both whole `conformance run`s (issue 33)
+    "failing_to_passing_wall_ratio": {"op": "<=", "value": 2.0},
 }
 
 # Sizes. "full" is the measurement; "quick" only checks that everything runs.
@@ -711,6 +714,67 @@ def measure_ttff(profile: str, seed: int) -> dict:
     }
 
 
+# ------------------------------------------------------------- failing vs passing
+FAILING_MUTANT = "task-table.fires_in_start_order"  # async-jobs: same-instant completions in start order
+
+
+def _whole_run(profile: str, seed: int, factory, label: str, report_dir: str) -> dict:
+    """One whole run (scenarios, exploration, reduction, the hunt for more
+    failures at the CLI's default --max-failures 3, reports), in this process."""
+    from conformance.engine.runner import run_conformance
+
+    started = time.perf_counter()
+    report = run_conformance(
+        RunConfig(
+            spec_path="async-jobs",
+            adapter_factory=factory,
+            adapter_label=label,
+            adapter_options={"profile": "task-table"},
+            profile=profile,
+            seed=seed,
+            report_dir=report_dir,
+            max_failures=3,
+        )
+    )
+    stateful = report.get("stateful") or {}
+    causes = [f for f in [stateful.get("failure"), *(stateful.get("more_failures") or [])] if f]
+    return {
+        "wall_s": round(time.perf_counter() - started, 3),
+        "verdict": report["verdict"],
+        "failures": len(causes),
+        "symptoms": sum(len(f.get("symptoms") or []) for f in causes),
+        "headline_steps": len(causes[0].get("steps") or []) if causes else None,
+    }
+
+
+def measure_failing_vs_passing(profile: str, seed: int) -> dict:
+    """A failing run against the task table with one ordering bug and a
+    passing run of the same table without it: wall times and their ratio."""
+    import functools
+
+    from conformance.mutants import load_mutants
+
+    spec = load_spec(str(ROOT / "spec" / "async-jobs.yaml"))
+    mutant = load_mutants(spec.implementations["mutants"])[FAILING_MUTANT]
+    reference = _reference_factory(spec)
+    with tempfile.TemporaryDirectory(prefix="bench-failing-") as tmp:
+        log(f"whole run against the task table, passing (profile {profile}, seed {seed})")
+        passing = _whole_run(profile, seed, functools.partial(reference, profile="task-table"), "reference", f"{tmp}/p")
+        log(f"whole run against the task table with {FAILING_MUTANT} (profile {profile}, seed {seed})")
+        failing = _whole_run(profile, seed, functools.partial(mutant.factory, profile="task-table"), "bug", f"{tmp}/f")
+    if passing["verdict"] != "pass" or failing["verdict"] != "fail":
+        raise BenchmarkError(
+            f"failing-vs-passing: expected pass and fail, got {passing['verdict']}, {failing['verdict']}"
+        )
+    return {"passing": passing, "failing": failing, "ratio": round(failing["wall_s"] / passing["wall_s"], 4)}
+
+
+def _reference_factory(spec: Spec):
+    from conformance.adapters.python import resolve_target
+
+    return resolve_target(spec.implementations["reference"])
+
+
 # ------------------------------------------------------------------------- model
 def _mix(i: int, thread: str) -> list[tuple[str, dict]]:
     """One repetition of the per-operation mix, all on ``thread``. It is steady
@@ -988,6 +1052,7 @@ def render_table(result: dict) -> str:
         ("ttff_ratio", ""),
         ("workers_speedup", ""),
         ("cli_ci_wall_s", " s"),
+        ("failing_to_passing_wall_ratio", ""),
     ):
         target = TARGETS.get(name)
         rows.append(
@@ -1160,6 +1225,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-traces", action="store_true", help="do not time `conformance check-trace`")
     parser.add_argument(
+        "--skip-failing",
+        action="store_true",
+        help="do not time a failing run against a passing one (failing_to_passing_wall_ratio)",
+    )
+    parser.add_argument(
         "--skip-peer",
         action="store_true",
         help="do not measure the hand-written peer machine (peer_steps_per_s, peer_ratio, "
@@ -1256,6 +1326,9 @@ def main(argv: list[str] | None = None) -> int:
             count = args.peer_seeds if args.peer_seeds is not None else (2 if args.quick else 5)
             if count > 0:
                 peer_seeds = measure_peer_seeds(profile, list(range(seed, seed + count)), args.attempts)
+        failing = None
+        if not args.skip_failing:
+            failing = measure_failing_vs_passing(profile, seed)
         traces = None
         if not args.skip_traces:
             traces = measure_traces(args.trace_events or (5_000 if args.quick else 1_000_000))
@@ -1288,6 +1361,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
         "cli_ci_wall_s": None if cli is None or cli["wall_s"] is None else round(cli["wall_s"], 3),
+        "failing_to_passing_wall_ratio": failing["ratio"] if failing else None,
         "trace_events": traces["full"]["events"] if traces else None,
         "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
         "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
@@ -1340,6 +1414,7 @@ def main(argv: list[str] | None = None) -> int:
             "bare": {**bare_runs[len(bare_runs) // 2], "runs": bare_runs} if len(bare_runs) > 1 else bare_runs[0],
             "model": model,
             "check_spec": check,
+            "failing_vs_passing": failing,
             "ci": ci,
             "workers": workers,
             "cli": cli,

@@ -29,6 +29,7 @@ METRICS = (
     "trace_events_per_s",
     "trace_peak_rss_mb",
     "trace_rss_ratio_vs_tenth",
+    "failing_to_passing_wall_ratio",
     "peer_steps_per_s",
     "peer_ratio",
     "peer_ratio_over_seeds",
@@ -41,6 +42,7 @@ TARGETED = (
     "ttff_ratio",
     "workers_speedup",
     "cli_ci_wall_s",
+    "failing_to_passing_wall_ratio",
 )
 
 
@@ -99,6 +101,10 @@ def test_quick_benchmark_reports_every_number():
         abs(result["peer_ratio_over_seeds"] - across["kit_median_steps_per_s"] / across["peer_median_steps_per_s"])
         < 0.01
     )
+    # a failing and a passing run of the same task table, the ratio from their own wall times
+    both = details["failing_vs_passing"]
+    assert both["passing"]["verdict"] == "pass" and both["failing"]["verdict"] == "fail"
+    assert abs(result["failing_to_passing_wall_ratio"] - both["failing"]["wall_s"] / both["passing"]["wall_s"]) < 0.01
     rows = details["ttff"]["mutants"]
     assert rows and all(isinstance(row["kit_found"], bool) and isinstance(row["peer_found"], bool) for row in rows)
     # a mutant found has a positive time to first failure; one not found has none

@@ -1356,8 +1356,9 @@ def _more_failures(
     leaves the implementation's state apart from the model's, so later reads
     differ too: a new failure whose steps, replayed with the masks lifted,
     first fail as one reported already is that bug's consequence. It is
-    masked as well and not reported, and the search goes on (a few more
-    explorations at most)."""
+    masked as well and listed as that failure's symptom (engine/causes.py),
+    and the search goes on (a few more explorations at most, together
+    generating no more examples than were left of the exploration's own)."""
     from .reduce import explain_race, reduce_failure, steps_of_trace
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
@@ -1367,6 +1368,10 @@ def _more_failures(
     masked = outcome.failure  # the failure masked next
     budget = _reduce_budget(config)
     first_seed = config.seed if seed is None else seed
+    # The hunt shares the exploration's examples: a failing run generates no more
+    # examples in all than a passing one (shrinking and reduction aside), so
+    # looking for more failures never makes it take many times as long.
+    examples_left = (max_examples or PROFILES[config.profile]["max_examples"]) - outcome.explored
     tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
     try:
         while (
@@ -1374,6 +1379,7 @@ def _more_failures(
             and tries < config.max_failures + 1
             and masked.kind == "divergence"
             and masked.path
+            and examples_left > 0
         ):
             _, operation, path = signature(masked)
             session.known_failures.append((operation, path))
@@ -1388,8 +1394,9 @@ def _more_failures(
                 on_example=on_example,
                 shrink_s=config.shrink_s,
                 database=_example_db(config, prepared),
-                **({"max_examples": max_examples} if max_examples is not None else {}),
+                max_examples=examples_left,
             )
+            examples_left -= again.explored
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
             phase("reducing")

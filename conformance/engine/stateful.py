@@ -110,6 +110,7 @@ class StatefulOutcome:
     duration_s: float = 0.0
     failure: Failure | None = None
     coverage: dict = field(default_factory=dict)
+    explored: int = 0  # examples generated before the first failure (all, when none): shrinking's left out
 
     def to_dict(self) -> dict:
         return {
@@ -979,5 +980,6 @@ def run_stateful(
     if outcome.failure is not None and outcome.failure.kind in DATA_ERRORS:
         outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
+    outcome.explored = stats.first_failure_example if stats.first_failure_at is not None else stats.examples
     outcome.duration_s = time.perf_counter() - started
     return outcome
