@@ -34,9 +34,9 @@ from jsonschema import Draft202012Validator
 
 from ..errors import StatemachinesError
 from ..load.spec import Spec
-from ..model import steps as S
 from ..model.matchers import Matcher
 from ..model.model import POLICY_ACTS, Model, Prediction
+from .dryrun import StandInModel
 
 __all__ = [
     "CheckFinding",
@@ -310,11 +310,7 @@ class _ScopeError(StatemachinesError):
 
 
 # -- the model, driven without an implementation -------------------------------------
-def _skip_check(model: Model, step: S.Check, frame: dict, out: Prediction) -> None:
-    """Checks judge the implementation's own choices; stand-ins would fail them."""
-
-
-class _ScopeModel(Model):
+class _ScopeModel(StandInModel):
     """The model with deterministic stand-ins for the implementation's choices."""
 
     def __init__(self, spec: Spec, params: dict, stand_ins: tuple = ()):
@@ -335,14 +331,6 @@ class _ScopeModel(Model):
             value = f"{GENERATED}{n}"
         self.generated.append(value)
         return value
-
-    def _observed(self, path: str):
-        return self._invent()
-
-    def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
-        return self._invent()
-
-    _STEP = {**Model._STEP, S.Check: _skip_check}
 
 
 def _save(model: Model) -> tuple:

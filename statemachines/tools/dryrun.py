@@ -22,7 +22,7 @@ from ..model import steps as S
 from ..model.matchers import Matcher
 from ..model.model import Model, Prediction
 
-__all__ = ["ScenarioWalk", "walk_scenarios", "parameter_sets", "scenario_operations", "MAX_WALK_STEPS"]
+__all__ = ["ScenarioWalk", "StandInModel", "walk_scenarios", "parameter_sets", "scenario_operations", "MAX_WALK_STEPS"]
 
 MAX_WALK_STEPS = 20_000  # calls one scenario may make on the model (a runaway `repeat` stops here)
 
@@ -66,19 +66,16 @@ def scenario_operations(steps: list) -> set[str]:
 
 
 def _skip_check(model: Model, step: S.Check, frame: dict, out: Prediction) -> None:
-    """Checks judge the implementation's own choices; placeholders would fail them."""
+    """Checks judge the implementation's own choices; stand-ins would fail them."""
 
 
-class _DryModel(Model):
-    """The model with invented observations and without checks."""
-
-    def __init__(self, spec: Spec, params: dict):
-        super().__init__(spec, params)
-        self.invented = 0
+class StandInModel(Model):
+    """The model driven without an implementation: what the implementation
+    would choose (an observed value: a generated id, a path) is a stand-in
+    from ``_invent``, and the checks that judge those choices are skipped."""
 
     def _invent(self) -> str:
-        self.invented += 1
-        return f"dry-run-{self.invented}"
+        raise NotImplementedError
 
     def _observed(self, path: str):
         return self._invent()
@@ -87,6 +84,18 @@ class _DryModel(Model):
         return self._invent()
 
     _STEP = {**Model._STEP, S.Check: _skip_check}
+
+
+class _DryModel(StandInModel):
+    """The model with numbered stand-ins, for a dry run of the scenarios."""
+
+    def __init__(self, spec: Spec, params: dict):
+        super().__init__(spec, params)
+        self.invented = 0
+
+    def _invent(self) -> str:
+        self.invented += 1
+        return f"dry-run-{self.invented}"
 
 
 def _plain(value: Any) -> Any:
