@@ -168,7 +168,8 @@ def test_merge_reports_still_merges_a_good_shard(shard, tmp_path):
     assert written(out)["verdict"] == "pass"
 
 
-def test_merge_reports_in_process_refuses_what_it_cannot_read(shard, tmp_path):
+def test_merge_reports_in_process_refuses_what_it_cannot_read(shard, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # where the shard ran: its report names the spec as spec/thread-jobs.yaml
     report, directory = load_shard_report(copy_shard(shard, tmp_path / "s"))
     assert merge_reports([(report, directory)], None)["verdict"] == "pass"
 
