@@ -51,6 +51,7 @@ def test_specs_lists_them_with_what_they_offer(tmp_path):
     assert rows["thread-jobs"]["reference"].startswith("lifecycle_references.")
 
 
+@pytest.mark.slow  # every mutant of a spec, as processes for async-command: minutes
 @pytest.mark.parametrize("name", NAMES)
 def test_validate_run_and_mutants_by_name(tmp_path, name):
     proc = kit(tmp_path, "validate", name)
