@@ -34,9 +34,8 @@ from jsonschema import Draft202012Validator
 
 from ..errors import StatemachinesError
 from ..load.spec import Spec
-from ..model.matchers import Matcher
 from ..model.model import POLICY_ACTS, Model, Prediction
-from .dryrun import StandInModel
+from .dryrun import StandInModel, _plain
 
 __all__ = [
     "CheckFinding",
@@ -580,16 +579,6 @@ class _Explorer:
             return False
         self.stats.complete = self.stats.closed = False
         return True
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Matcher):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _validators(spec: Spec) -> dict[tuple, Draft202012Validator]:
