@@ -23,7 +23,7 @@ setup(
     packages=PACKAGES + ["lifecycle_specs", "conformance.docs"],
     package_dir={"lifecycle_specs": "spec", "conformance.docs": "docs"},
     package_data={
-        "lifecycle_specs": ["*.yaml", "*.json", "*.changelog.md"],
+        "lifecycle_specs": ["*.yaml", "*.json", "*.changelog.md", "mutants/*.yaml"],
         "conformance": ["schemas/*.json", "schemas/*/*.json"],
         "conformance.docs": ["*.md"],
         "lifecycle_references.async_cli": ["*.yaml"],

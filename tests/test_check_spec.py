@@ -210,3 +210,74 @@ def test_scope_names_checked():
     spec.raw["check"] = {"scope": {"args": {"start_job": {"colour": ["red"]}, "nope": {"x": [1]}}}}
     _, problems = scope_of(spec)
     assert problems == ["check.scope names no argument colour of start_job", "check.scope names no operation: nope"]
+
+
+# -- shipped spec mutants (check.mutants) ------------------------------------------
+def _shipped_mutants():
+    from statemachines.tools.spec_mutants import load_spec_mutants
+
+    for path in SPECS:
+        spec = load_spec(str(path))
+        for mutant in load_spec_mutants(spec):
+            yield pytest.param(spec, mutant, id=f"{path.stem}:{mutant.name}")
+
+
+SHIPPED = list(_shipped_mutants())
+
+
+def test_at_least_eight_spec_mutants_ship_in_the_package():
+    assert len(SHIPPED) >= 8
+    setup = (ROOT / "setup.py").read_text(encoding="utf-8")
+    assert '"mutants/*.yaml"' in setup  # the wheel carries them
+    names = [param.values[1].name for param in SHIPPED]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("spec", "mutant"), SHIPPED)
+def test_each_shipped_mutant_is_caught_by_its_declared_shortest_path(spec, mutant):
+    from statemachines.tools.spec_mutants import mutated_spec
+
+    report = check_spec(mutated_spec(spec, mutant))
+    assert report.stats.complete and not report.problems
+    expected = [f for f in report.violations if f.kind == mutant.kind and f.subject in (mutant.subject, None)]
+    assert expected, f"{mutant.name} is missed: {[f.to_dict() for f in report.violations]}"
+    assert len(expected[0].path) == mutant.shortest
+    assert not check_spec(spec).violations  # the unmutated spec is clean: the mutant's edit is what is caught
+
+
+def _spec_copy(tmp_path: Path, mutants_text: str) -> Path:
+    for other in ("thread-jobs.scenarios.yaml", "lifecycle-spec.schema.json", "lifecycle-spec-fragment.schema.json"):
+        shutil.copy(ROOT / "spec" / other, tmp_path / other)
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "thread-jobs.yaml").write_text(mutants_text, encoding="utf-8")
+    target = tmp_path / "thread-jobs.yaml"
+    shutil.copy(THREAD_JOBS, target)
+    return target
+
+
+def test_a_missed_mutant_and_a_stale_one_fail_the_run(tmp_path):
+    target = _spec_copy(
+        tmp_path,
+        "mutants:\n"
+        "  - name: harmless\n"
+        "    description: A summary reworded; nothing can catch it.\n"
+        "    caught_by: {kind: invariant}\n"
+        "    shortest: 1\n"
+        "    edits:\n"
+        "      - {at: /operations/restart/summary, was: 'The process restarts; job tracking lived in memory only.', becomes: x}\n",
+    )
+    runner = CliRunner()
+    missed = runner.invoke(cli, ["check-spec", str(target), "--mutants", "--depth", "1"])
+    assert missed.exit_code == 1, missed.output
+    assert "missed" in missed.output and "0 of 1 spec mutant(s) caught as declared" in missed.output
+    stale = (tmp_path / "mutants" / "thread-jobs.yaml").read_text(encoding="utf-8").replace("memory only.", "memory.")
+    (tmp_path / "mutants" / "thread-jobs.yaml").write_text(stale, encoding="utf-8")
+    result = runner.invoke(cli, ["check-spec", str(target), "--mutants", "--depth", "1", "--json"])
+    assert result.exit_code == 2
+    (outcome,) = json.loads(result.output)[0]["mutants"]
+    assert "thread-jobs.yaml:7: edit at /operations/restart/summary" in outcome["problems"][0]
+    assert "update the mutant" in outcome["problems"][0]
+    (tmp_path / "mutants" / "thread-jobs.yaml").write_text("mutants:\n  - name: Bad Name\n", encoding="utf-8")
+    broken = runner.invoke(cli, ["check-spec", str(target), "--mutants", "--depth", "1"])
+    assert broken.exit_code == 2 and "thread-jobs.yaml:2" in broken.output

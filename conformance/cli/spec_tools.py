@@ -44,19 +44,32 @@ def _including_specs(fragment: str) -> list[str]:
 
     target = Path(fragment).resolve()
     found = []
-    for candidate in sorted(target.parent.glob("*.y*ml")):
-        if candidate.resolve() == target:
-            continue
-        try:
-            data, _ = load_yaml_file(str(candidate))
-        except SpecError:
-            continue
-        includes = data.get("include") if isinstance(data, dict) else None
-        if isinstance(includes, list) and any(
-            isinstance(name, str) and (candidate.parent / name).resolve() == target for name in includes
-        ):
-            found.append(str(Path(fragment).parent / candidate.name))
+    # A fragment sits beside the spec including it; a mutants file (check.mutants) may sit one below.
+    for shown_dir, directory in (
+        (Path(fragment).parent, target.parent),
+        (Path(fragment).parent.parent, target.parent.parent),
+    ):
+        for candidate in sorted(directory.glob("*.y*ml")):
+            if candidate.resolve() == target:
+                continue
+            try:
+                data, _ = load_yaml_file(str(candidate))
+            except SpecError:
+                continue
+            if any((candidate.parent / name).resolve() == target for name in _named_files(data)):
+                found.append(str(shown_dir / candidate.name))
     return found
+
+
+def _named_files(data: object) -> list[str]:
+    """The files a spec's data names: its `include:` entries and its `check.mutants`."""
+    if not isinstance(data, dict):
+        return []
+    includes = data.get("include")
+    names = [name for name in includes if isinstance(name, str)] if isinstance(includes, list) else []
+    check = data.get("check")
+    mutants = check.get("mutants") if isinstance(check, dict) else None
+    return names + ([mutants] if isinstance(mutants, str) else [])
 
 
 @cli.command()
@@ -236,6 +249,12 @@ def _parameter_overrides(given: tuple[str, ...]) -> dict:
 @click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="A parameter value of the scope (repeatable)."
 )
+@click.option(
+    "--mutants",
+    is_flag=True,
+    help="Also check the spec mutants the spec names (check.mutants): each must be caught, by a shortest "
+    "path as long as it declares; exit 1 when one is missed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def check_spec_command(
     specs: tuple[str, ...],
@@ -243,13 +262,16 @@ def check_spec_command(
     max_states: int | None,
     max_records: int | None,
     params: tuple[str, ...],
+    mutants: bool,
     as_json: bool,
 ) -> None:
     """Prove a spec's own rules: explore its model over every state reachable
     within the small scope it declares (`check.scope`), breadth first, and
     report invariants violated, predictions breaking the declared schemas and
     steps failing (each with its shortest path as a scenario), stuck records,
-    and what was never reached. Exit 0 (clean), 1 (violations), 2 (a spec
+    and what was never reached. With --mutants, also each spec mutant the spec
+    names: the spec with one rule changed, which must be caught. Exit 0
+    (clean), 1 (violations, or a mutant missed), 2 (a spec or mutants file
     that does not load, or an unusable scope)."""
     import json
 
@@ -274,9 +296,60 @@ def check_spec_command(
         results.append(report.to_dict())
         if not as_json:
             _print_check_report(spec, report)
+        if mutants:
+            code = max(code, _check_mutants(spec, overrides, results[-1], as_json))
     if as_json:
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
     sys.exit(code)
+
+
+def _check_mutants(spec: Spec, overrides: dict, result: dict, as_json: bool) -> int:
+    """Run the spec's mutants into ``result["mutants"]`` (printing a table
+    unless ``as_json``); the exit code they call for."""
+    from statemachines.tools.spec_mutants import run_spec_mutants
+
+    try:
+        outcomes = run_spec_mutants(spec, overrides)
+    except SpecError as exc:
+        result["mutants_problems"] = [str(p) for p in exc.problems]
+        for problem in exc.problems:
+            errors.print(Text(f"error {problem}"))
+        return 2
+    result["mutants"] = [o.to_dict() for o in outcomes]
+    if not as_json:
+        _print_mutants(spec, outcomes)
+    if any(o.problems for o in outcomes):
+        return 2
+    return 0 if all(o.as_declared for o in outcomes) else 1
+
+
+def _print_mutants(spec: Spec, outcomes: list) -> None:
+    from rich.table import Table
+
+    if not outcomes:
+        console.print(Text(f"· {spec.path}: names no spec mutants (check.mutants)", style="dim"))
+        return
+    table = Table(title=f"spec mutants of {spec.id}", title_justify="left")
+    for column in ("mutant", "caught by", "path", "declared", "verdict"):
+        table.add_column(column)
+    for o in outcomes:
+        caught = f"{o.finding.kind} {o.finding.subject}" if o.finding else "—"
+        if o.problems:
+            verdict = Text("does not apply", style="bold red")
+        elif not o.caught:
+            verdict = Text("missed", style="bold red")
+        elif not o.as_declared:
+            verdict = Text(f"caught, path {'shorter' if o.length < o.mutant.shortest else 'longer'}", style="red")
+        else:
+            verdict = Text("caught", style="green")
+        table.add_row(o.mutant.name, caught, str(o.length or "—"), str(o.mutant.shortest), verdict)
+    console.print(table)
+    for o in outcomes:
+        for problem in o.problems:
+            errors.print(Text("error ", style="bold red") + Text(problem))
+    good = sum(o.as_declared for o in outcomes)
+    mark = Text("✓ ", style="green") if good == len(outcomes) else Text("✗ ", style="red")
+    console.print(mark + Text(f"{spec.path}: {good} of {len(outcomes)} spec mutant(s) caught as declared"))
 
 
 def _specs_of(given: tuple[str, ...]) -> list[str]:

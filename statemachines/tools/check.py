@@ -55,7 +55,7 @@ DEFAULT_MAX_DEPTH = 6
 DEFAULT_MAX_RECORDS = 3
 DEFAULT_MAX_STATES = 200_000
 _ABSENT = object()  # an optional argument left out
-VIOLATIONS = ("invariant", "result-schema", "effect-schema", "undeclared-error", "step-error", "stuck")
+VIOLATIONS = ("invariant", "result-schema", "effect-schema", "undeclared-error", "step-error", "stuck", "policy")
 
 
 @dataclass(frozen=True)
@@ -432,6 +432,7 @@ class _Explorer:
         self.validators = _validators(spec)
         self.namespaces = _namespaces(scope)
         self.judged: set[tuple] = set()  # (validator, value) pairs already judged
+        self.at_most_once = [p for p in spec.policies.values() if p.kind == "at_most_once"]
 
     # the graph
     def add(self, parent: int | None, step: Transition | None, depth: int) -> tuple[int, bool]:
@@ -497,6 +498,7 @@ class _Explorer:
             self.report("step-error", subject, message, where, node_id, move)
             return False
         self.judge(node_id, move, prediction)
+        self.judge_delivery(node_id, move, prediction)
         if len(self.model.store) > self.scope.max_records:
             self.stats.pruned += 1
             return False
@@ -531,6 +533,30 @@ class _Explorer:
             body = {k: _plain(v) for k, v in effect.items() if k != "effect"}
             if validator is not None:
                 self.schema_problem(validator, body, "effect-schema", f"{op or 'clock'}: {name}", node_id, move)
+
+    def judge_delivery(self, node_id: int, move: Transition, prediction: Prediction) -> None:
+        """An at-most-once policy's promise: the record an effect it guards is
+        delivered for had its flag unset before the call and set after it
+        (else a later call may deliver it again)."""
+        before = self.nodes[node_id].snap[1]
+        for policy in self.at_most_once:
+            flag, key_field = policy.config["flag"], policy.config.get("key") or self.spec.entity.key
+            for effect in prediction.effects:
+                if effect.get("effect") != policy.config["effect"]:
+                    continue
+                key = effect.get(key_field)
+                if not isinstance(key, str | int):
+                    continue
+                old, new = before.get(key), self.model.store.get(key)
+                if old is not None and old.get(flag):
+                    said = "was already set before the call: it is delivered twice"
+                elif new is not None and not new.get(flag):
+                    said = "is not set after the call: a later call delivers it again"
+                else:
+                    continue
+                message = f"policy {policy.name}: {policy.config['effect']} for {key}, whose {flag} {said}"
+                where = self.where(("policies", policy.name))
+                self.report("policy", f"{policy.name}: {policy.config['effect']}", message, where, node_id, move)
 
     def schema_problem(self, validator, value: Any, kind: str, subject: str, node_id: int, move: Transition) -> None:
         seen = (id(validator), repr(value))
