@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from conformance.cli import cli
 from statemachines import load_spec
-from statemachines.tools.diff import diff_specs, schema_direction
+from statemachines.tools.behaviour import diff_behaviour
+from statemachines.tools.diff import diff_specs, render_diff_markdown, schema_direction
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
@@ -135,12 +136,15 @@ def test_rev_reads_the_old_version_and_its_fragments_from_git(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "spec")
     path.write_text(retention_5(path.read_text()).replace("version: 2.0.3", "version: 3.0.0"))
-    result = CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version"])
+    result = CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version", "--no-behaviour"])
     assert result.exit_code == 0, result.output
     assert "retention_limit" in result.output and "B6, B7, B8" in result.output
     assert "2.0.3 → 3.0.0" in result.output
     path.write_text(path.read_text().replace("version: 3.0.0", "version: 2.0.3"))
-    assert CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version"]).exit_code == 1
+    assert (
+        CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version", "--no-behaviour"]).exit_code
+        == 1
+    )
     bad = CliRunner().invoke(cli, ["diff", str(path), "--rev", "no-such-rev"])
     assert bad.exit_code == 2 and "no-such-rev" in bad.output
 
@@ -150,3 +154,50 @@ def test_usage_errors():
     assert runner.invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml")]).exit_code == 2
     both = runner.invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml"), str(SPEC / "thread-jobs.yaml"), "--rev", "HEAD"])
     assert both.exit_code == 2
+
+
+def retention_10(text: str) -> str:
+    return text.replace(
+        "  retention_limit:\n    type: integer\n    default: 20\n",
+        "  retention_limit:\n    type: integer\n    default: 10\n",
+    )
+
+
+def test_retention_20_to_10_states_the_newly_possible_eviction(tmp_path):
+    """The scope fixes retention at 1, which would hide 20 -> 10: both are
+    searched at 2 -> 1 (order kept), and the eviction is stated as a shortest
+    sequence and a sentence in the model's terms."""
+    new = copy_thread_jobs(tmp_path, retention_10)
+    result = diff_specs(load_spec(str(SPEC / "thread-jobs.yaml")), load_spec(str(new)), behaviour=True)
+    found = result.behaviour
+    assert found is not None and found.complete and not found.problems
+    assert found.parameters == {"retention_limit": [2, 1]}
+    assert any("20 -> 10 searched as 2 -> 1" in note for note in found.notes)
+    [eviction] = [b for b in found.behaviours if b.aspect == "removed"]
+    assert [step.operation for step in eviction.path] == [
+        "start_job",
+        "start_job",
+        "observe_outcome",
+        "observe_outcome",
+    ]
+    assert len({dict(step.args).get("thread_id") for step in eviction.path[:2]}) == 1  # one thread
+    assert eviction.sentence.startswith("after 2 jobs of thread_id t1 reach a terminal state, job gen-1 (")
+    assert "is evicted by policy retention (the oldest by completion_order); before, it was kept" in eviction.sentence
+    markdown = render_diff_markdown(result)
+    assert "### Behaviour that changed" in markdown
+    assert f"**{eviction.sentence}.**" in markdown
+    assert '`start_job(thread_id="t1", tool_call_id="c1", tool_name="search")` → `start_job(' in markdown
+    assert result.to_dict()["behaviour"]["behaviours"][0]["path"][0]["call"] == "start_job"
+
+
+def test_behaviour_search_reads_both_ways_and_can_be_left_out(tmp_path):
+    new = copy_thread_jobs(tmp_path, retention_10)
+    back = diff_behaviour(load_spec(str(new)), load_spec(str(SPEC / "thread-jobs.yaml")))
+    [kept] = [b for b in back.behaviours if b.aspect == "removed"]
+    assert (
+        "job gen-1 is kept; before, job gen-1 (" in kept.sentence and "was evicted by policy retention" in kept.sentence
+    )
+    same = diff_behaviour(load_spec(str(SPEC / "thread-jobs.yaml")), load_spec(str(new)), {"max_depth": 3})
+    assert same.behaviours == [] and same.complete  # two finishes in a thread need depth 4
+    skipped = CliRunner().invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml"), str(new), "--no-behaviour", "--json"])
+    assert skipped.exit_code == 0 and json.loads(skipped.output)["behaviour"] is None

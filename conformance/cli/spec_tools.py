@@ -195,11 +195,39 @@ def _lint_exit_code(reports: list[LintReport], strict: bool) -> int:
 @click.option(
     "--check-version", is_flag=True, help="Exit 1 when the new version is bumped less than the changes call for."
 )
-def diff(old: str, new: str | None, rev: str | None, as_json: bool, output: str | None, check_version: bool) -> None:
+@click.option(
+    "--behaviour/--no-behaviour",
+    default=True,
+    show_default=True,
+    help="Run both versions' models over the new version's check scope and list the behaviours possible "
+    "under one and not the other, each as its shortest sequence and a sentence.",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds the behaviour search may take (it then says where it stopped).",
+)
+def diff(
+    old: str,
+    new: str | None,
+    rev: str | None,
+    as_json: bool,
+    output: str | None,
+    check_version: bool,
+    behaviour: bool,
+    time_limit: float,
+) -> None:
     """What changed between two versions of a spec (OLD NEW, or OLD --rev GITREV),
     whether each change makes it stricter, looser or neither for implementations,
-    which scenarios it touches, and the version bump it calls for. Markdown
-    (for a pull-request comment) or --json. Exit 0, 1 (--check-version), 2."""
+    which scenarios it touches, and the version bump it calls for; then what
+    behaviour changed: both versions' models run in lockstep over the new
+    version's check scope, each behaviour possible under one and not the
+    other given as its shortest operation sequence and one sentence (a
+    parameter the scope fixes, but the versions set differently, is searched
+    at small values that keep the two apart). Markdown (for a pull-request
+    comment) or --json. Exit 0, 1 (--check-version), 2."""
     import json
 
     from statemachines.tools.diff import diff_specs, render_diff_markdown
@@ -215,7 +243,7 @@ def diff(old: str, new: str | None, rev: str | None, as_json: bool, output: str 
         for problem in exc.problems:
             errors.print(Text(f"error {problem}"))
         sys.exit(2)
-    result = diff_specs(before, after)
+    result = diff_specs(before, after, behaviour=behaviour, time_limit=time_limit)
     markdown = render_diff_markdown(result)
     if output:
         with open_new(output) as handle:

@@ -42,9 +42,13 @@ __all__ = [
     "CheckReport",
     "CheckStats",
     "Scope",
+    "ScopeModel",
     "Transition",
     "canonical_form",
     "check_spec",
+    "declared_scope",
+    "load_state",
+    "save_state",
     "operation_arguments",
     "scenario_yaml",
     "scope_of",
@@ -178,10 +182,16 @@ def _int(value: Any, name: str, problems: list[str]) -> int:
     return value
 
 
-def scope_of(spec: Spec, overrides: dict | None = None) -> tuple[Scope, list[str]]:
-    """The spec's declared scope with ``overrides`` (max_depth, max_states,
-    max_records, parameters) on top, and the problems found in it."""
-    raw = dict(((spec.raw.get("check") or {}).get("scope")) or {})
+def declared_scope(spec: Spec) -> dict:
+    """The spec's ``check.scope`` as written ({} when it declares none)."""
+    return dict(((spec.raw.get("check") or {}).get("scope")) or {})
+
+
+def scope_of(spec: Spec, overrides: dict | None = None, raw: dict | None = None) -> tuple[Scope, list[str]]:
+    """The spec's declared scope (or ``raw``, another version's) with
+    ``overrides`` (max_depth, max_states, max_records, parameters) on top,
+    and the problems found in it."""
+    raw = declared_scope(spec) if raw is None else dict(raw)
     over = dict(overrides or {})
     problems: list[str] = []
     params = spec.default_parameters()
@@ -309,7 +319,7 @@ class _ScopeError(StatemachinesError):
 
 
 # -- the model, driven without an implementation -------------------------------------
-class _ScopeModel(StandInModel):
+class ScopeModel(StandInModel):
     """The model with deterministic stand-ins for the implementation's choices."""
 
     def __init__(self, spec: Spec, params: dict, stand_ins: tuple = ()):
@@ -332,11 +342,11 @@ class _ScopeModel(StandInModel):
         return value
 
 
-def _save(model: Model) -> tuple:
+def save_state(model: Model) -> tuple:
     return (model.now, model.store.copy(), {k: dict(v) for k, v in model.tables.items()}, dict(model.counters))
 
 
-def _load(model: Model, snap: tuple) -> None:
+def load_state(model: Model, snap: tuple) -> None:
     now, store, tables, counters = snap
     model.now, model.store = now, store.copy()
     model.tables = {k: dict(v) for k, v in tables.items()}
@@ -421,7 +431,7 @@ class _Node:
 class _Explorer:
     def __init__(self, spec: Spec, scope: Scope, deadline: float | None):
         self.spec, self.scope, self.deadline = spec, scope, deadline
-        self.model = _ScopeModel(spec, scope.parameters, scope.generated)
+        self.model = ScopeModel(spec, scope.parameters, scope.generated)
         self.model.reset(0)
         self.nodes: list[_Node] = []
         self.index: dict[tuple, int] = {}
@@ -442,7 +452,7 @@ class _Explorer:
             return known, False
         field_name = self.spec.lifecycle.field
         statuses = {names[k]: r.get(field_name) for k, r in self.model.store.records.items()}
-        self.nodes.append(_Node(_save(self.model), depth, parent, step, names, statuses))
+        self.nodes.append(_Node(save_state(self.model), depth, parent, step, names, statuses))
         self.index[form] = len(self.nodes) - 1
         self.stats.depth = max(self.stats.depth, depth)
         return len(self.nodes) - 1, True
@@ -472,7 +482,7 @@ class _Explorer:
         node = self.nodes[node_id]
         node.expanded = True
         for move in self.moves(node):
-            _load(self.model, node.snap)
+            load_state(self.model, node.snap)
             self.model.generated = []
             self.stats.transitions += 1
             if not self.take(node_id, move):
@@ -718,7 +728,7 @@ def check_spec(spec: Spec, overrides: dict | None = None, time_limit: float | No
 def _scenario_steps(spec: Spec, scope: Scope, path: list[Transition]) -> list[dict]:
     """The path's steps, with the values the implementation chooses saved
     from its responses and used through ``${name}``."""
-    model = _ScopeModel(spec, scope.parameters, scope.generated)
+    model = ScopeModel(spec, scope.parameters, scope.generated)
     model.reset(0)
     saved: dict[str, str] = {}  # generated value -> variable
     steps: list[dict] = []

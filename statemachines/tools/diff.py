@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..load.spec import Spec
+from .behaviour import BehaviourDiff, diff_behaviour
 from .dryrun import ScenarioWalk, parameter_sets, scenario_operations, walk_scenarios
 from .lint import parameters_read
 
@@ -30,6 +31,7 @@ __all__ = [
     "diff_specs",
     "schema_direction",
     "render_diff_markdown",
+    "render_behaviour_markdown",
     "STRICTER",
     "LOOSER",
     "NEUTRAL",
@@ -66,6 +68,7 @@ class SpecDiff:
     new: dict
     changes: list[Change]
     predictions: list[dict]  # scenarios whose predicted outcome differs: {scenario, parameters, step, old, new}
+    behaviour: BehaviourDiff | None = None  # both models over one scope (None: not searched)
 
     @property
     def bump(self) -> str:
@@ -111,6 +114,7 @@ class SpecDiff:
             "version_ok": self.version_ok,
             "changes": [c.to_dict() for c in self.changes],
             "predictions": self.predictions,
+            "behaviour": None if self.behaviour is None else self.behaviour.to_dict(),
         }
 
 
@@ -846,10 +850,13 @@ def _clock_reads(spec: Spec) -> set[str]:
     return parameters_read({"on_clock": spec.raw.get("on_clock"), "policies": expiring})
 
 
-def diff_specs(old: Spec, new: Spec) -> SpecDiff:
+def diff_specs(old: Spec, new: Spec, behaviour: bool = False, time_limit: float | None = None) -> SpecDiff:
+    """The changes between two versions; with ``behaviour``, also the
+    behaviours possible under one and not the other (``behaviour.py``)."""
     differ = _Differ(old, new)
     changes = differ.run()
-    return SpecDiff(_identity(old), _identity(new), changes, differ.predictions)
+    found = diff_behaviour(old, new, time_limit=time_limit) if behaviour else None
+    return SpecDiff(_identity(old), _identity(new), changes, differ.predictions, found)
 
 
 # -- Markdown ----------------------------------------------------------------------
@@ -876,11 +883,49 @@ def _step_text(step: dict | None) -> str:
     return text if len(text) <= 240 else text[:239] + "…"
 
 
+def _call_text(step: dict) -> str:
+    if "advance_ms" in step:
+        return f"advance {step['advance_ms']} ms"
+    return f"{step['call']}({', '.join(f'{k}={_fmt(v)}' for k, v in step['args'].items())})"
+
+
+def render_behaviour_markdown(found: BehaviourDiff | None) -> list[str]:
+    """The behaviour section: each behaviour's sentence and its shortest sequence."""
+    if found is None:
+        return []
+    lines = ["### Behaviour that changed", ""]
+    reach = (
+        f"stopped at {found.stopped}"
+        if found.stopped
+        else f"complete within depth {found.depth}"
+        if found.complete
+        else "incomplete"
+    )
+    lines.append(
+        f"Both versions' models over the new version's check scope, in lockstep: {found.states} pairs of "
+        f"states, {found.seconds:.1f} s; {reach}. Each behaviour below is possible under one version and not "
+        "the other, with its shortest operation sequence (`gen-N`: the id an earlier call chose)."
+    )
+    lines += [f"- scope: {_cell(note)}" for note in found.notes]
+    lines += [f"- ⚠️ {_cell(problem)}" for problem in found.problems]
+    lines.append("")
+    if not found.behaviours:
+        lines += ["No behaviour within the scope differs between the two versions.", ""]
+        return lines
+    for i, b in enumerate(found.behaviours, 1):
+        steps = " → ".join(f"`{_cell(_call_text(step))}`" for step in (x.as_dict() for x in b.path))
+        lines.append(f"{i}. **{_cell(b.sentence)}.**  ")
+        lines.append(f"   {len(b.path)} step(s): {steps}")
+    lines.append("")
+    return lines
+
+
 def render_diff_markdown(diff: SpecDiff, max_predictions: int = 30) -> str:
     old, new = diff.old, diff.new
     lines = [f"## Spec change: {new['id']} {old['version']} → {new['version']}", ""]
     if not diff.changes:
-        return "\n".join(lines + ["No change that affects implementations or scenarios.", ""])
+        lines += ["No change that affects implementations or scenarios.", ""]
+        return "\n".join(lines + render_behaviour_markdown(diff.behaviour))
     counts = {k: sum(1 for c in diff.changes if c.impact == k) for k in (STRICTER, LOOSER, NEUTRAL)}
     lines.append(
         f"**{len(diff.changes)} change(s):** {counts[STRICTER]} stricter, {counts[LOOSER]} looser, "
@@ -922,4 +967,4 @@ def render_diff_markdown(diff: SpecDiff, max_predictions: int = 30) -> str:
         if len(by_scenario) > max_predictions:
             lines.append(f"- … and {len(by_scenario) - max_predictions} more scenarios (see `--json`)")
         lines += ["", "</details>", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + render_behaviour_markdown(diff.behaviour))
