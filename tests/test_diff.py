@@ -190,13 +190,19 @@ def test_retention_20_to_10_states_the_newly_possible_eviction(tmp_path):
     assert result.to_dict()["behaviour"]["behaviours"][0]["path"][0]["call"] == "start_job"
 
 
-def test_behaviour_search_reads_both_ways_and_can_be_left_out(tmp_path):
+@pytest.mark.slow
+def test_behaviour_search_reads_both_ways(tmp_path):
     new = copy_thread_jobs(tmp_path, retention_10)
     back = diff_behaviour(load_spec(str(new)), load_spec(str(SPEC / "thread-jobs.yaml")))
     [kept] = [b for b in back.behaviours if b.aspect == "removed"]
     assert (
         "job gen-1 is kept; before, job gen-1 (" in kept.sentence and "was evicted by policy retention" in kept.sentence
     )
+    assert any("10 -> 20 searched as 1 -> 2" in note for note in back.notes)
+
+
+def test_behaviour_search_within_a_shallower_scope_and_left_out(tmp_path):
+    new = copy_thread_jobs(tmp_path, retention_10)
     same = diff_behaviour(load_spec(str(SPEC / "thread-jobs.yaml")), load_spec(str(new)), {"max_depth": 3})
     assert same.behaviours == [] and same.complete  # two finishes in a thread need depth 4
     skipped = CliRunner().invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml"), str(new), "--no-behaviour", "--json"])

@@ -3,6 +3,7 @@ the bundled specs lint clean, and the CLI's exit codes."""
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,48 @@ def test_cli_json_and_broken_specs():
     assert data[0]["findings"][0]["rule"] == "untested-policy"
     broken = runner.invoke(cli, ["lint", str(FIXTURES / "terminal-exit.yaml")])
     assert broken.exit_code == 2 and "error[terminal-exit]" in broken.output
+
+
+def _thread_jobs_copy(tmp_path, edit):
+    for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml"):
+        shutil.copy(ROOT / "spec" / name, tmp_path / name)
+    path = tmp_path / "thread-jobs.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert edit[0] in text
+    path.write_text(text.replace(edit[0], edit[1]), encoding="utf-8")
+    return path
+
+
+def test_unreachable_state_comes_from_the_complete_search(tmp_path):
+    # A guard no argument in scope meets: the trigger is fired, so the static guess sees nothing.
+    path = _thread_jobs_copy(
+        tmp_path,
+        (
+            "- {trigger: request_cancel, source: running, dest: pending_cancel}",
+            "- {trigger: request_cancel, source: running, dest: pending_cancel, guard: \"args.requested_by == 'agent'\"}",
+        ),
+    )
+    static = lint_spec(path, search=False)
+    assert "unreachable-state" not in {f.rule for f in static.findings}
+    searched = lint_spec(path)
+    [finding] = [f for f in searched.findings if f.rule == "unreachable-state"]
+    assert (finding.subject, finding.basis) == ("pending_cancel", "search")
+    assert finding.message.startswith("check-spec's complete search of the declared scope (")
+    assert "within depth 4) never reaches state 'pending_cancel' from 'running'" in finding.message
+    assert "pending_cancel: {description" in path.read_text().splitlines()[finding.line - 1]
+    assert finding.to_dict()["basis"] == "search"
+
+
+def test_a_static_guess_says_why_the_search_did_not_settle_it(tmp_path):
+    report = lint_spec(FIXTURES / "unreachable-state.yaml")
+    [finding] = [f for f in report.findings if f.rule == "unreachable-state"]
+    assert finding.basis == "static"
+    assert "(a static guess: no check.scope is declared, so check-spec's search cannot settle it)" in finding.message
+    text = (FIXTURES / "unreachable-state.yaml").read_text() + "\ncheck:\n  scope:\n    max_states: 1\n"
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    [stopped] = [f for f in lint_spec(path).findings if f.rule == "unreachable-state"]
+    assert (
+        stopped.basis == "static"
+        and "check-spec's search of the declared scope stopped at max_states 1" in stopped.message
+    )

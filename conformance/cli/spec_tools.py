@@ -119,19 +119,29 @@ def validate(specs: tuple[str, ...]) -> None:
 @click.option("--strict", is_flag=True, help="Exit 1 when any finding is not suppressed (default: warnings only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--show-suppressed", is_flag=True, help="Also list the findings the spec suppresses, with its reasons.")
-def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: bool) -> None:
+@click.option(
+    "--search/--no-search",
+    default=True,
+    show_default=True,
+    help="Search the spec's declared check.scope first (as check-spec does); when the search is complete, "
+    "unreachable states come from it instead of the static guess.",
+)
+def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: bool, search: bool) -> None:
     """Find what is valid but probably wrong or untested in spec files: unreachable
     states, unfired transitions, unused parameters, definitions and effects,
     error kinds never raised, operations, transitions, errors and policies no
-    scenario exercises, profiles restating defaults. Exit 0 (warnings), 1 with
-    --strict when a finding is not suppressed, 2 when a spec does not load."""
+    scenario exercises, profiles restating defaults. Unreachable states come
+    from check-spec's search of the declared scope when it is complete (the
+    finding says so), else from a static guess (the finding says why). Exit 0
+    (warnings), 1 with --strict when a finding is not suppressed, 2 when a
+    spec does not load."""
     import json
 
     from statemachines.tools.lint import lint_spec
 
     paths = [_resolved(given) for given in specs]  # a file, or the name of an installed spec
     fragments = [path for path in paths if _is_fragment(path)]
-    reports = [lint_spec(path) for path in paths if path not in fragments]
+    reports = [lint_spec(path, search=search) for path in paths if path not in fragments]
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
     else:

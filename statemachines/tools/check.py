@@ -36,11 +36,13 @@ from ..errors import StatemachinesError
 from ..load.spec import Spec
 from ..model.model import POLICY_ACTS, Model, Prediction
 from .dryrun import StandInModel, _plain
+from .limits import EDGE_CLASSES, limit_edges
 
 __all__ = [
     "CheckFinding",
     "CheckReport",
     "CheckStats",
+    "EVERY_STATE_REACHED",
     "Scope",
     "ScopeModel",
     "Transition",
@@ -414,6 +416,63 @@ def canonical_form(model: Model, scope: Scope, namespaces: dict | None = None) -
     return form, {key: rename.names.get(key, key) for key in keys}
 
 
+# -- limit edges ---------------------------------------------------------------------------
+def _measure(value: Any, unit: str) -> int | None:
+    """An argument's size as a limit counts it: an integer itself, a string in its unit."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return None
+    if unit == "bytes":
+        return len(value.encode("utf-8"))
+    if unit == "lines":
+        return len(value.splitlines())
+    return len(value)
+
+
+@dataclass
+class _LimitTargets:
+    """The edges of the spec's declared limits (``exploration.limits``) under
+    the scope's parameters that a move can take: an argument's size, a clock
+    move. (Batch counts are the exploration's own device; the search has no batches.)"""
+
+    args: dict[tuple[str, str], list[tuple[str, str, dict[int, str]]]] = field(default_factory=dict)
+    clock: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # ms -> (limit, class)
+    wanted: dict[tuple[str, str], str] = field(default_factory=dict)  # (limit, class) -> what takes it
+    where: dict[str, int] = field(default_factory=dict)  # limit -> its index in exploration.limits
+
+    def edges_of(self, move: Transition) -> Iterator[tuple[str, str]]:
+        if move.operation is None:
+            yield from self.clock.get(move.advance_ms, ())
+            return
+        for arg, value in move.args:
+            for name, unit, classes in self.args.get((move.operation, arg), ()):
+                edge = classes.get(_measure(value, unit))  # type: ignore[arg-type]  # None finds nothing
+                if edge is not None:
+                    yield name, edge
+
+
+def _limit_targets(spec: Spec, scope: Scope) -> _LimitTargets:
+    out = _LimitTargets()
+    declared = {limit["name"]: (i, limit) for i, limit in enumerate(spec.exploration.limits)}
+    for edges in limit_edges(spec, scope.parameters):
+        index, limit = declared[edges.name]
+        out.where[edges.name] = index
+        by_value = {edges.edge_value(c): c for c in EDGE_CLASSES}
+        for (op, arg), table in edges.args.items():
+            if op in scope.skip:
+                continue
+            out.args.setdefault((op, arg), []).append((edges.name, limit["unit"], by_value))
+            for edge in table:
+                out.wanted.setdefault((edges.name, edge), f"{op}.{arg} {edges.edge_value(edge)} {limit['unit']}")
+        for edge, ms in edges.clock.items():
+            out.clock.setdefault(ms, []).append((edges.name, edge))
+            out.wanted.setdefault((edges.name, edge), f"clock move of {ms} ms (advance_ms)")
+    return out
+
+
 # -- exploration ---------------------------------------------------------------------------
 @dataclass
 class _Node:
@@ -443,6 +502,9 @@ class _Explorer:
         self.namespaces = _namespaces(scope)
         self.judged: set[tuple] = set()  # (validator, value) pairs already judged
         self.at_most_once = [p for p in spec.policies.values() if p.kind == "at_most_once"]
+        self.limits = _limit_targets(spec, scope)
+        self.until_every_state = False
+        self.edges_seen: set[tuple[str, str]] = set()  # (limit, edge class) some move took
 
     # the graph
     def add(self, parent: int | None, step: Transition | None, depth: int) -> tuple[int, bool]:
@@ -509,6 +571,8 @@ class _Explorer:
             return False
         self.judge(node_id, move, prediction)
         self.judge_delivery(node_id, move, prediction)
+        if prediction.error is None:  # an edge is reached by a call that goes through, not one refused
+            self.edges_seen.update(self.limits.edges_of(move))
         if len(self.model.store) > self.scope.max_records:
             self.stats.pruned += 1
             return False
@@ -607,7 +671,9 @@ class _Explorer:
         self.stats.seconds = time.perf_counter() - start
 
     def bound_hit(self, start: float) -> bool:
-        if len(self.nodes) >= self.scope.max_states:
+        if self.until_every_state and len(self.model.coverage.counts["states"]) >= len(self.spec.lifecycle.states):
+            self.stats.stopped = EVERY_STATE_REACHED
+        elif len(self.nodes) >= self.scope.max_states:
             self.stats.stopped = f"max_states {self.scope.max_states}"
         elif self.deadline is not None and time.perf_counter() - start > self.deadline:
             self.stats.stopped = f"time limit {self.deadline:g} s"
@@ -649,6 +715,17 @@ def _unreached(explorer: _Explorer) -> list[CheckFinding]:
             if f"{op}: {kind}" not in counts["outcomes"]:
                 message = f"{op} never raises {kind}"
                 out.append(CheckFinding("unreached-error", f"{op}: {kind}", message, where(("operations", op))))
+    for (name, edge), what in explorer.limits.wanted.items():
+        if (name, edge) not in explorer.edges_seen:
+            message = f"limit {name} is never tried {edge} its value: no {what} in the scope"
+            out.append(
+                CheckFinding(
+                    "unreached-limit",
+                    f"{name}.{edge}",
+                    message,
+                    where(("exploration", "limits", explorer.limits.where[name])),
+                )
+            )
     for policy in spec.policies.values():
         for event, says in POLICY_ACTS.get(policy.kind, ()):
             if f"{policy.name}.{event}" not in counts["policies"]:
@@ -705,14 +782,23 @@ def _stuck(explorer: _Explorer) -> list[CheckFinding]:
     return list(out.values())
 
 
-def check_spec(spec: Spec, overrides: dict | None = None, time_limit: float | None = None) -> CheckReport:
-    """Explore the spec's model over its declared scope (with ``overrides``)."""
+EVERY_STATE_REACHED = "every lifecycle state reached"  # CheckStats.stopped of a search with until_every_state
+
+
+def check_spec(
+    spec: Spec, overrides: dict | None = None, time_limit: float | None = None, until_every_state: bool = False
+) -> CheckReport:
+    """Explore the spec's model over its declared scope (with ``overrides``).
+    ``until_every_state``: stop as soon as every lifecycle state has been
+    reached (``stopped`` is then EVERY_STATE_REACHED), for a caller that asks
+    only which states are unreachable (lint)."""
     scope, problems = scope_of(spec, overrides)
     report = CheckReport(spec.id, spec.path, scope, CheckStats(), problems=problems)
     if problems:
         report.stats.complete = report.stats.closed = False
         return report
     explorer = _Explorer(spec, scope, time_limit)
+    explorer.until_every_state = until_every_state
     try:
         explorer.run()
     except _ScopeError as exc:

@@ -8,6 +8,12 @@ policies no scenario exercises (found by following every scenario on the
 model, under the defaults and every profile), and profiles that restate a
 default. Every finding has a stable rule name, file:line and a fix hint.
 
+Whether a state can be reached is settled by ``check-spec``'s search when
+the spec declares a scope (``check.scope``) and the search explores it
+completely: it follows guards, conditions and parameters. Otherwise it is a
+static guess (a state no fired trigger leads to), and the finding says why
+the search could not settle it. Each finding names its ``basis``.
+
 A spec silences a finding it accepts, with a reason, under ``lint.suppress``::
 
     lint:
@@ -32,6 +38,7 @@ from ..load.spec import Spec
 from ..model import steps as S
 from ..model.compiler import compile_spec, load_spec_data
 from ..model.model import POLICY_ACTS
+from .check import EVERY_STATE_REACHED, CheckReport, check_spec, declared_scope
 from .dryrun import ScenarioWalk, scenario_operations, walk_scenarios
 
 __all__ = [
@@ -77,6 +84,7 @@ class Finding:
     hint: str | None = None
     severity: str = "warning"  # "warning", or "error" for what validation also rejects
     suppressed: str | None = None  # the reason the spec gives for accepting it
+    basis: str = "static"  # "static" (read from the spec's text) or "search" (check-spec's complete search)
 
     @property
     def where(self) -> str:
@@ -98,6 +106,7 @@ class Finding:
             "line": self.line,
             "hint": self.hint,
             "suppressed": self.suppressed,
+            "basis": self.basis,
         }
 
 
@@ -231,13 +240,29 @@ class _Exercised:
 
 
 class _Linter:
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, search: CheckReport | None = None):
         self.spec = spec
+        self.search = search
         self.findings: list[Finding] = []
 
-    def add(self, rule: str, subject: str, path: tuple, message: str, hint: str) -> None:
+    def add(self, rule: str, subject: str, path: tuple, message: str, hint: str, basis: str = "static") -> None:
         file, line = self.spec.source_map.locate(path)
-        self.findings.append(Finding(rule, subject, message, file, line, hint))
+        self.findings.append(Finding(rule, subject, message, file, line, hint, basis=basis))
+
+    def searched(self) -> bool:
+        """Whether check-spec's search of the declared scope settles reachability:
+        it ran to completion, or it stopped once every state was reached."""
+        search = self.search
+        if search is None or search.problems:
+            return False
+        return search.stats.complete or search.stats.stopped == EVERY_STATE_REACHED
+
+    def why_static(self) -> str:
+        if self.search is None:
+            return "no check.scope is declared, so check-spec's search cannot settle it"
+        if self.search.problems:
+            return f"check-spec's search could not run: {self.search.problems[0]}"
+        return f"check-spec's search of the declared scope stopped at {self.search.stats.stopped}"
 
     def run(self, walks: list[ScenarioWalk]) -> list[Finding]:
         self.unreachable: set[str] = set()
@@ -263,6 +288,9 @@ class _Linter:
                     f"add `- fire: {{trigger: {t.trigger}, on: <record>}}` to the operation that causes it, "
                     f"or remove the transition",
                 )
+        if self.searched():
+            self.unreachable_by_search()
+            return
         reach, frontier = {lc.initial}, [lc.initial]
         while frontier:
             here = frontier.pop()
@@ -278,9 +306,35 @@ class _Linter:
                     name,
                     ("lifecycle", "states", name),
                     f"no sequence of operations reaches state {name!r} from {lc.initial!r}: every transition "
-                    f"into it has a trigger no operation fires, or starts from another unreachable state",
+                    f"into it has a trigger no operation fires, or starts from another unreachable state "
+                    f"(a static guess: {self.why_static()})",
                     "fire the transition into it from an operation (or on_clock), or remove the state",
                 )
+
+    def unreachable_by_search(self) -> None:
+        """States the complete search never reached: it follows guards, conditions and
+        parameters, which the static guess (triggers some operation fires) cannot."""
+        search = self.search
+        assert search is not None  # searched() holds
+        stats, depth = search.stats, search.scope.max_depth
+        never = [f.subject for f in search.findings if f.kind == "unreached-state"]
+        how = (
+            "closed: nothing is left to explore, so no sequence reaches it under the scope's parameters"
+            if stats.closed
+            else f"a sequence longer than {depth} steps or other parameter values may still reach it"
+        )
+        for name in never:
+            self.unreachable.add(name)
+            self.add(
+                "unreachable-state",
+                name,
+                ("lifecycle", "states", name),
+                f"check-spec's complete search of the declared scope ({stats.states} states within depth "
+                f"{depth}) never reaches state {name!r} from {self.spec.lifecycle.initial!r} ({how})",
+                "make a transition into it possible (its trigger, guard and the conditions around the fire "
+                "step), widen check.scope if it needs more steps or other parameters, or remove the state",
+                basis="search",
+            )
 
     def unused(self) -> None:
         spec = self.spec
@@ -458,14 +512,20 @@ def _suppress(spec: Spec, findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def lint_loaded(spec: Spec) -> list[Finding]:
-    """The findings for an already loaded spec, suppressions applied."""
-    return _suppress(spec, _Linter(spec).run(walk_scenarios(spec)))
+def lint_loaded(spec: Spec, search: CheckReport | None = None) -> list[Finding]:
+    """The findings for an already loaded spec, suppressions applied; with
+    ``search`` (check-spec's report over the declared scope), what it settles
+    when complete (unreachable states) comes from it instead of the static guess."""
+    return _suppress(spec, _Linter(spec, search).run(walk_scenarios(spec)))
 
 
-def lint_spec(path: str | Path) -> LintReport:
-    """Load and lint one spec file. A spec that does not load yields its
-    problems (those a lint rule also names become error findings)."""
+SEARCH_TIME_LIMIT_S = 60.0
+
+
+def lint_spec(path: str | Path, search: bool = True) -> LintReport:
+    """Load and lint one spec file (with ``search``, a spec declaring
+    ``check.scope`` is searched first: ``lint_loaded``). A spec that does not
+    load yields its problems (those a lint rule also names become error findings)."""
     report = LintReport(str(path))
     try:
         data, smap = load_spec_data(path)
@@ -477,5 +537,10 @@ def lint_spec(path: str | Path) -> LintReport:
             else:
                 report.problems.append(p)
         return report
-    report.findings = lint_loaded(spec)
+    searched = (
+        check_spec(spec, time_limit=SEARCH_TIME_LIMIT_S, until_every_state=True)
+        if search and declared_scope(spec)
+        else None
+    )
+    report.findings = lint_loaded(spec, searched)
     return report
