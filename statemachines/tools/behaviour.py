@@ -288,7 +288,7 @@ def _say_failed(words: _Words, move: Transition, value: Any, other: Any, past: b
 
 def _say_error(words: _Words, move: Transition, value: Any, other: Any, past: bool) -> str:
     if value:
-        return f"{words.call(move)} {_verb('fails', 'failed', past)} with {value}"
+        return f"{'it' if past else words.call(move)} {_verb('fails', 'failed', past)} with {value}"
     return f"{'it' if past else words.call(move)} {_verb('succeeds', 'succeeded', past)}"
 
 
