@@ -296,3 +296,12 @@ def test_limit_edges_the_scope_never_tries_are_reported():
     # a payload for an unknown job is refused: it does not reach the edge
     refused_only = check_spec(spec, {"max_depth": 1})
     assert {"payload_lines.at", "payload_bytes.at"} <= {f.subject for f in refused_only.unreached}
+
+
+def test_a_mutants_file_is_checked_through_its_spec_with_its_mutants():
+    mutants = ROOT / "spec" / "mutants" / "async-command.yaml"
+    result = CliRunner().invoke(cli, ["check-spec", str(mutants), "--depth", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    [checked] = json.loads(result.output)
+    assert Path(checked["path"]).name == "async-command.yaml"
+    assert [(m["name"], m["shortest_found"]) for m in checked["mutants"]] == [("end_ignores_the_timeout", 1)]

@@ -308,7 +308,8 @@ def check_spec_command(
     report invariants violated, predictions breaking the declared schemas and
     steps failing (each with its shortest path as a scenario), stuck records,
     and what was never reached. With --mutants, also each spec mutant the spec
-    names: the spec with one rule changed, which must be caught. Exit 0
+    names: the spec with one rule changed, which must be caught (a mutants
+    file given as SPECS checks its spec with its mutants). Exit 0
     (clean), 1 (violations, or a mutant missed), 2 (a spec or mutants file
     that does not load, or an unusable scope)."""
     import json
@@ -320,7 +321,8 @@ def check_spec_command(
         if value is not None:
             overrides[name] = value
     code, results = 0, []
-    for given in _specs_of(specs):
+    paths, through_mutants = _specs_of(specs)
+    for given in paths:
         try:
             spec = load_spec(given)
         except SpecError as exc:
@@ -334,7 +336,7 @@ def check_spec_command(
         results.append(report.to_dict())
         if not as_json:
             _print_check_report(spec, report)
-        if mutants:
+        if mutants or given in through_mutants:  # a changed mutants file (a pre-commit hook) runs its mutants
             code = max(code, _check_mutants(spec, overrides, results[-1], as_json))
     if as_json:
         click.echo(json.dumps(results, indent=2, ensure_ascii=False))
@@ -390,16 +392,30 @@ def _print_mutants(spec: Spec, outcomes: list) -> None:
     console.print(mark + Text(f"{spec.path}: {good} of {len(outcomes)} spec mutant(s) caught as declared"))
 
 
-def _specs_of(given: tuple[str, ...]) -> list[str]:
+def _specs_of(given: tuple[str, ...]) -> tuple[list[str], set[str]]:
     """The spec files to check: each given file or installed spec's name, a
     fragment (a scenario file from a pre-commit hook) through the specs beside
-    it that include it; each once."""
+    it that include it; each once. Also those reached through a mutants file
+    (check.mutants), whose mutants are then checked too."""
     out: list[str] = []
+    through_mutants: set[str] = set()
     for item in given:
         path = _resolved(item)
         owners = _including_specs(path) if _is_fragment(path) else [path]
+        if _is_fragment(path) and _is_mutants_file(path):
+            through_mutants.update(owners)
         out += [owner for owner in owners if owner not in out]
-    return out
+    return out, through_mutants
+
+
+def _is_mutants_file(path: str) -> bool:
+    from statemachines.load.source import load_yaml_file
+
+    try:
+        data, _ = load_yaml_file(path)
+    except SpecError:
+        return False
+    return isinstance(data, dict) and "mutants" in data
 
 
 def _print_check_report(spec: Spec, report: CheckReport) -> None:
