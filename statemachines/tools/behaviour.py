@@ -507,6 +507,9 @@ def diff_behaviour(
         out.complete = False
         return out
     search = _Lockstep(old, new, (old_scope, new_scope), DEFAULT_TIME_LIMIT_S if time_limit is None else time_limit)
+    alone = sorted(set(old.operations) ^ set(new.operations))
+    if alone:
+        out.notes.append(f"not called (in one version only; see the changes above): {', '.join(alone)}")
     start = time.perf_counter()
     try:
         search.run()
