@@ -4,6 +4,8 @@ the model cannot reach under the declared parameters are not counted by
 runner, the pytest plugin) decide a scenario's applicability the same way,
 applicability before capabilities."""
 
+import copy
+import functools
 import json
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from conformance.engine.coverage import coverage_categories
 from conformance.engine.scenarios import NOT_APPLICABLE, not_applicable_ids, run_scenario
 from conformance.reporting import validate_report
 from lifecycle_references.async_jobs import ReferenceAdapter
-from statemachines import load_spec, resolve_parameters
+from statemachines import compile_spec, load_spec, load_spec_data, resolve_parameters
 from statemachines.tools.reach import Bound, unreachable_items
 
 pytest_plugins = ["pytester"]
@@ -74,6 +76,59 @@ def test_a_guard_on_parameters_alone_rules_an_error_out():
     assert item not in {u.item for u in unreachable_items(spec, params_of(spec, "allium-spec"))}
 
 
+@functools.cache
+def _async_jobs_data():
+    return load_spec_data(ROOT / "spec" / "async-jobs.yaml")
+
+
+def _variant(start_job_require: str, extra_steps: list | None = None):
+    """async-jobs with start_job's guard replaced (and steps appended to start_job)."""
+    path = ROOT / "spec" / "async-jobs.yaml"
+    data, smap = _async_jobs_data()
+    data = copy.deepcopy(data)
+    data.pop("include", None)  # its scenarios: not needed here, and slow to compile
+    data.pop("scenarios", None)
+    steps = data["operations"]["start_job"]["steps"]
+    assert "require" in steps[1]
+    steps[1] = {**steps[1], "require": start_job_require}
+    if extra_steps:
+        steps[-1:-1] = extra_steps
+        data["lifecycle"]["transitions"].append({"trigger": "abandon", "source": "running", "dest": "cancelled"})
+    return compile_spec(data, smap, str(path))
+
+
+@pytest.mark.parametrize(
+    ("guard", "ruled_out"),
+    [
+        ("size(running_now) < params.max_running || params.id_prefix == 'other'", True),
+        ("params.id_prefix == 'bg-' || size(running_now) < 1", True),  # either side that always holds
+        ("size(running_now) < params.max_running && params.job_types == false", True),
+        ("size(running_now) < params.max_running && size(running_now) < 3", False),  # both sides must hold
+        ("(params.max_running > size(running_now))", True),
+        ("params.max_running >= size(running_now) + 1", False),  # not the size alone: undecided
+        ("size(running_now) <= params.max_running - 1", True),
+        ("size(running_now) < params.max_running ? true : false", False),  # a conditional: undecided
+        ("size(running_now) < params.max_running || size(running_now) > 0 ? true : false", False),
+        ("size(terminal_states) < params.max_running", False),  # not a collect
+    ],
+)
+def test_guard_rules(guard, ruled_out):
+    spec = _variant(guard)
+    params = params_of(spec, "task-table")
+    items = {u.item for u in unreachable_items(spec, params, Bound(5360, "bound"))}
+    assert (LIMIT in items) is ruled_out
+
+
+def test_a_trigger_fired_only_in_a_dead_branch_never_fires():
+    dead = {"when": "params.surface == 'job_tool'", "do": [{"fire": {"trigger": "abandon", "on": "t"}}]}
+    spec = _variant("size(running_now) < params.max_running", [dead])
+    task_table = {(u.category, u.item): u.reason for u in unreachable_items(spec, params_of(spec, "task-table"))}
+    reason = task_table[("transitions", "running -abandon-> cancelled")]
+    assert "params.surface == 'job_tool'" in reason and '"task_table"' in reason
+    job_manager = {u.item for u in unreachable_items(spec, params_of(spec, "job-manager"))}
+    assert "running -abandon-> cancelled" not in job_manager
+
+
 def test_the_bound_follows_the_exploration_and_the_scenarios_that_apply(async_jobs):
     params = params_of(async_jobs, "task-table")
     applicable = [s for s in async_jobs.scenarios if s.id not in not_applicable_ids(async_jobs, params, {})]
@@ -112,10 +167,15 @@ def run(tmp_path, *args):
     return result, json.loads((tmp_path / "report.json").read_text())
 
 
-def test_task_table_passes_a_full_error_kinds_gate(tmp_path):
-    result, report = run(
-        tmp_path, "--adapter-opt", "profile=task-table", "--profile", "quick", "--min-coverage", "error-kinds=100"
-    )
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("--no-stateful",),  # the scenarios alone: a bound of their calls
+        pytest.param(("--profile", "quick"), marks=pytest.mark.slow),  # with the exploration (about 15 s)
+    ],
+)
+def test_task_table_passes_a_full_error_kinds_gate(tmp_path, how):
+    result, report = run(tmp_path, "--adapter-opt", "profile=task-table", *how, "--min-coverage", "error-kinds=100")
     assert result.exit_code == 0, result.output
     assert validate_report(report) == []
     errors = report["coverage"]["categories"]["error-kinds"]
@@ -158,6 +218,11 @@ def _runner_verdict(spec, scenario, params, capabilities) -> str:
         return "run"
 
 
+@functools.cache
+def _bundled(name: str):
+    return load_spec(str(ROOT / "spec" / name))
+
+
 def _profiles(path: Path) -> list[tuple[str, str | None]]:
     spec = load_spec(str(path))
     return [(path.name, None)] + [(path.name, name) for name in spec.profiles]
@@ -166,7 +231,7 @@ def _profiles(path: Path) -> list[tuple[str, str | None]]:
 @pytest.mark.parametrize(("name", "profile"), [case for path in SPECS for case in _profiles(path)])
 @pytest.mark.parametrize("concurrent", [True, False])
 def test_cli_and_plugin_agree_on_every_bundled_spec_and_profile(name, profile, concurrent):
-    spec = load_spec(str(ROOT / "spec" / name))
+    spec = _bundled(name)
     params = params_of(spec, profile)
     capabilities = {"concurrent": concurrent}
     plugin = set(not_applicable_ids(spec, params, capabilities))  # no item for these (pytest_plugin)
@@ -208,6 +273,7 @@ def test_a_scenario_of_another_profile_is_never_a_skip_for_a_capability(tmp_path
     assert (entry["id"], entry["verdict"]) == (own, "skip") and "concurrent capability" in entry["note"]
 
 
+@pytest.mark.slow  # a pytest subprocess that starts the implementation to collect (about 8 s)
 def test_the_plugin_makes_no_item_of_a_scenario_of_another_profile(pytester):
     pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
     pytester.makepyfile(

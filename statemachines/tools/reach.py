@@ -154,6 +154,8 @@ _ABOVE_SIZE = re.compile(r"^(.+?)\s*(>=|>)\s*size\((\w+)\)$", re.DOTALL)
 def _count_holds(text: str, where: str, ctx: _Context) -> str | None:
     """Why ``size(v) < E`` (or ``<=``, or ``E > size(v)``) always holds: v
     collects records, and no test creates E of them."""
+    if any(ch == "?" for _, ch in _top_level(text)):
+        return None  # `size(v) < a ? b : c` is a conditional, not a comparison with `a ? b : c`
     match = _SIZE_BELOW.match(text)
     if match:
         name, op, limit = match.groups()
@@ -267,7 +269,8 @@ def _walk_when(step: S.When, ctx: _Context, sites: _Sites) -> None:
 
 def _collect_names(steps: list) -> frozenset[str]:
     """Names bound by ``collect`` and by nothing else in these steps."""
-    collected, other = set(), set()
+    collected: set[str] = set()
+    other: set[str] = set()
     for step in _flat(steps):
         if isinstance(step, S.Collect):
             collected.add(step.bind)
