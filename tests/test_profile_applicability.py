@@ -296,3 +296,21 @@ def test_the_plugin_makes_no_item_of_a_scenario_of_another_profile(pytester):
     assert "test_omp.py::test_aj[JM-E14]" in collected  # its own: an item (skipped for the capability)
     assert "test_aj[TT-E15]" not in collected and "test_aj[TT-E16]" not in collected  # the task table's: no item
     assert "not applicable to profile oh-my-pi" in collected and "TT-E15" in collected
+
+
+def test_merged_shards_judge_applicability_as_one_run(tmp_path):
+    parts = []
+    for i in (1, 2):
+        part = tmp_path / f"part{i}"
+        args = ["--adapter-opt", "profile=task-table", "--no-stateful", "--shard", f"{i}/2"]
+        run(part, *args, "--min-coverage", "error-kinds=100")
+        parts.append(str(part))
+    result = CliRunner().invoke(cli, ["merge-reports", str(tmp_path / "merged"), *parts])
+    assert result.exit_code == 0, result.output
+    merged = json.loads((tmp_path / "merged" / "report.json").read_text())
+    errors = merged["coverage"]["categories"]["error-kinds"]
+    assert errors["percent"] == 100.0 and [e["item"] for e in errors["not_applicable"]] == [LIMIT]
+    assert merged["coverage"]["gates"] == [
+        {"category": "error-kinds", "minimum": 100.0, "percent": 100.0, "passed": True}
+    ]
+    assert validate_report(merged) == []

@@ -97,23 +97,21 @@ def run_bound(spec: Spec, params: dict, *, step_count: int | None, scenarios: li
     per_call = creates_per_call(spec, params)
     if per_call is None:
         return Bound(None, "an operation or the clock creates records in a loop")
-    why, calls = [], 0
+    calls, most = 0, "no test makes a call"
     if step_count:
         per_step = _calls_per_step(spec, params, concurrent)
         if per_step is None:
             return Bound(None, "a batch's count depends on the run")
         calls = step_count * per_step
-        why.append(f"an exploration example makes at most {step_count} steps × {per_step} call(s)")
+        most = f"an exploration example makes at most {step_count} steps × {per_step} call(s)"
     env = {"params": params}
     for scenario in scenarios:
         made = _scenario_calls(scenario.steps, env)
         if made is None:
             return Bound(None, f"scenario {scenario.id} repeats a number of times only the run knows")
         if made > calls:
-            calls = made
-            why = [*why[:1], f"scenario {scenario.id} makes {made} call(s)"]
-    why.append(f"each creating at most {per_call} record(s)")
-    return Bound(calls * per_call, "; ".join(why))
+            calls, most = made, f"scenario {scenario.id}, the longest, makes {made} call(s)"
+    return Bound(calls * per_call, f"{most}, each creating at most {per_call} record(s)")
 
 
 def bound_to_dict(bound: Bound) -> dict:
