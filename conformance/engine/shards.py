@@ -603,9 +603,10 @@ def _merged_bound(coverages: list[dict]):
     from .applicability import bound_from_dict
 
     bounds = [bound_from_dict(c.get("bound")) for c in coverages]
-    if not bounds or any(b is None or b.max_records is None for b in bounds):
+    known = [b for b in bounds if b is not None and b.max_records is not None]
+    if not known or len(known) < len(bounds):
         return None
-    return max(bounds, key=lambda b: b.max_records or 0)
+    return max(known, key=lambda b: b.max_records or 0)
 
 
 def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, count: int) -> tuple[dict | None, bool]:
