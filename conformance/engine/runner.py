@@ -41,6 +41,7 @@ from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError
 from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
+from .attribution import orderings_in_play
 from .causes import group_by_cause
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
@@ -1021,11 +1022,19 @@ class _Run:
             )
         if outcome.failure is None:
             return more
-        causes = group_by_cause([outcome.failure, *more], met) if more else [outcome.failure]
+        found = [outcome.failure, *more]
+        causes = group_by_cause(found, met, self.orderings_in_play(found)) if more else [outcome.failure]
         outcome.failure, more = causes[0], causes[1:]
         for number, failure in enumerate([*causes, *(s for c in causes for s in c.symptoms)], 1):
             self.describe_failure(failure, number=number, part=part)
         return more
+
+    def orderings_in_play(self, failures: list[Failure]) -> dict[int, frozenset[str]]:
+        """Per failure (``id()``), the spec's orderings it turns on (engine/attribution.py),
+        when there are several failures to group; each is replayed once more."""
+        if len(failures) < 2:
+            return {}
+        return {id(f): orderings_in_play(self.session, f) for f in failures if f.kind == "divergence" and f.steps}
 
     def reduce_found(self, outcome: Any) -> None:
         """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
