@@ -292,7 +292,7 @@ class _SuiteRun:
         from statemachines import SpecError, load_spec
 
         from .engine.runner import prepare
-        from .engine.scenarios import not_applicable_reason
+        from .engine.scenarios import not_applicable_ids
         from .errors import ConformanceError
 
         spec = load_spec(self.spec_path)
@@ -303,9 +303,8 @@ class _SuiteRun:
             pass
         else:
             try:
-                self.not_applicable = [
-                    s.id for s in spec.scenarios if not_applicable_reason(prepared.spec, s, prepared.params) is not None
-                ]
+                capabilities = prepared.identity.get("capabilities") or {}
+                self.not_applicable = not_applicable_ids(prepared.spec, prepared.params, capabilities)
                 self.profile = prepared.identity.get("profile") or "default"
             finally:
                 prepared.session.close()

@@ -75,3 +75,117 @@ def test_a_report_lists_symptoms_under_their_cause_and_stays_valid():
     errors = [e for e in validate_report(report) if "symptoms" in e]
     assert errors == [], errors
     assert "symptoms" not in _failure("a", "b", 1).to_dict()  # absent when there are none
+
+
+def test_two_differences_in_one_answer_to_the_same_steps_are_one_failure():
+    status, text = _failure("list_jobs", "result.jobs[2].status", 4), _failure("list_jobs", "result.jobs[2].text", 4)
+    status.step = text.step = 3
+    other_steps = _failure("list_jobs", "result.jobs[2].text", 5)
+    other_steps.step = 3
+    [cause, unrelated] = group_by_cause([status, text, other_steps], {})
+    assert cause is status and cause.symptoms == [text] and not unrelated.symptoms
+    assert "both are differences in one answer to the same steps" in status.message
+
+
+def test_what_shows_a_decision_of_an_ordering_going_the_other_way():
+    from conformance.engine.attribution import evidence
+
+    def job(key: str, status: str = "completed") -> dict:
+        return {"job_id": key, "status": status}
+
+    reordered = Failure(
+        kind="divergence",
+        message="m",
+        path="result.outcomes",
+        expected=[job("a"), job("b"), job("c")],
+        observed=[job("b"), job("a"), job("c"), job("d")],
+    )
+    shows = evidence(reordered, None, "job_id")
+    assert shows(frozenset({"a", "b"})) and not shows(frozenset({"a", "c"})) and not shows(frozenset({"c", "d"}))
+    evicted = Failure(kind="divergence", message="m", path="result.jobs", expected=[job("a")], observed=[job("b")])
+    shows = evidence(evicted, None, "job_id")
+    assert shows(frozenset({"a", "b", "c"})) and not shows(frozenset({"a", "c"}))
+    kept = Failure(kind="divergence", message="m", path="result.outcomes", expected=[], observed=[job("a"), job("b")])
+    assert not evidence(kept, None, "job_id")(frozenset({"a", "b"}))  # extra records, nothing went another way
+    field = Failure(
+        kind="divergence", message="m", path="result.jobs[1].status", expected="completed", observed="running"
+    )
+    answer = {"result": {"jobs": [job("a"), job("b", "running"), job("c", "failed")]}}
+    shows = evidence(field, answer, "job_id")
+    assert shows(frozenset({"a", "b"})) and not shows(frozenset({"b", "c"})) and not shows(frozenset({"a", "c"}))
+    assert not evidence(field, {"result": {}}, "job_id")(frozenset({"a", "b"}))
+
+
+def _task_table_with(mutant_name: str):
+    import functools
+
+    from conformance.engine.runner import RunConfig, prepare
+    from conformance.mutants import load_mutants
+    from conformance.specs import resolve_spec
+    from statemachines import load_spec
+
+    mutant = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[mutant_name]
+    config = RunConfig(
+        spec_path="async-jobs",
+        adapter_factory=functools.partial(mutant.factory, profile="task-table"),
+        adapter_label=mutant_name,
+        adapter_options={"profile": "task-table"},
+        report_dir=None,
+    )
+    return prepare(config).session
+
+
+def _failing(session, steps: list[dict]) -> Failure:
+    from conformance.engine.reduce import replay_steps
+
+    failure = replay_steps(session, steps)
+    assert failure is not None, steps
+    failure.steps = [dict(step) for step in session.trace]
+    return failure
+
+
+def _start(duration_ms: int) -> dict:
+    return {"call": "start_job", "args": {"duration_ms": duration_ms, "label": ""}}
+
+
+def test_failures_turning_on_one_ordering_of_the_spec_are_one_cause():
+    """A task table firing due bodies in start order: a drain in the wrong order,
+    and a job still running beside one that ended at the same instant. Neither
+    replay first fails as the other; the spec's `body_order` decided the order
+    of the records each differs on, so they are one cause."""
+    from conformance.engine.attribution import orderings_in_play
+
+    session = _task_table_with("task-table.fires_in_start_order")
+    try:
+        drain = _failing(
+            session, [_start(125), _start(1), {"advance_ms": 18750}, {"call": "drain_completed", "args": {}}]
+        )
+        same_instant = _failing(
+            session,
+            [_start(1), _start(31), _start(1), {"call": "wait_for_completion", "args": {"wait_ms": 31}}]
+            + [{"call": "list_jobs", "args": {}}],
+        )
+        terms = {id(f): orderings_in_play(session, f) for f in (drain, same_instant)}
+    finally:
+        session.close()
+    assert (drain.operation, same_instant.operation) == ("drain_completed", "list_jobs")
+    assert terms == {id(drain): {"body_order"}, id(same_instant): {"body_order"}}
+    [cause] = group_by_cause([same_instant, drain], {}, terms)
+    assert cause is drain and cause.symptoms == [same_instant]
+    assert "the spec's ordering `body_order` decided" in cause.message
+
+
+def test_records_an_ordering_placed_are_no_evidence_by_themselves():
+    """A drain that keeps its queue answers the same two outcomes again: the
+    clock ordered those two records, but nothing shows that order going the
+    other way, so the failure turns on no ordering."""
+    from conformance.engine.attribution import orderings_in_play
+
+    session = _task_table_with("task-table.drain_keeps_queue")
+    try:
+        drain = {"call": "drain_completed", "args": {}}
+        again = _failing(session, [_start(1), _start(2), {"advance_ms": 5}, drain, drain])
+        assert again.operation == "drain_completed"
+        assert orderings_in_play(session, again) == frozenset()
+    finally:
+        session.close()

@@ -8,6 +8,10 @@ below, at and one above each declared ``exploration.limits`` edge, from
 ``statemachines.tools.limits``) and races (declared concurrent groups and
 those ``statemachines.tools.races`` derives). ``run --min-coverage
 CATEGORY=PERCENT`` fails the run with failure kind ``coverage``.
+
+Items that cannot occur in the run (``engine/applicability.py``: the model
+never reaches them under the parameters, a limit or race does not apply)
+are listed per category as ``not_applicable``, with why, and do not count.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from statemachines import Spec, derived_races, exploration_applies, limit_edges
 from statemachines.model import steps as S
 from statemachines.model.model import BOUNDARY_CLASSES, POLICY_ACTS
 from statemachines.tools.lint import walk_steps
+from statemachines.tools.reach import Bound
 
+from .applicability import not_applicable_items
 from .failures import Failure
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
@@ -91,12 +97,18 @@ def _declared(spec: Spec, params: dict, concurrent: bool) -> dict[str, list[tupl
     return items
 
 
-def coverage_categories(spec: Spec, counts: dict, params: dict, concurrent: bool = True) -> dict:
-    """Per category: total, covered, percent and what was missed.
+def coverage_categories(
+    spec: Spec, counts: dict, params: dict, concurrent: bool = True, bound: Bound | None = None
+) -> dict:
+    """Per category: total, covered, percent and what was missed, and the
+    items that cannot occur in this run (not counted), each with why.
     ``concurrent``: whether the implementation takes concurrent calls (races
-    are declared only then)."""
+    are declared only then); ``bound``: the most records a test of the run
+    creates (``applicability.run_bound``; None: unknown)."""
     out = {}
-    for category, items in _declared(spec, params, concurrent).items():
+    excluded = _not_applicable_by_category(spec, params, concurrent, bound)
+    for category, declared in _declared(spec, params, concurrent).items():
+        items = [item for item in declared if item[0] not in excluded[category]]
         missed = [name for name, (where, keys) in items if not all((counts.get(where) or {}).get(k) for k in keys)]
         total = len(items)
         covered = total - len(missed)
@@ -105,7 +117,16 @@ def coverage_categories(spec: Spec, counts: dict, params: dict, concurrent: bool
             "covered": covered,
             "percent": round(100.0 * covered / total, 1) if total else 100.0,
             "missed": missed,
+            "not_applicable": [{"item": k, "reason": v} for k, v in excluded[category].items()],
         }
+    return out
+
+
+def _not_applicable_by_category(spec: Spec, params: dict, concurrent: bool, bound: Bound | None) -> dict:
+    """Per category: {item: why it cannot occur in this run}."""
+    out: dict[str, dict[str, str]] = {c: {} for c in CATEGORIES}
+    for entry in not_applicable_items(spec, params, concurrent, bound):
+        out[entry.category].setdefault(entry.item, entry.reason)
     return out
 
 
@@ -118,8 +139,10 @@ def check_gates(categories: dict, minimums: dict[str, float]) -> tuple[list[dict
         if not passed:
             missed = entry["missed"]
             listed = ", ".join(missed[:8]) + (f", … ({len(missed) - 8} more)" if len(missed) > 8 else "")
+            skipped = len(entry.get("not_applicable") or ())
+            uncounted = f", {skipped} not applicable" if skipped else ""
             short.append(
-                f"{category} {entry['percent']:g}% < {minimum:g}% ({entry['covered']}/{entry['total']}; "
+                f"{category} {entry['percent']:g}% < {minimum:g}% ({entry['covered']}/{entry['total']}{uncounted}; "
                 f"missed: {listed})"
             )
     if not short:

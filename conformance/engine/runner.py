@@ -41,13 +41,14 @@ from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError
 from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
+from .attribution import orderings_in_play
 from .causes import group_by_cause
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
 from .hypothesis_support import HypothesisUnsupported
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
-from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, run_scenario, scenario_cost
+from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, not_applicable_reason, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 from .stateful import PROFILES, run_stateful
 
@@ -1021,11 +1022,19 @@ class _Run:
             )
         if outcome.failure is None:
             return more
-        causes = group_by_cause([outcome.failure, *more], met) if more else [outcome.failure]
+        found = [outcome.failure, *more]
+        causes = group_by_cause(found, met, self.orderings_in_play(found)) if more else [outcome.failure]
         outcome.failure, more = causes[0], causes[1:]
         for number, failure in enumerate([*causes, *(s for c in causes for s in c.symptoms)], 1):
             self.describe_failure(failure, number=number, part=part)
         return more
+
+    def orderings_in_play(self, failures: list[Failure]) -> dict[int, frozenset[str]]:
+        """Per failure (``id()``), the spec's orderings it turns on (engine/attribution.py),
+        when there are several failures to group; each is replayed once more."""
+        if len(failures) < 2:
+            return {}
+        return {id(f): orderings_in_play(self.session, f) for f in failures if f.kind == "divergence" and f.steps}
 
     def reduce_found(self, outcome: Any) -> None:
         """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
@@ -1493,11 +1502,13 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     """Coverage of the whole run per category, the --min-coverage gates, and
     the failure the state diagram highlights; returns the gates' verdict."""
     from ..reporting._format import failed_checks
+    from .applicability import bound_to_dict
     from .coverage import check_gates, coverage_categories, failure_focus
 
     counts = coverage.as_dict()
     concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
-    categories = coverage_categories(spec, counts, params, concurrent)
+    bound = _run_bound(config, spec, params, concurrent)
+    categories = coverage_categories(spec, counts, params, concurrent, bound)
     gates, failure = check_gates(categories, config.min_coverage)
     if failure is not None:
         failure.replay = f"{base_cmd} {_selection_args(config)}{_parts_args(config)} " + " ".join(
@@ -1513,6 +1524,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         "races": counts["races"],
         "limits": counts["limits"],
         # the counts merge-reports sums (engine/shards.py)
+        "bound": bound_to_dict(bound),  # the most records a test creates: what not_applicable was judged within
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }
@@ -1522,13 +1534,35 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     return "fail" if failure is not None else "pass"
 
 
+def _run_bound(config: RunConfig, spec: Spec, params: dict, concurrent: bool):
+    """The most records one test of this run creates (applicability.run_bound):
+    an example of the exploration, if it runs, or a scenario that applies."""
+    from .applicability import run_bound
+
+    steps = PROFILES[config.profile]["stateful_step_count"] if config.stateful else None
+    scenarios = []
+    for scenario in spec.scenarios if config.scenarios else ():
+        try:
+            if not_applicable_reason(spec, scenario, params) is None:
+                scenarios.append(scenario)
+        except ExpressionError:
+            continue  # the scenario fails at once (its `assumes` is the spec's error)
+    return run_bound(spec, params, step_count=steps, scenarios=scenarios, concurrent=concurrent)
+
+
 def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
     """Coverage counts plus what the spec declares (and these parameters offer) that was never exercised."""
+    from statemachines.tools.reach import unreachable_items
+
+    # what the model cannot reach under these parameters is not "never exercised" (docs/running.md)
+    cannot = {(u.category, u.item) for u in unreachable_items(spec, params)}
     declared = [f"{src} -{t.trigger}-> {t.dest}" for t in spec.lifecycle.transitions for src in t.sources]
-    uncovered = [name for name in declared if name not in counts["transitions"]]
+    uncovered = [n for n in declared if n not in counts["transitions"] and ("transitions", n) not in cannot]
     offered = spec.offered_operations(params)
     uncovered += [f"operation {op}" for op in spec.operations if op in offered and op not in counts["operations"]]
-    uncovered += [f"state {s}" for s in spec.lifecycle.states if s not in counts["states"]]
+    uncovered += [
+        f"state {s}" for s in spec.lifecycle.states if s not in counts["states"] and ("states", s) not in cannot
+    ]
     return {
         "operations": counts["operations"],
         "outcomes": counts["outcomes"],

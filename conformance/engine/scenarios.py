@@ -32,8 +32,10 @@ __all__ = [
     "NOT_APPLICABLE",
     "RACE_RUNS",
     "ScenarioOutcome",
+    "not_applicable_ids",
     "not_applicable_reason",
     "race_runs_of",
+    "scenario_applicability",
     "run_scenario",
     "run_steps",
     "scenario_cost",
@@ -61,6 +63,38 @@ def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
     if absent:
         return f"it calls {', '.join(absent)}, which these parameters do not offer"
     return None
+
+
+def scenario_applicability(spec, scenario: Scenario, params: dict, capabilities: dict) -> tuple[str, str | None]:
+    """Whether ``scenario`` runs here: ("run", None), (NOT_APPLICABLE, why:
+    written for other parameters) or ("skip", why: it needs a capability the
+    implementation does not declare). Applicability is decided first, so a
+    scenario of another profile is never a skip. The one decision both front
+    doors use (engine/runner.py through ``run_scenario``, the pytest plugin's
+    items); raises ExpressionError when its ``assumes`` cannot be evaluated."""
+    reason = not_applicable_reason(spec, scenario, params)
+    if reason:
+        return NOT_APPLICABLE, reason
+    missing = [r for r in getattr(scenario, "requires", ()) or () if not capabilities.get(r)]
+    if missing:
+        return "skip", (
+            f"needs the {', '.join(missing)} capability, which the implementation does not declare "
+            f"(describe() -> capabilities)"
+        )
+    return "run", None
+
+
+def not_applicable_ids(spec, params: dict, capabilities: dict) -> list[str]:
+    """The ids of the spec's scenarios that do not apply here (``scenario_applicability``);
+    one whose ``assumes`` cannot be evaluated applies (its run reports the spec's error)."""
+    out = []
+    for scenario in spec.scenarios:
+        try:
+            if scenario_applicability(spec, scenario, params, capabilities)[0] == NOT_APPLICABLE:
+                out.append(scenario.id)
+        except ExpressionError:
+            continue
+    return out
 
 
 @dataclass
@@ -114,10 +148,8 @@ def scenario_cost(spec, scenario: Scenario, params: dict, capabilities: dict, *,
     (a capability it needs is not declared, or it does not apply to these
     parameters: what ``run_scenario`` checks first). Used to split the matrix
     into parts that take about as long (engine/shards.py)."""
-    if any(not capabilities.get(r) for r in getattr(scenario, "requires", ()) or ()):
-        return 0
     try:
-        if not_applicable_reason(spec, scenario, params):
+        if scenario_applicability(spec, scenario, params, capabilities)[0] != "run":
             return 0
     except ExpressionError:
         return 1  # it fails at once (the spec's error)
@@ -147,21 +179,13 @@ def run_scenario(
     """Run one scenario; one with concurrent steps runs ``race_runs`` times
     (or its own ``race_runs:``) and fails on the first run that fails."""
     started = time.perf_counter()
-    requires = getattr(scenario, "requires", ()) or ()
-    missing = [r for r in requires if not capabilities.get(r)]
-    if missing:
-        note = (
-            f"needs the {', '.join(missing)} capability, which the implementation does not declare "
-            f"(describe() -> capabilities)"
-        )
-        return ScenarioOutcome(scenario, "skip", None, 0.0, note)
     try:
-        reason = not_applicable_reason(session.spec, scenario, session.params)
+        verdict, reason = scenario_applicability(session.spec, scenario, session.params, capabilities)
     except ExpressionError as exc:  # its `assumes` failed or is not a boolean: the spec's error
         failure = Failure(kind="spec-error", message=f"scenario {scenario.id}: {exc}", steps=[])
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
-    if reason:
-        return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, reason)
+    if verdict != "run":
+        return ScenarioOutcome(scenario, verdict, None, 0.0, reason)
     runs, run = race_runs_of(scenario, race_runs), 0
     try:
         for run in range(1, runs + 1):

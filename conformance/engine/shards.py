@@ -598,19 +598,33 @@ def _distinct_problems(reports: list[dict]) -> list[dict]:
     return problems
 
 
+def _merged_bound(coverages: list[dict]):
+    """The largest of the shards' bounds on the records a test creates (None: a shard does not say)."""
+    from .applicability import bound_from_dict
+
+    bounds = [bound_from_dict(c.get("bound")) for c in coverages]
+    known = [b for b in bounds if b is not None and b.max_records is not None]
+    if not known or len(known) < len(bounds):
+        return None
+    return max(known, key=lambda b: b.max_records or 0)
+
+
 def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, count: int) -> tuple[dict | None, bool]:
     """The merged report's ``coverage`` (None when no shard has one), its
     categories and ``--min-coverage`` gates worked out again from the summed
     counts; and whether a gate failed."""
+    from .applicability import bound_to_dict
     from .coverage import check_gates, coverage_categories
 
     coverages = [r["coverage"] for r in reports if r.get("coverage")]
     if not coverages:
         return None, False
     counts = {key: _counts_sum(c.get(key) for c in coverages) for key in _COUNTS}
+    bound = None
     if spec is not None:
         concurrent = bool(((out.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
-        categories = coverage_categories(spec, counts, out.get("parameters") or {}, concurrent)
+        bound = _merged_bound(coverages)
+        categories = coverage_categories(spec, counts, out.get("parameters") or {}, concurrent, bound)
     else:  # without the spec: an item is covered when a shard covered it
         categories = _combine_categories([c["categories"] for c in coverages])
     gates, failure = check_gates(categories, shard.get("min_coverage") or {})
@@ -621,6 +635,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
     coverage = {
         "categories": categories,
         **{key: counts[key] for key in _COUNTS},
+        **({"bound": bound_to_dict(bound)} if bound is not None else {}),
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }
@@ -682,6 +697,7 @@ def _combine_categories(categories: list[dict]) -> dict:
             "covered": covered,
             "percent": round(100.0 * covered / total, 1) if total else 100.0,
             "missed": missed,
+            "not_applicable": entry.get("not_applicable") or [],  # the same in every shard of one run
         }
     return out
 

@@ -196,6 +196,27 @@ def _print_not_applicable(console: Console, report: dict) -> None:
                 style="dim",
             )
         )
+    _print_coverage_not_applicable(console, report.get("coverage") or {})
+
+
+def _print_coverage_not_applicable(console: Console, coverage: dict) -> None:
+    """Coverage items that cannot occur in this run: each with why in a
+    category a --min-coverage gate judges, else counted on one line."""
+    categories = coverage.get("categories") or {}
+    gated = {g.get("category") for g in coverage.get("gates") or []}
+    entries = [(key, e) for key, entry in categories.items() for e in entry.get("not_applicable") or []]
+    if not entries:
+        return
+    console.print(
+        Text(
+            f"{len(entries)} coverage item(s) cannot occur in this run, not counted by --min-coverage "
+            "(listed with why in summary.md and report.json)" + (":" if gated else ""),
+            style="dim",
+        )
+    )
+    for key, entry in entries:
+        if key in gated:
+            console.print(Text(_clipped(f"  {key}: {entry['item']}: {entry['reason']}", 400)), soft_wrap=True)
 
 
 def _print_deviations(console: Console, report: dict) -> None:

@@ -261,6 +261,23 @@ def _coverage(report: dict) -> list[str]:
             f"| {_CATEGORY_NAMES.get(key, _cell(key))} | {entry['covered']}/{entry['total']} "
             f"({entry['percent']:g}%) | {minimum} | {shown or '—'} |"
         )
+    return lines + [""] + _coverage_not_applicable(cov)
+
+
+def _coverage_not_applicable(cov: dict) -> list[str]:
+    """The items no test of this run can reach, each with why (not counted above nor by --min-coverage)."""
+    entries = [
+        (key, entry) for key, category in cov["categories"].items() for entry in category.get("not_applicable") or []
+    ]
+    if not entries:
+        return []
+    lines = ["**Not applicable** (cannot occur in this run; not counted above nor by `--min-coverage`)", ""]
+    for key, entry in entries:
+        name = _CATEGORY_NAMES.get(key, _text(key))
+        # the reason quotes the spec's expressions between backticks: shown as code
+        quoted = str(entry["reason"]).split("`")
+        reason = "".join(_code(part) if i % 2 else _text(part) for i, part in enumerate(quoted))
+        lines.append(f"- {name}: {_code(entry['item'])}: {reason}")
     return lines + [""]
 
 

@@ -97,6 +97,15 @@ class Coverage:
     # is several times cheaper than building a Counter.
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {c: {} for c in self.CATEGORIES}
+        # When a list (``record_orders``): each decision an ordering made while
+        # the model's state changed, as (ordering, the keys of the records it
+        # ordered), for telling which failures one rule of the spec explains.
+        self.orders: list[tuple[str, frozenset]] | None = None
+
+    def record_orders(self) -> Coverage:
+        """This coverage, now also noting the orderings' decisions (``orders``)."""
+        self.orders = []
+        return self
 
     def hit(self, category: str, name: str, n: int = 1) -> None:
         counts = self.counts[category]
@@ -111,6 +120,7 @@ class Coverage:
     def copy(self) -> Coverage:
         out = Coverage.__new__(Coverage)
         out.counts = {c: dict(v) for c, v in self.counts.items()}
+        out.orders = None if self.orders is None else list(self.orders)
         return out
 
     def as_dict(self) -> dict:
@@ -241,6 +251,8 @@ class Model:
         self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
         self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
+        self._reading_only = False  # a prediction of an operation that changes nothing is being made
+        self._clock_orders: dict | None = None  # while a clock move notes orders: ordering -> keys it ordered
         self._touched: set = set()
         self._touched_scopes: set = set()
         # What a read-only prediction depends on, so the harness can tell that
@@ -343,6 +355,25 @@ class Model:
         seeing the clock at its own instant), then at ``target``."""
         target = max(self.now, int(target))
         self.revision += 1
+        if self.coverage.orders is not None:
+            self._clock_move_orders(target, out)
+            return
+        self._tick_to(target, out)
+
+    def _clock_move_orders(self, target: int, out: Prediction) -> None:
+        """``_tick_to`` noting, per ordering, every record it ordered in the
+        whole move as one decision: records due at different instants of one
+        move are ordered by the clock, then by the ordering, as one order."""
+        outer, self._clock_orders = self._clock_orders, {}
+        try:
+            self._tick_to(target, out)
+        finally:
+            moved, self._clock_orders = self._clock_orders, outer
+        for ordering, keys in moved.items():
+            if len(keys) >= 2 and self.coverage.orders is not None:
+                self.coverage.orders.append((ordering, frozenset(keys)))
+
+    def _tick_to(self, target: int, out: Prediction) -> None:
         while self.spec.timers:
             due = [
                 rec[f]
@@ -436,6 +467,7 @@ class Model:
         op = self.spec.operations[operation]
         self._observation = observation
         self._observation_problem = None
+        self._reading_only = operation in self._read_only
         self.coverage.hit("operations", operation)
         out = Prediction()
         self._chosen = out.chosen
@@ -453,6 +485,7 @@ class Model:
         finally:
             self._observation = None
             self._chosen = None
+            self._reading_only = False
         return out
 
     def _predict_tracked(self, operation: str, args: dict, observation: dict | None) -> Prediction:
@@ -733,12 +766,20 @@ class Model:
             chosen = [r for r, k in zip(chosen, keep) if k]
         if step.ordering:
             chosen.sort(key=self._sort_key(step.ordering))
+            if self._clock_orders is not None:
+                self._clock_orders.setdefault(step.ordering, set()).update(r.get(self.entity.key) for r in chosen)
+            elif self.coverage.orders is not None and len(chosen) >= 2 and not self._reading_only:
+                self._note_order(step.ordering, chosen)
             if len(chosen) >= 2 and step.ordering in self._ordering_policy:
                 self.coverage.hit("policies", f"{self._ordering_policy[step.ordering]}.ordered")
             first = self.spec.orderings[step.ordering].by[0]
             if any(a.get(first) == b.get(first) for a, b in zip(chosen, chosen[1:])):
                 self.coverage.hit("policies", f"{step.ordering}.tie")  # the tie-break decided an order
         return chosen
+
+    def _note_order(self, ordering: str, records: list[dict]) -> None:
+        assert self.coverage.orders is not None
+        self.coverage.orders.append((ordering, frozenset(r.get(self.entity.key) for r in records)))
 
     def _each_record(self, expression, frame: dict, records: list[dict]) -> list:
         """Evaluate a per-record expression record by record (for expressions
@@ -851,6 +892,8 @@ class Model:
         if len(candidates) <= limit:
             return
         candidates.sort(key=self._sort_key(policy.config["ordering"]))
+        if self.coverage.orders is not None:
+            self._note_order(policy.config["ordering"], candidates)
         for record in candidates[: len(candidates) - limit]:
             self.store.remove(record[self.entity.key])
             self._changed(record)
