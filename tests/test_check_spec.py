@@ -305,3 +305,15 @@ def test_a_mutants_file_is_checked_through_its_spec_with_its_mutants():
     [checked] = json.loads(result.output)
     assert Path(checked["path"]).name == "async-command.yaml"
     assert [(m["name"], m["shortest_found"]) for m in checked["mutants"]] == [("end_ignores_the_timeout", 1)]
+
+
+def test_a_mutant_missed_by_a_shallower_search_says_why():
+    from statemachines.tools.spec_mutants import run_spec_mutants
+
+    outcomes = {o.mutant.name: o for o in run_spec_mutants(load_spec(str(THREAD_JOBS)), {"max_depth": 1})}
+    assert outcomes["start_answers_a_misspelt_status"].as_declared  # one step: caught even so
+    retention = outcomes["retention_keeps_one_too_many"]
+    assert not retention.caught and retention.why_missed == "the scope searched to depth 1; showing it needs depth 4"
+    stuck = outcomes["pending_cancel_never_finishes"]  # a stuck record needs twice its path
+    assert stuck.why_missed == "the scope searched to depth 1; showing it needs depth 4"
+    assert stuck.to_dict()["why_missed"] == stuck.why_missed

@@ -377,7 +377,7 @@ def _print_mutants(spec: Spec, outcomes: list) -> None:
         if o.problems:
             verdict = Text("does not apply", style="bold red")
         elif not o.caught:
-            verdict = Text("missed", style="bold red")
+            verdict = Text("missed" + (f" ({o.why_missed})" if o.why_missed else ""), style="bold red")
         elif not o.as_declared:
             verdict = Text(f"caught, path {'shorter' if o.length < o.mutant.shortest else 'longer'}", style="red")
         else:

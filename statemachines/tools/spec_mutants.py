@@ -109,6 +109,7 @@ class MutantOutcome:
     finding: CheckFinding | None  # the shortest finding of the expected kind (and subject)
     complete: bool  # the scope was explored completely
     problems: list[str] = field(default_factory=list)  # the mutant did not apply, or the scope is unusable
+    max_depth: int | None = None  # the depth the scope searched to
 
     @property
     def caught(self) -> bool:
@@ -117,6 +118,19 @@ class MutantOutcome:
     @property
     def length(self) -> int | None:
         return None if self.finding is None else len(self.finding.path)
+
+    @property
+    def why_missed(self) -> str | None:
+        """Why a missed mutant may have been missed, when the search says."""
+        if self.caught or self.problems:
+            return None
+        # A stuck record is judged on what the rest of the bound can still do: it needs twice its path.
+        needed = self.mutant.shortest * (2 if self.mutant.kind == "stuck" else 1)
+        if self.max_depth is not None and self.max_depth < needed:
+            return f"the scope searched to depth {self.max_depth}; showing it needs depth {needed}"
+        if not self.complete:
+            return "the search stopped at a bound"
+        return None
 
     @property
     def as_declared(self) -> bool:
@@ -133,6 +147,7 @@ class MutantOutcome:
             "shortest_declared": self.mutant.shortest,
             "shortest_found": self.length,
             "complete": self.complete,
+            "why_missed": self.why_missed,
             "problems": list(self.problems),
         }
 
@@ -258,7 +273,8 @@ def _matches(finding: CheckFinding, mutant: SpecMutant) -> bool:
 
 def _outcome(mutant: SpecMutant, report: CheckReport) -> MutantOutcome:
     found = sorted((f for f in report.violations if _matches(f, mutant)), key=lambda f: len(f.path))
-    return MutantOutcome(mutant, found[0] if found else None, report.stats.complete, list(report.problems))
+    first = found[0] if found else None
+    return MutantOutcome(mutant, first, report.stats.complete, list(report.problems), report.scope.max_depth)
 
 
 def run_spec_mutants(spec: Spec, overrides: dict | None = None) -> list[MutantOutcome]:
