@@ -207,3 +207,23 @@ def test_behaviour_search_within_a_shallower_scope_and_left_out(tmp_path):
     assert same.behaviours == [] and same.complete  # two finishes in a thread need depth 4
     skipped = CliRunner().invoke(cli, ["diff", str(SPEC / "thread-jobs.yaml"), str(new), "--no-behaviour", "--json"])
     assert skipped.exit_code == 0 and json.loads(skipped.output)["behaviour"] is None
+
+
+def test_an_operation_one_version_lacks_is_left_out_of_the_search_and_said(tmp_path):
+    def add_ping(text: str) -> str:
+        text = text.replace(
+            "  restart:\n    summary: The process restarts",
+            "  ping:\n    summary: A liveness check.\n    args: {type: object, required: [word], properties: {word: {type: string}}}\n"
+            '    result: {type: object}\n    steps:\n      - result: "{}"\n\n'
+            "  restart:\n    summary: The process restarts",
+        )
+        return text.replace(
+            "      cancel_job: {requested_by: [user]}\n",
+            "      cancel_job: {requested_by: [user]}\n      ping: {word: [hi]}\n",
+        )
+
+    new = copy_thread_jobs(tmp_path, add_ping)
+    found = diff_behaviour(load_spec(str(SPEC / "thread-jobs.yaml")), load_spec(str(new)), {"max_depth": 1})
+    assert not found.problems and found.complete and found.behaviours == []
+    assert "for the old version, the scope's entries for what it lacks are left out: ping.word" in found.notes
+    assert "not called (in one version only; see the changes above): ping" in found.notes

@@ -152,12 +152,39 @@ def search_scopes(old: Spec, new: Spec, overrides: dict | None = None) -> tuple[
         notes.append(note)
     over = dict(overrides or {})
     extra = over.pop("parameters", None) or {}
-    old_scope, old_problems = scope_of(old, {**over, "parameters": {**old_params, **extra}}, raw)
+    old_raw, dropped = _fitted(raw, old)
+    if dropped:
+        notes.append(f"for the old version, the scope's entries for what it lacks are left out: {', '.join(dropped)}")
+    old_scope, old_problems = scope_of(old, {**over, "parameters": {**old_params, **extra}}, old_raw)
     new_scope, new_problems = scope_of(new, {**over, "parameters": {**new_params, **extra}}, raw)
     if not raw:
         notes.append("the new version declares no check.scope: the default bounds apply")
     problems = [f"old version: {p}" for p in old_problems] + [f"new version: {p}" for p in new_problems]
     return old_scope, new_scope, notes, problems
+
+
+def _fitted(raw: dict, spec: Spec) -> tuple[dict, list[str]]:
+    """The new version's scope without the operations and arguments the old
+    version lacks (an operation added by the change, say); and what was left out."""
+
+    def has(op: str, arg: str | None = None) -> bool:
+        operation = spec.operations.get(op)
+        return operation is not None and (arg is None or arg in (operation.args_schema.get("properties") or {}))
+
+    out, dropped = dict(raw), []
+    args = {}
+    for op, values in (raw.get("args") or {}).items():
+        kept = {arg: v for arg, v in values.items() if has(op, arg)}
+        dropped += [f"{op}.{arg}" for arg in values if arg not in kept]
+        if kept:
+            args[op] = kept
+    out["args"] = args
+    optional = [item for item in raw.get("optional") or () if has(*item.split(".", 1))]
+    dropped += [item for item in raw.get("optional") or () if item not in optional]
+    out["optional"] = optional
+    out["skip"] = [op for op in raw.get("skip") or () if has(op)]
+    dropped += [op for op in raw.get("skip") or () if not has(op)]
+    return out, sorted(set(dropped))
 
 
 # -- one step on one model -----------------------------------------------------------------
