@@ -189,3 +189,21 @@ def test_records_an_ordering_placed_are_no_evidence_by_themselves():
         assert orderings_in_play(session, again) == frozenset()
     finally:
         session.close()
+
+
+def test_a_replay_for_grouping_probes_after_each_step_where_states_part_ways():
+    """Whether a later failure is a consequence of an earlier one is judged
+    where the implementation's visible state first parts from the model's:
+    the replay probes after each step, as the exploration does."""
+    from conformance.engine.reduce import replay_steps
+
+    session = _task_table_with("task-table.status_from_body_result")
+    steps = [_start(5), {"call": "cancel_task", "args": {"job_id": "bg-1"}}, {"advance_ms": 10}]
+    steps.append({"call": "running_count", "args": {}})  # answers 0 either way
+    try:
+        assert replay_steps(session, steps) is None  # no step's own answer shows it
+        parted = replay_steps(session, steps, probe_each=True)
+    finally:
+        session.close()
+    assert parted is not None and (parted.operation, parted.path) == ("list_jobs", "result.jobs[0].status")
+    assert parted.step == 3  # the probe after the clock move, before the last step

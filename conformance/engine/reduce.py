@@ -105,7 +105,12 @@ def _renamed(value: Any, names: dict) -> Any:
 
 
 def replay_steps(
-    session: Session, steps: list[dict], names: dict | None = None, clocks: list | None = None
+    session: Session,
+    steps: list[dict],
+    names: dict | None = None,
+    clocks: list | None = None,
+    *,
+    probe_each: bool = False,
 ) -> Failure | None:
     """Run ``steps`` from a fresh implementation; the first failure, or None.
 
@@ -115,7 +120,10 @@ def replay_steps(
     job once called ``job-5`` may now be ``job-4``, and the steps that named
     it must name ``job-4``. ``names`` (when given) receives that mapping:
     recorded value -> this replay's value; ``clocks`` (when given), the
-    virtual clock after each step that passed."""
+    virtual clock after each step that passed. ``probe_each``: after each
+    step, the spec's probe looks at what the step changed, as the exploration
+    does, so the replay fails where the implementation's visible state first
+    parts from the model's, not only where a step's own answer shows it."""
     session.reset()
     names = {} if names is None else names
     for step in steps:
@@ -131,6 +139,8 @@ def replay_steps(
                 for before, now in zip(step["chosen"], session.trace[-1].get("chosen") or []):
                     if before != now:
                         names[before] = now
+        if failure is None and probe_each:
+            failure = session.probe(when_changed=True)
         if failure is not None:
             return failure
         if clocks is not None:

@@ -1437,12 +1437,14 @@ def _more_failures(
 
 
 def _replay_first(session: Session, steps: list[dict]) -> Failure | None:
-    """The first failure of ``steps`` replayed (None when they pass, or when
-    the implementation cannot be started again)."""
+    """The first failure of ``steps`` replayed with the spec's probe after
+    each step, as the exploration runs them: where the implementation's state
+    first parts from the model's (None when they pass, or when the
+    implementation cannot be started again)."""
     from .reduce import replay_steps
 
     try:
-        return replay_steps(session, steps)
+        return replay_steps(session, steps, probe_each=True)
     except AdapterLoadError:
         return None
 
