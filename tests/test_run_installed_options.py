@@ -35,5 +35,5 @@ def test_lowest_is_the_lower_bound_pyproject_declares_and_the_kit_tests():
 
 def test_ci_runs_the_fast_tier_again_with_the_lowest_hypothesis():
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "tests -q\n" in script
+    assert "tests -q --durations=25\n" in script  # the whole suite, its slowest tests listed
     assert 'tests --hypothesis lowest -q -m "not slow"' in script
