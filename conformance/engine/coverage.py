@@ -6,7 +6,8 @@ The categories: transitions, states, operations, error kinds, policies (each
 act of ``POLICY_ACTS``), boundary classes (``BOUNDARY_CLASSES``, and one
 below, at and one above each declared ``exploration.limits`` edge, from
 ``statemachines.tools.limits``) and races (declared concurrent groups and
-those ``statemachines.tools.races`` derives). ``run --min-coverage
+those ``statemachines.tools.races`` derives), and transition pairs and
+(state, operation, outcome) triples (``engine/pairs.py``). ``run --min-coverage
 CATEGORY=PERCENT`` fails the run with failure kind ``coverage``.
 """
 
@@ -20,16 +21,28 @@ from statemachines.model.model import BOUNDARY_CLASSES, POLICY_ACTS
 from statemachines.tools.lint import walk_steps
 
 from .failures import Failure
+from .pairs import PAIR_CATEGORIES, pair_categories
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
 
-CATEGORIES = ("transitions", "states", "operations", "error-kinds", "policies", "boundary-classes", "races")
+CATEGORIES = (
+    "transitions",
+    "states",
+    "operations",
+    "error-kinds",
+    "policies",
+    "boundary-classes",
+    "races",
+    *PAIR_CATEGORIES,  # engine/pairs.py
+)
 _ALIASES = {
     "errors": "error-kinds",
     "error_kinds": "error-kinds",
     "boundaries": "boundary-classes",
     "boundary_classes": "boundary-classes",
     "boundary": "boundary-classes",
+    "pairs": "transition-pairs",
+    "transition_pairs": "transition-pairs",
 }
 
 
@@ -106,6 +119,7 @@ def coverage_categories(spec: Spec, counts: dict, params: dict, concurrent: bool
             "percent": round(100.0 * covered / total, 1) if total else 100.0,
             "missed": missed,
         }
+    out.update(pair_categories(spec, counts, params))
     return out
 
 

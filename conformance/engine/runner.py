@@ -1494,6 +1494,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     the failure the state diagram highlights; returns the gates' verdict."""
     from ..reporting._format import failed_checks
     from .coverage import check_gates, coverage_categories, failure_focus
+    from .pairs import pairs_report
 
     counts = coverage.as_dict()
     concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
@@ -1513,6 +1514,9 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         "races": counts["races"],
         "limits": counts["limits"],
         # the counts merge-reports sums (engine/shards.py)
+        "pairs": counts["pairs"],
+        "triples": counts["triples"],
+        **pairs_report(spec, counts, params),
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }
@@ -1537,6 +1541,8 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
         "policies": counts["policies"],
         "races": counts["races"],
         "limits": counts["limits"],
+        "pairs": counts["pairs"],
+        "triples": counts["triples"],
         "uncovered": uncovered,
     }
 

@@ -123,7 +123,7 @@ def _counts_sum(dicts: Iterable[dict | None]) -> dict:
     return dict(sorted(out.items()))
 
 
-_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
+_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits", "pairs", "triples")
 
 
 def _combine_coverage(coverages: list[dict | None]) -> dict | None:
@@ -603,6 +603,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
     categories and ``--min-coverage`` gates worked out again from the summed
     counts; and whether a gate failed."""
     from .coverage import check_gates, coverage_categories
+    from .pairs import pairs_report
 
     coverages = [r["coverage"] for r in reports if r.get("coverage")]
     if not coverages:
@@ -621,6 +622,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
     coverage = {
         "categories": categories,
         **{key: counts[key] for key in _COUNTS},
+        **(pairs_report(spec, counts, out.get("parameters") or {}) if spec is not None else {}),
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }

@@ -44,7 +44,7 @@ from . import steps as S
 from .matchers import Matcher
 from .store import EntityStore
 
-__all__ = ["Model", "Prediction", "Coverage", "POLICY_ACTS", "BOUNDARY_CLASSES"]
+__all__ = ["Model", "Prediction", "Coverage", "NO_RECORD", "POLICY_ACTS", "BOUNDARY_CLASSES"]
 
 # What a policy of each kind does when it acts: coverage event suffixes
 # (``<policy>.<event>``) and how to say each. A policy counts as exercised
@@ -85,18 +85,33 @@ class Prediction:
         return self.error is None
 
 
+NO_RECORD = "(no record)"  # the state a triple names when the operation's find met no record
+
+
 class Coverage:
     """Counts of what a run exercised: operations, outcomes, transitions, states,
-    policies, races (the exploration's concurrent groups, by name) and limits
-    (the edges of ``exploration.limits`` the exploration drew, "limit.class")."""
+    policies, races (the exploration's concurrent groups, by name), limits
+    (the edges of ``exploration.limits`` the exploration drew, "limit.class"),
+    pairs (two consecutive transitions of one record, "t1 then t2") and
+    triples (the state of the record an operation found, the operation and
+    its outcome, "state: op -> outcome"). ``last`` holds each record's latest
+    transition, for its next pair."""
 
-    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
+    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits", "pairs", "triples")
 
     # Plain dicts, not Counters: the model copies its coverage with every
     # snapshot (each order a concurrent group's check tries), and a dict copy
     # is several times cheaper than building a Counter.
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {c: {} for c in self.CATEGORIES}
+        self.last: dict[Any, str] = {}
+
+    def moved(self, key: Any, transition: str) -> None:
+        """A record took ``transition``: count the pair with its previous one."""
+        previous = self.last.get(key)
+        self.last[key] = transition
+        if previous is not None:
+            self.hit("pairs", f"{previous} then {transition}")
 
     def hit(self, category: str, name: str, n: int = 1) -> None:
         counts = self.counts[category]
@@ -111,6 +126,7 @@ class Coverage:
     def copy(self) -> Coverage:
         out = Coverage.__new__(Coverage)
         out.counts = {c: dict(v) for c, v in self.counts.items()}
+        out.last = dict(self.last)
         return out
 
     def as_dict(self) -> dict:
@@ -241,6 +257,7 @@ class Model:
         self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
         self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
+        self._subject: str | None = None  # the state of the record the prediction's first find met
         self._touched: set = set()
         self._touched_scopes: set = set()
         # What a read-only prediction depends on, so the harness can tell that
@@ -293,6 +310,7 @@ class Model:
         self.revision += 1
         self.epoch += 1
         self.births.clear()
+        self.coverage.last.clear()
         self.now = now_ms
         self._touched.clear()
         self._touched_scopes.clear()
@@ -439,6 +457,7 @@ class Model:
         self.coverage.hit("operations", operation)
         out = Prediction()
         self._chosen = out.chosen
+        self._subject = None
         frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
         try:
             self._run(op.steps, frame, out)
@@ -446,10 +465,14 @@ class Model:
             out.error = {"kind": abort.kind, "message": abort.message}
             out.result = None
             self.coverage.hit("outcomes", f"{operation}: {abort.kind}")
+            if self._subject is not None:
+                self.coverage.hit("triples", f"{self._subject}: {operation} -> {abort.kind}")
         else:
             if out.result is None:
                 out.result = {}
             self.coverage.hit("outcomes", f"{operation}: ok")
+            if self._subject is not None:
+                self.coverage.hit("triples", f"{self._subject}: {operation} -> ok")
         finally:
             self._observation = None
             self._chosen = None
@@ -644,6 +667,8 @@ class Model:
                     self.coverage.hit(
                         "policies", f"{self._scope_policy}.excluded"
                     )  # another scope's record stayed hidden
+        if self._subject is None:  # the state of the record the operation is about (Coverage "triples")
+            self._subject = NO_RECORD if record is None else record[self.field]
         if record is None and step.missing is not None:
             raise self._error(step.missing, frame)
         frame[step.bind] = record
@@ -662,6 +687,7 @@ class Model:
                 step.where,
             )
         self.store.add(record)
+        self.coverage.last.pop(key, None)  # another record under a freed key: no pair with the old one
         self.births[key] = self.births.get(key, 0) + 1
         self._touch(record)
         self.coverage.hit("states", record[self.field])
@@ -679,7 +705,9 @@ class Model:
             raise ObservationError(problem, step.where)
         if fired:
             after = record[self.field]
-            self.coverage.hit("transitions", f"{before} -{step.trigger}-> {after}")
+            move = f"{before} -{step.trigger}-> {after}"
+            self.coverage.hit("transitions", move)
+            self.coverage.moved(record[self.entity.key], move)
             self.coverage.hit("states", after)
             self._touch(record)
         elif step.otherwise is not None:
