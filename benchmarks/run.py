@@ -369,6 +369,7 @@ def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, st
         def __init__(self):
             adapter.reset(0)
             live.clear()
+            explorer.begin_example()  # as the kit's example: a swarm drawn with its first step
             stats.examples += 1
             self.now = 0
             self.keys: list = []
