@@ -50,7 +50,7 @@ def _model_with_two_jobs():
 
 def test_the_rarest_record_is_the_one_whose_latest_transition_the_run_took_least():
     model = _model_with_two_jobs()
-    steering = Steering()
+    steering = Steering(SteeringChoices(rare_keys=True))
     steering.begin_example(model.coverage)  # j1: running (entered twice); j2: cancel requested once
     assert steering.rarest(["j1", "j2"], model) == "j2"
     steering.transitions = {"running -request_cancel-> pending_cancel": 50}
@@ -60,7 +60,7 @@ def test_the_rarest_record_is_the_one_whose_latest_transition_the_run_took_least
 
 def test_the_snapshot_is_frozen_at_the_first_failure():
     model = _model_with_two_jobs()
-    steering = Steering(SteeringChoices(swarm=False))
+    steering = Steering(SteeringChoices(target=True))
     steering.begin_example(model.coverage)
     before = dict(steering.transitions)
     steering.freeze()

@@ -28,10 +28,11 @@ the first failure's bug (``failures.same_bug``); then ``reduce`` replays
 them smaller. The example database is kept under the report directory, per
 spec, parameters and implementation. ``Explorer.draw_step`` and
 ``carry_out`` are the one action generator the kit and the benchmark share.
-Each example draws which kinds of action it leaves out (swarm testing), part
-of the key draws take the record whose recent history is rarest, and each
-example reports to Hypothesis's ``target()`` what rare pairs and triples it
-reached (``engine/steering.py``).
+Steering (``engine/steering.py``, each choice off by default: measured, none
+helped): each example may draw which kinds of action it leaves out (swarm
+testing), part of the key draws may take the record whose recent history is
+rarest, and each example may report to Hypothesis's ``target()`` what rare
+pairs and triples it reached.
 """
 
 from __future__ import annotations
