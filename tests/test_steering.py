@@ -4,6 +4,9 @@ per example frozen at the first failure, and the same seed giving the same run."
 
 from pathlib import Path
 
+import pytest
+
+from conformance.engine import steering
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.engine.steering import RARE_PICK, Steering, SteeringChoices, Swarm
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
@@ -79,7 +82,10 @@ class _Sequential(ReferenceAdapter):
         return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
 
 
-def test_the_same_seed_gives_the_same_exploration():
+@pytest.mark.parametrize("steered", [False, True], ids=["default", "every-steering-choice-on"])
+def test_the_same_seed_gives_the_same_exploration(monkeypatch, steered):
+    if steered:
+        monkeypatch.setattr(steering, "CHOICES", SteeringChoices(swarm=True, rare_keys=True, target=True))
     runs = []
     for _ in range(2):
         config = RunConfig(
