@@ -53,6 +53,13 @@ check_spec_states_per_s
     second of the breadth-first search, in process; its states, transitions
     and time are in details.check_spec. Not a target: read it beside
     kit_steps_per_s (issue 37: a complete scope within 60 s per spec).
+mutant_seed_kills_mean
+    The mean number of seeds (of 1-5) at which each shipped mutant of
+    benchmarks/seed_kills.py's SUBSET (the in-process mutants whose kill
+    depended on the seed before steering, issue 36's four missed classes and
+    a few long ones) is killed by the ci exploration alone, without scenarios
+    or shrinking (goal 5.0; ``benchmarks/seed_kills.py --all`` for every
+    in-process mutant, ``--ablation`` for each steering choice switched off).
 kit_ttff_median_s, peer_ttff_median_s, ttff_ratio
     Time to first failure on each shipped thread-jobs mutant the peer covers:
     the kit's exploration (no shrinking) vs the peer's (no shrink phase), same
@@ -369,6 +376,7 @@ def build_bare_example(spec: Spec, params: dict, explorer: Explorer, adapter, st
         def __init__(self):
             adapter.reset(0)
             live.clear()
+            explorer.begin_example()  # as the kit's example: a swarm drawn with its first step
             stats.examples += 1
             self.now = 0
             self.keys: list = []
@@ -1053,6 +1061,7 @@ def render_table(result: dict) -> str:
         ("workers_speedup", ""),
         ("cli_ci_wall_s", " s"),
         ("failing_to_passing_wall_ratio", ""),
+        ("mutant_seed_kills_mean", ""),
     ):
         target = TARGETS.get(name)
         rows.append(
@@ -1181,6 +1190,17 @@ def measure_traces(events: int) -> dict:
     return {**results, "rss_ratio_vs_tenth": round(results["full"]["peak_rss_mb"] / results["tenth"]["peak_rss_mb"], 4)}
 
 
+def measure_subset_kills(args: argparse.Namespace) -> dict:
+    """benchmarks/seed_kills.py's figure on its subset (seeds 1-2 with
+    --quick); empty with --skip-seed-kills."""
+    from seed_kills import SEEDS, SUBSET, measure_seed_kills  # beside this script
+
+    if args.skip_seed_kills:
+        return {}
+    log("seeds 1-5 that kill each mutant of benchmarks/seed_kills.py's subset (exploration alone, ci)")
+    return measure_seed_kills(SUBSET, seeds=(1, 2) if args.quick else SEEDS, log=log)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1224,6 +1244,9 @@ def main(argv: list[str] | None = None) -> int:
         help="events in the check-trace benchmark's trace (default 1,000,000; 5,000 with --quick)",
     )
     parser.add_argument("--skip-traces", action="store_true", help="do not time `conformance check-trace`")
+    parser.add_argument(
+        "--skip-seed-kills", action="store_true", help="do not count the seeds that kill each mutant of the subset"
+    )
     parser.add_argument(
         "--skip-failing",
         action="store_true",
@@ -1332,6 +1355,7 @@ def main(argv: list[str] | None = None) -> int:
         traces = None
         if not args.skip_traces:
             traces = measure_traces(args.trace_events or (5_000 if args.quick else 1_000_000))
+        kills = measure_subset_kills(args)
         if args.cprofile:
             profile_kit(profile, seed, args.cprofile)
     except BenchmarkError as exc:
@@ -1366,6 +1390,7 @@ def main(argv: list[str] | None = None) -> int:
         "trace_events_per_s": traces["full"]["events_per_s"] if traces else None,
         "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
         "trace_rss_ratio_vs_tenth": traces["rss_ratio_vs_tenth"] if traces else None,
+        "mutant_seed_kills_mean": kills.get("mean_seeds_killed"),
         "targets": TARGETS,
         "meets_targets": {},
         "machine": {
@@ -1424,6 +1449,7 @@ def main(argv: list[str] | None = None) -> int:
             "peer": peer,
             "peer_seeds": peer_seeds,
             "ttff": ttff,
+            "seed_kills": kills,
         },
     }
     for name in TARGETS:

@@ -141,7 +141,10 @@ def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
     size = edges["payload_bytes"].args[("observe_outcome", "payload")]
     assert all(len(text.encode("utf-8")) == 25601 for text in size["above"])
     assert any(len(text) < 25601 for text in size["above"])  # multi-byte: fewer characters than bytes
-    assert edges["retention"].batches == {"fill_thread": {"below": 19, "at": 20, "above": 21}}
+    assert edges["retention"].batches == {
+        "fill_thread": {"below": 19, "at": 20, "above": 21},
+        "evicted_tool_call": {"below": 19, "at": 20, "above": 21},
+    }
 
 
 def test_limit_edges_are_declared_as_boundary_classes():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.engine.runner import RunConfig, run_conformance
 from conformance.mutants import load_mutants, run_mutant
 from conformance.traces import check_trace_run
 from statemachines import load_spec
@@ -131,3 +132,38 @@ def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "list_cross_thread" in proc.stdout and "restart_keeps_jobs" in proc.stdout
     assert "2/2 killed; exploration alone found 2/2" in proc.stdout
+
+
+# Issue 36: bug classes a ci run at one seed used to miss, because the exploration never generated
+# the combination they need. Each must now be found by the exploration alone at every one of seeds 1-5.
+STEERED_CLASSES = [
+    ("task-progress", "auto_background_refires"),  # a timer due in the background fires again in the foreground
+    ("async-jobs", "job-manager.stop_delay_ignores_earlier_end"),  # a cancel's stop delay hides an earlier end
+    ("async-jobs", "job-manager.ties_by_job_id"),  # bodies ending together return in id order
+    ("thread-jobs", "eviction_keeps_tool_call"),  # an evicted job's tool call stays resolved
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem, name", STEERED_CLASSES, ids=[f"{s}:{n}" for s, n in STEERED_CLASSES])
+def test_missed_bug_classes_are_found_by_the_exploration_alone_at_every_seed(stem, name):
+    # exploration only, no shrinking or reduction: each run ends at its first failure (seconds)
+    spec = str(ROOT / "spec" / f"{stem}.yaml")
+    mutant = SPECS_WITH_MUTANTS[spec][name]
+    missed = []
+    for seed in (1, 2, 3, 4, 5):
+        config = RunConfig(
+            spec_path=spec,
+            adapter_factory=mutant.factory,
+            adapter_label=f"mutant:{name}",
+            profile="ci",
+            seed=seed,
+            report_dir=None,
+            timeout_s=10,
+            shrink_s=0,
+            reduce_s=0,
+            scenarios=False,
+        )
+        if (run_conformance(config).get("stateful") or {}).get("verdict") != "fail":
+            missed.append(seed)
+    assert not missed, f"{name} survived the ci exploration at seeds {missed}"

@@ -733,7 +733,26 @@ def _late_body(a):
     return status(a, j)
 
 
+def _natural_end_before_stop(a):
+    """A job that runs 500 ms, and stops 5000 ms after a cancel, is cancelled
+    at once: its body returns at 500 ms and its text is kept."""
+    j = start(a, duration_ms=500, stop_ms=5000, text="done")
+    tool(a, cancel=[j])
+    a.set_clock(500)
+    return job(a, j)["result_text"]
+
+
+def _same_instant_ends(a):
+    """Two bodies due at the same instant, the first under an id that sorts
+    after the second's: their deliveries come in start order."""
+    start(a, id="build", duration_ms=1)
+    start(a, id="bg_1", duration_ms=1)
+    return [e.get("job_id") for e in a.set_clock(1)]
+
+
 SCENARIOS = {
+    "stop_delay_ignores_earlier_end": _natural_end_before_stop,
+    "ties_by_job_id": _same_instant_ends,
     "ack_does_not_wake": _ack_wakes,
     "evicted_still_delivered": _evicted_delivery,
     "late_body_reschedules_eviction": _late_body,

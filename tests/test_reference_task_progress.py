@@ -691,7 +691,20 @@ def _foreground_session(a):
     return ok(a, "complete_task", task_id=t, result="r")[1]
 
 
+def _timer_due_in_background(a):
+    """A foreground task with an auto-background timer, backgrounded on
+    request before the timer comes due, then brought back to the foreground:
+    the spent timer never backgrounds it again."""
+    t = register(a, mode="foreground", auto_background_ms=500)
+    ok(a, "background_task", task_id=t)
+    a.set_clock(500)
+    ok(a, "foreground_task", task_id=t)
+    a.set_clock(20500)
+    return task(a, t)["is_backgrounded"]
+
+
 SCENARIOS = {
+    "auto_background_refires": _timer_due_in_background,
     "double_notify_race": _race,
     "token_count_sums_inputs": _tokens,
     "keeps_six_activities": _activities,

@@ -383,6 +383,13 @@ def _retention(a, n=20, running=False):
     return _all_statuses(a)
 
 
+def _evicted_tool_call_resolved(a):
+    """21 jobs finished in start order (the first is evicted), then a sync
+    result for the first job's tool call: unknown again, so accepted."""
+    _retention(a, n=21)
+    return a.call("complete_sync", {"thread_id": T1, "tool_call_id": "call-d0", "tool_name": "t", "result": "r"})
+
+
 def _completed_in_reverse_start_order(a):
     for i in range(21):
         start(a, f"d{i}")
@@ -565,6 +572,7 @@ SCENARIOS = {
     "evict_at_limit": _retention,
     "evicts_running": lambda a: _retention(a, n=20, running=True),
     "evict_by_start_time": _completed_in_reverse_start_order,
+    "eviction_keeps_tool_call": _evicted_tool_call_resolved,
     "unstable_tie_order": _tie,
     "double_inject_race": _race,
     "list_cross_thread": lambda a: _two_threads(a, "list"),

@@ -6,7 +6,8 @@ The categories: transitions, states, operations, error kinds, policies (each
 act of ``POLICY_ACTS``), boundary classes (``BOUNDARY_CLASSES``, and one
 below, at and one above each declared ``exploration.limits`` edge, from
 ``statemachines.tools.limits``) and races (declared concurrent groups and
-those ``statemachines.tools.races`` derives). ``run --min-coverage
+those ``statemachines.tools.races`` derives), and transition pairs and
+(state, operation, outcome) triples (``engine/pairs.py``). ``run --min-coverage
 CATEGORY=PERCENT`` fails the run with failure kind ``coverage``.
 
 Items that cannot occur in the run (``engine/applicability.py``: the model
@@ -26,16 +27,28 @@ from statemachines.tools.reach import Bound
 
 from .applicability import not_applicable_items
 from .failures import Failure
+from .pairs import PAIR_CATEGORIES, pair_categories
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
 
-CATEGORIES = ("transitions", "states", "operations", "error-kinds", "policies", "boundary-classes", "races")
+CATEGORIES = (
+    "transitions",
+    "states",
+    "operations",
+    "error-kinds",
+    "policies",
+    "boundary-classes",
+    "races",
+    *PAIR_CATEGORIES,  # engine/pairs.py
+)
 _ALIASES = {
     "errors": "error-kinds",
     "error_kinds": "error-kinds",
     "boundaries": "boundary-classes",
     "boundary_classes": "boundary-classes",
     "boundary": "boundary-classes",
+    "pairs": "transition-pairs",
+    "transition_pairs": "transition-pairs",
 }
 
 
@@ -119,6 +132,7 @@ def coverage_categories(
             "missed": missed,
             "not_applicable": [{"item": k, "reason": v} for k, v in excluded[category].items()],
         }
+    out.update(pair_categories(spec, counts, params))
     return out
 
 

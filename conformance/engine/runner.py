@@ -1506,6 +1506,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     from ..reporting._format import failed_checks
     from .applicability import bound_to_dict
     from .coverage import check_gates, coverage_categories, failure_focus
+    from .pairs import pairs_report
 
     counts = coverage.as_dict()
     concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
@@ -1527,6 +1528,9 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         "limits": counts["limits"],
         # the counts merge-reports sums (engine/shards.py)
         "bound": bound_to_dict(bound),  # the most records a test creates: what not_applicable was judged within
+        "pairs": counts["pairs"],
+        "triples": counts["triples"],
+        **pairs_report(spec, counts, params),
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }
@@ -1573,6 +1577,8 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
         "policies": counts["policies"],
         "races": counts["races"],
         "limits": counts["limits"],
+        "pairs": counts["pairs"],
+        "triples": counts["triples"],
         "uncovered": uncovered,
     }
 

@@ -123,7 +123,7 @@ def _counts_sum(dicts: Iterable[dict | None]) -> dict:
     return dict(sorted(out.items()))
 
 
-_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
+_COUNTS = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits", "pairs", "triples")
 
 
 def _combine_coverage(coverages: list[dict | None]) -> dict | None:
@@ -615,6 +615,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
     counts; and whether a gate failed."""
     from .applicability import bound_to_dict
     from .coverage import check_gates, coverage_categories
+    from .pairs import pairs_report
 
     coverages = [r["coverage"] for r in reports if r.get("coverage")]
     if not coverages:
@@ -636,6 +637,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
         "categories": categories,
         **{key: counts[key] for key in _COUNTS},
         **({"bound": bound_to_dict(bound)} if bound is not None else {}),
+        **(pairs_report(spec, counts, out.get("parameters") or {}) if spec is not None else {}),
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }

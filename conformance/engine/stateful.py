@@ -28,11 +28,17 @@ the first failure's bug (``failures.same_bug``); then ``reduce`` replays
 them smaller. The example database is kept under the report directory, per
 spec, parameters and implementation. ``Explorer.draw_step`` and
 ``carry_out`` are the one action generator the kit and the benchmark share.
+Steering (``engine/steering.py``, each choice off by default: measured, none
+helped): each example may draw which kinds of action it leaves out (swarm
+testing), part of the key draws may take the record whose recent history is
+rarest, and each example may report to Hypothesis's ``target()`` what rare
+pairs and triples it reached.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import re
 import time
@@ -44,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import HealthCheck, Verbosity, given, reject
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
+from hypothesis import target as hypothesis_target
 from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
@@ -60,9 +67,10 @@ from statemachines import (
 from statemachines.tools.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
-from . import choices, hypothesis_support, schema_draws
+from . import choices, hypothesis_support, schema_draws, steering
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
+from .steering import RARE_PICK, Steering, Swarm
 
 if TYPE_CHECKING:
     from statemachines import Model
@@ -200,7 +208,12 @@ class Explorer:
         self.clock_edges, self.arg_edges, self.batch_edges = _edges_by_target(self.limits)
         self.actions = self._weighted_actions(offered, concurrent)
         self._plans: dict = {}
-        self.action = choices.sampled(self.actions)
+        self.action_index = choices.integers(0, len(self.actions) - 1)
+        # engine/steering.py: swarm testing (kinds of action an example leaves
+        # out) and the counts that steer key draws, snapshot per example
+        self.steering = Steering(dataclasses.replace(steering.CHOICES))
+        self.swarm = Swarm([_action_label(action) for action in self.actions], self.steering.choices.swarm)
+        self._swarm_drawn = False
         self.advance_ms = self._clock_moves()
         self._batch_plans: dict = {}
         self.model: Model | None = None  # set by the state machine, for drawing live keys
@@ -235,6 +248,12 @@ class Explorer:
         if ex.advance_ms or self.clock_edges:
             actions += [("advance", None)] * 2
         return actions
+
+    def begin_example(self) -> None:
+        """A new example starts: it draws its swarm with its first step, and
+        steers by the counts of the examples before it."""
+        self._swarm_drawn = False
+        self.steering.begin_example(getattr(self.model, "coverage", None))
 
     def _clock_moves(self) -> choices.Drawer | None:
         """How a clock move's milliseconds are drawn: from ``exploration.advance_ms``,
@@ -334,7 +353,13 @@ class Explorer:
             choices = self.intermediate_keys() or self.live_keys() or keys
         else:
             choices = (self.live_keys() if roll < 55 + fresh * 50 else []) or keys
+        if pick >= RARE_PICK and len(choices) > 1 and self.steering.choices.rare_keys and self._coverage_kept():
+            return self.steering.rarest(choices, self.model)  # the record whose recent history is rarest
         return choices[pick % len(choices)]
+
+    def _coverage_kept(self) -> bool:
+        """Whether the model counts coverage (the benchmark's bare driver keeps keys only)."""
+        return getattr(self.model, "coverage", None) is not None
 
     def hit_edges(self, names) -> None:
         """Count limit edges a drawn value sits at (nothing without a model's
@@ -397,7 +422,10 @@ class Explorer:
         primitive choices in one strategy (one draw per step is far cheaper
         for Hypothesis than one per value, and its shape never depends on
         the state)."""
-        kind, what = self.action(data)
+        if not self._swarm_drawn:  # an example's first step draws what it leaves out
+            self._swarm_drawn = True
+            self.swarm.draw(data)
+        kind, what = self.actions[self.swarm.kept(self.action_index(data))]
         if kind == "call":
             return kind, what, self.args_plan(what)[0](data)
         if kind == "advance":
@@ -422,6 +450,17 @@ class Explorer:
             args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
             phases.append((order, [(advance(data), args(data)) for _ in order]))
         return kind, what, n, shared, phases
+
+
+def _action_label(action: tuple[str, Any]) -> str:
+    """The kind of action a slot of the weighted list is, for swarm testing:
+    an operation, a batch, a concurrent group, the derived races, clock moves."""
+    kind, what = action
+    if kind == "call":
+        return f"call {what}"
+    if kind in ("batch", "concurrent"):
+        return f"{kind} {what['name']}"
+    return kind
 
 
 class Driver:
@@ -677,6 +716,9 @@ def build_example(
             self.group_answers = None  # the answers of the concurrent group this step ran, in call order
             self.unprobed = False  # a step ran whose probe was skipped
             stats.failing = False
+            if stats.first_failure_at is not None:
+                explorer.steering.freeze()  # shrinking reads its choices as the failing example did
+            explorer.begin_example()
             if on_example is not None:
                 on_example(stats.examples, stats.first_failure_at is not None)
 
@@ -707,8 +749,13 @@ def build_example(
             if self.unprobed and not stats.failing and not _example_over():
                 self.unprobed = False
                 driver.check(session.probe())
+            if explorer.steering.choices.target and not stats.failing and not _example_over():
+                hypothesis_target(explorer.steering.score(session.model.coverage), label=_RARITY_LABEL)
 
     return SpecExample
+
+
+_RARITY_LABEL = "pairs and triples reached that earlier examples reached rarely"
 
 
 # One step of an example is one span of Hypothesis's choices, led by the

@@ -49,6 +49,7 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     console = console or Console()
     _print_matrix(console, report)
     console.print(_stateful_line(report.get("stateful")))
+    _print_pairs(console, report.get("coverage"))
     checks = list(failed_checks(report))
     _print_stubbed(console, checks)
     shown_replays = _print_failures(console, checks, report)
@@ -99,6 +100,26 @@ def _stateful_line(st: dict | None) -> Text:
     if details:
         line.append(f" ({', '.join(details)})")
     return line
+
+
+NEVER_REACHED_SHOWN = 3  # on the console; summary.md and report.json say more
+
+
+def _print_pairs(console: Console, coverage: dict | None) -> None:
+    """One line of the finer coverage (engine/pairs.py) and the rarest
+    combinations the run never came near."""
+    categories = (coverage or {}).get("categories") or {}
+    pairs, triples = categories.get("transition-pairs"), categories.get("triples")
+    if not pairs or not triples:
+        return
+    console.print(
+        Text(
+            f"Transition pairs reached: {pairs['covered']}/{pairs['total']}; "
+            f"(state, operation, outcome) triples: {triples['covered']}/{triples['total']}"
+        )
+    )
+    for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN]:
+        console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
 def _is_stub(failure: dict | None) -> bool:

@@ -222,6 +222,8 @@ _CATEGORY_NAMES = {
     "policies": "Policies",
     "boundary-classes": "Boundary classes",
     "races": "Races",
+    "transition-pairs": "Transition pairs",
+    "triples": "State, operation, outcome",
 }
 MISSED_SHOWN = 12
 # The exploration's tables and the diagram count different things: each says which.
@@ -261,6 +263,14 @@ def _coverage(report: dict) -> list[str]:
             f"| {_CATEGORY_NAMES.get(key, _cell(key))} | {entry['covered']}/{entry['total']} "
             f"({entry['percent']:g}%) | {minimum} | {shown or '—'} |"
         )
+    never = cov.get("never_reached") or []
+    if never:
+        lines += [
+            "",
+            "Never reached (the rare transition pairs the run did not come near, the least approached first):",
+            "",
+        ]
+        lines += [f"- {_code(line)}" for line in never]
     return lines + [""] + _coverage_not_applicable(cov)
 
 

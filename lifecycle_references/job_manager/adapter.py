@@ -144,6 +144,7 @@ class JobManagerAdapter(Adapter):
     # Mutants swap in faulty classes; everything else stays the same.
     manager_class: type[AsyncJobManager] = AsyncJobManager
     tool_class: type[JobTool] = JobTool
+    work_class: type[_PlayedWork] = _PlayedWork  # how a job's body is played (mutants vary it)
     loop_class: type[VirtualLoop] = VirtualLoop
 
     # Named parameter sets: the real job tools this runtime can behave as.
@@ -234,7 +235,7 @@ class JobManagerAdapter(Adapter):
             "text": arg.text(a, "text", optional=True) or "",
             "stop_ms": _millis(a, "stop_ms", optional=True),
         }
-        body = _PlayedWork(self, plan, self._starts + 1)
+        body = self.work_class(self, plan, self._starts + 1)
         job = self._manager.register(type_, label, body, preferred)
         self._starts += 1
         self._bodies[job.serial] = body

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 
 from ..mutant import Mutant
-from .adapter import JobManagerAdapter
-from .loop import AbortController
+from .adapter import JobManagerAdapter, _PlayedWork
+from .loop import BODY, AbortController, Future
 from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
 from .tool import JobTool
 
@@ -227,10 +227,46 @@ class _LateBodyReschedulesEviction(AsyncJobManager):
         super()._body_settled(job, settled)
 
 
+# -------------------------------------------------------------- job bodies
+
+
+class _StopDelayIgnoresEarlierEnd(_PlayedWork):
+    """On cancel, the body's return is rescheduled to the stop delay: a
+    natural end that would have come first is dropped."""
+
+    def __call__(self, job_id: str, signal) -> Future:
+        loop = self._adapter.loop
+        self._future = loop.create_future()
+        plan = self._plan
+        self._natural_end = None
+        if plan["duration_ms"] is not None:
+            self._natural_end = loop.call_later(plan["duration_ms"], BODY, self._return_as_planned, self._order)
+        signal.add_listener(lambda: self._on_abort(job_id))
+        return self._future
+
+    def _on_abort(self, job_id: str) -> None:
+        if self._plan["stop_ms"] is not None and self._natural_end is not None:
+            self._natural_end.cancel()  # "the stop delay replaces the remaining run time"
+        super()._on_abort(job_id)
+
+
+class _TiesByJobId(_PlayedWork):
+    """Bodies due at the same instant return in job id order (as strings),
+    not in start order."""
+
+    def __call__(self, job_id: str, signal) -> Future:
+        self._order = job_id  # type: ignore[assignment]  # every body's timer is ordered by id
+        return super().__call__(job_id, signal)
+
+
 # ------------------------------------------------------------------ registry
 
 
 def _adapter_for(cls: type) -> type[JobManagerAdapter]:
+    if issubclass(cls, _PlayedWork):
+        return type(
+            cls.__name__.lstrip("_") + "Adapter", (JobManagerAdapter,), {"work_class": cls, "__module__": __name__}
+        )
     slot = "tool_class" if issubclass(cls, JobTool) else "manager_class"
     name = cls.__name__.lstrip("_") + "Adapter"
     return type(name, (JobManagerAdapter,), {slot: cls, "__module__": __name__})
@@ -352,6 +388,17 @@ _TABLE = [
         "A cancelled job's body returning after its record was evicted schedules eviction again by id, "
         "which later evicts a new, still running job that reused the id.",
     ),
+    (
+        "stop_delay_ignores_earlier_end",
+        _StopDelayIgnoresEarlierEnd,
+        "Cancelling a job whose body stops after a delay reschedules its return to that delay: a natural end "
+        "that comes first is ignored, and the cancelled job's text arrives late.",
+    ),
+    (
+        "ties_by_job_id",
+        _TiesByJobId,
+        "Bodies due at the same instant return in job id order (as strings) instead of start order.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a
@@ -384,6 +431,8 @@ SHORTEST: dict[str, int] = {
     'suffix_per_name_counter': 3,
     'suffix_starts_at_one': 2,
     'watch_not_suppressing': 2,
+    'stop_delay_ignores_earlier_end': 3,
+    'ties_by_job_id': 3,
 }
 
 MUTANTS: dict[str, Mutant] = {

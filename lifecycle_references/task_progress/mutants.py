@@ -242,6 +242,37 @@ class _DrainKeepsQueue(TaskRuntime):
 # ----------------------------------------------------------------- registry
 
 
+class _AutoBackgroundRefires(TaskRuntime):
+    """The auto-background timer is an interval, cleared only by the tick that
+    backgrounds the task: one that comes due while the task is in the
+    background already stays armed and backgrounds it again once it is
+    brought back to the foreground."""
+
+    def register_task(
+        self,
+        kind: str,
+        description: str,
+        mode: str,
+        parent_id: str | None = None,
+        auto_background_ms: int | None = None,
+    ) -> TaskState:
+        task = super().register_task(kind, description, mode, parent_id, auto_background_ms)
+        if task.task_id in self._auto_timers and auto_background_ms is not None:
+            self._intervals = {**getattr(self, "_intervals", {}), task.task_id: max(1, auto_background_ms)}
+        return task
+
+    def _auto_background(self, task_id: str) -> None:
+        with self._lock:
+            self._auto_timers.pop(task_id, None)
+            task = self._tasks.get(task_id)
+            if self._background(task_id, "auto") or task is None or task.status not in ACTIVE_STATUSES:
+                return
+            interval = getattr(self, "_intervals", {}).get(task_id, 1)
+            self._auto_timers[task_id] = self._clock.schedule(
+                self._clock.now() + interval, lambda: self._auto_background(task_id)
+            )
+
+
 def _adapter_for(runtime_class: type[TaskRuntime]) -> type[ReferenceAdapter]:
     name = runtime_class.__name__.lstrip("_") + "Adapter"
     return type(name, (ReferenceAdapter,), {"runtime_class": runtime_class, "__module__": __name__})
@@ -359,6 +390,12 @@ _TABLE = [
         _MainSessionForegroundNotifies,
         "A main-session task completed while in the foreground also sends a notification.",
     ),
+    (
+        "auto_background_refires",
+        _AutoBackgroundRefires,
+        "The auto-background timer repeats until it backgrounds the task: one that comes due while the task is "
+        "backgrounded already fires again after the task is brought back to the foreground.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a
@@ -388,6 +425,7 @@ SHORTEST: dict[str, int] = {
     'progress_writes_back_stale_task': 4,
     'kill_check_then_act': 4,
     'main_session_foreground_notifies': 3,
+    'auto_background_refires': 5,
 }
 
 MUTANTS: dict[str, Mutant] = {

@@ -41,6 +41,13 @@ class _EvictByStartTime(ThreadJobRuntime):
         return finished[:excess] if excess > 0 else []
 
 
+class _EvictionKeepsToolCall(ThreadJobRuntime):
+    def _forget(self, job: Job) -> None:
+        tool_calls = dict(self._tool_calls)
+        super()._forget(job)
+        self._tool_calls = tool_calls  # the evicted job's tool call stays resolved
+
+
 # ----------------------------------------------------------------- ordering
 
 
@@ -302,6 +309,12 @@ def _adapter_for(runtime_class: type[ThreadJobRuntime]) -> type[ReferenceAdapter
 
 _TABLE = [
     (
+        "eviction_keeps_tool_call",
+        _EvictionKeepsToolCall,
+        "Retention evicts a job but keeps its tool call's mapping, so the tool call stays resolved: a sync result "
+        "or a new start for it is refused.",
+    ),
+    (
         "evict_at_limit",
         _EvictAtLimit,
         "Retention evicts as soon as the thread holds retention_limit terminal jobs, keeping limit-1.",
@@ -435,6 +448,8 @@ SHORTEST: dict[str, int] = {
     'id_unique_per_thread': 2,
     'spill_off_by_one': 2,
     'unstable_tie_order': 5,
+    # 21 starts and finishes fill the thread one past retention_limit (20), then the sync result
+    'eviction_keeps_tool_call': 43,
 }
 
 MUTANTS: dict[str, Mutant] = {

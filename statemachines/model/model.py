@@ -44,7 +44,7 @@ from . import steps as S
 from .matchers import Matcher
 from .store import EntityStore
 
-__all__ = ["Model", "Prediction", "Coverage", "POLICY_ACTS", "BOUNDARY_CLASSES"]
+__all__ = ["Model", "Prediction", "Coverage", "NO_RECORD", "POLICY_ACTS", "BOUNDARY_CLASSES"]
 
 # What a policy of each kind does when it acts: coverage event suffixes
 # (``<policy>.<event>``) and how to say each. A policy counts as exercised
@@ -85,18 +85,26 @@ class Prediction:
         return self.error is None
 
 
+NO_RECORD = "(no record)"  # the state a triple names when the operation's find met no record
+
+
 class Coverage:
     """Counts of what a run exercised: operations, outcomes, transitions, states,
-    policies, races (the exploration's concurrent groups, by name) and limits
-    (the edges of ``exploration.limits`` the exploration drew, "limit.class")."""
+    policies, races (the exploration's concurrent groups, by name), limits
+    (the edges of ``exploration.limits`` the exploration drew, "limit.class"),
+    pairs (two consecutive transitions of one record, "t1 then t2") and
+    triples (the state of the record an operation found, the operation and
+    its outcome, "state: op -> outcome"). ``last`` holds each record's latest
+    transition, for its next pair."""
 
-    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits")
+    CATEGORIES = ("operations", "outcomes", "transitions", "states", "policies", "races", "limits", "pairs", "triples")
 
     # Plain dicts, not Counters: the model copies its coverage with every
     # snapshot (each order a concurrent group's check tries), and a dict copy
     # is several times cheaper than building a Counter.
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {c: {} for c in self.CATEGORIES}
+        self.last: dict[Any, str] = {}
         # When a list (``record_orders``): each decision an ordering made while
         # the model's state changed, as (ordering, the keys of the records it
         # ordered), for telling which failures one rule of the spec explains.
@@ -106,6 +114,13 @@ class Coverage:
         """This coverage, now also noting the orderings' decisions (``orders``)."""
         self.orders = []
         return self
+
+    def moved(self, key: Any, transition: str) -> None:
+        """A record took ``transition``: count the pair with its previous one."""
+        previous = self.last.get(key)
+        self.last[key] = transition
+        if previous is not None:
+            self.hit("pairs", f"{previous} then {transition}")
 
     def hit(self, category: str, name: str, n: int = 1) -> None:
         counts = self.counts[category]
@@ -121,6 +136,7 @@ class Coverage:
         out = Coverage.__new__(Coverage)
         out.counts = {c: dict(v) for c, v in self.counts.items()}
         out.orders = None if self.orders is None else list(self.orders)
+        out.last = dict(self.last)
         return out
 
     def as_dict(self) -> dict:
@@ -253,6 +269,7 @@ class Model:
         self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
         self._reading_only = False  # a prediction of an operation that changes nothing is being made
         self._clock_orders: dict | None = None  # while a clock move notes orders: ordering -> keys it ordered
+        self._subject: str | None = None  # the state of the record the prediction's first find met
         self._touched: set = set()
         self._touched_scopes: set = set()
         # What a read-only prediction depends on, so the harness can tell that
@@ -305,6 +322,7 @@ class Model:
         self.revision += 1
         self.epoch += 1
         self.births.clear()
+        self.coverage.last.clear()
         self.now = now_ms
         self._touched.clear()
         self._touched_scopes.clear()
@@ -471,6 +489,7 @@ class Model:
         self.coverage.hit("operations", operation)
         out = Prediction()
         self._chosen = out.chosen
+        self._subject = None
         frame = {"args": args, "params": self.params, "now": self.now, "terminal_states": self.terminal_states}
         try:
             self._run(op.steps, frame, out)
@@ -478,10 +497,14 @@ class Model:
             out.error = {"kind": abort.kind, "message": abort.message}
             out.result = None
             self.coverage.hit("outcomes", f"{operation}: {abort.kind}")
+            if self._subject is not None:
+                self.coverage.hit("triples", f"{self._subject}: {operation} -> {abort.kind}")
         else:
             if out.result is None:
                 out.result = {}
             self.coverage.hit("outcomes", f"{operation}: ok")
+            if self._subject is not None:
+                self.coverage.hit("triples", f"{self._subject}: {operation} -> ok")
         finally:
             self._observation = None
             self._chosen = None
@@ -677,6 +700,8 @@ class Model:
                     self.coverage.hit(
                         "policies", f"{self._scope_policy}.excluded"
                     )  # another scope's record stayed hidden
+        if self._subject is None:  # the state of the record the operation is about (Coverage "triples")
+            self._subject = NO_RECORD if record is None else record[self.field]
         if record is None and step.missing is not None:
             raise self._error(step.missing, frame)
         frame[step.bind] = record
@@ -695,6 +720,7 @@ class Model:
                 step.where,
             )
         self.store.add(record)
+        self.coverage.last.pop(key, None)  # another record under a freed key: no pair with the old one
         self.births[key] = self.births.get(key, 0) + 1
         self._touch(record)
         self.coverage.hit("states", record[self.field])
@@ -712,7 +738,9 @@ class Model:
             raise ObservationError(problem, step.where)
         if fired:
             after = record[self.field]
-            self.coverage.hit("transitions", f"{before} -{step.trigger}-> {after}")
+            move = f"{before} -{step.trigger}-> {after}"
+            self.coverage.hit("transitions", move)
+            self.coverage.moved(record[self.entity.key], move)
             self.coverage.hit("states", after)
             self._touch(record)
         elif step.otherwise is not None:

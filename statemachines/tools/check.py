@@ -54,6 +54,7 @@ __all__ = [
     "operation_arguments",
     "scenario_yaml",
     "scope_of",
+    "search_counts",
 ]
 
 GENERATED = "gen-"  # prefix of the values that stand in for the implementation's choices
@@ -808,6 +809,23 @@ def check_spec(
     report.stats = explorer.stats
     report.findings = list(explorer.found.values()) + _stuck(explorer) + _unreached(explorer)
     return report
+
+
+def search_counts(spec: Spec, max_states: int = 400) -> dict[str, dict[str, int]]:
+    """What the model counted (``Coverage`` counts: outcomes, transitions,
+    triples, ...) over the breadth-first search of the spec's declared scope,
+    stopped after ``max_states`` states (a bound in states, not seconds, so
+    the answer is the same on every machine). Empty counts when the scope is
+    invalid."""
+    scope, problems = scope_of(spec, {"max_states": max_states})
+    if problems:
+        return {}
+    explorer = _Explorer(spec, scope, None)
+    try:
+        explorer.run()
+    except _ScopeError:
+        return {}
+    return explorer.model.coverage.as_dict()
 
 
 # -- a path as a scenario for the matrix ---------------------------------------------------------

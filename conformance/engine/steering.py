@@ -1,0 +1,150 @@
+"""Steering the exploration toward what it has reached least.
+
+Each choice below is off by default (``SteeringChoices``: measured on the
+shipped mutants, none of them helped); ``benchmarks/seed_kills.py
+--ablation`` measures them again.
+
+Every value of a step stays a Hypothesis choice, so a failing example is
+replayed, shrunk and stored as before. What steers is how those choices are
+read, and only in ways that never change which choices a step makes next
+(Hypothesis checks that a replayed prefix draws the same kinds of choices):
+
+- **Swarm testing** (``Swarm``): each example first draws which kinds of
+  action it leaves out (an operation, a batch, a concurrent group, clock
+  moves), each one with odds of one in three, and a step whose drawn action
+  is left out takes the next kept one in the weighted list instead. An
+  example without some operations goes deeper with the others (a record
+  left alone long enough to time out, a thread filled to its retention
+  limit with nothing cancelled). The choice shrinks to "leave nothing out".
+- **Rare records first** (``Steering.rarest``): part of the key draws
+  (``Explorer._resolve``) take the record whose latest transition (or, with
+  none yet, its state) the run has taken least, instead of any record.
+- **Rare examples kept** (``Steering.score``): each example tells Hypothesis
+  (``hypothesis.target``) how many pairs and triples (``engine/pairs.py``)
+  it reached that earlier examples reached rarely; Hypothesis then mutates
+  the examples that scored highest.
+
+The counts steering reads are a snapshot taken as each example starts, so a
+step reads them the same way for its whole example, and they are frozen at
+the first failure: every example Hypothesis runs to shrink it reads its
+choices as the failing example did. The snapshot depends only on the
+examples run before (the seed's choices and the implementation's answers),
+so the same seed gives the same run. Each ``--workers N`` part explores with
+its own seed and steers by its own counts (the steering state is split, not
+shared: sharing would make a part's examples depend on the others' timing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Swarm", "Steering", "SteeringChoices", "CHOICES", "RARE_PICK"]
+
+
+@dataclass
+class SteeringChoices:
+    """Which steering an exploration uses. Each is off by default: measured
+    on the shipped mutants (benchmarks/seed_kills.py --ablation, 2026-11-26,
+    12 mutants x seeds 1-5 at the ci profile) every one of them killed fewer
+    (seed, mutant) pairs than the exploration without steering (none: 59 of
+    60; all three: 53; without swarm: 55; without rare keys: 49; without
+    target: 51; rare keys alone: 56); the losses were the race mutants,
+    whose check-then-act windows need the concurrent groups that swarm
+    testing leaves out of a third of the examples. ``benchmarks/seed_kills.py
+    --ablation`` measures them again; switching one on is a one-line change
+    here once it helps."""
+
+    swarm: bool = False
+    rare_keys: bool = False
+    target: bool = False
+
+
+CHOICES = SteeringChoices()  # read as each exploration's Explorer is built
+
+# A key draw's ``pick`` (0-255) at or above this takes the rarest record;
+# below it, any record as before. Shrinking goes towards 0, so a shrunk
+# example picks records by position.
+RARE_PICK = 192
+_LEAVE_OUT_ONE_IN = 3  # each kind of action is left out of an example with odds of 1 in 3
+
+
+class Swarm:
+    """Which kinds of action an example leaves out, read against the
+    weighted action list: ``kept(index)`` is the slot a drawn index becomes."""
+
+    def __init__(self, labels: Sequence[Any], enabled: bool = True):
+        self.labels = list(labels)
+        # each kind once, in list order (none: swarm testing switched off, nothing drawn)
+        self.kinds = list(dict.fromkeys(self.labels)) if enabled else []
+        self.left_out: frozenset = frozenset()
+
+    def draw(self, data) -> None:
+        """Draw this example's kinds left out (one choice per kind, each
+        shrinking towards "kept"); never all of them."""
+        if len(self.kinds) < 2:
+            self.left_out = frozenset()
+            return
+        out = frozenset(kind for kind in self.kinds if data.draw_integer(0, _LEAVE_OUT_ONE_IN - 1) == 1)
+        self.left_out = frozenset() if len(out) == len(self.kinds) else out
+
+    def kept(self, index: int) -> int:
+        """The slot a drawn index stands for: itself when its kind is kept,
+        else the next slot (cyclically) whose kind is."""
+        if not self.left_out:
+            return index
+        labels, n = self.labels, len(self.labels)
+        for offset in range(n):
+            slot = (index + offset) % n
+            if labels[slot] not in self.left_out:
+                return slot
+        return index
+
+
+class Steering:
+    """The counts the exploration steers by: a snapshot of the model's
+    coverage as each example starts, frozen at the first failure."""
+
+    def __init__(self, choices: SteeringChoices | None = None) -> None:
+        self.choices = choices or SteeringChoices()
+        self.frozen = False
+        self.transitions: dict[str, int] = {}
+        self.states: dict[str, int] = {}
+        self.rare: dict[str, dict[str, int]] = {"pairs": {}, "triples": {}}
+
+    def begin_example(self, coverage) -> None:
+        """Take the snapshot this example reads (none while frozen)."""
+        if self.frozen or coverage is None or not (self.choices.rare_keys or self.choices.target):
+            return
+        counts = coverage.counts
+        self.transitions = dict(counts["transitions"])
+        self.states = dict(counts["states"])
+        self.rare = {"pairs": dict(counts["pairs"]), "triples": dict(counts["triples"])}
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def rarity(self, key: Any, model) -> int:
+        """How often the run had taken this record's latest transition (its
+        state, before it took any) when the example started."""
+        last = model.coverage.last.get(key)
+        if last is not None:
+            return self.transitions.get(last, 0)
+        record = model.store.records.get(key)
+        return self.states.get(record[model.field], 0) if record is not None else 0
+
+    def rarest(self, keys: Sequence[Any], model) -> Any:
+        """The key whose record's recent history is rarest (the first such)."""
+        return min(keys, key=lambda key: self.rarity(key, model))
+
+    def score(self, coverage) -> float:
+        """What this example reached that earlier ones reached rarely: per
+        pair and triple it reached, 1 / (1 + the times reached before)."""
+        total = 0.0
+        for category, before in self.rare.items():
+            for name, n in coverage.counts[category].items():
+                seen = before.get(name, 0)
+                if n > seen:
+                    total += 1.0 / (1 + seen)
+        return total

@@ -1,0 +1,104 @@
+"""Steering the exploration (conformance/engine/steering.py): swarm testing read
+against the weighted action list, rare records first, a snapshot of the counts
+per example frozen at the first failure, and the same seed giving the same run."""
+
+from pathlib import Path
+
+import pytest
+
+from conformance.engine import steering
+from conformance.engine.runner import RunConfig, run_conformance
+from conformance.engine.steering import RARE_PICK, Steering, SteeringChoices, Swarm
+from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+from statemachines import Model, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = str(ROOT / "spec" / "thread-jobs.yaml")
+
+
+class _Choices:
+    """Hypothesis's choices stood in by a fixed list of integers."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def draw_integer(self, low, high):
+        value = self.values.pop(0)
+        assert low <= value <= high
+        return value
+
+
+def test_a_left_out_kind_takes_the_next_kept_slot_and_never_all_are_left_out():
+    swarm = Swarm(["a", "a", "b", "c"])
+    swarm.draw(_Choices([1, 0, 0]))  # "a" left out
+    assert swarm.left_out == {"a"}
+    assert [swarm.kept(i) for i in range(4)] == [2, 2, 2, 3]
+    swarm.draw(_Choices([1, 1, 1]))  # all three: nothing is left out instead
+    assert not swarm.left_out and [swarm.kept(i) for i in range(4)] == [0, 1, 2, 3]
+    off = Swarm(["a", "b"], enabled=False)
+    off.draw(_Choices([]))  # switched off: draws nothing
+    assert not off.left_out
+
+
+def _model_with_two_jobs():
+    spec = load_spec(SPEC)
+    model = Model(spec, spec.default_parameters())
+    model.reset()
+    for job, call in (("j1", "c1"), ("j2", "c2")):
+        started = model.predict("start_job", {"thread_id": "t1", "tool_call_id": call, "tool_name": "x", "job_id": job})
+        assert started.ok, started.error
+    model.predict("cancel_job", {"thread_id": "t1", "job_id": "j2", "requested_by": "user"})
+    return model
+
+
+def test_the_rarest_record_is_the_one_whose_latest_transition_the_run_took_least():
+    model = _model_with_two_jobs()
+    steering = Steering(SteeringChoices(rare_keys=True))
+    steering.begin_example(model.coverage)  # j1: running (entered twice); j2: cancel requested once
+    assert steering.rarest(["j1", "j2"], model) == "j2"
+    steering.transitions = {"running -request_cancel-> pending_cancel": 50}
+    assert steering.rarest(["j1", "j2"], model) == "j1"
+    assert 0 < RARE_PICK < 256
+
+
+def test_the_snapshot_is_frozen_at_the_first_failure():
+    model = _model_with_two_jobs()
+    steering = Steering(SteeringChoices(target=True))
+    steering.begin_example(model.coverage)
+    before = dict(steering.transitions)
+    steering.freeze()
+    model.predict("cancel_job", {"thread_id": "t1", "job_id": "j1", "requested_by": "user"})
+    steering.begin_example(model.coverage)
+    assert steering.transitions == before
+    assert steering.score(model.coverage) > 0  # j1's pair is new to the frozen snapshot
+
+
+class _Sequential(ReferenceAdapter):
+    """The reference declaring no concurrency: what the exploration generates
+    then does not depend on thread scheduling."""
+
+    def describe(self):
+        identity = super().describe()
+        return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
+
+
+@pytest.mark.parametrize("steered", [False, True], ids=["default", "every-steering-choice-on"])
+def test_the_same_seed_gives_the_same_exploration(monkeypatch, steered):
+    if steered:
+        monkeypatch.setattr(steering, "CHOICES", SteeringChoices(swarm=True, rare_keys=True, target=True))
+    runs = []
+    for _ in range(2):
+        config = RunConfig(
+            spec_path=SPEC,
+            adapter_factory=_Sequential,
+            adapter_label="sequential reference",
+            profile="quick",
+            seed=3,
+            scenarios=False,
+            report_dir=None,
+            example_db="none",
+        )
+        stateful = run_conformance(config)["stateful"]
+        coverage = stateful["coverage"]
+        runs.append((stateful["steps"], stateful["examples"], coverage["pairs"], coverage["triples"]))
+    assert runs[0] == runs[1]
