@@ -101,7 +101,7 @@ def test_the_recipe_posts_the_diff_of_each_changed_spec_and_fails_on_a_missing_b
         timeout=300,
     )
 
-    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)  # 2.0.3 kept: too little a bump
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)  # the version kept: too little a bump
     assert "Traceback" not in proc.stderr, proc.stderr
     calls = posted.read_text(encoding="utf-8")
     assert calls.startswith("pr comment 42 --body-file spec-diff.md"), calls

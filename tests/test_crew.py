@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
-from conformance.engine.crew import Crew, StartLine
+import pytest
+
+from conformance.engine.crew import RACE_SWITCH_INTERVAL_S, Crew, StartLine, fine_switching
 from conformance.engine.runner import RunConfig, prepare
 from conformance.specs import resolve_spec
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
@@ -172,3 +175,13 @@ def test_a_concurrent_answer_that_is_not_json_fails_and_the_trace_stays_json():
         )  # the plain answer, as it came
     finally:
         session.close()
+
+
+def test_racing_groups_switch_threads_finely_and_restore_the_interval():
+    before = sys.getswitchinterval()
+    with fine_switching():
+        assert sys.getswitchinterval() == pytest.approx(min(before, RACE_SWITCH_INTERVAL_S))
+        with fine_switching():  # another session's group racing at the same time
+            pass
+        assert sys.getswitchinterval() == pytest.approx(min(before, RACE_SWITCH_INTERVAL_S))
+    assert sys.getswitchinterval() == before

@@ -15,6 +15,7 @@ from statemachines.tools.diff import diff_specs, render_diff_markdown, schema_di
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
+VERSION = load_spec(SPEC / "thread-jobs.yaml").version  # the bundled thread-jobs version
 
 
 def copy_thread_jobs(tmp_path: Path, edit=None) -> Path:
@@ -69,7 +70,7 @@ def test_wider_bounds_are_looser_and_a_minor_bump(tmp_path):
         tmp_path,
         lambda t: t.replace(
             "    minimum: 1\n    maximum: 100000\n", "    minimum: 1\n    maximum: 200000\n", 1
-        ).replace("version: 2.0.3", "version: 2.1.0"),
+        ).replace(f"version: {VERSION}", "version: 2.1.0"),
     )
     d = diff_specs(load_spec(SPEC / "thread-jobs.yaml"), load_spec(new))
     assert [(c.subject, c.impact) for c in d.changes] == [("retention_limit", "looser")]
@@ -135,12 +136,12 @@ def test_rev_reads_the_old_version_and_its_fragments_from_git(tmp_path):
     git("init", "-q")
     git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "spec")
-    path.write_text(retention_5(path.read_text()).replace("version: 2.0.3", "version: 3.0.0"))
+    path.write_text(retention_5(path.read_text()).replace(f"version: {VERSION}", "version: 3.0.0"))
     result = CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version", "--no-behaviour"])
     assert result.exit_code == 0, result.output
     assert "retention_limit" in result.output and "B6, B7, B8" in result.output
-    assert "2.0.3 → 3.0.0" in result.output
-    path.write_text(path.read_text().replace("version: 3.0.0", "version: 2.0.3"))
+    assert f"{VERSION} → 3.0.0" in result.output
+    path.write_text(path.read_text().replace("version: 3.0.0", f"version: {VERSION}"))
     assert (
         CliRunner().invoke(cli, ["diff", str(path), "--rev", "HEAD", "--check-version", "--no-behaviour"]).exit_code
         == 1

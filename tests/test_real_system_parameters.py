@@ -29,6 +29,8 @@ CASES = [
     ("thread-jobs", "spill_file_content", "json", "payload", {}, False),
     ("async-jobs", "empty_poll", "nothing", "absent", {}, False),
     ("async-jobs", "empty_text", "omitted", "returned", {}, False),
+    ("async-jobs", "empty_text", "omitted_by_tool", "returned", {}, False),
+    ("async-jobs", "evicted_in_wait", "last_state", "dropped", {}, False),
     ("async-jobs", "drained_cancel_status", "body_outcome", "table_status", {"profile": "task-table"}, False),
     ("async-jobs", "id_counter_start", "0", "1", {"profile": "task-table"}, False),
 ]

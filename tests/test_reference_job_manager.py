@@ -858,3 +858,45 @@ def _baseline(a):
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_is_otherwise_faithful(name):
     assert observe(MUTANTS[name].factory, _baseline) == observe(JobManagerAdapter, _baseline)
+
+
+# ----------------------------------------------- oh-my-pi's readings (2.1.0)
+def test_the_oh_my_pi_profile_words_the_list_combination_its_own_way():
+    a = JobManagerAdapter(profile="oh-my-pi")
+    try:
+        message = "`list` cannot be combined with `poll` or `cancel`."
+        assert err(a, "job_tool", list=True, poll=[start(a)]) == ("invalid_arguments", message)
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize(
+    "empty_text, record, tool_view", [("returned", "", ""), ("omitted", None, None), ("omitted_by_tool", "", None)]
+)
+def test_an_empty_text_is_left_out_where_empty_text_says(empty_text, record, tool_view):
+    a = JobManagerAdapter(empty_text=empty_text)
+    try:
+        done = start(a)
+        ok(a, "finish_job", job_id=done, outcome="completed", text="")
+        assert job(a, done)["result_text"] == record
+        assert ok(a, "list_jobs")[0]["jobs"][0]["result_text"] == record
+        assert tool(a, list=True)[0]["jobs"][0]["result_text"] == tool_view
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("reading, reported", [("dropped", False), ("last_state", True)])
+def test_a_job_evicted_while_the_tool_waits_is_reported_as_evicted_in_wait_says(reading, reported):
+    a = JobManagerAdapter(evicted_in_wait=reading)
+    try:
+        done, keeper = start(a, text="A"), start(a)
+        ok(a, "finish_job", job_id=done, outcome="completed", text="A")
+        a.set_clock(1000)
+        result, _ = tool(a, poll=[done, keeper], wait_ms=300000)  # retention evicts `done` 299000 ms in
+        assert result["waited_ms"] == 300000 and job(a, done) is None
+        expected = ([done] if reported else []) + [keeper]
+        assert ids(result["jobs"]) == expected
+        if reported:
+            assert result["jobs"][0]["status"] == "completed" and result["jobs"][0]["result_text"] == "A"
+    finally:
+        a.close()

@@ -2,12 +2,17 @@
 passes on the reference, fails on the mutant that reproduces the bug, and the
 failure's first line names the rule the bug broke (the scenario's title)."""
 
+import os
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conformance.engine.runner import RunConfig, run_conformance
 from conformance.mutants import load_mutants
+from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+from lifecycle_references.thread_jobs.runtime import _SYNC, Job, JobError, ThreadJobRuntime
 from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,3 +95,65 @@ def test_a_shipped_bug_is_caught_under_its_real_systems_profile(spec, mutant, pr
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{mutant} survived every scenario under {profile}"
     assert result.found_by_exploration, f"{mutant} was not found by the exploration alone under {profile}"
+
+
+# ---------------------------------------------------- R2 against a narrow race
+class _TightLostUpdate(ThreadJobRuntime):
+    """A lost update with no pause inside: the read-then-overwrite window is
+    the checks, the building of the record and one yield of the thread (as a
+    log line or an I/O call would), where the shipped mutant sleeps 3 ms."""
+
+    def start_job(self, thread_id, tool_call_id, tool_name, job_id=None):
+        with self._lock:
+            jobs, calls = dict(self._jobs), dict(self._tool_calls)
+            by_thread = {k: dict(v) for k, v in self._by_thread.items()}
+            created = next(self._created)
+            job_id = job_id or self._generate_job_id()
+        if calls.get(tool_call_id) is _SYNC:
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        if tool_call_id in calls:
+            raise JobError("job_exists_for_tool_call", self.config.msg_job_exists_for_tool_call)
+        job = Job(job_id, thread_id, tool_call_id, tool_name, "running", self._clock(), created_seq=created)
+        time.sleep(0)  # the window holds a yield (a log line, an I/O call), not a pause
+        with self._lock:
+            jobs[job_id] = job
+            by_thread.setdefault(thread_id, {})[job_id] = None
+            calls[tool_call_id] = job_id
+            self._jobs, self._by_thread, self._tool_calls = jobs, by_thread, calls  # no compare-and-swap
+            return replace(job)
+
+    def complete_sync(self, thread_id, tool_call_id, tool_name, result):
+        with self._lock:
+            calls = dict(self._tool_calls)
+        if tool_call_id in calls:
+            raise JobError("tool_call_resolved", self.config.msg_tool_call_resolved)
+        calls[tool_call_id] = _SYNC
+        time.sleep(0)
+        with self._lock:
+            self._tool_calls = calls  # no compare-and-swap
+        return result
+
+
+@pytest.fixture
+def one_cpu():
+    """The test's threads (and the kit's racing threads it starts) on one CPU."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity (Linux)")
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    yield
+    os.sched_setaffinity(0, before)
+
+
+def test_r2_catches_a_lost_update_without_a_pause_on_one_core_every_time(tmp_path, one_cpu):
+    racy = type("TightLostUpdateAdapter", (ReferenceAdapter,), {"runtime_class": _TightLostUpdate})
+    base = dict(
+        spec_path=_spec("thread-jobs"), stateful=False, only=("R2",), adapter_options={"profile": "psi-runtime"}
+    )
+    reference = run_conformance(RunConfig(**base, report_dir=str(tmp_path / "reference")))
+    assert [s["verdict"] for s in reference["scenarios"]] == ["pass"], reference["scenarios"]
+    for attempt in range(3):
+        report = run_conformance(
+            RunConfig(**base, adapter_factory=racy, adapter_label="tight", report_dir=str(tmp_path / f"racy{attempt}"))
+        )
+        assert [s["verdict"] for s in report["scenarios"]] == ["fail"], (attempt, report["scenarios"])

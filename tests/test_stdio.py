@@ -34,9 +34,11 @@ import pytest
 from conformance.adapters.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAdapter, split_command, stdio_factory
 from conformance.adapters.stdio_protocol import MAX_LINE_BYTES, ProtocolError
 from conformance.errors import AdapterLoadError
+from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "spec/thread-jobs.yaml"
+VERSION = load_spec(SPEC).version  # the bundled thread-jobs version
 # The running interpreter, never a `python` from PATH (it may lack the kit).
 PY = shlex.quote(sys.executable)
 EXAMPLE = f"{PY} examples/python-stdio/adapter.py"
@@ -281,13 +283,13 @@ def test_a_program_speaking_something_else_is_refused_at_the_handshake(tmp_path,
     assert report["problems"][0]["kind"] == "adapter-error"
     assert message.startswith("handshake refused: "), message
     assert said in message
-    assert "expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs 2.0.3)" in message
+    assert f"expected protocol 1 and spec thread-jobs 2.x (the kit runs thread-jobs {VERSION})" in message
     assert report["implementation"]["adapter"] == command
     assert said.split(",")[0] in run.out.replace("\n", "")
     # another major version of the same spec: the versions, and where what changed is written
     pointer = "`conformance specs --changelog thread-jobs`"
     if said.startswith("the program implements thread-jobs"):
-        assert "The program declares thread-jobs 3.0.0 and the kit runs 2.0.3" in message and pointer in message
+        assert f"The program declares thread-jobs 3.0.0 and the kit runs {VERSION}" in message and pointer in message
     else:
         assert pointer not in message
 
@@ -363,7 +365,7 @@ def python_program(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
 
 
-SPEC_ID = ("thread-jobs", "2.0.3")
+SPEC_ID = ("thread-jobs", VERSION)
 
 
 @pytest.fixture

@@ -8,6 +8,12 @@ arrives. The last to arrive goes first (it holds the interpreter while the
 others wake), which is how a session picks the call that leads
 (``Session.head_start``); the others go in the order they arrived.
 
+While a group races, ``fine_switching()`` makes the interpreter hand the
+processor from thread to thread every few microseconds instead of every
+5 ms: on one core a Python implementation's check-then-act window (a read,
+some work, a write back) is otherwise almost never cut by another thread,
+so a lost-update race would pass nearly every run.
+
 Both are built on plain locks, never on ``threading.Condition`` (which
 ``threading.Barrier`` and ``threading.Event`` use): a group hands the
 interpreter from thread to thread several times, and the Python-level
@@ -17,12 +23,40 @@ condition variables made those hand-offs the largest cost of a group.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from _thread import allocate_lock
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Crew", "StartLine", "launch_order"]
+__all__ = ["RACE_SWITCH_INTERVAL_S", "Crew", "StartLine", "fine_switching", "launch_order"]
+
+# The interpreter's thread switch interval while a concurrent group runs.
+RACE_SWITCH_INTERVAL_S = 2e-5
+
+_switching_lock = threading.Lock()
+_switching_groups = 0  # groups racing now (sessions may race on several threads)
+_switching_restore = 0.0
+
+
+@contextmanager
+def fine_switching() -> Iterator[None]:
+    """Shorten the interpreter's switch interval while a group races; the
+    last group to end restores the interval it found."""
+    global _switching_groups, _switching_restore
+    with _switching_lock:
+        if _switching_groups == 0:
+            _switching_restore = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switching_restore, RACE_SWITCH_INTERVAL_S))
+        _switching_groups += 1
+    try:
+        yield
+    finally:
+        with _switching_lock:
+            _switching_groups -= 1
+            if _switching_groups == 0:
+                sys.setswitchinterval(_switching_restore)
 
 
 class Crew:

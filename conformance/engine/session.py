@@ -41,7 +41,7 @@ from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem,
 from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .compare import compare
-from .crew import Crew, StartLine, launch_order
+from .crew import Crew, StartLine, fine_switching, launch_order
 from .deviations import Deviations
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
@@ -808,10 +808,13 @@ class Session:
         # Daemon threads: a call that never returns must not keep the kit alive.
         # The thread that reaches the start line last runs first (it holds the
         # interpreter when the others wake): that one is call ``head_start``.
-        for i in launch_order(len(calls), self.head_start):
-            op, args = calls[i]
-            self.crew.submit(partial(run, i, op, args))
-        line.wait(self.timeout_s)
+        # A fine switch interval while they race: on one core a read-then-write
+        # window inside an in-process implementation is cut by the other calls.
+        with fine_switching():
+            for i in launch_order(len(calls), self.head_start):
+                op, args = calls[i]
+                self.crew.submit(partial(run, i, op, args))
+            line.wait(self.timeout_s)
         return line
 
     def _collect(

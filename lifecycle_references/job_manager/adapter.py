@@ -150,7 +150,12 @@ class JobManagerAdapter(Adapter):
     # Named parameter sets: the real job tools this runtime can behave as.
     PROFILES: dict[str, dict[str, Any]] = {
         PROFILE: {},
-        "oh-my-pi": {"empty_poll": "nothing", "empty_text": "omitted"},
+        "oh-my-pi": {
+            "empty_poll": "nothing",
+            "empty_text": "omitted_by_tool",
+            "evicted_in_wait": "last_state",
+            "msg_list_combined": "`list` cannot be combined with `poll` or `cancel`.",
+        },
     }
 
     def __init__(self, profile: str | None = None, **params: Any) -> None:
@@ -268,7 +273,7 @@ class JobManagerAdapter(Adapter):
         return {
             "message": outcome.message,
             "cancelled": outcome.cancelled,
-            "jobs": [_snapshot(job, self._omit_empty) for job in outcome.jobs],
+            "jobs": [_snapshot(job, self._config.empty_text != "returned") for job in outcome.jobs],
             "waited_ms": outcome.waited_ms,
         }
 
@@ -281,6 +286,7 @@ class JobManagerAdapter(Adapter):
 
     @property
     def _omit_empty(self) -> bool:
+        """Whether the job's record, as get_job and list_jobs show it, leaves an empty text out."""
         return self._config.empty_text == "omitted"
 
     def _known(self, job_id: str) -> Job:

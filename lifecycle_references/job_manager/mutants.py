@@ -182,8 +182,9 @@ class _AckDoesNotWake(AsyncJobManager):
 
 
 class _EvictedStillDelivered(AsyncJobManager):
-    """oh-my-pi: eviction forgets the record but not its queued delivery, which
-    is still attempted, with no job."""
+    """oh-my-pi 14.9.9: eviction forgets the record but not its queued delivery,
+    which is still attempted with no job (here a stand-in record that always
+    says completed) and, while refused, requeued without end."""
 
     def _evict(self, job_id: str) -> None:
         registry = self._registry
@@ -379,8 +380,8 @@ _TABLE = [
     (
         "evicted_still_delivered",
         _EvictedStillDelivered,
-        "Evicting a job leaves its queued delivery in the queue, so a follow-up is still attempted for a job "
-        "that no longer exists.",
+        "Evicting a job leaves its queued delivery in the queue: it is attempted with no record of the job "
+        "(a stand-in that always says completed) and, while refused, retried without end.",
     ),
     (
         "late_body_reschedules_eviction",

@@ -68,7 +68,8 @@ class JobManagerConfig:
     msg_unknown_job: str = "Job not found: {job_id}"
     # Where real job tools differ (see docs/real-systems.md):
     empty_poll: str = "absent"  # `poll: []` is no poll; "nothing": a poll watching nothing
-    empty_text: str = "returned"  # "omitted": snapshots leave an empty text out
+    empty_text: str = "returned"  # "omitted": snapshots leave an empty text out; "omitted_by_tool": the tool's only
+    evicted_in_wait: str = "dropped"  # "last_state": the tool reports a job evicted while it waited as it was
 
 
 class JobError(Exception):

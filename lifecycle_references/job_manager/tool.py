@@ -75,9 +75,9 @@ class JobTool:
             )
             return JobToolResult(message, None, [], 0)
 
+        tracked = self._existing(cancel + [job.id for job in watched])  # the records to report, taken now
         waited = self._wait(watched, config.poll_wait_ms if wait_ms is None else wait_ms)
-        ids = _distinct(cancel + [job.id for job in watched])
-        return self._build([job for job in self._existing(ids)], cancelled, waited)
+        return self._build(self._after_wait(tracked), cancelled, waited)
 
     def _cancel_one(self, job_id: str) -> str:
         job = self._manager.get(job_id)
@@ -86,6 +86,13 @@ class JobTool:
         if job.status != RUNNING:
             return ALREADY_COMPLETED
         return CANCELLED if self._manager.cancel(job_id) else ALREADY_COMPLETED
+
+    def _after_wait(self, tracked: list[Job]) -> list[Job]:
+        """The tracked jobs as they are now; one evicted while the call waited
+        is left out, or reported as it was (evicted_in_wait: last_state)."""
+        keep_evicted = self._manager.config.evicted_in_wait == "last_state"
+        now = ((self._manager.get(job.id), job) for job in tracked)
+        return [current or job for current, job in now if current is not None or keep_evicted]
 
     def _existing(self, ids: list[str]) -> list[Job]:
         jobs = (self._manager.get(job_id) for job_id in _distinct(ids))
