@@ -322,16 +322,16 @@ CASES = [
     ),
     Case(
         "limit-unknown-batch",
-        ((MAIN, r"batches: \[fill_thread\]", "batches: [fill_threads]"),),
+        ((MAIN, r"batches: \[fill_thread, evicted_tool_call\]", "batches: [fill_threads, evicted_tool_call]"),),
         MAIN,
         "fill_threads",
         "unknown batch 'fill_threads'",
     ),
     Case(
         "batch-first-phase-once",
-        ((MAIN, r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)", r"\1\2once: true\n\2\3"),),
+        ((MAIN, r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)", r"\1\2once: true  # first\n\2\3"),),
         MAIN,
-        "once: true",
+        "once: true  # first",
         "the first phase cannot run once",
     ),
     Case(
