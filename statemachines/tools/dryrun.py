@@ -77,11 +77,23 @@ class StandInModel(Model):
     def _invent(self) -> str:
         raise NotImplementedError
 
+    def _predict(self, operation: str, args: dict, observation: dict | None):
+        self._stood_in: dict = {}  # one answer has one value at a path: the same stand-in each time it is read
+        return super()._predict(operation, args, observation)
+
+    def _stand_in(self, where: tuple):
+        stood_in = getattr(self, "_stood_in", None)
+        if stood_in is None:
+            return self._invent()
+        if where not in stood_in:
+            stood_in[where] = self._invent()
+        return stood_in[where]
+
     def _observed(self, path: str):
-        return self._invent()
+        return self._stand_in(("result", path))
 
     def _observed_effect(self, effect: str, field_name: str, where: dict | None = None):
-        return self._invent()
+        return self._stand_in(("effect", effect, field_name, repr(sorted((where or {}).items()))))
 
     _STEP = {**Model._STEP, S.Check: _skip_check}
 
