@@ -61,9 +61,9 @@ def _inputs(failure: Failure) -> str:
 
 
 def _one_answer(head: Failure, other: Failure) -> bool:
-    """Whether both are differences in one answer: the same steps, failing at the same step."""
-    if head.step is None or not head.steps or head.step != other.step:
-        return False
+    """Whether both are differences in one answer: the same steps, failing at the same step's call."""
+    if head.step is None or not head.steps or (head.step, head.operation) != (other.step, other.operation):
+        return False  # a probe after the step is another answer than the step's own
     return _inputs(head) == _inputs(other)
 
 
