@@ -29,6 +29,19 @@ import pytest
 from conformance.reporting import validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _thread_jobs_counts() -> tuple[int, int]:
+    """The bundled thread-jobs' scenarios: all, and those that apply under the defaults."""
+    from conformance.engine.scenarios import not_applicable_ids
+    from statemachines import load_spec
+
+    spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
+    inapplicable = not_applicable_ids(spec, spec.default_parameters(), {"concurrent": True})
+    return len(spec.scenarios), len(spec.scenarios) - len(inapplicable)
+
+
+ALL_SCENARIOS, APPLICABLE = _thread_jobs_counts()  # 41 and 38 today (N11, E14, B9 are for psi-runtime)
 PY = shlex.quote(sys.executable)
 EXAMPLE_ADAPTER = ROOT / "examples" / "python-stdio" / "adapter.py"
 
@@ -104,12 +117,11 @@ def test_sigint_during_the_exploration_keeps_the_finished_scenarios(tmp_path):
     assert code == 130, text
     report = _reports(report_dir)
     _assert_reports_say_interrupted(report_dir, report, 130)
-    # 40 scenarios: 37 apply under the defaults (N11, E14, B9 are for psi-runtime)
-    assert len(report["scenarios"]) == 37 and {s["verdict"] for s in report["scenarios"]} == {"pass"}
+    assert len(report["scenarios"]) == APPLICABLE and {s["verdict"] for s in report["scenarios"]} == {"pass"}
     stateful = report["stateful"]
     assert stateful["verdict"] == "interrupted" and stateful["profile"] == "deep"
     assert 1 <= stateful["examples"] < 600
-    assert "interrupted by SIGINT (Ctrl-C): 40 of 40 scenarios finished" in text
+    assert f"interrupted by SIGINT (Ctrl-C): {ALL_SCENARIOS} of {ALL_SCENARIOS} scenarios finished" in text
     assert "Verdict: INTERRUPTED" in text and "exit code 130" in text
 
 
@@ -181,7 +193,7 @@ def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     proc = _start(
         ["run", "thread-jobs", "--adapter", "slow_adapter:SlowAdapter", "--report-dir", str(report_dir)], cwd=tmp_path
     )
-    _wait_for(proc, r"scenarios ([3-9]|1\d|2[0-5])/40")
+    _wait_for(proc, rf"scenarios ([3-9]|1\d|2[0-5])/{ALL_SCENARIOS}")
     proc.send_signal(signal.SIGINT)
     code, text = _finish(proc)
 
@@ -189,12 +201,12 @@ def test_sigint_during_the_matrix_reports_the_scenarios_that_finished(tmp_path):
     report = _reports(report_dir)
     _assert_reports_say_interrupted(report_dir, report, 130)
     finished = len(report["scenarios"])
-    assert 3 <= finished < 37
+    assert 3 <= finished < APPLICABLE
     assert report["stateful"] is None  # never started
     problem = next(p for p in report["problems"] if p["kind"] == "interrupted")
     # The count includes scenarios found not applicable (listed apart from the verdicts).
     skipped_as_not_applicable = len((report.get("not_applicable") or {}).get("scenarios") or [])
-    assert f"{finished + skipped_as_not_applicable} of 40 scenarios finished" in problem["message"]
+    assert f"{finished + skipped_as_not_applicable} of {ALL_SCENARIOS} scenarios finished" in problem["message"]
     assert problem["where"].startswith("scenario ") and "was running and is not reported" in problem["message"]
 
 
