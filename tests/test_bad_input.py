@@ -329,7 +329,13 @@ CASES = [
     ),
     Case(
         "batch-first-phase-once",
-        ((MAIN, r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)", r"\1\2once: true  # first\n\2\3"),),
+        (
+            (
+                MAIN,
+                r"(phases:\n\s+- call: start_job\n)(\s+)(args: \{thread_id: shared)",
+                r"\1\2once: true  # first\n\2\3",
+            ),
+        ),
         MAIN,
         "once: true  # first",
         "the first phase cannot run once",
