@@ -48,7 +48,7 @@ def _default_scenarios() -> int:
 
 
 DEFAULT_SCENARIOS = _default_scenarios()  # 31 seed rows + B10-B14 + regressions R1, R2 today
-VERSION = load_spec(SPEC).version  # the bundled thread-jobs version
+VERSION = load_spec(ROOT / SPEC).version  # the bundled thread-jobs version
 # The running interpreter, never a `python` from PATH (it may lack the kit).
 PY = shlex.quote(sys.executable)
 EXAMPLE = f"{PY} examples/python-stdio/adapter.py"
