@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from conformance.engine import steering  # noqa: E402
-from conformance.engine.runner import RunConfig, run_conformance  # noqa: E402
-from conformance.mutants import load_mutants  # noqa: E402
+from conformance.engine.runner import run_conformance  # noqa: E402
+from conformance.mutants import load_mutants, mutant_config  # noqa: E402
 from statemachines import load_spec  # noqa: E402
 
 __all__ = ["SUBSET", "SEEDS", "measure_seed_kills"]
@@ -58,17 +58,8 @@ SUBSET = {
 
 
 def _explore(spec_path: str, name: str, mutant, seed: int) -> dict:
-    config = RunConfig(
-        spec_path=spec_path,
-        adapter_factory=mutant.factory,
-        adapter_label=f"mutant:{name}",
-        profile="ci",
-        seed=seed,
-        report_dir=None,
-        timeout_s=10,
-        shrink_s=0,
-        reduce_s=0,
-        scenarios=False,
+    config = dataclasses.replace(
+        mutant_config(spec_path, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
     )
     return run_conformance(config).get("stateful") or {}
 

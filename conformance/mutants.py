@@ -13,7 +13,7 @@ from .adapters.python import resolve_target
 from .engine.runner import RunConfig, run_conformance
 from .errors import AdapterLoadError
 
-__all__ = ["MutantResult", "load_mutants", "run_mutant", "declared_profile"]
+__all__ = ["MutantResult", "load_mutants", "run_mutant", "mutant_config", "declared_profile"]
 
 
 @dataclass
@@ -67,6 +67,34 @@ def declared_profile(mutant, options: dict, timeout_s: float) -> tuple[bool, str
     return box[0] if box else (False, f"it did not start and describe itself within {timeout_s:g}s")
 
 
+def mutant_config(
+    spec_path: str,
+    name: str,
+    mutant,
+    *,
+    profile: str,
+    seed: int,
+    timeout_s: float,
+    shrink_s: float = 0.0,
+    reduce_s: float = 0.0,
+) -> RunConfig:
+    """The run of one mutant (no report files; shrinking and the replay
+    reduction off unless asked): ``run_mutant`` runs its scenarios and its
+    exploration apart; ``dataclasses.replace(..., scenarios=False)`` is the
+    exploration alone."""
+    return RunConfig(
+        spec_path=spec_path,
+        adapter_factory=mutant.factory,
+        adapter_label=f"mutant:{name}",
+        profile=profile,
+        seed=seed,
+        report_dir=None,
+        timeout_s=timeout_s,
+        shrink_s=shrink_s,
+        reduce_s=reduce_s,
+    )
+
+
 def run_mutant(
     spec_path: str,
     name: str,
@@ -89,18 +117,10 @@ def run_mutant(
     here. With ``reduce_s``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept. With ``record_dir``,
     the scenarios' traces are recorded there (one file per scenario)."""
-    factory = functools.partial(mutant.factory, **options) if options else mutant.factory
-    base = RunConfig(
-        spec_path=spec_path,
-        adapter_factory=factory,
-        adapter_label=f"mutant:{name}",
-        profile=profile,
-        seed=seed,
-        report_dir=None,
-        timeout_s=timeout_s,
-        shrink_s=shrink_s,
-        reduce_s=reduce_s,
+    base = mutant_config(
+        spec_path, name, mutant, profile=profile, seed=seed, timeout_s=timeout_s, shrink_s=shrink_s, reduce_s=reduce_s
     )
+    base = dataclasses.replace(base, adapter_factory=functools.partial(mutant.factory, **options)) if options else base
     scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False, record_dir=record_dir)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])

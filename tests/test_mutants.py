@@ -1,14 +1,15 @@
 """Every shipped mutant of the reference is killed — by the scenario matrix and
 by the stateful exploration alone."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conformance.engine.runner import RunConfig, run_conformance
-from conformance.mutants import load_mutants, run_mutant
+from conformance.engine.runner import run_conformance
+from conformance.mutants import load_mutants, mutant_config, run_mutant
 from conformance.traces import check_trace_run
 from statemachines import load_spec
 
@@ -152,17 +153,8 @@ def test_missed_bug_classes_are_found_by_the_exploration_alone_at_every_seed(ste
     mutant = SPECS_WITH_MUTANTS[spec][name]
     missed = []
     for seed in (1, 2, 3, 4, 5):
-        config = RunConfig(
-            spec_path=spec,
-            adapter_factory=mutant.factory,
-            adapter_label=f"mutant:{name}",
-            profile="ci",
-            seed=seed,
-            report_dir=None,
-            timeout_s=10,
-            shrink_s=0,
-            reduce_s=0,
-            scenarios=False,
+        config = dataclasses.replace(
+            mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
         )
         if (run_conformance(config).get("stateful") or {}).get("verdict") != "fail":
             missed.append(seed)
