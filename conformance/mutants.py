@@ -76,7 +76,7 @@ def mutant_config(
     seed: int,
     timeout_s: float,
     shrink_s: float = 0.0,
-    reduce_s: float = 0.0,
+    reduce_replays: int = 0,
 ) -> RunConfig:
     """The run of one mutant (no report files; shrinking and the replay
     reduction off unless asked): ``run_mutant`` runs its scenarios and its
@@ -91,7 +91,7 @@ def mutant_config(
         report_dir=None,
         timeout_s=timeout_s,
         shrink_s=shrink_s,
-        reduce_s=reduce_s,
+        reduce_replays=reduce_replays,
     )
 
 
@@ -105,7 +105,7 @@ def run_mutant(
     timeout_s: float,
     on_example: Callable | None = None,
     shrink_s: float = 0.0,
-    reduce_s: float = 0.0,
+    reduce_replays: int = 0,
     options: dict | None = None,
     record_dir: str | None = None,
 ) -> MutantResult:
@@ -114,11 +114,18 @@ def run_mutant(
     passed to the mutant's factory (``{"profile": "psi-runtime"}``: that
     profile of the spec). Hypothesis's shrinking and the replay reduction are
     off by default: whether the exploration finds the bug is what counts
-    here. With ``reduce_s``, the failure found is reduced by replaying it and
+    here. With ``reduce_replays``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept. With ``record_dir``,
     the scenarios' traces are recorded there (one file per scenario)."""
     base = mutant_config(
-        spec_path, name, mutant, profile=profile, seed=seed, timeout_s=timeout_s, shrink_s=shrink_s, reduce_s=reduce_s
+        spec_path,
+        name,
+        mutant,
+        profile=profile,
+        seed=seed,
+        timeout_s=timeout_s,
+        shrink_s=shrink_s,
+        reduce_replays=reduce_replays,
     )
     base = dataclasses.replace(base, adapter_factory=functools.partial(mutant.factory, **options)) if options else base
     scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False, record_dir=record_dir)))

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from cli_result import kit
 
+from conformance.engine.budgets import ReplayBudget
 from conformance.engine.failures import Failure, signature
 from conformance.engine.reduce import _simpler_values
 from conformance.engine.runner import Progress, RunConfig, run_conformance
@@ -367,7 +368,7 @@ def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
             if failure is not None:
                 break
         assert failure is not None and failure.kind == "linearizability", failure and failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     kept = steps_of_trace(reduced.steps)
@@ -402,7 +403,7 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.operation == "list_jobs", failure and failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     kept = steps_of_trace(reduced.steps)
@@ -442,7 +443,7 @@ def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_r
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and "job-10" in failure.message, failure and failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     kept = steps_of_trace(reduced.steps)
@@ -482,7 +483,7 @@ def test_calls_that_lost_a_race_are_dropped_from_their_group():
             if failure is not None and failure.kind == "linearizability" and "observe_outcome" in failure.message:
                 break
         assert failure is not None and failure.kind == "linearizability", failure and failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     kept = [s for s in steps_of_trace(reduced.steps) if s.get("call") != "list_jobs"]  # the probe after a race
@@ -520,7 +521,7 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
-        reducer = _Reducer(session, signature(failure), 60)
+        reducer = _Reducer(session, signature(failure), ReplayBudget(400))
         assert reducer.drop_records(steps) == steps  # stale names: no record can go
         fresh = reducer.in_own_names(steps)
         assert [s.get("chosen") for s in fresh[:4]] == [["job-1"], ["job-2"], ["job-3"], ["job-4"]], fresh
@@ -598,7 +599,7 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.operation == "job_status", failure and failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     assert steps_of_trace(reduced.steps) == [{"call": "job_status", "args": {"job_id": "build-0001"}}], reduced.steps
@@ -625,7 +626,7 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
     try:
         failure = replay_steps(session, steps)
         assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
-        reducer = _Reducer(session, signature(failure), 60)
+        reducer = _Reducer(session, signature(failure), ReplayBudget(400))
         flat = reducer.without_races(steps, failure)
         assert [s.get("call") for s in flat] == ["start_job", "start_job", "observe_progress", "turn_boundary"]
         assert flat[0]["chosen"] == ["job-1"], flat  # each start's job, for dropping it later
@@ -637,7 +638,8 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
 # Two sequential bugs of every spec that ships mutants (races are left out: which call
 # wins depends on the scheduler, not on the seed), each declaring no concurrency, run
 # twice as a user would: two `conformance run` processes with the same seed and the
-# defaults of the ci profile (Hypothesis's shrinking, then the replay reduction).
+# defaults of the ci profile (Hypothesis's shrinking, then the replay reduction, both
+# bounded by counts of examples and replays, not seconds).
 SAME_IN_TWO_RUNS = [
     ("thread-jobs", "spill_off_by_one"),
     ("thread-jobs", "cancel_finished_job"),
@@ -699,7 +701,7 @@ def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same
 
 
 def test_shrinking_stops_after_its_examples_or_at_its_time_limit_and_says_which():
-    from conformance.engine.stateful import PROFILES, _ShrinkBudgetSpent, _Stats
+    from conformance.engine.stateful import PROFILES, _shrink_note, _ShrinkBudgetSpent, _Stats
 
     assert all(p["shrink_examples"] > 0 and p["shrink_s"] > 0 for p in PROFILES.values())
     failure = Failure(kind="divergence", message="m", steps=[{"operation": "a", "args": {}}])
@@ -712,13 +714,21 @@ def test_shrinking_stops_after_its_examples_or_at_its_time_limit_and_says_which(
     with pytest.raises(_ShrinkBudgetSpent):
         stats.check_budget()
     assert not stats.timed_out
-    slow = _Stats(shrink_s=0.001, shrink_examples=100, examples=1)
+    calls = [0]
+    busy = _Stats(shrink_s=0.001, shrink_examples=100, examples=1, calls=lambda: calls[0])
+    busy.failed(failure)
+    busy.first_failure_at -= 1  # a second later, one example and 100 calls on: a busy machine, not a slow call
+    busy.examples, calls[0] = 2, 100
+    busy.check_budget()
+    assert not busy.timed_out
+    slow = _Stats(shrink_s=0.001, shrink_examples=100, examples=1, calls=lambda: calls[0])
+    calls[0] = 0
     slow.failed(failure)
-    slow.first_failure_at -= 1  # a second later, one example on
-    slow.examples = 2
+    slow.first_failure_at -= 60  # a minute later, 30 calls on: 2 s per call, over the guard
+    slow.examples, calls[0] = 2, 30
     with pytest.raises(_ShrinkBudgetSpent):
         slow.check_budget()
-    assert slow.timed_out
+    assert slow.timed_out and "s per call, over the 1 s guard" in _shrink_note(slow), _shrink_note(slow)
     with pytest.raises(_ShrinkBudgetSpent):
         _Stats(shrink_s=0).failed(failure)  # shrinking switched off: the first failure ends it
 
@@ -994,7 +1004,7 @@ def test_the_reduction_may_end_at_the_shorter_face_of_the_same_bug():
         failure = replay_steps(session, steps)
         assert failure is not None and failure.kind == "implementation-error", failure and failure.message
         assert failure.operation == "turn_boundary" and "TypeError" in failure.message
-        reduced = reduce_failure(session, failure, budget_s=60)
+        reduced = reduce_failure(session, failure)
     finally:
         session.close()
     kept = steps_of_trace(reduced.steps)

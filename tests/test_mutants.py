@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.engine.budgets import REDUCE_REPLAYS
 from conformance.engine.runner import run_conformance
 from conformance.mutants import load_mutants, mutant_config, run_mutant
 from conformance.traces import check_trace_run
@@ -34,6 +35,7 @@ def test_there_are_enough_mutants(spec):
     assert len(SPECS_WITH_MUTANTS[spec]) >= MINIMUM_MUTANTS.get(Path(spec).stem, 10)
 
 
+REPLAYS = REDUCE_REPLAYS["ci"]  # the replay reduction's budget at the ci profile, as `conformance run` spends it
 SEEDS = (1, 2, 3)  # the exploration's seeds a mutant gets, in this order, until one finds it short enough
 
 
@@ -52,7 +54,9 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     # The ci profile is what `conformance run` and `conformance mutants` use by default. The failure
     # found is reduced by replaying it (first without Hypothesis's shrinking, which is slower).
     record = tmp_path / "traces"
-    result = run_mutant(spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_s=30, record_dir=str(record))
+    result = run_mutant(
+        spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_replays=REPLAYS, record_dir=str(record)
+    )
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
     assert_traces_fail_where_the_live_run_failed(spec, name, record, result)
@@ -65,7 +69,7 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     for seed in SEEDS[1:]:
         if result.found_by_exploration:
             break
-        result = run_mutant(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_s=30)
+        result = run_mutant(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_replays=REPLAYS)
         tried.append((seed, result.counterexample_steps if result.found_by_exploration else None))
     assert result.found_by_exploration, f"{name} was not found by the stateful exploration alone (seeds {SEEDS})"
     if result.counterexample_steps > longest_acceptable(mutant.shortest):
@@ -76,7 +80,9 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
         # all end with one clock move; the replay reduction cannot turn one into the other).
         best = None
         for seed in SEEDS:
-            again = run_mutant(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, shrink_s=30, reduce_s=60)
+            again = run_mutant(
+                spec, name, mutant, profile="ci", seed=seed, timeout_s=10, shrink_s=30, reduce_replays=REPLAYS
+            )
             tried.append((seed, again.counterexample_steps if again.found_by_exploration else None))
             if again.found_by_exploration and (best is None or again.counterexample_steps < best.counterexample_steps):
                 best = again

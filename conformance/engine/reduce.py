@@ -16,6 +16,9 @@ path, indexes aside) still happens:
    calls of one operation); drop whole records (every step that created or
    names one id; half of them, then quarters, ..., then one by one; an
    explicit id shaped like the dropped ones, job-33, moves down with them);
+   when none of that removes anything, records named by the implementation
+   get their names as explicit keys, so that dropping one no longer renames
+   the others (``job-10`` beside ``job-2`` stays so), and records go again;
    then
    steps: chunks of halving size, then single steps (delta debugging);
    a call that only moved the clock (one that waits) becomes that clock
@@ -27,12 +30,15 @@ path, indexes aside) still happens:
    one: a value its schema's enum or pool lists earlier; the shortest
    strings, then ASCII ones; the smallest numbers (clock moves too); fewer
    list items;
-3. repeat while anything got smaller, within a time budget.
+3. repeat while anything got smaller, within a budget of replays
+   (engine/budgets.py).
 
 The result is deterministic for a deterministic implementation (every try
-is in a fixed order), and every step of it is needed: dropping any one of
-them loses the failure (unless the budget ran out first, which the failure
-says).
+is in a fixed order, and the budget counts replays, not seconds, so a busy
+machine reduces as far as an idle one), and every step of it is needed:
+dropping any one of them loses the failure (unless the budget ran out
+first, or the implementation was slower per call than the time guard,
+which the failure says).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from ..errors import AdapterLoadError
+from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
 
@@ -149,9 +156,8 @@ def replay_steps(
 
 
 class _Reducer:
-    def __init__(self, session: Session, target: tuple, budget_s: float):
-        self.session, self.target = session, target
-        self.deadline = time.perf_counter() + budget_s
+    def __init__(self, session: Session, target: tuple, budget: ReplayBudget):
+        self.session, self.target, self.budget = session, target, budget
         self.tries = 0
         self.best_failure: Failure | None = None
         self.validators: dict[str, Any] = {}
@@ -159,8 +165,8 @@ class _Reducer:
         self.race_tries = RACE_TRIES
         self.kept: list[dict] = []  # the last list ``fails`` saw fail
 
-    def out_of_time(self) -> bool:
-        return time.perf_counter() >= self.deadline
+    def out_of_budget(self) -> bool:
+        return self.budget.spent_out()
 
     def fails_renumbered(self, candidate: list[dict], dropped: list[dict]) -> bool:
         """Whether ``candidate`` fails with each explicit id shaped like the
@@ -170,7 +176,7 @@ class _Reducer:
         or a collision with it keeps its id that way. ``kept`` holds the list
         that failed."""
         renumbered = _first_free(candidate, dropped, self.session.spec.entity.key)
-        return renumbered is not None and not self.out_of_time() and self.fails(renumbered)
+        return renumbered is not None and not self.out_of_budget() and self.fails(renumbered)
 
     def fails(self, steps: list[dict]) -> bool:
         """Whether ``steps`` still end in the target failure (kept when they do).
@@ -182,7 +188,7 @@ class _Reducer:
             if self.replay_fails(steps, attempt):
                 self.kept = steps
                 return True
-            if self.out_of_time():
+            if self.out_of_budget():
                 break
         return False
 
@@ -192,12 +198,14 @@ class _Reducer:
         self.tries += 1
         self.session.head_start = -1 - attempt
         self.renamed = {}
+        calls, started = self.session.calls, time.perf_counter()
         try:
             failure = replay_steps(self.session, steps, self.renamed, clocks)
         except AdapterLoadError:
             return False
         finally:
             self.session.head_start = -1
+            self.budget.replayed(self.session.calls - calls, started)
         if failure is not None and same_bug(signature(failure), self.target):
             self.best_failure = failure
             return True
@@ -215,7 +223,7 @@ class _Reducer:
         hits = tried = 0
         # Past RACE_SAMPLE replays only while fewer than two showed the race (a rate
         # from one hit is a guess), up to four times as many.
-        while (tried < RACE_SAMPLE or (hits < 2 and tried < 4 * RACE_SAMPLE)) and not self.out_of_time():
+        while (tried < RACE_SAMPLE or (hits < 2 and tried < 4 * RACE_SAMPLE)) and not self.out_of_budget():
             hits += self.replay_fails(steps, tried)
             tried += 1
         if not hits:
@@ -235,7 +243,7 @@ class _Reducer:
             for name in _step_names(step):
                 first.setdefault(name, index)
         size = 1
-        while size < len(steps) - 1 and not self.out_of_time():
+        while size < len(steps) - 1 and not self.out_of_budget():
             keep = set(range(len(steps) - 1 - size, len(steps)))
             todo = list(keep)
             while todo:  # the steps that first named what the kept ones name, and what those name
@@ -260,7 +268,7 @@ class _Reducer:
         aside: a long trace often carries dozens of steps of a kind the
         failure does not need, which one replay can then rule out."""
         for kind in sorted({_kind(step) for step in steps[:-1]}):
-            if self.out_of_time():
+            if self.out_of_budget():
                 break
             candidate = [step for step in steps[:-1] if _kind(step) != kind] + steps[-1:]
             if self.fails(candidate) or self.fails_renumbered(candidate, [s for s in steps[:-1] if _kind(s) == kind]):
@@ -281,9 +289,9 @@ class _Reducer:
         key_field = self.session.spec.entity.key
         names = _record_names(steps, key_field)
         size = max(1, len(names) // 2)
-        while size >= 1 and not self.out_of_time():
+        while size >= 1 and not self.out_of_budget():
             start = 0
-            while start < len(names) and not self.out_of_time():
+            while start < len(names) and not self.out_of_budget():
                 chunk = names[start : start + size]
                 group = {i for i, step in enumerate(steps) if any(_names(step, name) for name in chunk)}
                 candidate = [step for i, step in enumerate(steps) if i not in group]
@@ -304,11 +312,46 @@ class _Reducer:
             size //= 2
         return steps
 
+    def explicit_keys(self, steps: list[dict]) -> list[dict]:
+        """Give every call of one operation that created a record under a
+        generated name that name as an explicit key argument (the entity's
+        key, or an optional ``id``/``..._id`` string the operation takes),
+        one argument of one operation per replay. A generated name depends on
+        the records before it: ``job-10`` becomes ``job-9`` once one start
+        before it goes, so a bug about how ids compare (``job-10`` sorts
+        before ``job-2`` as text) keeps every start while names are
+        generated; given explicitly, each name stays whatever goes, and
+        ``drop_records`` can take the others away."""
+        for operation, arg in self.key_arguments(steps):
+            if self.out_of_budget():
+                break
+            candidate = [_with_explicit_key(step, operation, arg) for step in steps]
+            if candidate != steps and all(self.within_schema(s) for s in candidate) and self.fails(candidate):
+                steps = self.as_replayed(candidate)
+        return steps
+
+    def key_arguments(self, steps: list[dict]) -> list[tuple[str, str]]:
+        """(operation, argument) pairs that may give a record its name: an
+        optional string argument that is the entity's key or is named ``id``
+        or ``..._id``, of an operation whose calls here created a record."""
+        key_field = self.session.spec.entity.key
+        out = []
+        for name in sorted({s["call"] for s in steps if "call" in s and s.get("chosen")}):
+            operation = self.session.spec.operations.get(name)
+            if operation is None:
+                continue
+            required = set(operation.args_schema.get("required") or ())
+            for arg, schema in sorted((operation.args_schema.get("properties") or {}).items()):
+                named = arg == key_field or arg == "id" or arg.endswith("_id")
+                if named and arg not in required and isinstance(schema, dict) and schema.get("type") == "string":
+                    out.append((name, arg))
+        return out
+
     def merge_clock_moves(self, steps: list[dict]) -> list[dict]:
         """Two clock moves in a row become one move by their sum (timers
         still fire at their own instants, in time order)."""
         index = 0
-        while index < len(steps) - 1 and not self.out_of_time():
+        while index < len(steps) - 1 and not self.out_of_budget():
             a, b = steps[index], steps[index + 1]
             if "advance_ms" in a and "advance_ms" in b:
                 candidate = steps[:index] + [{"advance_ms": a["advance_ms"] + b["advance_ms"]}] + steps[index + 2 :]
@@ -345,7 +388,7 @@ class _Reducer:
         when the failure does not need the race: the calls then count as
         steps of their own, and the ones the bug does not need can go."""
         index = 0
-        while index < len(steps) and not self.out_of_time():
+        while index < len(steps) and not self.out_of_budget():
             step = steps[index]
             if "concurrently" in step:
                 calls = [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
@@ -364,14 +407,14 @@ class _Reducer:
         the fourth took), which ``split_groups`` cannot drop when only the
         group's winner, not its first call, sets up the failure."""
         index = 0
-        while index < len(steps) and not self.out_of_time():
+        while index < len(steps) and not self.out_of_budget():
             calls = steps[index].get("concurrently") or []
             dropped = False
             for position in range(len(calls)):
                 rest = calls[:position] + calls[position + 1 :]
                 step = {"concurrently": rest} if len(rest) > 1 else {"call": rest[0]["call"], "args": rest[0]["args"]}
                 candidate = steps[:index] + [step] + steps[index + 1 :]
-                if self.out_of_time():
+                if self.out_of_budget():
                     break
                 if self.fails(candidate):
                     steps, dropped = self.as_replayed(candidate), True
@@ -414,9 +457,9 @@ class _Reducer:
     def drop_steps(self, steps: list[dict], smallest: int = 1) -> list[dict]:
         """Drop chunks of steps, halving the chunk down to ``smallest`` steps."""
         size = max(1, len(steps) // 2)
-        while size >= smallest and not self.out_of_time():
+        while size >= smallest and not self.out_of_budget():
             start = 0
-            while start < len(steps) and not self.out_of_time():
+            while start < len(steps) and not self.out_of_budget():
                 candidate = steps[:start] + steps[start + size :]
                 if candidate and self.fails(candidate):
                     steps = candidate  # the same start now names the next chunk
@@ -452,7 +495,7 @@ class _Reducer:
             if any(isinstance(v, str) and v in names for v in values):
                 continue  # record names tie steps together: never rewritten
             steps = self.simplest_together(steps, operation, arg, values)
-            if self.out_of_time():
+            if self.out_of_budget():
                 return steps
         return steps
 
@@ -461,7 +504,7 @@ class _Reducer:
         out, or else set to the simplest common value, that still fails (the
         first candidate that does); ``steps`` themselves when none does."""
         for simpler in [_LEAVE_OUT, *_common_simpler(values)]:
-            if self.out_of_time():
+            if self.out_of_budget():
                 return steps
             candidate = [_with_argument(step, operation, arg, simpler) for step in steps]
             if candidate == steps or not all(self.within_schema(step) for step in candidate):
@@ -499,7 +542,7 @@ class _Reducer:
         id is its own; a bug that needs an explicit id keeps it."""
         names = set(_record_names(steps, self.session.spec.entity.key))
         index = 0
-        while index < len(steps) and not self.out_of_time():
+        while index < len(steps) and not self.out_of_budget():
             left = self.without_a_name(steps, index, names)
             if left is not None:
                 steps = left
@@ -535,7 +578,7 @@ class _Reducer:
         if _races(steps) or not self.replay_fails(steps, clocks=clocks) or len(clocks) < len(steps) - 1:
             return steps  # a race replays differently; a list that did not fail again, or failed early, stays
         for index in range(len(steps) - 1):
-            if self.out_of_time():
+            if self.out_of_budget():
                 break
             moved = clocks[index] - (clocks[index - 1] if index else 0)
             if "call" not in steps[index] or steps[index].get("chosen") or moved <= 0:
@@ -561,7 +604,7 @@ class _Reducer:
                 if isinstance(value, str) and value in names:
                     continue
                 for simpler in self.listed_before(steps[index], slot, value) + _simpler_values(value):
-                    if self.out_of_time():
+                    if self.out_of_budget():
                         return steps
                     candidate = list(steps)
                     candidate[index] = _set(steps[index], slot, simpler)
@@ -621,13 +664,16 @@ def explain_race(session: Session, failure: Failure) -> Failure:
 _LONG = 24  # steps: a longer trace is first cut down by big chunks
 
 
-def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Failure:
+def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | None = None) -> Failure:
     """The same failure after the shortest, simplest step list replaying found
-    within ``budget_s`` seconds; the failure itself when it does not replay."""
+    within ``budget`` (the ci profile's replays when None); the failure
+    itself when it does not replay. ``budget.stopped`` then says why the
+    reduction stopped early, if it did."""
+    budget = ReplayBudget(REDUCE_REPLAYS["ci"]) if budget is None else budget
     steps = steps_of_trace(failure.steps)
-    if not steps or budget_s <= 0:
+    if not steps or budget.spent_out():
         return failure
-    reducer = _Reducer(session, signature(failure), budget_s)
+    reducer = _Reducer(session, signature(failure), budget)
     deferred = session.defer_model_invariants
     session.defer_model_invariants = False  # every step checks them, as a replay does
     try:
@@ -641,13 +687,15 @@ def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Fa
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_steps(steps, smallest=max(2, len(steps) // 16))
         refreshed = False
-        while not reducer.out_of_time():
+        while not reducer.out_of_budget():
             before = (len(steps), _size(steps))
             steps = reducer.split_groups(steps)  # first: without races, every later try replays the same way
             steps = reducer.drop_group_calls(steps)
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
+            if (len(steps), _size(steps)) == before:  # stuck: names the steps give themselves may free records
+                steps = reducer.drop_records(reducer.explicit_keys(steps))
             steps = reducer.calls_to_clock_moves(steps)
             steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
@@ -659,6 +707,7 @@ def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Fa
                 break
             else:
                 steps, refreshed = fresh, True  # one more round, from the replay's own names
+        budget.stopped = budget.stop_reason()  # before the last replay below, which is owed whatever is left
         # End on the reduced list itself, so the failure's steps and evidence are this replay's.
         if not reducer.fails(steps) or reducer.best_failure is None:
             return failure
@@ -671,8 +720,8 @@ def reduce_failure(session: Session, failure: Failure, *, budget_s: float) -> Fa
         if len(steps) < original or _size(steps) < _size(steps_of_trace(failure.steps))
         else f"{len(steps)} step(s); replaying found nothing to remove"
     )
-    if reducer.out_of_time():
-        note += "; the reduction budget ran out, so a step may still be removable"
+    if budget.stopped:
+        note += f"; {budget.stopped}"
     reduced.message += f"\n({note})"
     reduced.seed = failure.seed
     return reduced
@@ -756,6 +805,18 @@ def _with_argument(step: dict, operation: str, arg: str, value: Any) -> dict:
         calls = [changed(c) for c in step["concurrently"]]
         return step if all(a is b for a, b in zip(calls, step["concurrently"])) else {**step, "concurrently": calls}
     return changed(step) if "call" in step else step
+
+
+def _with_explicit_key(step: dict, operation: str, arg: str) -> dict:
+    """``step`` with its generated name given as argument ``arg``, when it is a
+    plain call of ``operation`` that created a record and does not pass ``arg``."""
+    args = step.get("args")
+    chosen = step.get("chosen") or ()
+    if step.get("call") != operation or not isinstance(args, dict) or arg in args or not chosen:
+        return step
+    if not isinstance(chosen[0], str):
+        return step
+    return {**step, "args": {**args, arg: chosen[0]}}
 
 
 def _calls_of(step: dict) -> list[dict]:

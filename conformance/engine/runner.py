@@ -42,6 +42,7 @@ from ..errors import AdapterLoadError
 from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .attribution import orderings_in_play
+from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .causes import group_by_cause
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, signature
@@ -91,9 +92,12 @@ class RunConfig:
     only: tuple[str, ...] = ()
     replay_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
-    shrink_s: float | None = None  # seconds of shrinking once a failure is found (None: the profile's)
-    # seconds of reducing a found failure by replaying its steps (engine/reduce.py); None: as shrink_s
-    reduce_s: float | None = None
+    # Seconds of shrinking after which an implementation slow per call stops it (None: the
+    # profile's; 0: no shrinking, and no reduction unless reduce_replays says otherwise).
+    shrink_s: float | None = None
+    # Replays reducing a found failure may spend (engine/reduce.py, engine/budgets.py);
+    # None: the profile's (none when shrink_s is 0); 0: no reduction.
+    reduce_replays: int | None = None
     # runs of each scenario that races calls (one without its own `race_runs:`)
     race_runs: int = RACE_RUNS
     min_coverage: dict = field(default_factory=dict)  # category -> minimum percent (conformance.engine.coverage)
@@ -124,12 +128,11 @@ class RunConfig:
     example_db_base: str | None = None
 
 
-def _reduce_budget(config: RunConfig) -> float:
-    """Seconds of replay reduction for a found failure."""
-    for budget in (config.reduce_s, config.shrink_s):
-        if budget is not None:
-            return budget
-    return PROFILES[config.profile]["shrink_s"]
+def _reduce_replays(config: RunConfig) -> int:
+    """Replays reducing a found failure may spend."""
+    if config.reduce_replays is not None:
+        return config.reduce_replays
+    return 0 if config.shrink_s == 0 else REDUCE_REPLAYS[config.profile]
 
 
 class Progress:
@@ -1040,11 +1043,11 @@ class _Run:
         """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
         from .reduce import explain_race, reduce_failure
 
-        budget = _reduce_budget(self.config)
+        budget = ReplayBudget(_reduce_replays(self.config))  # the first failure's own, whole
         self.tracker.phase = "stateful"  # an interrupt now still reports the failure found
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
-            outcome.failure = reduce_failure(self.session, outcome.failure, budget_s=budget)
+            outcome.failure = reduce_failure(self.session, outcome.failure, budget)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
@@ -1368,14 +1371,14 @@ def _more_failures(
     masked as well and listed as that failure's symptom (engine/causes.py),
     and the search goes on (a few more explorations at most, together
     generating no more examples than were left of the exploration's own)."""
-    from .reduce import explain_race, reduce_failure, steps_of_trace
+    from .reduce import explain_race, steps_of_trace
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
     met = {} if met is None else met
     phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
     known = {signature(outcome.failure)}
     masked = outcome.failure  # the failure masked next
-    budget = _reduce_budget(config)
+    budgets = _HuntBudgets(config)
     first_seed = config.seed if seed is None else seed
     # The hunt shares the exploration's examples: a failing run generates no more
     # examples in all than a passing one (shrinking and reduction aside), so
@@ -1404,6 +1407,7 @@ def _more_failures(
                 shrink_s=config.shrink_s,
                 database=_example_db(config, prepared),
                 max_examples=examples_left,
+                shrink_examples=0,  # reduced by replaying it alone (_HuntBudgets)
             )
             examples_left -= again.explored
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
@@ -1416,7 +1420,7 @@ def _more_failures(
             )
             if signature(failure) in known:
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
-            failure = reduce_failure(session, failure, budget_s=budget)  # keeps the failure's signature
+            failure = budgets.reduce(session, failure, [outcome.failure, *more])  # keeps its signature
             known.add(signature(failure))
             masked = failure
             failure.seed = seed
@@ -1434,6 +1438,32 @@ def _more_failures(
     finally:
         session.known_failures.clear()
     return more
+
+
+class _HuntBudgets:
+    """What the failures found after the first may spend: no shrinking by
+    Hypothesis (an example of it costs what a replay does, and the replay
+    reduction gets further per try) and one budget of replays for all of
+    them, a quarter of the first failure's, each taking half of what is left,
+    so a failing run hunting for more failures stays within a small multiple
+    of a passing run whatever it finds. The headline's reduction stays
+    complete: a failure shorter than every one found before it (it heads the
+    report unless a shorter one follows) whose share ran out is reduced again
+    from its own steps with a whole budget."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.replays = _reduce_replays(config)
+        self.shared = ReplayBudget(self.replays // 4)
+
+    def reduce(self, session: Session, failure: Failure, found: list[Failure]) -> Failure:
+        from .causes import length_of
+        from .reduce import reduce_failure
+
+        share = self.shared.share(0.5)
+        reduced = reduce_failure(session, failure, share)
+        if share.stopped and self.replays and all(length_of(reduced) < length_of(other) for other in found):
+            return reduce_failure(session, failure, ReplayBudget(self.replays))  # it would head the report
+        return reduced
 
 
 def _replay_first(session: Session, steps: list[dict]) -> Failure | None:

@@ -68,6 +68,7 @@ from statemachines.tools.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices, hypothesis_support, schema_draws, steering
+from .budgets import CallGuard
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .session import Session
 from .steering import RARE_PICK, Steering, Swarm
@@ -88,8 +89,9 @@ __all__ = [
 
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
-# machine's load) and at most shrink_s seconds (a safety limit: a message says when it
-# ended shrinking, since where it stops then depends on the machine's speed).
+# machine's load). Past shrink_s seconds a guard ends shrinking early, but only for an
+# implementation slow per call (engine/budgets.py: never for a merely busy machine;
+# the failure's message says when it did, since where it stops then depends on speed).
 PROFILES = {
     "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 50},
     "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 100},
@@ -632,7 +634,10 @@ class _Stats:
     shrink_examples: int = 100
     first_failure_at: float | None = None
     first_failure_example: int = 0
-    timed_out: bool = False  # shrinking was ended by shrink_s, not by shrink_examples
+    timed_out: bool = False  # shrinking was ended by the guard (slow calls), not by shrink_examples
+    calls: Callable[[], int] = lambda: 0  # calls into the implementation so far (Session.calls)
+    first_failure_calls: int = 0
+    slow: str = ""  # what the guard found, when it ended shrinking
     best: Failure | None = None
     failures: int = 0
     failing: bool = False  # the current example has failed
@@ -659,6 +664,7 @@ class _Stats:
         self.failures += 1
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
+            self.first_failure_calls = self.calls()
         if self.best is None or len(failure.steps) <= len(self.best.steps):
             self.best = failure
         self.check_budget()
@@ -666,15 +672,19 @@ class _Stats:
 
     def check_budget(self) -> None:
         """End Hypothesis's shrinking once it has tried ``shrink_examples``
-        examples since the first failure, or run ``shrink_s`` seconds (with
-        ``shrink_s`` 0, at the first failure)."""
+        examples since the first failure (with ``shrink_s`` 0, at the first
+        failure), or run ``shrink_s`` seconds with calls into the
+        implementation slower than the guard (engine/budgets.py)."""
         if self.first_failure_at is None or self.shrink_s == float("inf"):
             return  # a long campaign (conformance.fuzzing): Hypothesis and HypoFuzz decide
         if not self.shrink_s or self.examples - self.first_failure_example >= self.shrink_examples:
             raise _ShrinkBudgetSpent()
-        if time.perf_counter() - self.first_failure_at > self.shrink_s:
-            self.timed_out = True
-            raise _ShrinkBudgetSpent()
+        elapsed = time.perf_counter() - self.first_failure_at
+        if elapsed > self.shrink_s:
+            guard = CallGuard(calls=self.calls() - self.first_failure_calls, seconds=elapsed)
+            if guard.slow():
+                self.timed_out, self.slow = True, guard.why()
+                raise _ShrinkBudgetSpent()
 
 
 def _example_over() -> bool:
@@ -900,9 +910,9 @@ def _shrink_note(stats: _Stats) -> str:
     note = (
         "\n(not shrunk: shrinking was switched off)"
         if not stats.shrink_s
-        else f"\n(shrinking stopped at its {stats.shrink_s:g} s limit, before its {stats.shrink_examples} examples, so "
-        f"a re-run on a faster or less loaded machine may shrink further; this is the shortest of "
-        f"{stats.failures} failing sequences found)"
+        else f"\n(shrinking stopped after {stats.examples - stats.first_failure_example} of its "
+        f"{stats.shrink_examples} examples: {stats.slow}, so a faster implementation may shrink further; "
+        f"this is the shortest of {stats.failures} failing sequences found)"
         if stats.timed_out
         else f"\n(shrinking stopped after its {stats.shrink_examples} examples; this is the shortest of "
         f"{stats.failures} failing sequences found)"
@@ -926,17 +936,23 @@ def run_stateful(
     shrink_s: float | None = None,
     database: str | None = None,
     max_examples: int | None = None,
+    shrink_examples: int | None = None,
 ) -> StatefulOutcome:
     """Explore generated step sequences; on failure, report the shrunk one.
     ``max_examples``: this many examples instead of the profile's (one part
-    of a run split into parts: engine/shards.py).
+    of a run split into parts: engine/shards.py); ``shrink_examples``: this
+    many examples of shrinking instead of the profile's (a later failure's
+    share: engine/runner.py).
     ``database``: a directory for Hypothesis's example database, so a re-run
     tries the failures found before first (None: none kept)."""
     config = PROFILES[profile]
     started = time.perf_counter()
     stats = _Stats(
         shrink_s=config["shrink_s"] if shrink_s is None else shrink_s,
-        shrink_examples=config.get("shrink_examples", _Stats.shrink_examples),
+        shrink_examples=config.get("shrink_examples", _Stats.shrink_examples)
+        if shrink_examples is None
+        else shrink_examples,
+        calls=lambda: session.calls,
     )
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
