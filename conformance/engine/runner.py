@@ -1048,6 +1048,12 @@ class _Run:
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
             outcome.failure = reduce_failure(self.session, outcome.failure, budget)
+            if outcome.failure.kind == "linearizability" and budget.replays:
+                # After a long trace, the race's calls one at a time may not show the bug; after
+                # the few steps left now they may: then the plain failure is reduced in its turn.
+                explained = explain_race(self.session, outcome.failure)
+                if explained.kind != "linearizability":
+                    outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays))
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise

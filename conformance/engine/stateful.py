@@ -92,10 +92,13 @@ __all__ = [
 # machine's load). Past shrink_s seconds a guard ends shrinking early, but only for an
 # implementation slow per call (engine/budgets.py: never for a merely busy machine;
 # the failure's message says when it did, since where it stops then depends on speed).
+# A shrinking example costs about what an exploring one does, and the replay reduction
+# that follows (engine/reduce.py) gets further per try: shrinking gets about a third of
+# the examples, so that a failing run stays within twice a passing one.
 PROFILES = {
-    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 50},
-    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 100},
-    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 240, "shrink_examples": 400},
+    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 10},
+    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 30},
+    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 240, "shrink_examples": 180},
 }
 
 
