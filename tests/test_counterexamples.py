@@ -539,6 +539,39 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     ], kept
 
 
+def test_generated_names_become_explicit_keys_so_an_id_order_bug_shrinks_to_its_few_steps():
+    """thread-jobs unstable_tie_order breaks ties by job id as text: job-10
+    sorts before job-2. With generated ids the bug needs ten starts, and no
+    start can go (each one dropped renames job-10 to job-9, which sorts after
+    job-2). Given their names as explicit keys, the starts no longer depend
+    on each other: the 5 steps of the shortest counterexample are left."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "unstable_tie_order"
+    ].factory
+    steps = [
+        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"}}
+        for n in range(1, 11)
+    ]
+    steps += [
+        {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
+        for job in ("job-2", "job-10")
+    ]
+    steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
+        reduced = reduce_failure(session, failure, ReplayBudget(1000))
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert [s["call"] for s in kept] == ["start_job"] * 2 + ["observe_outcome"] * 2 + ["turn_boundary"], kept
+    assert any("job_id" in s["args"] for s in kept[:2]), kept  # at least one name given explicitly
+    assert "budget" not in reduced.message, reduced.message
+
+
 @pytest.mark.slow
 def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go():
     """async-command next_id_crashes: `job status` of the id the next build
@@ -1010,3 +1043,31 @@ def test_the_reduction_may_end_at_the_shorter_face_of_the_same_bug():
     kept = steps_of_trace(reduced.steps)
     assert [s["call"] for s in kept] == ["start_job", "observe_progress", "turn_boundary"], kept
     assert reduced.kind == "divergence" and reduced.operation == "turn_boundary", reduced.message
+
+
+def test_a_replay_budget_counts_replays_and_its_guard_stops_only_slow_calls():
+    """The reduction's budget is a count, shared by later failures; time only
+    stops it when calls into the implementation are slow, and says so."""
+    import time
+
+    from conformance.engine.budgets import CallGuard
+
+    budget = ReplayBudget(8)
+    share = budget.share(0.5)
+    assert share.replays == 4
+    started = time.perf_counter()
+    for _ in range(4):
+        assert not share.spent_out()
+        share.replayed(calls=10, started=started)  # fast calls, however many
+    assert share.spent_out() and budget.left() == 4 and not budget.spent_out()
+    assert "budget of 4 replays" in share.stop_reason()
+    assert budget.share(0.5).replays == 2  # half of what is left
+    slow = ReplayBudget(100, guard=CallGuard(limit_s=1.0))
+    slow.guard.add(calls=30, seconds=45.0)  # 1.5 s per call
+    assert slow.spent_out() and slow.left() == 100
+    assert slow.stop_reason() == (
+        "reduction stopped after 0 replays: the implementation took 1.50 s per call, over the 1 s guard"
+    )
+    few = CallGuard(limit_s=1.0)
+    few.add(calls=2, seconds=10.0)  # starting the implementation: too few calls to judge
+    assert not few.slow()
