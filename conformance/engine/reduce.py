@@ -206,7 +206,7 @@ class _Reducer:
         finally:
             self.session.head_start = -1
             self.budget.replayed(self.session.calls - calls, started)
-        if failure is not None and same_bug(signature(failure), self.target):
+        if failure is not None and _same_target(signature(failure), self.target):
             self.best_failure = failure
             return True
         return False
@@ -577,7 +577,9 @@ class _Reducer:
         clocks: list = []
         if _races(steps) or not self.replay_fails(steps, clocks=clocks) or len(clocks) < len(steps) - 1:
             return steps  # a race replays differently; a list that did not fail again, or failed early, stays
-        for index in range(len(steps) - 1):
+        clocks.append(max(self.session.now, self.session.model.now))  # where the failing call moved it
+        # Effects owed by the time that passed show on a clock move as on a wait: the failing call too.
+        for index in range(len(steps) if _in_effects(self.target) else len(steps) - 1):
             if self.out_of_budget():
                 break
             moved = clocks[index] - (clocks[index - 1] if index else 0)
@@ -728,6 +730,21 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
 
 
 # ------------------------------------------------------------------- records
+
+
+def _in_effects(target: tuple) -> bool:
+    """Whether a failure signature is a difference in the effects a step delivered."""
+    return target[0] == "divergence" and bool(target[2]) and str(target[2]).startswith("effects")
+
+
+def _same_target(found: tuple, target: tuple) -> bool:
+    """Whether a replay's failure is the one being reduced: the same bug
+    (failures.same_bug), or the same difference in delivered effects shown
+    by a clock move instead of the call that waited (or the other way
+    round): the effects are the time's, not the call's answer."""
+    if same_bug(found, target):
+        return True
+    return _in_effects(found) and found[2] == target[2] and None in (found[1], target[1])
 
 
 def _races(steps: list[dict]) -> bool:
