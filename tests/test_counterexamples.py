@@ -1071,3 +1071,35 @@ def test_a_replay_budget_counts_replays_and_its_guard_stops_only_slow_calls():
     few = CallGuard(limit_s=1.0)
     few.add(calls=2, seconds=10.0)  # starting the implementation: too few calls to judge
     assert not few.slow()
+
+
+def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():
+    """job-manager suffix_per_name_counter gives a taken name's next copy from
+    a counter per name, never checked against the ids held. The exploration
+    met it after a start took bg_1, a second got bg_1-2, which then ended and
+    was evicted. Asking for bg_1-2 explicitly needs none of that: 3 steps."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+    from conformance.engine.runner import prepare
+
+    factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
+        "job-manager.suffix_per_name_counter"
+    ].factory
+    session = prepare(
+        RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
+    ).session
+    steps = [
+        {"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
+        {"call": "start_job", "args": {"id": "bg_1", "label": ""}, "chosen": ["bg_1-2"]},
+        {"call": "finish_job", "args": {"outcome": "completed", "job_id": "bg_1-2", "text": ""}},
+        {"advance_ms": 300000},
+        {"call": "start_job", "args": {"id": "bg_1", "label": ""}},
+    ]
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.path == "result.job_id", failure and failure.message
+        reduced = reduce_failure(session, failure, ReplayBudget(1000))
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert [s["call"] for s in kept] == ["start_job"] * 3, kept
+    assert {"bg_1-2", "bg_1"} <= {s["args"].get("id") for s in kept}, kept

@@ -328,6 +328,33 @@ class _Reducer:
             candidate = [_with_explicit_key(step, operation, arg) for step in steps]
             if candidate != steps and all(self.within_schema(s) for s in candidate) and self.fails(candidate):
                 steps = self.as_replayed(candidate)
+        return self.taken_names(steps)
+
+    def taken_names(self, steps: list[dict]) -> list[dict]:
+        """A call that asked for a name and got another (``bg_1`` taken, it
+        got ``bg_1-2``) asks for the name it got instead, one call at a time,
+        also without the later steps about that record: a key of the
+        generated shape, given explicitly, needs none of the steps that made
+        the implementation generate it (the record that took ``bg_1``) or
+        freed it again (its end, its eviction), which can then go."""
+        keys = self.key_arguments(steps)
+        for index in range(len(steps) - 1):
+            if self.out_of_budget():
+                break
+            step = steps[index]
+            for operation, arg in keys:
+                changed = _with_taken_name(step, operation, arg)
+                if changed is step or not self.within_schema(changed):
+                    continue
+                candidate = steps[:index] + [changed] + steps[index + 1 :]
+                # and without the later steps about that record (they ended and evicted it to free its name)
+                name = changed["args"][arg]
+                later = [s for s in steps[index + 1 : -1] if not _names(s, name)]
+                unused = steps[:index] + [changed] + later + steps[-1:]
+                kept = next((c for c in (candidate, unused) if self.fails(c)), None)
+                if kept is not None:
+                    steps = self.as_replayed(kept)
+                    break
         return steps
 
     def key_arguments(self, steps: list[dict]) -> list[tuple[str, str]]:
@@ -832,6 +859,18 @@ def _with_explicit_key(step: dict, operation: str, arg: str) -> dict:
     if step.get("call") != operation or not isinstance(args, dict) or arg in args or not chosen:
         return step
     if not isinstance(chosen[0], str):
+        return step
+    return {**step, "args": {**args, arg: chosen[0]}}
+
+
+def _with_taken_name(step: dict, operation: str, arg: str) -> dict:
+    """``step`` asking, as argument ``arg``, for the name it was given instead
+    of the one it asked for (``step`` itself when it got what it asked for)."""
+    args = step.get("args")
+    chosen = step.get("chosen") or ()
+    if step.get("call") != operation or not isinstance(args, dict) or not isinstance(args.get(arg), str):
+        return step
+    if not chosen or not isinstance(chosen[0], str) or chosen[0] == args[arg]:
         return step
     return {**step, "args": {**args, arg: chosen[0]}}
 
