@@ -18,11 +18,13 @@ path, indexes aside) still happens:
    explicit id shaped like the dropped ones, job-33, moves down with them);
    when none of that removes anything, records named by the implementation
    get their names as explicit keys, so that dropping one no longer renames
-   the others (``job-10`` beside ``job-2`` stays so), and records go again;
-   then
+   the others (``job-10`` beside ``job-2`` stays so), a call that asked for
+   a taken name asks for the generated one it got (``bg_1-2``), and records
+   go again; then
    steps: chunks of halving size, then single steps (delta debugging);
    a call that only moved the clock (one that waits) becomes that clock
-   move; two clock moves in a row become one;
+   move, the failing call too when what differs is the effects the time
+   delivered; two clock moves in a row become one;
 2. simplify the arguments that are left: first one argument of one
    operation in every call at once (left out, or the same simplest value),
    then an optional argument naming a record (an explicit id: the
