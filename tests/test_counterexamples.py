@@ -1073,6 +1073,75 @@ def test_a_replay_budget_counts_replays_and_its_guard_stops_only_slow_calls():
     assert not few.slow()
 
 
+class _WallClock:
+    """A wall clock that moves ``per_read`` seconds each time it is read: a
+    reduction's replays seen as taking that long each."""
+
+    def __init__(self, per_read: float) -> None:
+        self.now, self.per_read = 0.0, per_read
+
+    def perf_counter(self) -> float:
+        self.now += self.per_read
+        return self.now
+
+
+def _tie_order_reduced(monkeypatch, per_read: float | None):
+    """thread-jobs unstable_tie_order's 13-step failure reduced with the ci
+    budget of replays, the wall clock moving ``per_read`` s per read (None:
+    the real clock); its kept steps and its message."""
+    import types
+
+    from conformance.engine import budgets, reduce
+    from conformance.engine.budgets import REDUCE_REPLAYS
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "unstable_tie_order"
+    ].factory
+    steps = [
+        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"}}
+        for n in range(1, 11)
+    ]
+    steps += [
+        {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
+        for job in ("job-2", "job-10")
+    ]
+    steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    if per_read is not None:
+        clock = types.SimpleNamespace(perf_counter=_WallClock(per_read).perf_counter)
+        monkeypatch.setattr(reduce, "time", clock)
+        monkeypatch.setattr(budgets, "time", clock)
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
+        budget = ReplayBudget(REDUCE_REPLAYS["ci"])
+        reduced = reduce_failure(session, failure, budget)
+    finally:
+        session.close()
+        monkeypatch.undo()
+    return steps_of_trace(reduced.steps), reduced.message, budget
+
+
+def test_the_count_of_replays_decides_the_counterexample_not_the_machines_speed(monkeypatch):
+    """Issue 33: the same failure reduces to the same steps on an idle machine
+    and on one so busy that each replay takes a second of wall time (the
+    reduction then runs for minutes, past the 60 s the time budget it
+    replaced allowed, and its calls still average under the 1 s guard); an
+    implementation slow per call (each replay 100 s) is stopped by the
+    guard, which says so in the failure's message."""
+    idle, idle_message, idle_budget = _tie_order_reduced(monkeypatch, None)
+    assert len(idle) == 5 and idle_budget.stopped is None, idle_message
+    busy, busy_message, busy_budget = _tie_order_reduced(monkeypatch, 1.0)
+    assert busy_budget.spent > 60  # replays of a second each: over a minute of "wall time"
+    assert busy == idle and busy_budget.spent == idle_budget.spent, (busy, idle)
+    assert "reduction stopped" not in busy_message, busy_message
+    slow, slow_message, slow_budget = _tie_order_reduced(monkeypatch, 100.0)
+    assert slow_budget.stopped is not None and "over the 1 s guard" in slow_budget.stopped, slow_budget.stopped
+    assert "s per call, over the 1 s guard" in slow_message, slow_message
+    assert slow_budget.spent < idle_budget.spent and len(slow) > len(idle), (slow_budget.spent, slow)
+
+
 def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():
     """job-manager suffix_per_name_counter gives a taken name's next copy from
     a counter per name, never checked against the ids held. The exploration
