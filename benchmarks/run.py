@@ -60,6 +60,14 @@ mutant_seed_kills_mean
     a few long ones) is killed by the ci exploration alone, without scenarios
     or shrinking (goal 5.0; ``benchmarks/seed_kills.py --all`` for every
     in-process mutant, ``--ablation`` for each steering choice switched off).
+mutant_length_ratio_max, mutant_lengths_over_1_5
+    The same runs, each failure then shrunk and reduced as ``conformance
+    run`` does by default (counts of examples and replays, so a seed's result
+    does not depend on the machine's load): the largest ratio of a
+    counterexample's steps to its mutant's declared shortest over every
+    (mutant, seed) killed, and how many of those pairs exceed 1.5 times it
+    (issue 33: none). Each pair's steps, ratio and reduction note are in
+    details.seed_kills.lengths.
 kit_ttff_median_s, peer_ttff_median_s, ttff_ratio
     Time to first failure on each shipped thread-jobs mutant the peer covers:
     the kit's exploration (no shrinking) vs the peer's (no shrink phase), same
@@ -1062,6 +1070,8 @@ def render_table(result: dict) -> str:
         ("cli_ci_wall_s", " s"),
         ("failing_to_passing_wall_ratio", ""),
         ("mutant_seed_kills_mean", ""),
+        ("mutant_length_ratio_max", ""),
+        ("mutant_lengths_over_1_5", ""),
     ):
         target = TARGETS.get(name)
         rows.append(
@@ -1127,6 +1137,10 @@ def render_table(result: dict) -> str:
                 f"  {row['mutant']:<24} kit {fmt(row['kit_ttff_s'], ' s') if row['kit_found'] else 'not found':>10}"
                 f"   peer {fmt(row['peer_ttff_s'], ' s') if row['peer_found'] else 'not found':>10}"
             )
+    over = (d.get("seed_kills") or {}).get("over_limit")
+    if over:
+        lines.append(f"counterexamples over {d['seed_kills']['length_limit']:g} times their mutant's shortest:")
+        lines.extend(f"  {row}" for row in over)
     if d.get("traces"):
         t = d["traces"]
         lines.append(
@@ -1191,13 +1205,17 @@ def measure_traces(events: int) -> dict:
 
 
 def measure_subset_kills(args: argparse.Namespace) -> dict:
-    """benchmarks/seed_kills.py's figure on its subset (seeds 1-2 with
+    """benchmarks/seed_kills.py's figures on its subset: the seeds that kill
+    each mutant and the length of each seed's counterexample (seeds 1-2 with
     --quick); empty with --skip-seed-kills."""
     from seed_kills import SEEDS, SUBSET, measure_seed_kills  # beside this script
 
     if args.skip_seed_kills:
         return {}
-    log("seeds 1-5 that kill each mutant of benchmarks/seed_kills.py's subset (exploration alone, ci)")
+    log(
+        "seeds 1-5 that kill each mutant of benchmarks/seed_kills.py's subset (exploration alone, ci), "
+        "and the steps of each seed's shrunk and reduced counterexample over the mutant's shortest"
+    )
     return measure_seed_kills(SUBSET, seeds=(1, 2) if args.quick else SEEDS, log=log)
 
 
@@ -1391,6 +1409,8 @@ def main(argv: list[str] | None = None) -> int:
         "trace_peak_rss_mb": traces["full"]["peak_rss_mb"] if traces else None,
         "trace_rss_ratio_vs_tenth": traces["rss_ratio_vs_tenth"] if traces else None,
         "mutant_seed_kills_mean": kills.get("mean_seeds_killed"),
+        "mutant_length_ratio_max": kills.get("length_ratio_max"),
+        "mutant_lengths_over_1_5": kills.get("lengths_over_limit"),
         "targets": TARGETS,
         "meets_targets": {},
         "machine": {

@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""How many of seeds 1-5 kill each shipped mutant through the exploration alone.
+"""How many of seeds 1-5 kill each shipped mutant through the exploration
+alone, and how long the counterexample each seed gets is.
 
     .venv/bin/python benchmarks/seed_kills.py                 # the subset below, the default steering
-    .venv/bin/python benchmarks/seed_kills.py --all           # every in-process mutant (about 20 min on 2 cores)
-    .venv/bin/python benchmarks/seed_kills.py --ablation      # all on, none, each off, each alone
+    .venv/bin/python benchmarks/seed_kills.py --kills-only    # no shrinking or reduction: kills alone, faster
+    .venv/bin/python benchmarks/seed_kills.py --all           # every in-process mutant (about 20 min on 2 cores
+                                                              # with --kills-only)
+    .venv/bin/python benchmarks/seed_kills.py --ablation      # all on, none, each off, each alone (kills only)
 
-Each mutant's exploration runs at the ci profile, without scenarios, shrinking
-or reduction, once per seed; the figure is the mean over the mutants of the
-number of seeds whose exploration failed (goal 5.0). benchmarks/run.py reports
-it as ``mutant_seed_kills_mean`` (on ``SUBSET``, to keep its run short).
-async-command's mutants are left out: each of their steps is a process, so
-five ci explorations of each would take the better part of an hour.
+Each mutant's exploration runs at the ci profile, without scenarios, once per
+seed. The first figure is the mean over the mutants of the number of seeds
+whose exploration failed (goal 5.0). The second: each failure found is shrunk
+and reduced as ``conformance run`` does by default (Hypothesis's shrinking,
+then the replay reduction, both bounded by counts, so a seed's counterexample
+does not depend on the machine's load), and its steps, as a counterexample
+file counts them, are divided by the mutant's declared shortest
+(``Mutant.shortest``): the largest ratio over every (mutant, seed) and how
+many pairs exceed 1.5 (issue 33's target: none). Shrinking and reduction
+start only once the exploration has failed, so the kill counts are the same
+either way. benchmarks/run.py reports them as ``mutant_seed_kills_mean``,
+``mutant_length_ratio_max`` and ``mutant_lengths_over_1_5`` (on ``SUBSET``,
+to keep its run short). async-command's mutants are left out: each of their
+steps is a process, so five ci explorations of each would take the better
+part of an hour.
 """
 
 from __future__ import annotations
@@ -26,13 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from conformance.engine import steering  # noqa: E402
+from conformance.engine.reduce import steps_of_trace  # noqa: E402
 from conformance.engine.runner import run_conformance  # noqa: E402
 from conformance.mutants import load_mutants, mutant_config  # noqa: E402
 from statemachines import load_spec  # noqa: E402
 
-__all__ = ["SUBSET", "SEEDS", "measure_seed_kills"]
+__all__ = ["SUBSET", "SEEDS", "LENGTH_LIMIT", "measure_seed_kills"]
 
 SEEDS = (1, 2, 3, 4, 5)
+LENGTH_LIMIT = 1.5  # a counterexample's steps over its mutant's declared shortest (issue 33)
 IN_PROCESS_SPECS = ("spec/thread-jobs.yaml", "spec/task-progress.yaml", "spec/async-jobs.yaml")
 # The mutants whose kill depended on the seed in a sweep of every in-process
 # mutant before steering (2026-11-26: kill_check_then_act 4/5,
@@ -57,30 +71,41 @@ SUBSET = {
 }
 
 
-def _explore(spec_path: str, name: str, mutant, seed: int) -> dict:
+def _explore(spec_path: str, name: str, mutant, seed: int, lengths: bool) -> dict:
+    """The exploration alone at the ci profile; with ``lengths``, a failure
+    is shrunk and reduced by the profile's counts, as `conformance run` does."""
     config = dataclasses.replace(
         mutant_config(spec_path, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
     )
+    if lengths:
+        config = dataclasses.replace(config, shrink_s=None, reduce_replays=None)  # the profile's
     return run_conformance(config).get("stateful") or {}
 
 
-def measure_seed_kills(selection: dict[str, list[str] | None], seeds=SEEDS, log=print) -> dict:
+def measure_seed_kills(selection: dict[str, list[str] | None], seeds=SEEDS, log=print, lengths: bool = True) -> dict:
     """Per mutant ("spec:name") the seeds that killed it; their mean count;
-    and the exploration's steps per second over every run."""
+    the exploration's steps per second over every run (shrinking included);
+    and, with ``lengths``, each seed's counterexample length over the
+    mutant's declared shortest (``_length_figures``)."""
     killed: dict[str, list[int]] = {}
+    rows: list[dict] = []
     steps, seconds = 0, 0.0
     for spec_path, names in selection.items():
         mutants = load_mutants(load_spec(ROOT / spec_path).implementations["mutants"])
         for name in names if names is not None else sorted(mutants):
             got = []
+            label = f"{Path(spec_path).stem}:{name}"
             for seed in seeds:
-                stateful = _explore(str(ROOT / spec_path), name, mutants[name], seed)
+                stateful = _explore(str(ROOT / spec_path), name, mutants[name], seed, lengths)
                 steps += stateful.get("steps") or 0
                 seconds += stateful.get("duration_s") or 0.0
                 if stateful.get("verdict") == "fail":
                     got.append(seed)
-            killed[f"{Path(spec_path).stem}:{name}"] = got
-            log(f"  {Path(spec_path).stem}:{name}: killed at seeds {got}")
+                    if lengths:
+                        rows.append(_length_row(label, seed, mutants[name].shortest, stateful))
+            killed[label] = got
+            shown = [f"{r['seed']}:{r['steps']}/{r['shortest']}" for r in rows if r["mutant"] == label]
+            log(f"  {label}: killed at seeds {got}" + (f"; seed:steps/shortest {shown}" if lengths else ""))
     mean = sum(len(s) for s in killed.values()) / len(killed) if killed else None
     return {
         "mean_seeds_killed": None if mean is None else round(mean, 3),
@@ -88,6 +113,42 @@ def measure_seed_kills(selection: dict[str, list[str] | None], seeds=SEEDS, log=
         "mutants": len(killed),
         "killed": killed,
         "steps_per_s": round(steps / seconds, 2) if seconds else None,
+        **(_length_figures(rows) if lengths else {}),
+    }
+
+
+def _length_row(label: str, seed: int, shortest: int, stateful: dict) -> dict:
+    """One killed (mutant, seed): its counterexample's steps, as a
+    counterexample file counts them, over the mutant's declared shortest."""
+    failure = stateful.get("failure") or {}
+    kept = len(steps_of_trace(failure.get("steps") or []))
+    return {
+        "mutant": label,
+        "seed": seed,
+        "steps": kept,
+        "shortest": shortest,
+        "ratio": round(kept / shortest, 3),
+        "note": _reduction_note(failure.get("message") or ""),
+    }
+
+
+def _reduction_note(message: str) -> str:
+    """The failure message's last parenthesised note (how far shrinking and
+    the replay reduction went, and why they stopped)."""
+    notes = [line for line in message.splitlines() if line.startswith("(")]
+    return notes[-1] if notes else ""
+
+
+def _length_figures(rows: list[dict]) -> dict:
+    """The largest length ratio and the (mutant, seed) pairs above
+    ``LENGTH_LIMIT``, with every pair's row."""
+    over = [row for row in rows if row["ratio"] > LENGTH_LIMIT]
+    return {
+        "length_ratio_max": max((row["ratio"] for row in rows), default=None),
+        "lengths_over_limit": len(over),
+        "length_limit": LENGTH_LIMIT,
+        "over_limit": [f"{row['mutant']} seed {row['seed']}: {row['steps']}/{row['shortest']}" for row in over],
+        "lengths": rows,
     }
 
 
@@ -106,11 +167,15 @@ def _ablation(selection: dict, seeds) -> dict:
         steering.CHOICES = steering.SteeringChoices(**{f: f not in off for f in fields})
         started = time.perf_counter()
         print(f"{label}:", file=sys.stderr)
-        result = measure_seed_kills(selection, seeds, log=lambda line: print(line, file=sys.stderr))
+        result = measure_seed_kills(selection, seeds, log=_to_stderr, lengths=False)
         result["wall_s"] = round(time.perf_counter() - started, 1)
         out[label] = result
     steering.CHOICES = steering.SteeringChoices()
     return out
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,13 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every in-process spec's mutants, not the subset")
     parser.add_argument("--ablation", action="store_true", help="once per steering choice switched off")
     parser.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds 1..N (default 5)")
+    parser.add_argument("--kills-only", action="store_true", help="no shrinking or reduction: no length figure")
     args = parser.parse_args(argv)
     selection: dict = {spec: None for spec in IN_PROCESS_SPECS} if args.all else SUBSET
     seeds = tuple(range(1, args.seeds + 1))
     if args.ablation:
         result = _ablation(selection, seeds)
     else:
-        result = measure_seed_kills(selection, seeds, log=lambda line: print(line, file=sys.stderr))
+        result = measure_seed_kills(selection, seeds, log=_to_stderr, lengths=not args.kills_only)
     print(json.dumps(result, indent=2))
     return 0
 

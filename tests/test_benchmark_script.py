@@ -125,3 +125,47 @@ def test_ci_rounds_take_the_run_of_median_wall_time():
     assert bench._median_run(runs[:2])["wall_s"] == 3.5  # the lower middle of an even count
     missing = bench._median_run([*runs, {"wall_s": None}])
     assert missing["wall_s"] is None  # a run that never completed: no figure, not a flattering one
+
+
+def _seed_kills():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import seed_kills
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return seed_kills
+
+
+def test_counterexample_lengths_are_read_from_the_reduced_failure_and_counted_over_the_limit():
+    seed_kills = _seed_kills()
+    failure = {
+        "steps": [
+            {"operation": "start_job", "args": {}, "chosen": ["job-1"]},
+            {"operation": "start_job", "args": {}, "chosen": ["job-2"]},
+            {"operation": "turn_boundary", "args": {}},
+        ],
+        "message": "turn_boundary: result differs\n(reduced from 9 to 3 step(s) by replaying it (40 replays))",
+    }
+    row = seed_kills._length_row("thread-jobs:m", 2, 2, {"verdict": "fail", "failure": failure})
+    assert row["steps"] == 3 and row["ratio"] == 1.5, row
+    assert row["note"] == "(reduced from 9 to 3 step(s) by replaying it (40 replays))"
+    rows = [row, {**row, "seed": 3, "steps": 4, "ratio": 2.0}, {**row, "seed": 4, "steps": 2, "ratio": 1.0}]
+    figures = seed_kills._length_figures(rows)
+    assert figures["length_ratio_max"] == 2.0
+    assert figures["lengths_over_limit"] == 1  # 1.5 itself is within the target, 2.0 is over
+    assert figures["over_limit"] == ["thread-jobs:m seed 3: 4/2"]
+    assert seed_kills._length_figures([])["length_ratio_max"] is None
+
+
+@pytest.mark.slow
+def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_shortest():
+    """One sequential mutant at one seed, as run.py's figure measures it: the
+    exploration kills it, and its shrunk and reduced counterexample is no
+    shorter than the shortest the mutant declares (a shorter one would make
+    the declaration, and every ratio, wrong) and within 1.5 times it."""
+    seed_kills = _seed_kills()
+    result = seed_kills.measure_seed_kills({"spec/async-jobs.yaml": ["job-manager.cancel_not_sticky"]}, seeds=(1,))
+    assert result["killed"] == {"async-jobs:job-manager.cancel_not_sticky": [1]}, result
+    (row,) = result["lengths"]
+    assert row["shortest"] <= row["steps"] and row["ratio"] == round(row["steps"] / row["shortest"], 3), row
+    assert result["length_ratio_max"] == row["ratio"] <= seed_kills.LENGTH_LIMIT, row
