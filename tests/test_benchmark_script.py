@@ -64,6 +64,11 @@ def test_quick_benchmark_reports_every_number():
         assert value > 0, (key, value)
     assert result["ci_wall_s"] is None  # skipped
     assert result["workers_speedup"] is None and result["cli_ci_wall_s"] is None  # ci runs: skipped too
+    # --quick counts the seeds that kill each mutant of the subset, without shrinking every failure
+    kills = result["details"]["seed_kills"]
+    assert kills["seeds"] == [1, 2] and kills["mutants"] > 0, kills
+    assert result["mutant_seed_kills_mean"] == round(sum(map(len, kills["killed"].values())) / kills["mutants"], 3)
+    assert result["mutant_length_ratio_max"] is None and result["mutant_lengths_over_1_5"] is None
 
     assert set(result["targets"]) == set(TARGETED)
     assert set(result["meets_targets"]) == set(TARGETED)
