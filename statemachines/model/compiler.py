@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
 
 # Capabilities a scenario may require of an implementation (a closed list).
 FEATURES = frozenset({"concurrent"})
+BATCH_WEIGHT = 2  # a batch's share of the drawn steps unless it says (an operation of weight 1 has one)
 _BASE_VARS = {"args", "params", "now", "terminal_states"}
 _TOP_LEVEL_KEYS = frozenset(spec_format_schema()["properties"])
 _POLICY_FIELDS = {
@@ -652,10 +654,23 @@ class _Builder(StepCompiler):
             "name": b["name"],
             "description": b.get("description", ""),
             "count": count,
+            "weight": self._batch_weight(b, path),
             "shared": dict(b.get("shared") or {}),
             "phases": phases,
             "assumes": self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None,
         }
+
+    def _batch_weight(self, b: dict, path: tuple) -> float:
+        """A batch's share of the drawn steps (the schema bounds it); whole
+        hundredths only, so the engine can give every weight whole slots."""
+        weight = b.get("weight", BATCH_WEIGHT)
+        if (Fraction(str(weight)) * 100).denominator != 1:
+            self.problem(
+                path + ("weight",),
+                f"batch weight {weight} has more than two decimal places",
+                hint="round it to hundredths, e.g. `weight: 0.25`",
+            )
+        return weight
 
     def _batch_phase(self, ph: dict, j: int, path: tuple) -> dict | None:
         """One phase of a batch: a call per item, or once; None when its operation is unknown."""
