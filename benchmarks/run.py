@@ -1014,10 +1014,10 @@ def _median_run(runs: list[dict]) -> dict:
 
 # ----------------------------------------------------------------------- output
 def _calls_per_s(runs: list[dict]) -> float | None:
-    """The median of the runs' sequential adapter calls per second (None
-    when every run was aborted as flaky: an aborted run has no call count)."""
+    """The median of the runs' sequential adapter calls per second, rounded
+    (None when every run was aborted as flaky: an aborted run has no call count)."""
     rates = [r["sequential_adapter_calls"] / r["seconds"] for r in runs if "sequential_adapter_calls" in r]
-    return statistics.median(rates) if rates else None
+    return round(statistics.median(rates), 2) if rates else None
 
 
 def _round(value, digits: int = 4):
@@ -1321,7 +1321,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         kit_sps = statistics.median(r["steps_per_s"] for r in kit_runs)
-        kit_cps = _calls_per_s(kit_runs)
         bare_sps = statistics.median(r["steps_per_s"] for r in bare_runs)
         # The same reference, the same kit, through the stdio protocol. The stdio
         # example answers one request at a time (no concurrent groups), so the
@@ -1380,7 +1379,7 @@ def main(argv: list[str] | None = None) -> int:
     overhead = kit_sps / bare_sps
     result = {
         "kit_steps_per_s": round(kit_sps, 2),
-        "kit_calls_per_s": None if kit_cps is None else round(kit_cps, 2),
+        "kit_calls_per_s": _calls_per_s(kit_runs),
         "bare_steps_per_s": round(bare_sps, 2),
         "overhead_ratio": round(overhead, 4),
         "model_cost_ratio_100k_vs_100": round(model["ratio"], 4),
