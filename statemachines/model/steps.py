@@ -22,6 +22,8 @@ __all__ = [
     "When",
     "Emit",
     "ForEach",
+    "ForItems",
+    "LOOPS",
     "Collect",
     "Apply",
     "Put",
@@ -145,6 +147,18 @@ class ForEach(_Query):
 
 
 @dataclass
+class ForItems:
+    """Runs ``body`` once for each value of a list (``items``, a CEL list, for
+    instance a table entry's list), bound ``as`` a name: for what the model
+    keeps beside its records, such as a queue entry that outlived its record."""
+
+    bind: str
+    items: Expression
+    body: list[Step] = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
 class Collect(_Query):
     select: Expression = field(kw_only=True)
     where: str = ""
@@ -221,6 +235,7 @@ Step = (
     | When
     | Emit
     | ForEach
+    | ForItems
     | Collect
     | Apply
     | Put
@@ -248,6 +263,7 @@ STEP_CLASSES: dict[str, type[Step]] = {
     "when": When,
     "emit": Emit,
     "for_each": ForEach,
+    "for_items": ForItems,
     "collect": Collect,
     "apply": Apply,
     "put": Put,
@@ -259,3 +275,7 @@ STEP_CLASSES: dict[str, type[Step]] = {
     "advance": Advance,
 }
 STEP_KINDS = tuple(STEP_CLASSES)
+
+# The step kinds whose ``body`` runs once per record or value: what walks the
+# steps nested in others treats them alike.
+LOOPS: tuple[type[ForEach], type[ForItems]] = (ForEach, ForItems)

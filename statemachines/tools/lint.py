@@ -140,7 +140,7 @@ def walk_steps(steps: list) -> Iterator[Any]:
         if isinstance(step, S.When):
             yield from walk_steps(step.then)
             yield from walk_steps(step.otherwise)
-        elif isinstance(step, S.ForEach):
+        elif isinstance(step, S.LOOPS):
             yield from walk_steps(step.body)
 
 

@@ -231,7 +231,7 @@ def _flat(steps: list) -> Iterator:
         if isinstance(step, S.When):
             yield from _flat(step.then)
             yield from _flat(step.otherwise)
-        elif isinstance(step, S.ForEach):
+        elif isinstance(step, S.LOOPS):
             yield from _flat(step.body)
 
 
@@ -240,7 +240,7 @@ def _walk(steps: list, ctx: _Context, sites: _Sites) -> None:
         if isinstance(step, S.When):
             _walk_when(step, ctx, sites)
             continue
-        if isinstance(step, S.ForEach):
+        if isinstance(step, S.LOOPS):
             _walk(step.body, ctx, sites)
             continue
         if isinstance(step, S.Fire):
