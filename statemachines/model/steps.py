@@ -4,6 +4,7 @@ operation does to the model. Each step kind is a dataclass; the model
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..language.expressions import Expression
@@ -24,6 +25,7 @@ __all__ = [
     "ForEach",
     "ForItems",
     "LOOPS",
+    "walk_steps",
     "Collect",
     "Apply",
     "Put",
@@ -279,3 +281,15 @@ STEP_KINDS = tuple(STEP_CLASSES)
 # The step kinds whose ``body`` runs once per record or value: what walks the
 # steps nested in others treats them alike.
 LOOPS: tuple[type[ForEach], type[ForItems]] = (ForEach, ForItems)
+
+
+def walk_steps(steps: list) -> Iterator[Step]:
+    """Every step, and the steps nested in it (a `when`'s both branches, a
+    loop's body), depth first in the order they are written."""
+    for step in steps:
+        yield step
+        if isinstance(step, When):
+            yield from walk_steps(step.then)
+            yield from walk_steps(step.otherwise)
+        elif isinstance(step, LOOPS):
+            yield from walk_steps(step.body)
