@@ -68,10 +68,27 @@ function parseArgs(argv) {
     else if (flag === '--max-running') options.parameters.max_running = parseInteger(flag, value(), 1, 100);
     else if (flag === '--retention-ms') options.parameters.retention_ms = parseInteger(flag, value(), 0, 86400000);
     else if (flag === '--jitter-ms') options.parameters.retry_jitter_ms = parseInteger(flag, value(), 0, 199);
+    else if (flag === '--declare') declare(options.parameters, value());
     else usage(`unknown argument ${JSON.stringify(flag)}`);
   }
   if (!['oh-my-pi', 'none'].includes(options.profile)) usage(`unknown profile ${JSON.stringify(options.profile)}`);
   return options;
+}
+
+// --declare NAME=VALUE: a parameter this build is declared to have without
+// configuring anything (a later upstream version whose behaviour differs, e.g.
+// ids=counter for 18.x, which never reuses ids). VALUE is JSON, or a string.
+function declare(parameters, text) {
+  const at = text.indexOf('=');
+  if (at <= 0) usage(`--declare needs NAME=VALUE, got ${JSON.stringify(text)}`);
+  const raw = text.slice(at + 1);
+  let parsed;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    parsed = raw;
+  }
+  parameters[text.slice(0, at)] = parsed;
 }
 
 class BadArguments extends Error {}
