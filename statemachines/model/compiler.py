@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -257,14 +258,7 @@ class _Builder(StepCompiler):
         self._op_errors: set[str] = set()
         self._op_name = "on_clock"
         on_clock = self._steps(d.get("on_clock") or [], ("on_clock",), set(_BASE_VARS))
-        timers = tuple(d.get("timers") or ())
-        for i, name in enumerate(timers):
-            if name not in self.entity.fields and name not in self.entity.internal:
-                self.problem(
-                    ("timers", i),
-                    f"timer field {name!r} is not a field of {self.entity.name}",
-                    f"fields: {', '.join(sorted(set(self.entity.fields) | set(self.entity.internal)))}",
-                )
+        timers, table_timers = self._timers(d.get("timers") or ())
         invariants = self._invariants()
         exploration = self._exploration()
         scenarios = self._scenarios()
@@ -291,9 +285,35 @@ class _Builder(StepCompiler):
             implementations=dict(d.get("implementations") or {}),
             on_clock=on_clock,
             timers=timers,
+            table_timers=table_timers,
             source_map=self.smap,
             raw=d,
         )
+
+    def _timers(self, raw: Sequence) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The `timers:` entries: record fields, and `{table, field}` pairs
+        (instants a table's entries hold), each checked against what the spec declares."""
+        fields: list[str] = []
+        tables: list[tuple[str, str]] = []
+        known = set(self.entity.fields) | set(self.entity.internal)
+        for i, entry in enumerate(raw):
+            if isinstance(entry, dict):
+                if entry["table"] not in self.tables:
+                    self.problem(
+                        ("timers", i, "table"),
+                        f"timer table {entry['table']!r} is not declared",
+                        f"declare it under state.tables (tables: {', '.join(self.tables) or '(none)'})",
+                    )
+                tables.append((entry["table"], entry["field"]))
+            elif entry not in known:
+                self.problem(
+                    ("timers", i),
+                    f"timer field {entry!r} is not a field of {self.entity.name}",
+                    f"fields: {', '.join(sorted(known))}",
+                )
+            else:
+                fields.append(entry)
+        return tuple(fields), tuple(tables)
 
     def _parameters(self) -> dict[str, Parameter]:
         out = {}
