@@ -13,6 +13,12 @@ kit_steps_per_s
     probes, schema and invariant checks) against the reference implementation,
     in steps as the kit counts them (StatefulOutcome.steps) per second of
     run_stateful(). Spec loading and adapter start-up are not timed.
+kit_calls_per_s
+    The same runs' adapter calls made one at a time (plain calls, each call of
+    a batch, probes; not the calls of concurrent groups) per second. Read it
+    beside kit_steps_per_s: a step is one call or a batch of dozens, so a spec
+    whose exploration draws heavy batches explores fewer steps per second for
+    as many calls. Not a target.
 bare_steps_per_s
     The same steps (same Explorer action list and argument strategies, the
     kit's own runner, same Hypothesis settings and seed), carried out by calling the
@@ -1015,6 +1021,13 @@ def _median_run(runs: list[dict]) -> dict:
 
 
 # ----------------------------------------------------------------------- output
+def _calls_per_s(runs: list[dict]) -> float | None:
+    """The median of the runs' sequential adapter calls per second, rounded
+    (None when every run was aborted as flaky: an aborted run has no call count)."""
+    rates = [r["sequential_adapter_calls"] / r["seconds"] for r in runs if "sequential_adapter_calls" in r]
+    return round(statistics.median(rates), 2) if rates else None
+
+
 def _round(value, digits: int = 4):
     return None if value is None else round(value, digits)
 
@@ -1055,6 +1068,7 @@ def render_table(result: dict) -> str:
 
     for name, unit in (
         ("kit_steps_per_s", ""),
+        ("kit_calls_per_s", ""),
         ("bare_steps_per_s", ""),
         ("overhead_ratio", ""),
         ("model_cost_ratio_100k_vs_100", ""),
@@ -1387,6 +1401,7 @@ def main(argv: list[str] | None = None) -> int:
     overhead = kit_sps / bare_sps
     result = {
         "kit_steps_per_s": round(kit_sps, 2),
+        "kit_calls_per_s": _calls_per_s(kit_runs),
         "bare_steps_per_s": round(bare_sps, 2),
         "overhead_ratio": round(overhead, 4),
         "model_cost_ratio_100k_vs_100": round(model["ratio"], 4),

@@ -144,7 +144,7 @@ def test_the_pytest_plugin_gives_items_only_for_the_declared_profiles_scenarios(
             "max_finished: 0",
             "max_finished must be >= 1",
         ),
-        (r"timers: \[ends_at, dq_next_at, evict_at\]", "timers: [ends_at, due_at]", "timer field 'due_at'"),
+        (r"timers: \[ends_at, dq_next_at, evict_at, ", "timers: [ends_at, due_at, ", "timer field 'due_at'"),
         (
             r'assumes: "params.surface == \'task_table\'"\n    args:\n      type: object\n      required: \[job_id\]',
             'assumes: "args.job_id == \'x\'"\n    args:\n      type: object\n      required: [job_id]',

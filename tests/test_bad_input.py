@@ -341,6 +341,20 @@ CASES = [
         "the first phase cannot run once",
     ),
     Case(
+        "batch-weight-in-thousandths",
+        ((MAIN, r"weight: 0\.1$", "weight: 0.125"),),
+        MAIN,
+        "weight: 0.125",
+        "batch weight 0.125 has more than two decimal places",
+    ),
+    Case(
+        "batch-weight-zero",
+        ((MAIN, r"weight: 0\.1$", "weight: 0"),),
+        MAIN,
+        "weight: 0",
+        "less than or equal to the minimum of 0",
+    ),
+    Case(
         "limit-value-unknown-parameter",
         ((MAIN, r"value: params\.retention_limit$", "value: params.retention_limt"),),
         MAIN,

@@ -18,6 +18,7 @@ SCRIPT = ROOT / "benchmarks" / "run.py"
 
 METRICS = (
     "kit_steps_per_s",
+    "kit_calls_per_s",
     "bare_steps_per_s",
     "overhead_ratio",
     "model_cost_ratio_100k_vs_100",
@@ -97,6 +98,11 @@ def test_quick_benchmark_reports_every_number():
     assert details["ci"] is None
     # ratios come from the numbers of this same run
     assert abs(result["overhead_ratio"] - result["kit_steps_per_s"] / result["bare_steps_per_s"]) < 0.01
+    kit = details["kit"]  # one repeat: the kit's run itself
+    assert (
+        abs(result["kit_calls_per_s"] - kit["sequential_adapter_calls"] / kit["seconds"])
+        < 0.01 * result["kit_calls_per_s"]
+    )
     peer = details["peer"]
     assert abs(result["peer_ratio"] - peer["kit_steps_per_s"] / peer["peer_steps_per_s"]) < 0.01
     assert all(run["verdict"] == "pass" and run["steps"] > 0 for run in peer["peer_runs"])

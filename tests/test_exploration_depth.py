@@ -1,5 +1,6 @@
 """The generated exploration reaches the deep states on its own (default ci profile)."""
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,7 @@ def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
     assert any(len(text) < 25601 for text in size["above"])  # multi-byte: fewer characters than bytes
     assert edges["retention"].batches == {
         "fill_thread": {"below": 19, "at": 20, "above": 21},
-        "evicted_tool_call": {"below": 19, "at": 20, "above": 21},
+        "evicted_tool_call": {"above": 21},  # it fills a thread exactly one past the limit
     }
 
 
@@ -198,3 +199,28 @@ def test_a_derived_race_finds_a_lost_update_the_declared_groups_miss():
     # Found by a derived race (queue_message twice, or queue_message racing drain_messages), which says so.
     head = result.exploration_message.splitlines()[0]
     assert head.startswith(("queue_message ×2 at once", "queue_message and drain_messages at once")), tried
+
+
+def _slots_by_action(spec_name: str) -> Counter:
+    from conformance.engine.stateful import Explorer
+    from statemachines import load_spec
+
+    spec = load_spec(ROOT / "spec" / spec_name)
+    explorer = Explorer(spec, spec.default_parameters(), concurrent=False)
+    return Counter(
+        (kind, what if kind == "call" else what["name"]) if kind in ("call", "batch") else (kind, None)
+        for kind, what in explorer.actions
+    )
+
+
+def test_a_batch_weight_is_its_share_of_the_drawn_steps():
+    # thread-jobs' evicted_tool_call has weight 0.1: every share is scaled by 10
+    slots = _slots_by_action("thread-jobs.yaml")
+    assert slots[("batch", "evicted_tool_call")] == 1
+    assert slots[("batch", "fill_thread")] == 20  # the default weight, 2
+    assert slots[("call", "start_job")] == 60 and slots[("call", "restart")] == 10
+    assert slots[("advance", None)] == 20
+    # whole weights only: one slot per share, as before batches had weights
+    slots = _slots_by_action("task-progress.yaml")
+    assert {n for (kind, _), n in slots.items() if kind == "batch"} == {2}
+    assert slots[("advance", None)] == 2

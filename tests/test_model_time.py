@@ -131,3 +131,69 @@ def test_operation_assumes_may_only_read_params(tmp_path):
     steps = "    assumes: \"args.x == 1\""
     with pytest.raises(SpecError, match="unknown name"):
         load_spec(_spec_with(tmp_path, "", steps))
+
+
+def _refused_then_evicted(m):
+    """Two failed jobs whose deliveries are refused, evicted while still queued."""
+    call(m, "set_delivery", accept=False)
+    call(m, "start_job", label="a")
+    call(m, "start_job", label="b")
+    call(m, "finish_job", job_id="bg_1", outcome="failed", text="A")
+    call(m, "finish_job", job_id="bg_2", outcome="completed", text="B")
+    m.advance(300_000)
+    assert m.keys() == []
+
+
+def test_evicted_delivery_dropped_goes_with_its_job():
+    m = model()
+    _refused_then_evicted(m)
+    call(m, "set_delivery", accept=True)
+    assert m.advance(400_000).effects == []
+
+
+def test_evicted_delivery_last_attempt_is_made_once_at_its_retry_with_the_jobs_record():
+    m = model(evicted_delivery="last_attempt")
+    _refused_then_evicted(m)
+    orphans = m.tables["orphans"]["queue"]
+    assert [o["job_id"] for o in orphans] == ["bg_1", "bg_2"]  # queue order
+    due = min(o["next_at"] for o in orphans)
+    call(m, "set_delivery", accept=True)
+    assert m.advance(due - 1).effects == []  # a table's timer: nothing before its instant
+    delivered = m.advance(due).effects + m.advance(400_000).effects
+    assert delivered == [
+        {"effect": "delivered", "job_id": "bg_1", "status": "failed", "text": "A"},
+        {"effect": "delivered", "job_id": "bg_2", "status": "completed", "text": "B"},
+    ]
+    assert m.tables["orphans"].get("queue") == []
+    assert m.advance(900_000).effects == []  # once, never again
+
+
+def test_evicted_delivery_last_attempt_refused_is_forgotten():
+    m = model(evicted_delivery="last_attempt")
+    _refused_then_evicted(m)
+    attempts = {o["job_id"]: o["attempt"] for o in m.tables["orphans"]["queue"]}
+    effects = m.advance(400_000).effects
+    assert effects == [
+        {"effect": "delivery_failed", "job_id": job_id, "attempt": attempt + 1} for job_id, attempt in attempts.items()
+    ]
+    assert m.advance(900_000).effects == []
+
+
+def test_table_timer_must_name_a_declared_table(tmp_path):
+    with pytest.raises(SpecError, match="timer table 'later' is not declared"):
+        load_spec(_spec_with(tmp_path, "timers: [{table: later, field: at}]"))
+
+
+def test_for_items_runs_its_steps_for_each_value(tmp_path):
+    steps = "      - for_items: {as: n, in: '[1, 2, 3]', do: [{put: {table: seen, key: 'string(n)', value: 'n * 10'}}]}"
+    spec = load_spec(_spec_with(tmp_path, "state: {tables: {seen: {description: what ran}}}", steps))
+    m = Model(spec, {})
+    m.reset(0)
+    m.predict("op", {})
+    assert m.tables["seen"] == {"1": 10, "2": 20, "3": 30}
+
+
+def test_for_items_reports_an_unknown_name_in_its_list(tmp_path):
+    steps = "      - for_items: {as: n, in: 'nowhere', do: []}"
+    with pytest.raises(SpecError, match="nowhere"):
+        load_spec(_spec_with(tmp_path, "", steps))

@@ -22,7 +22,6 @@ from typing import Any
 from statemachines import Spec, derived_races, exploration_applies, limit_edges
 from statemachines.model import steps as S
 from statemachines.model.model import BOUNDARY_CLASSES, POLICY_ACTS
-from statemachines.tools.lint import walk_steps
 from statemachines.tools.reach import Bound
 
 from .applicability import not_applicable_items
@@ -196,7 +195,7 @@ def failure_focus(spec: Spec, failure: dict | None) -> dict:
         if s in states
     ]
     op = spec.operations.get(failure.get("operation") or "")
-    fired = {step.trigger for step in walk_steps(op.steps) if isinstance(step, S.Fire)} if op else set()
+    fired = {step.trigger for step in S.walk_steps(op.steps) if isinstance(step, S.Fire)} if op else set()
     moves = [(src, t.trigger, t.dest) for t in spec.lifecycle.transitions if t.trigger in fired for src in t.sources]
     near = [m for m in moves if m[0] in named or m[2] in named]
     chosen = near or (moves if len(moves) <= 2 else [])

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from statemachines import Spec
 from statemachines.model import steps as S
 from statemachines.tools.check import search_counts
-from statemachines.tools.lint import walk_steps
 
 __all__ = [
     "PAIR_CATEGORIES",
@@ -59,7 +58,7 @@ def fireable_triggers(spec: Spec, params: dict) -> set[str]:
     """Triggers fired by an offered operation's steps or by the clock."""
     offered = spec.offered_operations(params)
     lists = [op.steps for name, op in spec.operations.items() if name in offered] + [spec.on_clock]
-    return {step.trigger for steps in lists for step in walk_steps(steps) if isinstance(step, S.Fire)}
+    return {step.trigger for steps in lists for step in S.walk_steps(steps) if isinstance(step, S.Fire)}
 
 
 def _pairs(spec: Spec, params: dict) -> tuple[str, ...]:

@@ -40,11 +40,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import math
 import re
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, Verbosity, given, reject
@@ -235,23 +237,23 @@ class Explorer:
         groups and derived races (when the implementation runs calls
         concurrently) and clock moves."""
         ex, params = self.spec.exploration, self.params
-        actions: list[tuple[str, Any]] = []
+        shares: list[tuple[tuple[str, Any], Fraction]] = []
         for name in self.spec.operations:
             if name in offered:
-                actions += [("call", name)] * ex.weights.get(name, 1)
+                shares.append((("call", name), Fraction(ex.weights.get(name, 1))))
         for batch in ex.batches:
             if exploration_applies(batch, params, offered):
-                actions += [("batch", batch)] * 2
+                shares.append((("batch", batch), Fraction(str(batch["weight"]))))
         if concurrent:
             for group in ex.concurrent:
                 if exploration_applies(group, params, offered):
-                    actions += [("concurrent", group)] * 2
+                    shares.append((("concurrent", group), Fraction(2)))
             if self.derived:
                 # together one declared group's share per three of them, between one and six
-                actions += [("derived", None)] * max(2, min(12, len(self.derived) // 3 * 2))
+                shares.append((("derived", None), Fraction(max(2, min(12, len(self.derived) // 3 * 2)))))
         if ex.advance_ms or self.clock_edges:
-            actions += [("advance", None)] * 2
-        return actions
+            shares.append((("advance", None), Fraction(2)))
+        return _slots(shares)
 
     def begin_example(self) -> None:
         """A new example starts: it draws its swarm with its first step, and
@@ -454,6 +456,18 @@ class Explorer:
             args = self.args_plan(phase["call"], phase["omit"] + list(phase["args"]))[0]
             phases.append((order, [(advance(data), args(data)) for _ in order]))
         return kind, what, n, shared, phases
+
+
+def _slots(shares: list[tuple[tuple[str, Any], Fraction]]) -> list[tuple[str, Any]]:
+    """The weighted action list: each action in as many slots as its share,
+    every share scaled by the least factor that makes them all whole (1 when
+    every weight is whole, so the list, and what a seed draws, stay as they
+    were; a batch of weight 0.25 takes one slot where a weight of 1 takes four)."""
+    scale = math.lcm(*(share.denominator for _, share in shares)) if shares else 1
+    actions: list[tuple[str, Any]] = []
+    for action, share in shares:
+        actions += [action] * int(share * scale)
+    return actions
 
 
 def _action_label(action: tuple[str, Any]) -> str:

@@ -154,6 +154,7 @@ class JobManagerAdapter(Adapter):
             "empty_poll": "nothing",
             "empty_text": "omitted_by_tool",
             "evicted_in_wait": "last_state",
+            "evicted_delivery": "last_attempt",
             "msg_list_combined": "`list` cannot be combined with `poll` or `cancel`.",
         },
     }

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .loop import DELIVERY, EVICTION, AbortController, Future, Timer, VirtualLoop
 
@@ -70,6 +70,7 @@ class JobManagerConfig:
     empty_poll: str = "absent"  # `poll: []` is no poll; "nothing": a poll watching nothing
     empty_text: str = "returned"  # "omitted": snapshots leave an empty text out; "omitted_by_tool": the tool's only
     evicted_in_wait: str = "dropped"  # "last_state": the tool reports a job evicted while it waited as it was
+    evicted_delivery: str = "dropped"  # "last_attempt": an evicted job's queued delivery is tried once more
 
 
 class JobError(Exception):
@@ -113,6 +114,8 @@ class _Delivery:
     text: str
     next_attempt_at: int
     attempt: int = 0
+    position: int = 0  # when it last joined the queue, across the manager's life
+    last_record: Job | None = None  # the job as it was evicted: this is its one last attempt
 
 
 Body = Callable[[str, "object"], Future]  # (job_id, abort signal) -> Future[text]
@@ -138,8 +141,10 @@ class AsyncJobManager:
         self._on_delivery_failed = on_delivery_failed
         self._registry = _Registry()
         self._queue: deque[_Delivery] = deque()
+        self._last_attempts: list[_Delivery] = []  # deliveries of evicted jobs, due once more
         self._wake: Timer | None = None
         self._serial = 0
+        self._queued = 0  # deliveries that joined the queue so far
 
     # ------------------------------------------------------------ register
 
@@ -256,8 +261,13 @@ class AsyncJobManager:
     def _enqueue_delivery(self, job_id: str, text: str) -> None:
         if self.is_suppressed(job_id):
             return
-        self._queue.append(_Delivery(job_id, text, self._loop.now()))
+        self._join_queue(_Delivery(job_id, text, self._loop.now()))
         self._kick()
+
+    def _join_queue(self, delivery: _Delivery) -> None:
+        self._queued += 1
+        delivery.position = self._queued
+        self._queue.append(delivery)
 
     def _kick(self) -> None:
         """Have the queue worked in the delivery phase of the current instant.
@@ -268,18 +278,39 @@ class AsyncJobManager:
         self._arm_wake(self._loop.now())
 
     def _pump(self) -> None:
-        """Work the queue from its head until it is empty or its head must wait."""
+        """Make the last attempts that are due, then work the queue from its
+        head until it is empty or its head must wait."""
+        self._make_last_attempts()
         while self._queue:
             head = self._queue[0]
             if self.is_suppressed(head.job_id):
                 self._queue.popleft()
                 continue
             if head.next_attempt_at > self._loop.now():
-                self._arm_wake(head.next_attempt_at)
+                self._arm_wake(self._next_wake(head.next_attempt_at))
                 return
             self._queue.popleft()
             self._attempt(head)
-        self._arm_wake(None)
+        self._arm_wake(self._next_wake(None))
+
+    def _make_last_attempts(self) -> None:
+        now = self._loop.now()
+        due = sorted((d for d in self._last_attempts if d.next_attempt_at <= now), key=lambda d: d.position)
+        self._last_attempts = [d for d in self._last_attempts if d.next_attempt_at > now]
+        for delivery in due:
+            if delivery.last_record is None:
+                continue
+            try:
+                self._deliver(delivery.last_record, delivery.text)
+            except DeliveryRefused:
+                self._on_delivery_failed(delivery.job_id, delivery.attempt + 1)  # and it is gone
+
+    def _next_wake(self, head_at: int | None) -> int | None:
+        """The earliest of the queue head's retry and the pending last attempts."""
+        instants = [d.next_attempt_at for d in self._last_attempts]
+        if head_at is not None:
+            instants.append(head_at)
+        return min(instants, default=None)
 
     def _attempt(self, delivery: _Delivery) -> None:
         job = self._registry.jobs[delivery.job_id]
@@ -289,7 +320,7 @@ class AsyncJobManager:
             delivery.attempt += 1
             self._on_delivery_failed(delivery.job_id, delivery.attempt)
             delivery.next_attempt_at = self._retry_at(delivery.attempt)
-            self._queue.append(delivery)
+            self._join_queue(delivery)
 
     def _retry_at(self, attempt: int) -> int:
         return self._loop.now() + self._retry_delay(attempt)
@@ -336,7 +367,18 @@ class AsyncJobManager:
         timer = registry.eviction_timers.pop(job_id, None)
         if timer is not None:
             timer.cancel()
-        registry.jobs.pop(job_id, None)
+        job = registry.jobs.pop(job_id, None)
+        suppressed = self.is_suppressed(job_id)
         registry.acknowledged.discard(job_id)
         registry.watched.discard(job_id)
+        if self.config.evicted_delivery == "last_attempt" and job is not None and not suppressed:
+            self._keep_last_attempt(job)
         self._drop_queued(lambda d: d.job_id == job_id)
+
+    def _keep_last_attempt(self, job: Job) -> None:
+        """Move the evicted job's queued delivery aside, with a copy of its
+        record, for one last attempt when its retry is due."""
+        for delivery in self._queue:
+            if delivery.job_id == job.id:
+                delivery.last_record = replace(job)
+                self._last_attempts.append(delivery)

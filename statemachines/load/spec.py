@@ -223,6 +223,7 @@ class Spec:
     implementations: dict[str, str]
     on_clock: list = field(default_factory=list)
     timers: tuple[str, ...] = ()  # record fields holding instants at which on_clock must run
+    table_timers: tuple[tuple[str, str], ...] = ()  # (table, field): instants held by a table's entries
     source_map: SourceMap = field(repr=False, default_factory=SourceMap)
     raw: dict = field(repr=False, default_factory=dict)
 

@@ -284,6 +284,17 @@ class StepCompiler(CompileContext):
             where=site.where,
         )
 
+    def _for_items(self, site: _StepSite, scope: set[str]) -> S.ForItems | None:
+        body, p = site.body, site.at
+        items = self.expr(body["in"], p + ("in",), scope)
+        loop_scope = set(scope) | {body["as"]}
+        records = set(self._records)
+        self._records.discard(body["as"])  # a value, not a record of the entity
+        steps = self._steps(body["do"], p + ("do",), loop_scope)
+        self._records = records
+        scope.update(n for n in loop_scope if n != body["as"])
+        return S.ForItems(bind=body["as"], items=items, body=steps, where=site.where) if items is not None else None
+
     def _collect(self, site: _StepSite, scope: set[str]) -> S.Collect | None:
         body, p, ent = site.body, site.at, self.entity.name
         query = self._query(site, scope)
@@ -402,6 +413,7 @@ class StepCompiler(CompileContext):
         "when": _when,
         "emit": _emit,
         "for_each": _for_each,
+        "for_items": _for_items,
         "collect": _collect,
         "apply": _apply,
         "put": _put,

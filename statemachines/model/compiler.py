@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ __all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
 
 # Capabilities a scenario may require of an implementation (a closed list).
 FEATURES = frozenset({"concurrent"})
+BATCH_WEIGHT = 2  # a batch's share of the drawn steps unless it says (an operation of weight 1 has one)
 _BASE_VARS = {"args", "params", "now", "terminal_states"}
 _TOP_LEVEL_KEYS = frozenset(spec_format_schema()["properties"])
 _POLICY_FIELDS = {
@@ -255,14 +258,7 @@ class _Builder(StepCompiler):
         self._op_errors: set[str] = set()
         self._op_name = "on_clock"
         on_clock = self._steps(d.get("on_clock") or [], ("on_clock",), set(_BASE_VARS))
-        timers = tuple(d.get("timers") or ())
-        for i, name in enumerate(timers):
-            if name not in self.entity.fields and name not in self.entity.internal:
-                self.problem(
-                    ("timers", i),
-                    f"timer field {name!r} is not a field of {self.entity.name}",
-                    f"fields: {', '.join(sorted(set(self.entity.fields) | set(self.entity.internal)))}",
-                )
+        timers, table_timers = self._timers(d.get("timers") or ())
         invariants = self._invariants()
         exploration = self._exploration()
         scenarios = self._scenarios()
@@ -289,9 +285,35 @@ class _Builder(StepCompiler):
             implementations=dict(d.get("implementations") or {}),
             on_clock=on_clock,
             timers=timers,
+            table_timers=table_timers,
             source_map=self.smap,
             raw=d,
         )
+
+    def _timers(self, raw: Sequence) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The `timers:` entries: record fields, and `{table, field}` pairs
+        (instants a table's entries hold), each checked against what the spec declares."""
+        fields: list[str] = []
+        tables: list[tuple[str, str]] = []
+        known = set(self.entity.fields) | set(self.entity.internal)
+        for i, entry in enumerate(raw):
+            if isinstance(entry, dict):
+                if entry["table"] not in self.tables:
+                    self.problem(
+                        ("timers", i, "table"),
+                        f"timer table {entry['table']!r} is not declared",
+                        f"declare it under state.tables (tables: {', '.join(self.tables) or '(none)'})",
+                    )
+                tables.append((entry["table"], entry["field"]))
+            elif entry not in known:
+                self.problem(
+                    ("timers", i),
+                    f"timer field {entry!r} is not a field of {self.entity.name}",
+                    f"fields: {', '.join(sorted(known))}",
+                )
+            else:
+                fields.append(entry)
+        return tuple(fields), tuple(tables)
 
     def _parameters(self) -> dict[str, Parameter]:
         out = {}
@@ -652,10 +674,23 @@ class _Builder(StepCompiler):
             "name": b["name"],
             "description": b.get("description", ""),
             "count": count,
+            "weight": self._batch_weight(b, path),
             "shared": dict(b.get("shared") or {}),
             "phases": phases,
             "assumes": self._assumes(b["assumes"], path + ("assumes",)) if "assumes" in b else None,
         }
+
+    def _batch_weight(self, b: dict, path: tuple) -> float:
+        """A batch's share of the drawn steps (the schema bounds it); whole
+        hundredths only, so the engine can give every weight whole slots."""
+        weight = b.get("weight", BATCH_WEIGHT)
+        if (Fraction(str(weight)) * 100).denominator != 1:
+            self.problem(
+                path + ("weight",),
+                f"batch weight {weight} has more than two decimal places",
+                hint="round it to hundredths, e.g. `weight: 0.25`",
+            )
+        return weight
 
     def _batch_phase(self, ph: dict, j: int, path: tuple) -> dict | None:
         """One phase of a batch: a call per item, or once; None when its operation is unknown."""

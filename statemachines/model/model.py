@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +188,7 @@ def _writes(steps: list) -> bool:
             return True
         if isinstance(step, S.When) and (_writes(step.then) or _writes(step.otherwise)):
             return True
-        if isinstance(step, S.ForEach) and _writes(step.body):
+        if isinstance(step, S.LOOPS) and _writes(step.body):
             return True
     return False
 
@@ -201,7 +201,7 @@ def _finds(steps: list) -> list[S.Find]:
             found.append(step)
         elif isinstance(step, S.When):
             found += _finds(step.then) + _finds(step.otherwise)
-        elif isinstance(step, S.ForEach):
+        elif isinstance(step, S.LOOPS):
             found += _finds(step.body)
     return found
 
@@ -392,19 +392,27 @@ class Model:
                 self.coverage.orders.append((ordering, frozenset(keys)))
 
     def _tick_to(self, target: int, out: Prediction) -> None:
-        while self.spec.timers:
-            due = [
-                rec[f]
-                for rec in self.store.all()
-                for f in self.spec.timers
-                if rec.get(f) is not None and self.now < rec[f] < target
-            ]
+        while self.spec.timers or self.spec.table_timers:
+            due = [t for t in self._timer_instants() if self.now < t < target]
             if not due:
                 break
             self.now = min(due)
             self._tick(out)
         self.now = target
         self._tick(out)
+
+    def _timer_instants(self) -> Iterator[int]:
+        """Every instant a timer holds: the records' timer fields, then the
+        timer fields of tables' entries (a map, or a list of maps)."""
+        for rec in self.store.all():
+            for f in self.spec.timers:
+                if rec.get(f) is not None:
+                    yield rec[f]
+        for table, f in self.spec.table_timers:
+            for value in self.tables[table].values():
+                for entry in value if isinstance(value, list | tuple) else (value,):
+                    if isinstance(entry, dict) and isinstance(entry.get(f), int):
+                        yield entry[f]
 
     def _tick(self, out: Prediction) -> None:
         if self.spec.on_clock:
@@ -868,6 +876,16 @@ class Model:
             frame[step.bind] = record
             self._run(step.body, frame, out)
 
+    def _for_items(self, step: S.ForItems, frame, out):
+        items = self._eval(step.items, frame)
+        if items is None:
+            return
+        if not isinstance(items, list | tuple):
+            raise ExpressionError(f"for_items needs a list, got {type(items).__name__}", step.where)
+        for item in list(items):
+            frame[step.bind] = item
+            self._run(step.body, frame, out)
+
     def _collect(self, step: S.Collect, frame, out):
         chosen = self._select(step, frame)
         if step.select.fast is not None or step.select.path is not None:
@@ -995,6 +1013,7 @@ class Model:
         S.When: _when,
         S.Emit: _emit,
         S.ForEach: _for_each,
+        S.ForItems: _for_items,
         S.Collect: _collect,
         S.Apply: _apply,
         S.Put: _put,

@@ -4,6 +4,7 @@ operation does to the model. Each step kind is a dataclass; the model
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..language.expressions import Expression
@@ -22,6 +23,9 @@ __all__ = [
     "When",
     "Emit",
     "ForEach",
+    "ForItems",
+    "LOOPS",
+    "walk_steps",
     "Collect",
     "Apply",
     "Put",
@@ -145,6 +149,18 @@ class ForEach(_Query):
 
 
 @dataclass
+class ForItems:
+    """Runs ``body`` once for each value of a list (``items``, a CEL list, for
+    instance a table entry's list), bound ``as`` a name: for what the model
+    keeps beside its records, such as a queue entry that outlived its record."""
+
+    bind: str
+    items: Expression
+    body: list[Step] = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
 class Collect(_Query):
     select: Expression = field(kw_only=True)
     where: str = ""
@@ -221,6 +237,7 @@ Step = (
     | When
     | Emit
     | ForEach
+    | ForItems
     | Collect
     | Apply
     | Put
@@ -248,6 +265,7 @@ STEP_CLASSES: dict[str, type[Step]] = {
     "when": When,
     "emit": Emit,
     "for_each": ForEach,
+    "for_items": ForItems,
     "collect": Collect,
     "apply": Apply,
     "put": Put,
@@ -259,3 +277,19 @@ STEP_CLASSES: dict[str, type[Step]] = {
     "advance": Advance,
 }
 STEP_KINDS = tuple(STEP_CLASSES)
+
+# The step kinds whose ``body`` runs once per record or value: what walks the
+# steps nested in others treats them alike.
+LOOPS: tuple[type[ForEach], type[ForItems]] = (ForEach, ForItems)
+
+
+def walk_steps(steps: list) -> Iterator[Step]:
+    """Every step, and the steps nested in it (a `when`'s both branches, a
+    loop's body), depth first in the order they are written."""
+    for step in steps:
+        yield step
+        if isinstance(step, When):
+            yield from walk_steps(step.then)
+            yield from walk_steps(step.otherwise)
+        elif isinstance(step, LOOPS):
+            yield from walk_steps(step.body)

@@ -51,7 +51,6 @@ __all__ = [
     "raised_errors",
     "emitted_effects",
     "parameters_read",
-    "walk_steps",
 ]
 
 # Rule name -> what it finds. The spec schema's `lint.suppress[].rule` enum lists the same names.
@@ -133,17 +132,6 @@ class LintReport:
 
 
 # -- what the spec's steps do (static) ----------------------------------------
-def walk_steps(steps: list) -> Iterator[Any]:
-    """Every compiled step, nested ones (when/else, for_each) included."""
-    for step in steps:
-        yield step
-        if isinstance(step, S.When):
-            yield from walk_steps(step.then)
-            yield from walk_steps(step.otherwise)
-        elif isinstance(step, S.ForEach):
-            yield from walk_steps(step.body)
-
-
 def _all_step_lists(spec: Spec) -> Iterator[tuple[str, list]]:
     for name, op in spec.operations.items():
         yield name, op.steps
@@ -152,13 +140,13 @@ def _all_step_lists(spec: Spec) -> Iterator[tuple[str, list]]:
 
 def fired_triggers(spec: Spec) -> set[str]:
     return {
-        step.trigger for _, steps in _all_step_lists(spec) for step in walk_steps(steps) if isinstance(step, S.Fire)
+        step.trigger for _, steps in _all_step_lists(spec) for step in S.walk_steps(steps) if isinstance(step, S.Fire)
     }
 
 
 def raised_errors(steps: list) -> set[str]:
     kinds = set()
-    for step in walk_steps(steps):
+    for step in S.walk_steps(steps):
         err = (
             step.error
             if isinstance(step, (S.Require, S.Reject))
@@ -174,7 +162,9 @@ def raised_errors(steps: list) -> set[str]:
 
 
 def emitted_effects(spec: Spec) -> set[str]:
-    return {step.effect for _, steps in _all_step_lists(spec) for step in walk_steps(steps) if isinstance(step, S.Emit)}
+    return {
+        step.effect for _, steps in _all_step_lists(spec) for step in S.walk_steps(steps) if isinstance(step, S.Emit)
+    }
 
 
 _PARAM_READ = re.compile(r"\bparams\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([A-Za-z_]\w*)['\"]\s*\])")

@@ -32,7 +32,6 @@ import re
 
 from ..load.spec import Spec
 from ..model import steps as S
-from .lint import walk_steps
 
 __all__ = ["record_writers", "record_access", "derived_races"]
 
@@ -55,7 +54,7 @@ def record_access(spec: Spec, name: str) -> dict[str, tuple[set, set]]:
     reads and those it writes (firing a trigger reads and writes ``status``)."""
     found: dict[str, str] = {}  # bound name -> the argument it was found by
     access: dict[str, tuple[set, set]] = {}
-    for step in walk_steps(spec.operations[name].steps):
+    for step in S.walk_steps(spec.operations[name].steps):
         if isinstance(step, S.Find) and step.key is not None:
             match = _ARG.fullmatch(step.key.source)
             if match:
@@ -87,7 +86,7 @@ def record_writers(spec: Spec) -> dict[str, list[str]]:
     for name, op in spec.operations.items():
         found: dict[str, str] = {}  # bound name -> the argument it was found by
         written: list[str] = []
-        for step in walk_steps(op.steps):
+        for step in S.walk_steps(op.steps):
             if isinstance(step, S.Find) and step.key is not None:
                 match = _ARG.fullmatch(step.key.source)
                 if match:

@@ -217,7 +217,7 @@ def _raised(step) -> str | None:
 
 def _dead(steps: list, why: str, sites: _Sites) -> None:
     """Steps of a branch never taken: each error and fire in them, with why."""
-    for step in _flat(steps):
+    for step in S.walk_steps(steps):
         kind = _raised(step)
         if kind is not None:
             sites.why_not.setdefault(("error", kind), []).append(why)
@@ -225,22 +225,12 @@ def _dead(steps: list, why: str, sites: _Sites) -> None:
             sites.why_not.setdefault(("fire", step.trigger), []).append(why)
 
 
-def _flat(steps: list) -> Iterator:
-    for step in steps:
-        yield step
-        if isinstance(step, S.When):
-            yield from _flat(step.then)
-            yield from _flat(step.otherwise)
-        elif isinstance(step, S.ForEach):
-            yield from _flat(step.body)
-
-
 def _walk(steps: list, ctx: _Context, sites: _Sites) -> None:
     for step in steps:
         if isinstance(step, S.When):
             _walk_when(step, ctx, sites)
             continue
-        if isinstance(step, S.ForEach):
+        if isinstance(step, S.LOOPS):
             _walk(step.body, ctx, sites)
             continue
         if isinstance(step, S.Fire):
@@ -271,7 +261,7 @@ def _collect_names(steps: list) -> frozenset[str]:
     """Names bound by ``collect`` and by nothing else in these steps."""
     collected: set[str] = set()
     other: set[str] = set()
-    for step in _flat(steps):
+    for step in S.walk_steps(steps):
         if isinstance(step, S.Collect):
             collected.add(step.bind)
         elif isinstance(step, S.Let):
@@ -299,15 +289,18 @@ def creates_per_call(spec: Spec, params: dict) -> int | None:
     """The most records one call of an offered operation (or one clock move)
     creates; None when a ``create`` repeats (inside ``for_each``) or the
     clock creates records."""
-    if any(isinstance(step, S.Create) for step in _flat(spec.on_clock)):
+    if any(isinstance(step, S.Create) for step in S.walk_steps(spec.on_clock)):
         return None
     most = 0
     offered = spec.offered_operations(params)
     for name in offered:
         steps = spec.operations[name].steps
-        if any(isinstance(s, S.ForEach) and any(isinstance(b, S.Create) for b in _flat(s.body)) for s in _flat(steps)):
+        if any(
+            isinstance(s, S.ForEach) and any(isinstance(b, S.Create) for b in S.walk_steps(s.body))
+            for s in S.walk_steps(steps)
+        ):
             return None
-        most = max(most, sum(isinstance(s, S.Create) for s in _flat(steps)))
+        most = max(most, sum(isinstance(s, S.Create) for s in S.walk_steps(steps)))
     return most
 
 
