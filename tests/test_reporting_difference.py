@@ -150,3 +150,26 @@ def test_the_console_says_what_differs_in_a_few_lines():
     text = console.export_text()
     assert "differs: the list: expected 64 item(s), observed 63" in text  # the value at the path printed above
     assert 'differs: missing (job_id): "job-64"' in text
+
+
+def _console_with_steps(count: int) -> str:
+    steps = [{"operation": "start_job", "args": {"label": f"job-{i}"}} for i in range(1, count + 1)]
+    failure = {"kind": "divergence", "operation": "list_jobs", "message": "list_jobs: differs", "steps": steps}
+    report = {"verdict": "fail", "exit_code": 1, "scenarios": [], "stateful": {"verdict": "fail", "failure": failure}}
+    console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
+    render_console_summary(report, console)
+    return console.export_text()
+
+
+def test_a_short_counterexample_is_printed_whole_on_the_console():
+    text = _console_with_steps(4)
+    assert "4 step(s) lead here" in text
+    assert all(f'label="job-{i}"' in text for i in range(1, 5)), text
+    assert "earlier step(s)" not in text
+
+
+def test_a_long_counterexample_prints_its_last_steps_and_says_so():
+    text = _console_with_steps(12)
+    assert "12 step(s) lead here" in text and "... 9 earlier step(s) in the file; the last 3:" in text
+    assert 'label="job-10"' in text and 'label="job-12"' in text
+    assert 'label="job-9"' not in text

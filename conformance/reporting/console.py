@@ -197,13 +197,22 @@ def _print_message(console: Console, message: str) -> None:
         console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
 
 
+# A counterexample this short is printed whole: it reads as the bug report.
+_STEPS_SHOWN_WHOLE = 8
+
+
 def _print_last_steps(console: Console, failure: dict) -> None:
     steps = failure.get("steps") or []
     if not steps:
         return
     where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
     console.print(Text(f"  {len(steps)} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
-    for step in steps[-3:]:
+    shown = steps if len(steps) <= _STEPS_SHOWN_WHOLE else steps[-3:]
+    if len(shown) < len(steps):
+        console.print(
+            Text(f"    ... {len(steps) - len(shown)} earlier step(s) in the file; the last {len(shown)}:", style="dim")
+        )
+    for step in shown:
         console.print(Text("    " + _clipped(step_text(step), 240)), soft_wrap=True)
 
 
