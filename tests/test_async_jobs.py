@@ -35,7 +35,7 @@ def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
 
 # Scenarios of a profile's own surface written for a real system's reading
 # (docs/real-systems.md), not applicable to the seed's profile.
-REAL_SYSTEM_EQUIVALENTS = {"job-manager": {"JM-E18", "JM-E21"}, "task-table": {"TT-N10"}}
+REAL_SYSTEM_EQUIVALENTS = {"job-manager": {"JM-E18", "JM-E21", "JM-E22"}, "task-table": {"TT-N10"}}
 
 
 @pytest.mark.slow
