@@ -309,7 +309,17 @@ def test_an_unwritable_report_directory_keeps_the_verdict(tmp_path):
 def test_an_unwritable_counterexample_does_not_crash_the_exploration(tmp_path):
     (tmp_path / "file").write_text("")
     report_dir = tmp_path / "file" / "reports"
-    result = run(report_dir, "InspectWrongInSeveralFields", "--no-scenarios", "--max-failures", "1", timeout=240)
+    # ci, not quick: the exploration must reach an inspect_job of a job that exists.
+    result = run(
+        report_dir,
+        "InspectWrongInSeveralFields",
+        "--no-scenarios",
+        "--max-failures",
+        "1",
+        "--profile",
+        "ci",
+        timeout=240,
+    )
     assert result.returncode == 1, result.describe()
     assert_clean(result)
     assert "Verdict: FAIL" in result.stdout

@@ -41,7 +41,7 @@ def test_a_failure_the_replay_does_not_repeat_keeps_its_kind_and_evidence(tmp_pa
         "once_wrong:OnceWrongAdapter",
         "--no-scenarios",
         "--profile",
-        "quick",
+        "ci",  # not quick: the exploration must reach an inspect_job of a job that exists
         "--seed",
         "1",
         "--report-dir",
