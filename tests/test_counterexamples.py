@@ -539,14 +539,9 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     ], kept
 
 
-def test_generated_names_become_explicit_keys_so_an_id_order_bug_shrinks_to_its_few_steps():
-    """thread-jobs unstable_tie_order breaks ties by job id as text: job-10
-    sorts before job-2. With generated ids the bug needs ten starts, and no
-    start can go (each one dropped renames job-10 to job-9, which sorts after
-    job-2). Given their names as explicit keys, the starts no longer depend
-    on each other: the 5 steps of the shortest counterexample are left."""
-    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
-
+def _tie_order_bug() -> tuple:
+    """thread-jobs' unstable_tie_order mutant and the 13 steps with generated
+    ids that show it: ten starts, job-2 and job-10 finished, a turn boundary."""
     factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
         "unstable_tie_order"
     ].factory
@@ -559,6 +554,18 @@ def test_generated_names_become_explicit_keys_so_an_id_order_bug_shrinks_to_its_
         for job in ("job-2", "job-10")
     ]
     steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    return factory, steps
+
+
+def test_generated_names_become_explicit_keys_so_an_id_order_bug_shrinks_to_its_few_steps():
+    """thread-jobs unstable_tie_order breaks ties by job id as text: job-10
+    sorts before job-2. With generated ids the bug needs ten starts, and no
+    start can go (each one dropped renames job-10 to job-9, which sorts after
+    job-2). Given their names as explicit keys, the starts no longer depend
+    on each other: the 5 steps of the shortest counterexample are left."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    factory, steps = _tie_order_bug()
     session = _session_for(factory)
     try:
         failure = replay_steps(session, steps)
@@ -1095,18 +1102,7 @@ def _tie_order_reduced(monkeypatch, per_read: float | None):
     from conformance.engine.budgets import REDUCE_REPLAYS
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "unstable_tie_order"
-    ].factory
-    steps = [
-        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"}}
-        for n in range(1, 11)
-    ]
-    steps += [
-        {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}}
-        for job in ("job-2", "job-10")
-    ]
-    steps += [{"call": "turn_boundary", "args": {"thread_id": "t1"}}]
+    factory, steps = _tie_order_bug()
     if per_read is not None:
         clock = types.SimpleNamespace(perf_counter=_WallClock(per_read).perf_counter)
         monkeypatch.setattr(reduce, "time", clock)
