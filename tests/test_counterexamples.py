@@ -235,12 +235,17 @@ class _Phases(Progress):
         self.seen.append((phase, failures))
 
 
-def _session_for(adapter_class):
+def _session_for(adapter_class, spec: str = "thread-jobs"):
     from conformance.engine.runner import prepare
 
     return prepare(
-        RunConfig(spec_path="thread-jobs", adapter_factory=adapter_class, adapter_label="fixture", report_dir=None)
+        RunConfig(spec_path=spec, adapter_factory=adapter_class, adapter_label="fixture", report_dir=None)
     ).session
+
+
+def _mutant_factory(spec: str, name: str):
+    """The factory of one of a bundled spec's shipped mutants."""
+    return load_mutants(load_spec(resolve_spec(spec)).implementations["mutants"])[name].factory
 
 
 def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergence():
@@ -269,9 +274,7 @@ def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergen
 def test_a_real_race_stays_a_linearizability_failure_and_says_what_each_order_did():
     from conformance.engine.reduce import explain_race
 
-    session = _session_for(
-        load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])["double_inject_race"].factory
-    )
+    session = _session_for(_mutant_factory("thread-jobs", "double_inject_race"))
     steps = [
         {
             "index": 0,
@@ -385,14 +388,11 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
     it. The wait becomes the 1 ms it moved the clock, the explicit id is left
     out, and the first start then goes."""
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
-    from conformance.engine.runner import prepare
 
     factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
         "job-manager.cancel_not_sticky"
     ].factory
-    session = prepare(
-        RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
-    ).session
+    session = _session_for(factory, "async-jobs")
     steps = [
         {"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
         {"call": "start_job", "args": {"id": "bg_1", "label": "", "stop_ms": 1}, "chosen": ["bg_1-2"]},
@@ -429,9 +429,7 @@ def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_r
     ]
     assert _shifted(dropped_steps, ["job-40"], "job_id") is None  # nothing below job-33 went: nothing to try
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "generated_id_collides"
-    ].factory
+    factory = _mutant_factory("thread-jobs", "generated_id_collides")
     starts = [
         {"call": "start_job", "args": {"thread_id": "a", "tool_call_id": f"c{i}", "tool_name": "a"}} for i in range(9)
     ]
@@ -459,9 +457,7 @@ def test_calls_that_lost_a_race_are_dropped_from_their_group():
     three losers go one by one; the winner is left as a plain step."""
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "outcome_check_then_act"
-    ].factory
+    factory = _mutant_factory("thread-jobs", "outcome_check_then_act")
     start = {"thread_id": "a", "tool_call_id": "a", "tool_name": "a"}
     outcome = {"job_id": "k4", "outcome": "failed", "payload": ""}
     steps = [
@@ -501,9 +497,7 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     tie does not need: the 5 steps of the shortest counterexample."""
     from conformance.engine.reduce import _Reducer, replay_steps, signature
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "unstable_tie_order"
-    ].factory
+    factory = _mutant_factory("thread-jobs", "unstable_tie_order")
     steps = [
         {
             "call": "start_job",
@@ -542,9 +536,7 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
 def _tie_order_bug() -> tuple:
     """thread-jobs' unstable_tie_order mutant and the 13 steps with generated
     ids that show it: ten starts, job-2 and job-10 finished, a turn boundary."""
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "unstable_tie_order"
-    ].factory
+    factory = _mutant_factory("thread-jobs", "unstable_tie_order")
     steps = [
         {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"}}
         for n in range(1, 11)
@@ -588,7 +580,6 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
     command-line reduction ran out of its minute at 16 steps. With the builds
     dropped the id becomes the next one of its shape again: build-0001."""
     from conformance.engine.reduce import _first_free, reduce_failure, replay_steps, steps_of_trace
-    from conformance.engine.runner import prepare
 
     created = [
         {"call": "start_job", "args": {}, "chosen": [f"build-000{n}", f"tool job status build-000{n}"]} for n in (1, 2)
@@ -598,12 +589,8 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
     assert _first_free(created[1:] + [asked], created[:1], "job_id")[-1]["args"]["job_id"] == "build-0002"
     assert _first_free([asked], [], "job_id") is None  # nothing dropped: nothing to renumber
 
-    factory = load_mutants(load_spec(resolve_spec("async-command")).implementations["mutants"])[
-        "next_id_crashes"
-    ].factory
-    session = prepare(
-        RunConfig(spec_path="async-command", adapter_factory=factory, adapter_label="fixture", report_dir=None)
-    ).session
+    factory = _mutant_factory("async-command", "next_id_crashes")
+    session = _session_for(factory, "async-command")
     # The list the exploration found (seed 1), its racing group already run one call at a time:
     # fifteen builds, then the status of build-0010.
     plans = [
@@ -651,9 +638,7 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
     once, the same way, instead of a dozen times to tell a race from luck."""
     from conformance.engine.reduce import _Reducer, replay_steps, signature
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "progress_injects"
-    ].factory
+    factory = _mutant_factory("thread-jobs", "progress_injects")
     starts = [
         {"call": "start_job", "args": {"thread_id": "t", "tool_call_id": f"c{n}", "tool_name": "a"}} for n in (1, 2)
     ]
@@ -1025,14 +1010,9 @@ def test_the_reduction_may_end_at_the_shorter_face_of_the_same_bug():
     (failures.same_bug), may go on to the shorter wrong answer of the same
     operation, never to another operation's failure."""
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
-    from conformance.engine.runner import prepare
 
-    factory = load_mutants(load_spec(resolve_spec("thread-jobs")).implementations["mutants"])[
-        "progress_injects"
-    ].factory
-    session = prepare(
-        RunConfig(spec_path="thread-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
-    ).session
+    factory = _mutant_factory("thread-jobs", "progress_injects")
+    session = _session_for(factory, "thread-jobs")
     steps = [
         {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "build"}},
         {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": "c2", "tool_name": "build"}},
@@ -1144,14 +1124,11 @@ def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that
     met it after a start took bg_1, a second got bg_1-2, which then ended and
     was evicted. Asking for bg_1-2 explicitly needs none of that: 3 steps."""
     from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
-    from conformance.engine.runner import prepare
 
     factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
         "job-manager.suffix_per_name_counter"
     ].factory
-    session = prepare(
-        RunConfig(spec_path="async-jobs", adapter_factory=factory, adapter_label="fixture", report_dir=None)
-    ).session
+    session = _session_for(factory, "async-jobs")
     steps = [
         {"call": "start_job", "args": {"label": ""}, "chosen": ["bg_1"]},
         {"call": "start_job", "args": {"id": "bg_1", "label": ""}, "chosen": ["bg_1-2"]},
