@@ -115,7 +115,6 @@ class _Delivery:
     next_attempt_at: int
     attempt: int = 0
     position: int = 0  # when it last joined the queue, across the manager's life
-    last_record: Job | None = None  # the job as it was evicted: this is its one last attempt
 
 
 Body = Callable[[str, "object"], Future]  # (job_id, abort signal) -> Future[text]
@@ -141,7 +140,8 @@ class AsyncJobManager:
         self._on_delivery_failed = on_delivery_failed
         self._registry = _Registry()
         self._queue: deque[_Delivery] = deque()
-        self._last_attempts: list[_Delivery] = []  # deliveries of evicted jobs, due once more
+        # Deliveries of evicted jobs, due once more, each with the job as it was evicted.
+        self._last_attempts: list[tuple[_Delivery, Job]] = []
         self._wake: Timer | None = None
         self._serial = 0
         self._queued = 0  # deliveries that joined the queue so far
@@ -295,19 +295,19 @@ class AsyncJobManager:
 
     def _make_last_attempts(self) -> None:
         now = self._loop.now()
-        due = sorted((d for d in self._last_attempts if d.next_attempt_at <= now), key=lambda d: d.position)
-        self._last_attempts = [d for d in self._last_attempts if d.next_attempt_at > now]
-        for delivery in due:
-            if delivery.last_record is None:
-                continue
+        due = sorted(
+            (kept for kept in self._last_attempts if kept[0].next_attempt_at <= now), key=lambda k: k[0].position
+        )
+        self._last_attempts = [kept for kept in self._last_attempts if kept[0].next_attempt_at > now]
+        for delivery, record in due:
             try:
-                self._deliver(delivery.last_record, delivery.text)
+                self._deliver(record, delivery.text)
             except DeliveryRefused:
                 self._on_delivery_failed(delivery.job_id, delivery.attempt + 1)  # and it is gone
 
     def _next_wake(self, head_at: int | None) -> int | None:
         """The earliest of the queue head's retry and the pending last attempts."""
-        instants = [d.next_attempt_at for d in self._last_attempts]
+        instants = [delivery.next_attempt_at for delivery, _ in self._last_attempts]
         if head_at is not None:
             instants.append(head_at)
         return min(instants, default=None)
@@ -380,5 +380,4 @@ class AsyncJobManager:
         record, for one last attempt when its retry is due."""
         for delivery in self._queue:
             if delivery.job_id == job.id:
-                delivery.last_record = replace(job)
-                self._last_attempts.append(delivery)
+                self._last_attempts.append((delivery, replace(job)))
