@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .adapters.python import resolve_target
 from .engine.runner import RunConfig, run_conformance
 from .errors import AdapterLoadError
 
-__all__ = ["MutantResult", "load_mutants", "run_mutant", "mutant_config", "declared_profile"]
+__all__ = ["MutantResult", "load_mutants", "run_mutant", "explore_mutant", "mutant_config", "declared_profile"]
 
 
 @dataclass
@@ -80,8 +80,7 @@ def mutant_config(
 ) -> RunConfig:
     """The run of one mutant (no report files; shrinking and the replay
     reduction off unless asked): ``run_mutant`` runs its scenarios and its
-    exploration apart; ``dataclasses.replace(..., scenarios=False)`` is the
-    exploration alone."""
+    exploration apart; ``explore_mutant`` runs the exploration alone."""
     return RunConfig(
         spec_path=spec_path,
         adapter_factory=mutant.factory,
@@ -100,52 +99,62 @@ def run_mutant(
     name: str,
     mutant,
     *,
-    profile: str,
-    seed: int,
-    timeout_s: float,
-    on_example: Callable | None = None,
-    shrink_s: float = 0.0,
-    reduce_replays: int = 0,
     options: dict | None = None,
     record_dir: str | None = None,
+    **run: Any,
 ) -> MutantResult:
     """Run the scenarios, then the exploration alone, against one mutant.
-    ``profile`` is the exploration's depth (quick, ci, deep); ``options`` are
-    passed to the mutant's factory (``{"profile": "psi-runtime"}``: that
-    profile of the spec). Hypothesis's shrinking and the replay reduction are
-    off by default: whether the exploration finds the bug is what counts
-    here. With ``reduce_replays``, the failure found is reduced by replaying it and
+    ``run`` is ``mutant_config``'s keywords: ``profile`` (the exploration's
+    depth: quick, ci, deep), ``seed``, ``timeout_s``, and optionally
+    ``shrink_s`` and ``reduce_replays``. ``options`` are passed to the
+    mutant's factory (``{"profile": "psi-runtime"}``: that profile of the
+    spec). Hypothesis's shrinking and the replay reduction are off by default:
+    whether the exploration finds the bug is what counts here. With
+    ``reduce_replays``, the failure found is reduced by replaying it and
     ``counterexample_steps`` says how many steps it kept. With ``record_dir``,
     the scenarios' traces are recorded there (one file per scenario)."""
-    base = mutant_config(
-        spec_path,
-        name,
-        mutant,
-        profile=profile,
-        seed=seed,
-        timeout_s=timeout_s,
-        shrink_s=shrink_s,
-        reduce_replays=reduce_replays,
-    )
-    base = dataclasses.replace(base, adapter_factory=functools.partial(mutant.factory, **options)) if options else base
+    base = _with_options(mutant_config(spec_path, name, mutant, **run), mutant, options)
     scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False, record_dir=record_dir)))
     if scenarios["verdict"] == "error":
         problems = "; ".join(p["message"] for p in scenarios["problems"])
         return MutantResult(name, mutant.description, [], False, None, None, error=problems)
-    killed = [s["id"] for s in scenarios["scenarios"] if s["verdict"] in ("fail", "error")]
-    explored = _not_interrupted(run_conformance(dataclasses.replace(base, scenarios=False)))
+    explored = explore_mutant(base, mutant)
+    return dataclasses.replace(
+        explored,
+        killed_by_scenarios=[s["id"] for s in scenarios["scenarios"] if s["verdict"] in ("fail", "error")],
+        errored_scenarios=[s["id"] for s in scenarios["scenarios"] if s["verdict"] == "error"],
+    )
+
+
+def explore_mutant(config: RunConfig, mutant) -> MutantResult:
+    """The exploration alone against one mutant (``config`` from
+    ``mutant_config``; its scenarios are not run): whether it found the bug and,
+    with a reduction, in how many steps. A run that cannot start is ``error``."""
+    name = (config.adapter_label or "").removeprefix("mutant:")
+    explored = _not_interrupted(run_conformance(dataclasses.replace(config, scenarios=False)))
+    if explored["verdict"] == "error":
+        problems = "; ".join(p["message"] for p in explored["problems"])
+        return MutantResult(name, mutant.description, [], False, None, None, error=problems)
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
     return MutantResult(
         name,
         mutant.description,
-        killed,
+        [],
         stateful.get("verdict") == "fail",
         failure.get("kind"),
         (failure.get("message") or "").splitlines()[0] if failure else None,
         counterexample_steps=_steps(failure.get("steps")) if failure else None,
-        errored_scenarios=[s["id"] for s in scenarios["scenarios"] if s["verdict"] == "error"],
     )
+
+
+def _with_options(config: RunConfig, mutant, options: dict | None) -> RunConfig:
+    """``config`` with the mutant's factory bound to ``options`` (a mutant's
+    factory takes them as keywords; RunConfig.adapter_options is for adapters
+    the kit builds itself)."""
+    if not options:
+        return config
+    return dataclasses.replace(config, adapter_factory=functools.partial(mutant.factory, **options))
 
 
 def _steps(trace: list | None) -> int | None:

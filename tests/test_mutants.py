@@ -1,7 +1,6 @@
 """Every shipped mutant of the reference is killed — by the scenario matrix and
 by the stateful exploration alone."""
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance.engine.budgets import REDUCE_REPLAYS
-from conformance.engine.runner import run_conformance
-from conformance.mutants import load_mutants, mutant_config, run_mutant
+from conformance.mutants import explore_mutant, load_mutants, mutant_config, run_mutant
 from conformance.traces import check_trace_run
 from statemachines import load_spec
 
@@ -65,35 +63,30 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     # took task-table.fires_in_start_order down a 176-step path with seed 1, where a re-run of the
     # same installed kit found it in 6 and 4 steps): the exploration gets the next seeds too, as a
     # user re-running with --seed would. Which seeds were tried is part of every assertion message.
-    tried = [(1, result.counterexample_steps if result.found_by_exploration else None)]
-    for seed in SEEDS[1:]:
-        if result.found_by_exploration:
+    limit = longest_acceptable(mutant.shortest)
+    tried = [(1, 0, result.counterexample_steps if result.found_by_exploration else None)]
+    best = result if result.found_by_exploration else None
+    # The seeds first with the replay reduction alone (a second or two each in process), then,
+    # only if none was short enough, with Hypothesis's shrinking before it, as `conformance run`
+    # does by default: with a slow transport (a process per step) a long failing example needs
+    # both, and so does a retention bug first met through a batch that settles each job with a
+    # call of its own (shrinking finds the batch that lets them all end with one clock move; the
+    # replay reduction cannot turn one into the other). The scenarios ran once, above.
+    for shrink_s, seed in [(0, s) for s in SEEDS[1:]] + [(30, s) for s in SEEDS]:
+        if best is not None and best.counterexample_steps <= limit:
             break
-        result = run_mutant(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_replays=REPLAYS)
-        tried.append((seed, result.counterexample_steps if result.found_by_exploration else None))
-    assert result.found_by_exploration, f"{name} was not found by the stateful exploration alone (seeds {SEEDS})"
-    if result.counterexample_steps > longest_acceptable(mutant.shortest):
-        # What `conformance run` does by default: Hypothesis shrinks first (30 s at the ci profile),
-        # then the replay reduction; with a slow transport (a process per step) a long failing
-        # example needs both, and so does a retention bug first met through a batch that settles
-        # each job with a call of its own (Hypothesis's shrinking finds the batch that lets them
-        # all end with one clock move; the replay reduction cannot turn one into the other).
-        best = None
-        for seed in SEEDS:
-            again = run_mutant(
-                spec, name, mutant, profile="ci", seed=seed, timeout_s=10, shrink_s=30, reduce_replays=REPLAYS
-            )
-            tried.append((seed, again.counterexample_steps if again.found_by_exploration else None))
-            if again.found_by_exploration and (best is None or again.counterexample_steps < best.counterexample_steps):
-                best = again
-            if best is not None and best.counterexample_steps <= longest_acceptable(mutant.shortest):
-                break
-        assert best is not None, f"{name} was not found by the stateful exploration alone (tried: {tried})"
-        result = best
-    assert result.counterexample_steps <= longest_acceptable(mutant.shortest), (
-        f"{name}: a counterexample of {result.counterexample_steps} steps where {mutant.shortest} suffice "
-        f"(at most {longest_acceptable(mutant.shortest)} accepted; (seed, steps) tried: {tried}): "
-        f"{result.exploration_message}"
+        config = mutant_config(
+            spec, name, mutant, profile="ci", seed=seed, timeout_s=10, shrink_s=shrink_s, reduce_replays=REPLAYS
+        )
+        again = explore_mutant(config, mutant)
+        assert again.error is None, again.error
+        tried.append((seed, shrink_s, again.counterexample_steps if again.found_by_exploration else None))
+        if again.found_by_exploration and (best is None or again.counterexample_steps < best.counterexample_steps):
+            best = again
+    assert best is not None, f"{name} was not found by the stateful exploration alone (seed, shrink_s, steps: {tried})"
+    assert best.counterexample_steps <= limit, (
+        f"{name}: a counterexample of {best.counterexample_steps} steps where {mutant.shortest} suffice "
+        f"(at most {limit} accepted; (seed, shrink_s, steps) tried: {tried}): {best.exploration_message}"
     )
 
 
@@ -159,9 +152,8 @@ def test_missed_bug_classes_are_found_by_the_exploration_alone_at_every_seed(ste
     mutant = SPECS_WITH_MUTANTS[spec][name]
     missed = []
     for seed in (1, 2, 3, 4, 5):
-        config = dataclasses.replace(
-            mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
-        )
-        if (run_conformance(config).get("stateful") or {}).get("verdict") != "fail":
+        result = explore_mutant(mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10), mutant)
+        assert result.error is None, result.error
+        if not result.found_by_exploration:
             missed.append(seed)
     assert not missed, f"{name} survived the ci exploration at seeds {missed}"
