@@ -675,6 +675,10 @@ SAME_IN_TWO_RUNS = [
     ("async-command", "not_found_exits_one"),
     ("async-command", "timeout_not_failed"),
 ]
+# async-command runs the real tool, a process per call: at ci, Hypothesis's 100 shrinking examples
+# take minutes per run. The budgets are counts at every profile (engine/budgets.py), so quick's
+# 50 examples check the same thing there: a slow transport shrinks and reduces the same way twice.
+PROFILE_OF = {"async-command": "quick"}
 
 _MUTANT_MODULE = """\
 from conformance.mutants import load_mutants
@@ -713,6 +717,8 @@ def test_a_shipped_mutant_gets_the_same_counterexample_in_two_runs_with_the_same
             "none",
             "--max-failures",
             "1",
+            "--profile",
+            PROFILE_OF.get(spec, "ci"),
             "--report-dir",
             str(tmp_path / run),
             cwd=tmp_path,
