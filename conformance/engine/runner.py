@@ -45,7 +45,7 @@ from .attribution import orderings_in_play
 from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .causes import group_by_cause
 from .deviations import DeviationsError
-from .failures import DATA_ERRORS, Failure, signature
+from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .hypothesis_support import HypothesisUnsupported
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
@@ -1054,10 +1054,33 @@ class _Run:
                 explained = explain_race(self.session, outcome.failure)
                 if explained.kind != "linearizability":
                     outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays))
+            outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
+
+    def shorter_from_first(self, outcome: Any, replays: int) -> Failure:
+        """The reduced failure, or the same bug reduced from where the exploration
+        first met it when that is shorter: Hypothesis's shrinking can end on a
+        path the replays cannot shorten as far (a same-instant ordering bug: 8
+        steps after shrinking, 4 from the example first found). ``replays``
+        bound this second reduction."""
+        from .reduce import explain_race, reduce_failure, steps_of_trace
+
+        reduced, first = outcome.failure, outcome.found_first
+        if first is None or not first.steps or not replays or not same_bug(signature(first), signature(reduced)):
+            return reduced
+        other = reduce_failure(self.session, explain_race(self.session, first), ReplayBudget(replays))
+        if not same_bug(signature(other), signature(reduced)):
+            return reduced
+        length = len(steps_of_trace(other.steps)), len(steps_of_trace(reduced.steps))
+        if length[0] >= length[1]:
+            return reduced
+        other.message += (
+            f"\n(from the example the exploration first found: {length[1]} step(s) from the one Hypothesis shrank)"
+        )
+        return other
 
     def describe_failure(self, failure: Failure, number: int = 1, part: tuple | None = None) -> None:
         _describe_stateful_failure(

@@ -125,6 +125,9 @@ class StatefulOutcome:
     failure: Failure | None = None
     coverage: dict = field(default_factory=dict)
     explored: int = 0  # examples generated before the first failure (all, when none): shrinking's left out
+    # The failure as the exploration first met it, before Hypothesis shrank it: the runner's
+    # reduction starts from it too, since shrinking may end on a path that replays longer.
+    found_first: Failure | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -655,6 +658,7 @@ class _Stats:
     first_failure_calls: int = 0
     slow: str = ""  # what the guard found, when it ended shrinking
     best: Failure | None = None
+    first: Failure | None = None  # the first failure kept, as found (before shrinking)
     failures: int = 0
     failing: bool = False  # the current example has failed
     pin: bool = True  # shrink the first failure's bug only (False: a long campaign takes every failure)
@@ -681,6 +685,8 @@ class _Stats:
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
             self.first_failure_calls = self.calls()
+        if self.first is None or (self.best is None and self.first is not failure):
+            self.first = failure  # a plain failure that pins its bug after a race starts over
         if self.best is None or len(failure.steps) <= len(self.best.steps):
             self.best = failure
         self.check_budget()
@@ -1060,5 +1066,7 @@ def run_stateful(
         outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
     outcome.explored = stats.first_failure_example if stats.first_failure_at is not None else stats.examples
+    if outcome.verdict == "fail" and stats.first is not None and stats.first is not outcome.failure:
+        outcome.found_first = stats.first
     outcome.duration_s = time.perf_counter() - started
     return outcome

@@ -424,7 +424,7 @@ SHORTEST: dict[str, int] = {
     'generated_id_skips_own_only': 2,
     'ids_from_counter': 3,
     'late_body_reschedules_eviction': 6,
-    'list_not_acknowledging': 6,
+    'list_not_acknowledging': 5,
     'over_cap_accepted': 16,
     'poll_not_acknowledging': 6,
     'preferred_id_checks_running_only': 3,

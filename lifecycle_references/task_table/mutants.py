@@ -255,7 +255,7 @@ SHORTEST: dict[str, int] = {
     'eviction_drops_outcome': 67,
     'evicts_newest': 67,
     'evicts_running': 67,
-    'fires_in_start_order': 5,
+    'fires_in_start_order': 4,
     'keeps_65_finished': 67,
     'lost_wakeup': 3,
     'numeric_sort': 11,
