@@ -685,8 +685,8 @@ class _Stats:
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
             self.first_failure_calls = self.calls()
-        if self.first is None or (self.best is None and self.first is not failure):
-            self.first = failure  # a plain failure that pins its bug after a race starts over
+        if self.best is None:  # the first failure kept, or a plain one that pins its bug after a race
+            self.first = failure
         if self.best is None or len(failure.steps) <= len(self.best.steps):
             self.best = failure
         self.check_budget()
