@@ -116,8 +116,7 @@ def run_mutant(
     base = _with_options(mutant_config(spec_path, name, mutant, **run), mutant, options)
     scenarios = _not_interrupted(run_conformance(dataclasses.replace(base, stateful=False, record_dir=record_dir)))
     if scenarios["verdict"] == "error":
-        problems = "; ".join(p["message"] for p in scenarios["problems"])
-        return MutantResult(name, mutant.description, [], False, None, None, error=problems)
+        return _not_run(name, mutant, scenarios)
     explored = explore_mutant(base, mutant)
     return dataclasses.replace(
         explored,
@@ -133,8 +132,7 @@ def explore_mutant(config: RunConfig, mutant) -> MutantResult:
     name = (config.adapter_label or "").removeprefix("mutant:")
     explored = _not_interrupted(run_conformance(dataclasses.replace(config, scenarios=False)))
     if explored["verdict"] == "error":
-        problems = "; ".join(p["message"] for p in explored["problems"])
-        return MutantResult(name, mutant.description, [], False, None, None, error=problems)
+        return _not_run(name, mutant, explored)
     stateful = explored.get("stateful") or {}
     failure = stateful.get("failure") or {}
     return MutantResult(
@@ -146,6 +144,12 @@ def explore_mutant(config: RunConfig, mutant) -> MutantResult:
         (failure.get("message") or "").splitlines()[0] if failure else None,
         counterexample_steps=_steps(failure.get("steps")) if failure else None,
     )
+
+
+def _not_run(name: str, mutant, report: dict) -> MutantResult:
+    """A mutant whose run could not start or check anything: the report's problems."""
+    problems = "; ".join(p["message"] for p in report["problems"])
+    return MutantResult(name, mutant.description, [], False, None, None, error=problems)
 
 
 def _with_options(config: RunConfig, mutant, options: dict | None) -> RunConfig:
