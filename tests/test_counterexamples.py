@@ -533,6 +533,33 @@ def test_a_reduction_stuck_on_stale_names_goes_on_from_the_replays_own_names():
     ], kept
 
 
+def test_a_reduction_replays_a_list_that_replays_as_one_seen_not_to_fail_only_once():
+    """The rounds that confirm nothing more can go (one from the replay's own
+    names among them) meet the candidates of the round before, renamed: those
+    are not replayed again, and cost no replay."""
+    from conformance.engine.reduce import _Reducer, replay_steps, signature
+
+    factory, steps = _tie_order_bug()
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None
+        reducer = _Reducer(session, signature(failure), ReplayBudget(50))
+        passing = [{**s, "chosen": [f"job-{n}"]} for n, s in enumerate(steps[:2], start=1)] + [
+            {"call": "observe_outcome", "args": {"job_id": "job-2", "outcome": "completed", "payload": ""}}
+        ]
+        renamed = [{**s, "chosen": [f"job-{n + 40}"]} for n, s in enumerate(steps[:2], start=1)] + [
+            {"call": "observe_outcome", "args": {"job_id": "job-42", "outcome": "completed", "payload": ""}}
+        ]
+        assert not reducer.fails(passing) and reducer.tries == 1
+        assert not reducer.fails(renamed) and reducer.tries == 1  # the same calls: not replayed
+        assert not reducer.fails(passing[:1] + passing[2:]) and reducer.tries == 2  # other calls: replayed
+        assert reducer.fails(steps) and reducer.tries == 3
+        assert reducer.fails(steps) and reducer.tries == 4  # a list that fails is replayed for its evidence
+    finally:
+        session.close()
+
+
 def _tie_order_bug() -> tuple:
     """thread-jobs' unstable_tie_order mutant and the 13 steps with generated
     ids that show it: ten starts, job-2 and job-10 finished, a turn boundary."""
@@ -1149,5 +1176,5 @@ def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that
     finally:
         session.close()
     kept = steps_of_trace(reduced.steps)
-    assert [s["call"] for s in kept] == ["start_job"] * 3, kept
+    assert [s.get("call") for s in kept] == ["start_job"] * 3, kept
     assert {"bg_1-2", "bg_1"} <= {s["args"].get("id") for s in kept}, kept

@@ -33,7 +33,10 @@ path, indexes aside) still happens:
    strings, then ASCII ones; the smallest numbers (clock moves too); fewer
    list items;
 3. repeat while anything got smaller, within a budget of replays
-   (engine/budgets.py).
+   (engine/budgets.py). A candidate that replays as one already seen not
+   to fail (the same calls, up to the names recorded for the
+   implementation's choices: engine/replay_keys.py) is not replayed again
+   and costs no replay.
 
 The result is deterministic for a deterministic implementation (every try
 is in a fixed order, and the budget counts replays, not seconds, so a busy
@@ -58,6 +61,7 @@ from ..errors import AdapterLoadError
 from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
+from .replay_keys import choices_made, replay_key
 
 if TYPE_CHECKING:
     from .session import Session
@@ -166,6 +170,8 @@ class _Reducer:
         self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
         self.race_tries = RACE_TRIES
         self.kept: list[dict] = []  # the last list ``fails`` saw fail
+        self.not_failing: set[str] = set()  # replay keys of lists replayed without the failure
+        self.named_in_vain: set[str] = set()  # replay keys of lists records_under_own_names left as they were
 
     def out_of_budget(self) -> bool:
         return self.budget.spent_out()
@@ -185,13 +191,20 @@ class _Reducer:
         Steps that race calls get up to ``race_tries`` replays, each giving
         another call of a group the head start: one replay in which the
         threads happened not to interleave must not make a step that the
-        failure does not need look needed."""
+        failure does not need look needed. A list that replays as one seen
+        not to fail (engine/replay_keys.py) is not replayed again: the
+        rounds that confirm nothing more can go meet most of theirs twice."""
+        key = replay_key(steps)
+        if key is not None and key in self.not_failing:
+            return False
         for attempt in range(self.race_tries if _races(steps) else 1):
             if self.replay_fails(steps, attempt):
                 self.kept = steps
                 return True
             if self.out_of_budget():
                 break
+        if key is not None and choices_made(steps, steps_of_trace(self.session.trace)):
+            self.not_failing.add(key)
         return False
 
     def replay_fails(self, steps: list[dict], attempt: int = 0, clocks: list | None = None) -> bool:
@@ -331,6 +344,19 @@ class _Reducer:
             if candidate != steps and all(self.within_schema(s) for s in candidate) and self.fails(candidate):
                 steps = self.as_replayed(candidate)
         return self.taken_names(steps)
+
+    def records_under_own_names(self, steps: list[dict]) -> list[dict]:
+        """``explicit_keys``, then ``drop_records``, once per list: a list that
+        replays as one already given its own names (the round that starts
+        from the replay's own names gives such a list), or as what that gave
+        when no record went, is left as it is."""
+        key = replay_key(steps)
+        if key is not None and key in self.named_in_vain:
+            return steps
+        named = self.drop_records(self.explicit_keys(steps))
+        if len(named) >= len(steps):
+            self.named_in_vain.update(k for k in (key, replay_key(named)) if k is not None)
+        return named
 
     def taken_names(self, steps: list[dict]) -> list[dict]:
         """A call that asked for a name and got another (``bg_1`` taken, it
@@ -726,7 +752,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             steps = reducer.drop_records(steps)
             steps = reducer.drop_steps(steps)
             if (len(steps), _size(steps)) == before:  # stuck: names the steps give themselves may free records
-                steps = reducer.drop_records(reducer.explicit_keys(steps))
+                steps = reducer.records_under_own_names(steps)
             steps = reducer.calls_to_clock_moves(steps)
             steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
