@@ -51,10 +51,15 @@ def test_specs_lists_them_with_what_they_offer(tmp_path):
     assert rows["thread-jobs"]["reference"].startswith("lifecycle_references.")
 
 
-# async-command's mutants run the real tool, a process per step: all 18 take minutes. Every one
-# of them is killed on this same installed kit by tests/test_mutants.py; here three (a scenario
-# kill, a timer bug, a race) show that `mutants` finds that spec's mutants by name.
-MUTANTS_BY_NAME = {"async-command": ("not_found_exits_one", "timeout_not_failed", "cancel_check_then_act")}
+# async-command's mutants run the real tool, a process per step: all 18 take minutes; async-jobs
+# ships 40 over two references. Every one of them is killed on this same installed kit by
+# tests/test_mutants.py; here three of each show that `mutants` finds that spec's mutants by
+# name: for async-command a scenario kill, a timer bug and a race; for async-jobs mutants of both
+# its references (a cancel that does not stick, same-instant timers out of order, a lost wake-up).
+MUTANTS_BY_NAME = {
+    "async-command": ("not_found_exits_one", "timeout_not_failed", "cancel_check_then_act"),
+    "async-jobs": ("job-manager.cancel_not_sticky", "task-table.fires_in_start_order", "task-table.lost_wakeup"),
+}
 
 
 @pytest.mark.slow  # a spec's mutants: a minute in process
