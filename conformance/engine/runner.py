@@ -43,7 +43,7 @@ from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .attribution import orderings_in_play
 from .budgets import REDUCE_REPLAYS, ReplayBudget
-from .causes import group_by_cause
+from .causes import group_by_cause, length_of
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .hypothesis_support import HypothesisUnsupported
@@ -1066,7 +1066,7 @@ class _Run:
         path the replays cannot shorten as far (a same-instant ordering bug: 8
         steps after shrinking, 4 from the example first found). ``replays``
         bound this second reduction."""
-        from .reduce import explain_race, reduce_failure, steps_of_trace
+        from .reduce import explain_race, reduce_failure
 
         reduced, first = outcome.failure, outcome.found_first
         if first is None or not first.steps or not replays or not same_bug(signature(first), signature(reduced)):
@@ -1074,7 +1074,7 @@ class _Run:
         other = reduce_failure(self.session, explain_race(self.session, first), ReplayBudget(replays))
         if not same_bug(signature(other), signature(reduced)):
             return reduced
-        length = len(steps_of_trace(other.steps)), len(steps_of_trace(reduced.steps))
+        length = length_of(other), length_of(reduced)
         if length[0] >= length[1]:
             return reduced
         other.message += (
