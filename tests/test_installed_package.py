@@ -51,14 +51,18 @@ def test_specs_lists_them_with_what_they_offer(tmp_path):
     assert rows["thread-jobs"]["reference"].startswith("lifecycle_references.")
 
 
-# async-command's mutants run the real tool, a process per step: all 18 take minutes; async-jobs
-# ships 40 over two references. Every one of them is killed on this same installed kit by
-# tests/test_mutants.py; here three of each show that `mutants` finds that spec's mutants by
-# name: for async-command a scenario kill, a timer bug and a race; for async-jobs mutants of both
-# its references (a cancel that does not stick, same-instant timers out of order, a lost wake-up).
+# Every shipped mutant of every spec is killed on this same installed kit by tests/test_mutants.py
+# (async-command's run the real tool, a process per step: all 18 take minutes). Here three of each
+# spec show that the installed `mutants` finds that spec's mutants by name and kills them:
+# for async-command a scenario kill, a timer bug and a race; for async-jobs mutants of both its
+# references (a cancel that does not stick, same-instant timers out of order, a lost wake-up); for
+# thread-jobs a cross-thread leak, a race and a retention bug; for task-progress a cascade, a timer
+# that fires twice and a race.
 MUTANTS_BY_NAME = {
     "async-command": ("not_found_exits_one", "timeout_not_failed", "cancel_check_then_act"),
     "async-jobs": ("job-manager.cancel_not_sticky", "task-table.fires_in_start_order", "task-table.lost_wakeup"),
+    "thread-jobs": ("list_cross_thread", "double_inject_race", "spill_off_by_one"),
+    "task-progress": ("child_not_killed", "auto_background_refires", "double_notify_race"),
 }
 
 
@@ -72,11 +76,11 @@ def test_validate_run_and_mutants_by_name(tmp_path, name):
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert report["verdict"] == "pass" and report["spec"]["path"] == name
     assert "Verdict: PASS" in proc.stdout
-    only = [arg for mutant in MUTANTS_BY_NAME.get(name, ()) for arg in ("--only", mutant)]
+    only = [arg for mutant in MUTANTS_BY_NAME[name] for arg in ("--only", mutant)]
     proc = kit(tmp_path, "mutants", name, "--profile", "quick", *only)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "killed" in proc.stdout and "SURVIVED" not in proc.stdout
-    assert all(mutant in proc.stdout for mutant in MUTANTS_BY_NAME.get(name, ()))
+    assert "3/3 killed" in proc.stdout and "SURVIVED" not in proc.stdout, proc.stdout[-3000:]
+    assert all(mutant in proc.stdout for mutant in MUTANTS_BY_NAME[name])
 
 
 def test_the_docs_the_cli_points_at_are_installed(tmp_path):
