@@ -290,7 +290,7 @@ class _Reducer:
                 steps = self.kept
         return steps
 
-    def drop_records(self, steps: list[dict]) -> list[dict]:
+    def drop_records(self, steps: list[dict], coarse_first: bool = False) -> list[dict]:
         """Drop every step about a record at once: the call that created it
         (its id among the step's ``chosen`` values, or given as the entity's
         key argument) and every later step naming it. A retention bug needs
@@ -300,11 +300,18 @@ class _Reducer:
         an explicit id shaped like the dropped ones (``job-33`` after
         ``job-1`` .. ``job-32`` went), they are also tried with every such
         name moved down past the dropped numbers (``job-1``): an id chosen to
-        collide with the implementation's counter needs the same shift."""
+        collide with the implementation's counter needs the same shift.
+        With ``coarse_first``, no smaller chunks are tried when no chunk
+        down to an eighth of the records could go (``_COARSE_PARTS``): see
+        ``records_under_own_names``."""
         key_field = self.session.spec.entity.key
         names = _record_names(steps, key_field)
         size = max(1, len(names) // 2)
+        finest_coarse, freed = max(1, len(names) // _COARSE_PARTS), False
         while size >= 1 and not self.out_of_budget():
+            if coarse_first and not freed and size < finest_coarse:
+                break  # nothing went in halves, quarters or eighths: the failure needs most records
+
             start = 0
             while start < len(names) and not self.out_of_budget():
                 chunk = names[start : start + size]
@@ -320,6 +327,7 @@ class _Reducer:
                 if kept is None:
                     start += size
                 else:
+                    freed = True
                     names = (
                         names[:start] + names[start + size :] if kept is candidate else _record_names(kept, key_field)
                     )
@@ -349,11 +357,17 @@ class _Reducer:
         """``explicit_keys``, then ``drop_records``, once per list: a list that
         replays as one already given its own names (the round that starts
         from the replay's own names gives such a list), or as what that gave
-        when no record went, is left as it is."""
+        when no record went, is left as it is. The round before this one
+        already tried every record alone under generated names; explicit
+        names free records a few of which the failure needs (``job-2`` and
+        ``job-10`` compared as text), and when the failure needs at most a
+        few of them, some half, quarter or eighth of the records can go. So
+        when none can, the chunks stop there (a retention bug needing every
+        one of 64 records costs 14 replays here instead of 126)."""
         key = replay_key(steps)
         if key is not None and key in self.named_in_vain:
             return steps
-        named = self.drop_records(self.explicit_keys(steps))
+        named = self.drop_records(self.explicit_keys(steps), coarse_first=True)
         if len(named) >= len(steps):
             self.named_in_vain.update(k for k in (key, replay_key(named)) if k is not None)
         return named
@@ -719,6 +733,7 @@ def explain_race(session: Session, failure: Failure) -> Failure:
 
 
 _LONG = 24  # steps: a longer trace is first cut down by big chunks
+_COARSE_PARTS = 8  # drop_records(coarse_first=True): the smallest chunk tried before giving up, 1/8 of the records
 
 
 def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | None = None) -> Failure:
