@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["StatemachinesError", "Problem", "SpecError", "ExpressionError", "ObservationError"]
+__all__ = [
+    "StatemachinesError",
+    "Problem",
+    "SpecError",
+    "ExpressionError",
+    "EvaluationBudgetError",
+    "ObservationError",
+]
 
 
 class StatemachinesError(Exception):
@@ -48,6 +55,13 @@ class ExpressionError(StatemachinesError):
     def __init__(self, message: str, where: str):
         self.where = where
         super().__init__(f"{where}: {message}")
+
+
+class EvaluationBudgetError(ExpressionError):
+    """An expression spent the cost budget of one evaluation (iterations, CPU
+    time or bytes): every later evaluation of it is likely to spend it too,
+    each taking up to the budget's time, so a caller that evaluates it many
+    times (a search of the spec's states) stops at the first."""
 
 
 class ObservationError(StatemachinesError):

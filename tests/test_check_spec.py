@@ -317,3 +317,28 @@ def test_a_mutant_missed_by_a_shallower_search_says_why():
     stuck = outcomes["pending_cancel_never_finishes"]  # a stuck record needs twice its path
     assert stuck.why_missed == "the scope searched to depth 1; showing it needs depth 4"
     assert stuck.to_dict()["why_missed"] == stuck.why_missed
+
+
+def test_an_invariant_that_spends_the_cost_budget_stops_the_search(tmp_path):
+    # Each evaluation of it takes up to the budget's CPU time: a search that met it in every
+    # state took minutes (and a run's coverage report, which searches the spec, as long).
+    twenty = "[" + ",".join(str(i) for i in range(20)) + "]"
+    runaway = "size(jobs) >= 0"
+    for var in "abcdef":
+        runaway = f"{twenty}.all({var}, {runaway} && {var} >= 0)"
+    text = THREAD_JOBS.read_text(encoding="utf-8")
+    old = '    check: "jobs.filter(j, j.status in terminal_states).size() <= params.retention_limit"'
+    assert text.count(old) == 1
+    for other in ("thread-jobs.scenarios.yaml", "lifecycle-spec.schema.json", "lifecycle-spec-fragment.schema.json"):
+        shutil.copy(ROOT / "spec" / other, tmp_path / other)
+    target = tmp_path / "thread-jobs.yaml"
+    target.write_text(text.replace(old, f"    check: {json.dumps(runaway)}"), encoding="utf-8")
+    spec = load_spec(str(target))
+    where = f"{target}:{_line_of(str(target), twenty + '.all(f,')}"
+
+    report = check_spec(spec)
+    assert report.stats.stopped == f"{where} spent the cost budget of one evaluation", report.stats.stopped
+    assert not report.stats.complete
+    errors = [f for f in report.violations if f.kind == "step-error"]
+    assert len(errors) == 1 and "cost budget" in errors[0].message, errors
+    assert report.stats.states <= 5, report.stats  # stopped at the first state that evaluated it

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ExpressionError
+from ..errors import EvaluationBudgetError, ExpressionError
 from .cel_import import cel
 from .cel_subset import NotSubset, compile_subset
 
@@ -486,7 +486,7 @@ class Expression:
         return value
 
     def _over_budget(self, budget: _Budget) -> ExpressionError:
-        return ExpressionError(
+        return EvaluationBudgetError(
             f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
             f"evaluation); loop over fewer values, nest fewer comprehensions or build smaller values",
             self.where,

@@ -32,7 +32,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from ..errors import StatemachinesError
+from ..errors import EvaluationBudgetError, StatemachinesError
 from ..load.spec import Spec
 from ..model.model import POLICY_ACTS, Model, Prediction
 from .dryrun import StandInModel, _plain
@@ -505,6 +505,9 @@ class _Explorer:
         self.at_most_once = [p for p in spec.policies.values() if p.kind == "at_most_once"]
         self.limits = _limit_targets(spec, scope)
         self.until_every_state = False
+        # An expression that spent its evaluation's cost budget (each try takes up to its
+        # CPU limit): the search stops there, with that finding, instead of meeting it again.
+        self.budget_spent: str | None = None
         self.edges_seen: set[tuple[str, str]] = set()  # (limit, edge class) some move took
 
     # the graph
@@ -545,6 +548,8 @@ class _Explorer:
         node = self.nodes[node_id]
         node.expanded = True
         for move in self.moves(node):
+            if self.budget_spent is not None:
+                break
             load_state(self.model, node.snap)
             self.model.generated = []
             self.stats.transitions += 1
@@ -565,6 +570,8 @@ class _Explorer:
             else:
                 prediction = self.model.predict(move.operation, dict(move.args))
         except (StatemachinesError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, EvaluationBudgetError):
+                self.budget_spent = exc.where or "an expression"
             subject = move.operation or "on_clock"
             message = str(exc) if isinstance(exc, StatemachinesError) else f"{type(exc).__name__}: {exc}"
             where = self.where(("operations", subject) if move.operation else ("on_clock",))
@@ -583,6 +590,8 @@ class _Explorer:
         try:
             broken = self.model.check_invariants()
         except StatemachinesError as exc:
+            if isinstance(exc, EvaluationBudgetError):
+                self.budget_spent = exc.where or "an invariant"
             self.report("step-error", "invariants", str(exc), None, parent, move)
             return True
         for inv_id, message in broken:
@@ -672,7 +681,9 @@ class _Explorer:
         self.stats.seconds = time.perf_counter() - start
 
     def bound_hit(self, start: float) -> bool:
-        if self.until_every_state and len(self.model.coverage.counts["states"]) >= len(self.spec.lifecycle.states):
+        if self.budget_spent is not None:
+            self.stats.stopped = f"{self.budget_spent} spent the cost budget of one evaluation"
+        elif self.until_every_state and len(self.model.coverage.counts["states"]) >= len(self.spec.lifecycle.states):
             self.stats.stopped = EVERY_STATE_REACHED
         elif len(self.nodes) >= self.scope.max_states:
             self.stats.stopped = f"max_states {self.scope.max_states}"
