@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ConformanceError", "AdapterLoadError", "UsageError", "InputRefused", "ConformanceFailure"]
+__all__ = [
+    "ConformanceError",
+    "AdapterLoadError",
+    "UsageError",
+    "InputRefused",
+    "ConformanceFailure",
+    "HypothesisUnsupported",
+]
 
 
 class ConformanceError(Exception):
@@ -23,6 +30,12 @@ class InputRefused(ConformanceError):
     replay, counterexample or scenario file, or generated data) is at fault,
     not the implementation: the kit reports failure kind ``input-refused``
     and the run ends with verdict ``error`` (exit 2). docs/trust-model.md."""
+
+
+class HypothesisUnsupported(ConformanceError):
+    """The installed Hypothesis lacks a primitive the exploration draws with
+    (raised by ``engine/hypothesis_support.py``; here so that a run catches it
+    without loading Hypothesis)."""
 
 
 class ConformanceFailure(AssertionError, ConformanceError):

@@ -4,6 +4,7 @@ is refused by name, with what to install."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import hypothesis
@@ -75,3 +76,24 @@ def test_a_run_under_a_hypothesis_without_the_primitives_is_an_environment_error
     (problem,) = [p for p in report["problems"] if p["kind"] == "environment-error"]
     assert "ConjectureData.draw_from_the_future" in problem["message"]
     assert "pip install" in problem["message"]
+
+
+def test_the_cli_loads_hypothesis_only_for_a_run_that_explores(tmp_path):
+    # Loading Hypothesis (and what it loads: pytest, trio where installed) is about half of the
+    # command line's start-up; validate, check-spec, docs, specs and a run of scenarios alone
+    # never draw an example, so they do without it.
+    code = (
+        "import sys\n"
+        "from conformance.cli import cli\n"
+        "from conformance.engine.runner import RunConfig, run_conformance\n"
+        "assert 'hypothesis' not in sys.modules, 'loaded at start'\n"
+        "report = run_conformance(RunConfig('thread-jobs', only=('N1',), report_dir=None))\n"
+        "assert report['verdict'] == 'pass', report['verdict']\n"
+        "assert 'hypothesis' not in sys.modules, 'loaded by a run of one scenario'\n"
+        "from conformance.engine.stateful import PROFILES\n"
+        "from conformance.engine.profiles import PROFILES as SAME\n"
+        "assert PROFILES is SAME and 'hypothesis' in sys.modules\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

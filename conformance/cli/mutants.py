@@ -14,8 +14,8 @@ from rich.text import Text
 
 from statemachines import Spec, SpecError, load_spec
 
+from ..engine.profiles import PROFILES
 from ..engine.session import DEFAULT_TIMEOUT_S
-from ..engine.stateful import PROFILES
 from ..errors import AdapterLoadError
 from ..specs import spec_target_problem
 from .common import Seconds, cli, console, errors, parse_seed, spec_file

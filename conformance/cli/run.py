@@ -14,8 +14,8 @@ import click
 
 from statemachines import Spec, SpecError, load_spec
 
+from ..engine.profiles import PROFILES
 from ..engine.runner import RunConfig, hand_over_spec, run_conformance
-from ..engine.stateful import PROFILES
 from ..errors import AdapterLoadError
 from ..progress import VERBOSE, progress_for
 from .common import (

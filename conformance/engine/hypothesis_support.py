@@ -31,7 +31,7 @@ from typing import Any
 
 import hypothesis
 
-from ..errors import ConformanceError
+from ..errors import HypothesisUnsupported
 
 __all__ = [
     "LOWEST_TESTED",
@@ -52,10 +52,6 @@ LOWEST_TESTED = "6.140.2"  # pyproject's lower bound (HypoFuzz 25.11's too)
 NEWEST_TESTED = "6.170.17"
 CONJECTURE_METHODS = ("draw_integer", "draw_string", "draw_boolean", "start_span", "stop_span")
 _DEFAULT_BUFFER_SIZE = 8 * 1024
-
-
-class HypothesisUnsupported(ConformanceError):
-    """The installed Hypothesis lacks a primitive the exploration draws with."""
 
 
 def check_conjecture_api(data_class: Any = None) -> None:

@@ -38,7 +38,7 @@ import yaml
 from statemachines import ExpressionError, Spec, SpecError, load_replay_file, resolve_parameters
 
 from ..adapters.python import adapter_factory
-from ..errors import AdapterLoadError
+from ..errors import AdapterLoadError, HypothesisUnsupported
 from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .attribution import orderings_in_play
@@ -46,12 +46,11 @@ from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .causes import group_by_cause, length_of
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
-from .hypothesis_support import HypothesisUnsupported
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
+from .profiles import PROFILES
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, not_applicable_reason, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
-from .stateful import PROFILES, run_stateful
 
 __all__ = [
     "RunConfig",
@@ -940,6 +939,7 @@ class _Run:
         """Part ``index`` of ``count`` of the exploration (all of it when
         ``count`` is 1): its report entry, its failures described."""
         from .shards import part_examples, part_seed
+        from .stateful import run_stateful  # Hypothesis is loaded only by a run that explores
 
         config, session, tracker = self.config, self.session, self.tracker
         seed = part_seed(config.seed, index, count)
@@ -1401,6 +1401,7 @@ def _more_failures(
     and the search goes on (a few more explorations at most, together
     generating no more examples than were left of the exploration's own)."""
     from .reduce import explain_race, steps_of_trace
+    from .stateful import run_stateful
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
     met = {} if met is None else met

@@ -1,0 +1,21 @@
+"""The exploration's profiles: how many examples of how many steps each runs,
+and what shrinking may spend. Apart from ``engine/stateful.py`` so that a
+front door can offer and check them (``--profile``) without loading
+Hypothesis, which only the exploration needs."""
+
+from __future__ import annotations
+
+__all__ = ["PROFILES"]
+
+# examples x steps per example; once a failure is found, Hypothesis shrinks it for at
+# most shrink_examples examples (so a seed gives the same counterexample whatever the
+# machine's load). Past shrink_s seconds a guard ends shrinking early, but only for an
+# implementation slow per call (engine/budgets.py: never for a merely busy machine;
+# the failure's message says when it did, since where it stops then depends on speed).
+# Fewer shrinking examples (30 at ci) left a longer counterexample for a retention bug
+# (async-jobs task-table.keeps_65_finished, seed 2: 72 steps where 100 examples give 67).
+PROFILES = {
+    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 50},
+    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 100},
+    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 240, "shrink_examples": 400},
+}
