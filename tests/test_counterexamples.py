@@ -680,7 +680,15 @@ def test_a_plain_failure_after_a_race_is_reduced_without_the_race():
         assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
         reducer = _Reducer(session, signature(failure), ReplayBudget(400))
         flat = reducer.without_races(steps, failure)
-        assert [s.get("call") for s in flat] == ["start_job", "start_job", "observe_progress", "turn_boundary"]
+        # the probe that judged the group follows its calls: a failure may show only there
+        probes = [op for op, _ in session.probe_calls()]
+        assert probes and [s.get("call") for s in flat] == [
+            "start_job",
+            "start_job",
+            *probes,
+            "observe_progress",
+            "turn_boundary",
+        ]
         assert flat[0]["chosen"] == ["job-1"], flat  # each start's job, for dropping it later
         assert reducer.without_races(steps, replace(failure, kind="linearizability")) is steps  # a race stays
     finally:
@@ -1178,3 +1186,50 @@ def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that
     kept = steps_of_trace(reduced.steps)
     assert [s.get("call") for s in kept] == ["start_job"] * 3, kept
     assert {"bg_1-2", "bg_1"} <= {s["args"].get("id") for s in kept}, kept
+
+
+def test_the_probe_judging_a_concurrent_group_is_not_a_step_of_the_counterexample(tmp_path):
+    """After a concurrent group the kit probes the state to judge which order of
+    the calls explains it. Every replay of the group probes again, so those
+    calls are the group's check, not steps: the counterexample file leaves
+    them out and counts the steps without them (they used to make a 5-step
+    counterexample of thread-jobs.late_report_reopens count 7)."""
+    from conformance.engine.causes import length_of
+    from conformance.engine.reduce import group_checks, replay_steps, steps_of_trace
+    from conformance.engine.runner import _write_counterexample
+
+    factory = _mutant_factory("thread-jobs", "late_report_reopens")
+    steps = [
+        {"call": "start_job", "args": {"thread_id": "t2", "tool_call_id": "a", "tool_name": "a"}},
+        {"call": "observe_outcome", "args": {"job_id": "job-1", "outcome": "cancelled", "payload": ""}},
+        {"call": "turn_boundary", "args": {"thread_id": "t2"}},
+        {"call": "observe_outcome", "args": {"job_id": "job-1", "outcome": "cancelled", "payload": ""}},
+        {
+            "concurrently": [
+                {"call": "turn_boundary", "args": {"thread_id": "t1"}},
+                {"call": "turn_boundary", "args": {"thread_id": "t2"}},
+            ]
+        },
+    ]
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.kind == "invariant", failure and failure.message
+        probes = session.probe_calls()
+        checks = group_checks(failure.steps)
+        assert len(failure.steps) == len(steps) + len(probes) and checks == set(range(len(steps), len(failure.steps)))
+        assert [(s["operation"], s["args"]) for s in failure.steps[len(steps) :]] == probes
+        assert [{k: v for k, v in s.items() if k != "chosen"} for s in steps_of_trace(failure.steps)] == steps
+        assert length_of(failure) == len(steps)
+        path = tmp_path / "counterexample.yaml"
+        _write_counterexample(path, load_spec(resolve_spec("thread-jobs")), failure, RunConfig("thread-jobs"))
+        written = yaml.safe_load(path.read_text(encoding="utf-8"))["steps"]
+        assert len(written) == len(steps) and "concurrently" in written[-1], written
+        # replayed without them, the group is probed again and fails the same way
+        again = replay_steps(session, steps_of_trace(failure.steps))
+        assert again is not None and again.kind == failure.kind and group_checks(again.steps) == checks
+    finally:
+        session.close()
+    # a probe call that no longer follows a group (the group split into plain calls) is a step
+    split = [{"index": 0, "operation": "start_job", "args": {}}, {**failure.steps[-1], "index": 1}]
+    assert group_checks(split) == set() and len(steps_of_trace(split)) == 2

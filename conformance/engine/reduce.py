@@ -66,7 +66,7 @@ from .replay_keys import choices_made, replay_key
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["explain_race", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
+__all__ = ["explain_race", "group_checks", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
 
 # How many orders of one concurrent group are re-run one call at a time.
 MAX_ORDERS = 24
@@ -91,10 +91,27 @@ def race_tries(rate: float) -> int:
     return max(RACE_TRIES, min(MAX_RACE_TRIES, needed))
 
 
+def group_checks(trace: list[dict]) -> set[int]:
+    """Positions of the probe calls the session made right after a concurrent
+    group, to judge which order of it explains the state (``follow_up`` in
+    the trace): part of that group's check, which every replay of the group
+    makes again, so not steps of their own."""
+    checks: set[int] = set()
+    for index, step in enumerate(trace):
+        after_group = index > 0 and ("concurrently" in trace[index - 1] or index - 1 in checks)
+        if after_group and step.get("follow_up"):
+            checks.add(index)
+    return checks
+
+
 def steps_of_trace(trace: list[dict]) -> list[dict]:
-    """A session trace as replayable steps (the counterexample file's form)."""
+    """A session trace as replayable steps (the counterexample file's form),
+    without the group checks (``group_checks``) a replay makes by itself."""
     steps = []
-    for step in trace:
+    checks = group_checks(trace)
+    for index, step in enumerate(trace):
+        if index in checks:
+            continue
         if "advance_ms" in step:
             steps.append({"advance_ms": step["advance_ms"]})
         elif "concurrently" in step:
@@ -439,15 +456,7 @@ class _Reducer:
         ``steps`` themselves otherwise, after one replay."""
         if failure.kind == "linearizability" or not _races(steps):
             return steps
-        calls = [
-            call
-            for step in steps
-            for call in (
-                [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
-                if "concurrently" in step
-                else [step]
-            )
-        ]
+        calls = [call for step in steps for call in (self.one_by_one(step) if "concurrently" in step else [step])]
         if self.replay_fails(calls):
             return self.as_replayed(calls)
         return steps
@@ -460,7 +469,7 @@ class _Reducer:
         while index < len(steps) and not self.out_of_budget():
             step = steps[index]
             if "concurrently" in step:
-                calls = [{"call": c["call"], "args": c["args"]} for c in step["concurrently"]]
+                calls = self.one_by_one(step)
                 candidate = steps[:index] + calls + steps[index + 1 :]
                 if self.fails(candidate):
                     steps = self.as_replayed(candidate)
@@ -468,6 +477,17 @@ class _Reducer:
                     continue
             index += 1
         return steps
+
+    def one_by_one(self, group: dict) -> list[dict]:
+        """A concurrent group's calls one after another, then the probe calls
+        the session made after the group to judge it (``group_checks``),
+        which no longer come by themselves once the calls are not a group:
+        the failure may show only there. ``drop_steps`` takes them away
+        when it does not."""
+        calls = [{"call": c["call"], "args": c["args"]} for c in group["concurrently"]]
+        if not self.session.observe_after_concurrent:
+            return calls
+        return calls + [{"call": op, "args": args} for op, args in self.session.probe_calls()]
 
     def drop_group_calls(self, steps: list[dict]) -> list[dict]:
         """Drop single calls from a concurrent group (a group left with one
@@ -481,8 +501,8 @@ class _Reducer:
             dropped = False
             for position in range(len(calls)):
                 rest = calls[:position] + calls[position + 1 :]
-                step = {"concurrently": rest} if len(rest) > 1 else {"call": rest[0]["call"], "args": rest[0]["args"]}
-                candidate = steps[:index] + [step] + steps[index + 1 :]
+                left = [{"concurrently": rest}] if len(rest) > 1 else self.one_by_one({"concurrently": rest})
+                candidate = steps[:index] + left + steps[index + 1 :]
                 if self.out_of_budget():
                     break
                 if self.fails(candidate):

@@ -1644,8 +1644,13 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
+    from .reduce import group_checks
+
     steps = []
-    for step in failure.steps:
+    checks = group_checks(failure.steps)  # made again by the replay of each group
+    for index, step in enumerate(failure.steps):
+        if index in checks:
+            continue
         if "advance_ms" in step:
             steps.append({"advance_ms": step["advance_ms"]})
         elif "concurrently" in step:

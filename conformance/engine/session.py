@@ -873,8 +873,16 @@ class Session:
         for op, args in probes:
             response, problem = self._invoke(op, args)
             ok = problem is None and is_plain_answer(response)
+            # ``follow_up``: part of the group's check, made again by every replay of the group
+            # (engine/reduce.py: steps_of_trace leaves it out of a counterexample's steps)
             self.trace.append(
-                {"index": len(self.trace), "operation": op, "args": args, "observed": _kept(response, ok)}
+                {
+                    "index": len(self.trace),
+                    "operation": op,
+                    "args": args,
+                    "observed": _kept(response, ok),
+                    "follow_up": True,
+                }
             )
             if problem:
                 return followups, self._fail(problem[0], problem[1], len(self.trace) - 1, operation=op, args=args)

@@ -92,6 +92,8 @@ def step_text(step: dict) -> str:
         return f"advance clock +{step['advance_ms']} ms"
     if "concurrently" in step:
         return "concurrently: " + " | ".join(_call_text(c) for c in step["concurrently"])
+    if step.get("follow_up"):  # the kit's probe judging the group before it; every replay makes it again
+        return f"(checking the concurrent calls) {_call_text(step)}"
     return _call_text(step)
 
 

@@ -206,8 +206,10 @@ def _print_last_steps(console: Console, failure: dict) -> None:
     if not steps:
         return
     where = f" (file: {failure['counterexample_file']})" if failure.get("counterexample_file") else ""
-    console.print(Text(f"  {len(steps)} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
-    shown = steps if len(steps) <= _STEPS_SHOWN_WHOLE else steps[-3:]
+    # the probe calls judging a concurrent group are part of it, as in the counterexample file
+    count = sum(1 for step in steps if not step.get("follow_up"))
+    console.print(Text(f"  {count} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
+    shown = steps if count <= _STEPS_SHOWN_WHOLE else steps[-3:]
     if len(shown) < len(steps):
         console.print(
             Text(f"    ... {len(steps) - len(shown)} earlier step(s) in the file; the last {len(shown)}:", style="dim")
