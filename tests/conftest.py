@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 
+# Loaded before any test: the spec language's native CEL extension panics when a process
+# initialises it a second time, which happens when pytester's snapshot of sys.modules drops
+# it after a test that first loaded it (test_pytest_plugin) and a later test in the same
+# worker loads it again. Loaded here, it is in every snapshot.
+import statemachines
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLED = os.environ.get("CONFORMANCE_TEST_INSTALLED") == "1"
 
@@ -23,7 +29,6 @@ def pytest_sessionstart(session):
 
     import conformance
     import lifecycle_references
-    import statemachines
 
     for module in (conformance, statemachines, lifecycle_references, lifecycle_specs):
         where = Path(module.__file__).resolve()
