@@ -13,8 +13,10 @@ seed. The first figure is the mean over the mutants of the number of seeds
 whose exploration failed (goal 5.0). The second: each failure found is shrunk
 and reduced as ``conformance run`` does by default (Hypothesis's shrinking,
 then the replay reduction, both bounded by counts, so a seed's counterexample
-does not depend on the machine's load), and its steps, as a counterexample
-file counts them, are divided by the mutant's declared shortest
+does not depend on the machine's load; up to ``--max-failures 3`` distinct
+failures, the shortest first: one bug's shortest symptom may be the second
+found), and the headline's steps, as a counterexample file counts them, are
+divided by the mutant's declared shortest
 (``Mutant.shortest``): the largest ratio over every (mutant, seed) and how
 many pairs exceed 1.5 (issue 33's target: none). Shrinking and reduction
 start only once the exploration has failed, so the kill counts are the same
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from conformance.engine import steering  # noqa: E402
+from conformance.engine.budgets import MAX_FAILURES  # noqa: E402
 from conformance.engine.reduce import steps_of_trace  # noqa: E402
 from conformance.engine.runner import run_conformance  # noqa: E402
 from conformance.mutants import load_mutants, mutant_config  # noqa: E402
@@ -77,8 +80,8 @@ def _explore(spec_path: str, name: str, mutant, seed: int, lengths: bool) -> dic
     config = dataclasses.replace(
         mutant_config(spec_path, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
     )
-    if lengths:
-        config = dataclasses.replace(config, shrink_s=None, reduce_replays=None)  # the profile's
+    if lengths:  # as `conformance run` by default: the profile's shrinking and reduction, --max-failures 3
+        config = dataclasses.replace(config, shrink_s=None, reduce_replays=None, max_failures=MAX_FAILURES)
     return run_conformance(config).get("stateful") or {}
 
 

@@ -51,6 +51,8 @@ from typing import Any
 
 import pytest
 
+from .engine.budgets import MAX_FAILURES
+
 # The plugin loads with every pytest run: keep it light (no Hypothesis import
 # here); the engine is imported when a suite is built.
 PROFILE_NAMES = ("ci", "deep", "quick")
@@ -107,7 +109,7 @@ class SuiteDefinition:
     stateful: bool = True
     timeout_s: float = 10.0
     deviations: str | None = None  # a deviations file (docs/deviations.md)
-    max_failures: int = 3  # as `conformance run --max-failures`
+    max_failures: int = MAX_FAILURES  # as `conformance run --max-failures`
     name: str | None = None
     # Where it was declared: reports point there, relative paths start there.
     file: str | None = None
@@ -126,7 +128,7 @@ def conformance_suite(
     stateful: bool = True,
     timeout_s: float = 10.0,
     deviations: str | None = None,
-    max_failures: int = 3,
+    max_failures: int = MAX_FAILURES,
 ) -> SuiteDefinition:
     """A conformance suite for the module it is assigned in: pytest collects one
     item per scenario, plus the exploration, named after the variable."""

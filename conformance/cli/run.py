@@ -14,6 +14,7 @@ import click
 
 from statemachines import Spec, SpecError, load_spec
 
+from ..engine.budgets import MAX_FAILURES
 from ..engine.profiles import PROFILES
 from ..engine.runner import RunConfig, hand_over_spec, run_conformance
 from ..errors import AdapterLoadError
@@ -91,7 +92,7 @@ class RunRequest:
     "--max-failures",
     "max_failures",
     type=click.IntRange(1, 50),
-    default=3,
+    default=MAX_FAILURES,
     show_default=True,
     help="Distinct exploration failures to look for: after one, the exploration goes on with it "
     "accepted, and each distinct failure gets its own counterexample file (what an accepted "

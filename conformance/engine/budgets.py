@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["SLOW_CALL_S", "REDUCE_REPLAYS", "CallGuard", "ReplayBudget"]
+__all__ = ["SLOW_CALL_S", "REDUCE_REPLAYS", "MAX_FAILURES", "CallGuard", "ReplayBudget"]
 
 # Seconds per call into the implementation above which it counts as slow: a
 # process per call on a loaded machine takes a few tenths of a second.
@@ -24,6 +24,10 @@ _GUARD_MIN_CALLS = 20
 
 # Replays a failure's reduction may spend, per exploration profile.
 REDUCE_REPLAYS = {"quick": 300, "ci": 1000, "deep": 4000}
+
+# Distinct exploration failures `conformance run` and the pytest plugin look for by
+# default (--max-failures): one bug's shortest symptom may be the second found.
+MAX_FAILURES = 3
 
 
 @dataclass
