@@ -328,7 +328,6 @@ class _Reducer:
         while size >= 1 and not self.out_of_budget():
             if coarse_first and not freed and size < finest_coarse:
                 break  # nothing went in halves, quarters or eighths: the failure needs most records
-
             start = 0
             while start < len(names) and not self.out_of_budget():
                 chunk = names[start : start + size]

@@ -1644,19 +1644,11 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
-    from .reduce import group_checks
+    from .reduce import steps_of_trace
 
-    steps = []
-    checks = group_checks(failure.steps)  # made again by the replay of each group
-    for index, step in enumerate(failure.steps):
-        if index in checks:
-            continue
-        if "advance_ms" in step:
-            steps.append({"advance_ms": step["advance_ms"]})
-        elif "concurrently" in step:
-            steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
-        else:
-            steps.append({"call": step["operation"], "args": step["args"]})
+    # the replayable steps (a group's probe calls left out: its replay makes them again),
+    # without what the implementation chose when they were recorded
+    steps = [{k: v for k, v in step.items() if k != "chosen"} for step in steps_of_trace(failure.steps)]
     doc = {
         "id": "stateful-counterexample",
         "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
