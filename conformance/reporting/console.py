@@ -211,9 +211,8 @@ def _print_last_steps(console: Console, failure: dict) -> None:
     console.print(Text(f"  {count} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
     shown = steps if count <= _STEPS_SHOWN_WHOLE else steps[-3:]
     if len(shown) < len(steps):
-        console.print(
-            Text(f"    ... {len(steps) - len(shown)} earlier step(s) in the file; the last {len(shown)}:", style="dim")
-        )
+        earlier = count - sum(1 for step in shown if not step.get("follow_up"))  # as the file counts them
+        console.print(Text(f"    ... {earlier} earlier step(s) in the file; the last {len(shown)}:", style="dim"))
     for step in shown:
         console.print(Text("    " + _clipped(step_text(step), 240)), soft_wrap=True)
 
