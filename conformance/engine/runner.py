@@ -20,7 +20,6 @@ keeps the verdict, a bug in a writer makes it ``error``. A run in parts
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import os
 import re
@@ -49,6 +48,7 @@ from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
 from .profiles import PROFILES
+from .run_result import ImplementationInfo, NotApplicable, Problem, RunResult, ScenarioEntry, SpecInfo
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, not_applicable_reason, run_scenario, scenario_cost
 from .session import DEFAULT_TIMEOUT_S, Session, _CallTimeout
 
@@ -156,22 +156,17 @@ class Prepared:
 
 
 def _report_skeleton(config: RunConfig) -> dict:
-    return {
-        "kit": {"name": "lifecycle-conformance", "version": KIT_VERSION},
-        "verdict": "error",
-        "exit_code": 2,
-        "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "duration_s": 0.0,
-        "spec": {"id": None, "version": None, "title": None, "path": config.spec_path, "lifecycle": None},
-        "implementation": {
-            "adapter": config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
-        },
-        "parameters": {},
-        "scenarios": [],
-        "stateful": None,
-        "problems": [],
-        "replay": None,
-    }
+    return _new_result(config).to_report()
+
+
+def _new_result(config: RunConfig) -> RunResult:
+    return RunResult(
+        spec=SpecInfo(path=config.spec_path),
+        implementation=ImplementationInfo(
+            adapter=config.adapter_label or config.adapter or config.adapter_cmd or config.adapter_cli
+        ),
+        kit_version=KIT_VERSION,
+    )
 
 
 def new_report(config: RunConfig) -> dict:
@@ -181,7 +176,9 @@ def new_report(config: RunConfig) -> dict:
 
 
 def clear_report_files(report: dict, report_dir: str) -> None:
-    _clear_reports(report_dir, report)
+    problem = _cleared(report_dir)
+    if problem is not None:
+        report["problems"].append(problem.to_dict())
 
 
 def write_report_files(report: dict, report_dir: str) -> None:
@@ -403,14 +400,20 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     to ``config.report_dir`` when set). Never raises for bad input: problems
     become an ``error`` verdict with exit code 2. A KeyboardInterrupt (Ctrl-C,
     or :class:`~conformance.engine.interrupts.Interrupted` for a signal) stops
-    the run: what finished is reported with the verdict ``interrupted``."""
+    the run: what finished is reported with the verdict ``interrupted``.
+
+    The phases, each over one :class:`RunResult`: clear the previous reports,
+    prepare (load the spec, start the implementation), check (describe, the
+    scenario matrix, the exploration with its reduction, hunt and grouping of
+    failures by cause, the verdict), close the implementation, then write the
+    reports from ``RunResult.to_report()``."""
     progress = progress or Progress()
     started = time.perf_counter()
-    report = _report_skeleton(config)
+    result = _new_result(config)
     if config.shard is not None:  # which part of which run (merge-reports checks it)
         from .shards import shard_info
 
-        report["shard"] = shard_info(
+        result.shard = shard_info(
             *config.shard,
             seed=config.seed,
             profile=config.profile,
@@ -418,27 +421,28 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
             min_coverage=config.min_coverage,
         )
     if config.report_dir:
-        _clear_reports(config.report_dir, report, keep=_inputs(config))
+        _clear_reports(config.report_dir, result, keep=_inputs(config))
     tracker = _Tracker()
     prepared = None
     threads_before = set(threading.enumerate())
     try:
-        prepared = _prepared_or_problems(config, report)
+        prepared = _prepared_or_problems(config, result)
         if prepared is not None:
-            _run_or_problems(config, prepared, report, progress, tracker)
+            _run_or_problems(config, prepared, result, progress, tracker)
     except KeyboardInterrupt as exc:
         from .interrupts import acknowledge
 
         acknowledge()
-        _interrupted(report, exc, tracker)
+        _interrupted(result, exc, tracker)
     except BaseException as exc:
-        _internal_error(config, report, exc, tracker)
+        _internal_error(config, result, exc, tracker)
     if prepared is not None:
-        _close(prepared.session, report, tracker)
-        _threads_left(report, threads_before)
+        _close(prepared.session, result, tracker)
+        _threads_left(result, threads_before)
         if prepared.session.deviations is not None:
-            report["deviations"] = prepared.session.deviations.to_report()  # also when interrupted or failed
-    report["duration_s"] = round(time.perf_counter() - started, 3)
+            result.deviations = prepared.session.deviations.to_report()  # also when interrupted or failed
+    result.duration_s = round(time.perf_counter() - started, 3)
+    report = result.to_report()
     if config.report_dir:
         _write(report, config.report_dir)
     return report
@@ -448,73 +452,57 @@ def _adapter_named(config: RunConfig) -> str | None:
     return config.adapter or config.adapter_cmd or config.adapter_cli
 
 
-def _prepared_or_problems(config: RunConfig, report: dict) -> Prepared | None:
+def _prepared_or_problems(config: RunConfig, result: RunResult) -> Prepared | None:
     """``prepare``; None when the spec, the implementation or the deviations
-    file cannot be loaded, each problem in the report."""
+    file cannot be loaded, each problem in the result."""
     try:
         return prepare(config)
     except SpecError as exc:
-        report["problems"] = [
-            {
-                "kind": "spec-error",
-                "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-                "where": p.where,
-            }
-            for p in exc.problems
-        ]
+        result.problems = [_spec_problem(p) for p in exc.problems]
     except SpecNotFound as exc:
-        report["problems"] = [{"kind": "spec-error", "message": str(exc), "where": config.spec_path}]
+        result.problems = [Problem("spec-error", str(exc), config.spec_path)]
     except AdapterLoadError as exc:
-        report["problems"] = [{"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)}]
+        result.problems = [Problem("adapter-error", str(exc), _adapter_named(config))]
     except DeviationsError as exc:
-        report["problems"] = [
-            {"kind": "deviations-error", "message": line, "where": config.deviations} for line in exc.problems
-        ]
+        result.problems = [Problem("deviations-error", line, config.deviations) for line in exc.problems]
     return None
 
 
+def _spec_problem(problem: Any) -> Problem:
+    """A problem of the spec (``SpecError.problems``), its hint in the message."""
+    return Problem("spec-error", problem.message + (f" (hint: {problem.hint})" if problem.hint else ""), problem.where)
+
+
 def _run_or_problems(
-    config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker
+    config: RunConfig, prepared: Prepared, result: RunResult, progress: Progress, tracker: _Tracker
 ) -> None:
     """``_run``; a spec or an implementation that fails the run as a whole
     (a broken replay file, an ``assumes`` that errs, an adapter that cannot
-    restart) makes the verdict ``error``, the problem in the report."""
+    restart) makes the verdict ``error``, the problem in the result."""
     try:
-        _run(config, prepared, report, progress, tracker)
+        _run(config, prepared, result, progress, tracker)
     except SpecError as exc:  # e.g. a broken replay file
-        report["verdict"], report["exit_code"] = "error", 2
-        report["problems"] += [
-            {
-                "kind": "spec-error",
-                "where": p.where,
-                "message": p.message + (f" (hint: {p.hint})" if p.hint else ""),
-            }
-            for p in exc.problems
-        ]
+        result.set_verdict("error", 2)
+        result.problems += [_spec_problem(p) for p in exc.problems]
     except ExpressionError as exc:  # a spec expression failed outside any one step (e.g. an `assumes`)
-        report["verdict"], report["exit_code"] = "error", 2
-        report["problems"].append(
-            {"kind": "spec-error", "where": exc.where or None, "message": f"the spec failed: {exc}"}
-        )
+        result.set_verdict("error", 2)
+        result.add_problem("spec-error", f"the spec failed: {exc}", exc.where or None)
     except AdapterLoadError as exc:
-        report["verdict"], report["exit_code"] = "error", 2
-        report["problems"].append({"kind": "adapter-error", "message": str(exc), "where": _adapter_named(config)})
+        result.set_verdict("error", 2)
+        result.add_problem("adapter-error", str(exc), _adapter_named(config))
     except HypothesisUnsupported as exc:  # the installed Hypothesis lacks what the exploration draws with
-        report["verdict"], report["exit_code"] = "error", 2
-        report["problems"].append({"kind": "environment-error", "message": str(exc), "where": "hypothesis"})
+        result.set_verdict("error", 2)
+        result.add_problem("environment-error", str(exc), "hypothesis")
 
 
-def _internal_error(config: RunConfig, report: dict, exc: BaseException, tracker: _Tracker) -> None:
+def _internal_error(config: RunConfig, result: RunResult, exc: BaseException, tracker: _Tracker) -> None:
     """A fault of the kit's own: verdict ``error``, where the run was, the
     traceback on the kit's own stderr with CONFORMANCE_DEBUG=1."""
-    report["verdict"], report["exit_code"] = "error", 2
-    report["problems"].append(
-        {
-            "kind": "internal-error",
-            "where": tracker.where(),
-            "message": f"internal error in the conformance kit: {_exception_text(exc)} "
-            "(set CONFORMANCE_DEBUG=1 to see the traceback)",
-        }
+    result.set_verdict("error", 2)
+    result.add_problem(
+        "internal-error",
+        f"internal error in the conformance kit: {_exception_text(exc)} (set CONFORMANCE_DEBUG=1 to see the traceback)",
+        tracker.where(),
     )
     if os.environ.get("CONFORMANCE_DEBUG"):  # on the kit's own stderr, not the implementation's (captured)
         traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
@@ -541,10 +529,10 @@ class _Tracker:
         return "stateful exploration" if self.phase in ("stateful", "searching") else None
 
 
-def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> None:
+def _interrupted(result: RunResult, exc: KeyboardInterrupt, tracker: _Tracker) -> None:
     from .interrupts import Interrupted, interrupt_exit_code
 
-    report["verdict"], report["exit_code"] = "interrupted", interrupt_exit_code(exc)
+    result.set_verdict("interrupted", interrupt_exit_code(exc))
     if isinstance(exc, Interrupted):
         cause = f"interrupted by {exc.signal_name}"
     else:  # no signal handler of the kit's saw it: the implementation (or a bare Ctrl-C in a library run)
@@ -553,18 +541,12 @@ def _interrupted(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> Non
     if tracker.phase == "scenarios" and tracker.scenario:
         done += f"; scenario {tracker.scenario} was running and is not reported"
     if tracker.phase == "searching":  # the failures found are complete; others may exist
-        done += _searching_so_far(report, exc, tracker)
+        done += _searching_so_far(result, exc, tracker)
     elif tracker.phase == "stateful":
-        done += _exploring_so_far(report, exc, tracker)
+        done += _exploring_so_far(result, exc, tracker)
     elif tracker.phase == "start":
         done = "before any check ran"
-    report["problems"].append(
-        {
-            "kind": "interrupted",
-            "where": tracker.where(),
-            "message": f"{cause}: {done}. The reports hold only what finished.",
-        }
-    )
+    result.add_problem("interrupted", f"{cause}: {done}. The reports hold only what finished.", tracker.where())
 
 
 def _carry_so_far(exc: BaseException, **found: Any) -> None:
@@ -575,7 +557,7 @@ def _carry_so_far(exc: BaseException, **found: Any) -> None:
     vars(exc).update(found)
 
 
-def _searching_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+def _searching_so_far(result: RunResult, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
     """Interrupted while looking for further distinct failures: those found, reported."""
     so_far, more = vars(exc)["stateful_so_far"], vars(exc).get("more_so_far", [])  # both set by _search_more
     found = [so_far.failure, *more]
@@ -585,7 +567,7 @@ def _searching_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -
     )
     if tracker.describe_failure is not None:
         tracker.describe_failure(so_far.failure)
-    report["stateful"] = {
+    result.stateful = {
         "verdict": "interrupted",
         "profile": tracker.profile,
         "seed": tracker.seed,
@@ -596,11 +578,11 @@ def _searching_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -
         "failure": so_far.failure.to_dict(),
     }
     if more:
-        report["stateful"]["more_failures"] = [failure.to_dict() for failure in more]
+        result.stateful["more_failures"] = [failure.to_dict() for failure in more]
     return f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
 
 
-def _exploring_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
+def _exploring_so_far(result: RunResult, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
     """Interrupted while exploring (or shrinking a failure): the failure found so far, if any."""
     so_far = getattr(exc, "stateful_so_far", None)
     if so_far is not None and so_far.failure is not None and tracker.describe_failure is not None:
@@ -615,7 +597,7 @@ def _exploring_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -
         )
     else:
         done = f"; the stateful exploration had run {tracker.examples} examples without a failure"
-    report["stateful"] = {
+    result.stateful = {
         "verdict": "interrupted",
         "profile": tracker.profile,
         "seed": tracker.seed,
@@ -628,37 +610,31 @@ def _exploring_so_far(report: dict, exc: KeyboardInterrupt, tracker: _Tracker) -
     return done
 
 
-def _close(session: Session, report: dict, tracker: _Tracker) -> None:
+def _close(session: Session, result: RunResult, tracker: _Tracker) -> None:
     """Close the implementation (stdio programs and their process trees too),
     whatever it does; an interrupt now does not stop the reports."""
     try:
         session.close()
     except KeyboardInterrupt as exc:
-        if report["verdict"] != "interrupted":
+        if result.verdict != "interrupted":
             tracker.phase = "closing"
-            _interrupted(report, exc, tracker)
+            _interrupted(result, exc, tracker)
     except Exception as exc:
-        report["problems"].append(
-            {
-                "kind": "adapter-error",
-                "where": None,
-                "message": f"closing the implementation failed: {type(exc).__name__}: {exc}",
-            }
-        )
-    _faults(session, report, "closing the implementation", tracker)
+        result.add_problem("adapter-error", f"closing the implementation failed: {type(exc).__name__}: {exc}")
+    _faults(session, result, "closing the implementation", tracker)
 
 
-def _faults(session: Session, report: dict, where: str, tracker: _Tracker) -> None:
+def _faults(session: Session, result: RunResult, where: str, tracker: _Tracker) -> None:
     """close() hung, raised or called sys.exit (at the end, or before a
     restart): the implementation's failure. A run that passed fails."""
     for kind, message in session.take_faults():
         tracker.faults += 1
-        report["problems"].append({"kind": kind, "where": where, "message": message})
-        if report["verdict"] == "pass":
-            report["verdict"], report["exit_code"] = "fail", 1
+        result.add_problem(kind, message, where)
+        if result.verdict == "pass":
+            result.set_verdict("fail", 1)
 
 
-def _threads_left(report: dict, before: set, grace_s: float = 0.5) -> None:
+def _threads_left(result: RunResult, before: set, grace_s: float = 0.5) -> None:
     """Say so when the implementation left non-daemon threads running: they
     would keep a Python process alive after the verdict (the CLI exits anyway)."""
     deadline = time.monotonic() + grace_s
@@ -670,15 +646,13 @@ def _threads_left(report: dict, before: set, grace_s: float = 0.5) -> None:
         if thread.is_alive():
             left.append(thread.name)
     if left:
-        report["problems"].append(
-            {
-                "kind": "threads-left",
-                "where": "closing the implementation",
-                "message": f"the implementation left {len(left)} non-daemon thread(s) running after close(): "
-                f"{', '.join(sorted(left)[:10])}{' ...' if len(left) > 10 else ''}. They would keep a "
-                f"Python process alive after the verdict; `conformance` exits with the verdict's code "
-                f"anyway (stop them in close(), or make them daemon threads)",
-            }
+        result.add_problem(
+            "threads-left",
+            f"the implementation left {len(left)} non-daemon thread(s) running after close(): "
+            f"{', '.join(sorted(left)[:10])}{' ...' if len(left) > 10 else ''}. They would keep a "
+            f"Python process alive after the verdict; `conformance` exits with the verdict's code "
+            f"anyway (stop them in close(), or make them daemon threads)",
+            "closing the implementation",
         )
 
 
@@ -697,21 +671,24 @@ def _inputs(config: RunConfig) -> list[str]:
     return [path for path in (config.replay_file, config.spec_path, config.deviations) if path]
 
 
-def _clear_reports(report_dir: str, report: dict, keep: list[str] | None = None) -> None:
+def _clear_reports(report_dir: str, result: RunResult, keep: list[str] | None = None) -> None:
     """Remove the previous run's reports first: a run that ends early must
     never leave an earlier verdict behind for CI to publish."""
+    problem = _cleared(report_dir, keep)
+    if problem is not None:
+        result.problems.append(problem)
+
+
+def _cleared(report_dir: str, keep: list[str] | None = None) -> Problem | None:
+    """Remove the previous reports from ``report_dir``, never the files in ``keep``;
+    the problem when they could not be removed."""
     from ..reporting import clear_reports
 
     try:
         clear_reports(report_dir, keep or ())
     except OSError as exc:
-        report["problems"].append(
-            {
-                "kind": "report-error",
-                "where": str(report_dir),
-                "message": f"could not remove the previous reports: {exc}",
-            }
-        )
+        return Problem("report-error", f"could not remove the previous reports: {exc}", str(report_dir))
+    return None
 
 
 def _write(report: dict, report_dir: str) -> None:
@@ -756,9 +733,9 @@ def _write(report: dict, report_dir: str) -> None:
     report["_paths"] = {k: str(v) for k, v in paths.items()}
 
 
-def _run(config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker) -> None:
-    """The checks the config asks for, on the implementation ``prepare`` started, into ``report``."""
-    run = _Run(config, prepared, report, progress, tracker)
+def _run(config: RunConfig, prepared: Prepared, result: RunResult, progress: Progress, tracker: _Tracker) -> None:
+    """The checks the config asks for, on the implementation ``prepare`` started, into ``result``."""
+    run = _Run(config, prepared, result, progress, tracker)
     run.describe()
     scenarios = run.chosen_scenarios()
     if scenarios is not None:
@@ -771,14 +748,14 @@ def _reset(coverage: Any) -> None:
 
 
 class _Run:
-    """One run's checks on a prepared implementation, filling ``report``: the
+    """One run's checks on a prepared implementation, filling ``result``: the
     scenario matrix (or a replay), the stateful exploration in its parts, the
     scenarios a worker claims last, then the coverage gates and the verdict."""
 
     def __init__(
-        self, config: RunConfig, prepared: Prepared, report: dict, progress: Progress, tracker: _Tracker
+        self, config: RunConfig, prepared: Prepared, result: RunResult, progress: Progress, tracker: _Tracker
     ) -> None:
-        self.config, self.prepared, self.report = config, prepared, report
+        self.config, self.prepared, self.result = config, prepared, result
         self.progress, self.tracker = progress, tracker
         self.spec, self.session = prepared.spec, prepared.session
         self.capabilities: dict = prepared.identity.get("capabilities") or {}
@@ -788,22 +765,23 @@ class _Run:
     def describe(self) -> None:
         """What was checked: the spec, the implementation, its parameters."""
         spec, identity = self.spec, self.prepared.identity
-        self.report["spec"] = {
-            "id": spec.id,
-            "version": spec.version,
-            "title": spec.title,
-            "path": self.config.spec_path,
-            "lifecycle": spec.lifecycle_summary(),
-        }
-        self.report["implementation"] = {
-            "adapter": self.prepared.target,
-            "name": identity.get("name"),
-            "version": identity.get("version"),
-            "profile": identity.get("profile"),
-            "parameters": identity.get("parameters") or {},
-            "capabilities": self.capabilities,
-        }
-        self.report["parameters"] = self.prepared.params
+        self.result.spec = SpecInfo(
+            path=self.config.spec_path,
+            id=spec.id,
+            version=spec.version,
+            title=spec.title,
+            lifecycle=spec.lifecycle_summary(),
+        )
+        self.result.implementation = ImplementationInfo(
+            adapter=self.prepared.target,
+            described=True,
+            name=identity.get("name"),
+            version=identity.get("version"),
+            profile=identity.get("profile"),
+            parameters=identity.get("parameters") or {},
+            capabilities=self.capabilities,
+        )
+        self.result.parameters = self.prepared.params
 
     def chosen_scenarios(self) -> list | None:
         """The scenarios to run (a replay file's one, those named, or all; none
@@ -815,12 +793,8 @@ class _Run:
         elif config.only:
             unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
             if unknown:
-                self.report["problems"].append(
-                    {
-                        "kind": "usage-error",
-                        "message": f"unknown scenario id(s): {', '.join(unknown)}",
-                        "where": config.spec_path,
-                    }
+                self.result.add_problem(
+                    "usage-error", f"unknown scenario id(s): {', '.join(unknown)}", config.spec_path
                 )
                 return None
             scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
@@ -870,21 +844,22 @@ class _Run:
         outcome = run_scenario(session, scenario, self.capabilities, race_runs=config.race_runs)
         _explain_scenario_race(session, scenario, outcome)
         output = _output_since(config, mark)
-        _faults(session, self.report, f"scenario {scenario.id}", tracker)
+        _faults(session, self.result, f"scenario {scenario.id}", tracker)
         tracker.scenarios_done += 1
         if config.record_dir and outcome.verdict in ("pass", "fail"):
-            _record(config.record_dir, self.prepared, scenario.id, outcome, self.report)
+            _record(config.record_dir, self.prepared, scenario.id, outcome, self.result)
         if outcome.verdict == NOT_APPLICABLE:
-            profile = self.prepared.identity.get("profile") or "default"
-            self.report.setdefault("not_applicable", {"profile": profile, "scenarios": []})["scenarios"].append(
+            if self.result.not_applicable is None:
+                self.result.not_applicable = NotApplicable(self.prepared.identity.get("profile") or "default")
+            self.result.not_applicable.scenarios.append(
                 {"id": scenario.id, "title": scenario.title, "reason": outcome.note}
             )
         else:
-            self.report["scenarios"].append(self.scenario_entry(scenario, outcome, output))
+            self.result.scenarios.append(self.scenario_entry(scenario, outcome, output))
         self.progress.scenario_done(outcome)
 
-    def scenario_entry(self, scenario: Any, outcome: ScenarioOutcome, output: dict | None) -> dict:
-        """The scenario's entry of the report, a failure with the command that replays it."""
+    def scenario_entry(self, scenario: Any, outcome: ScenarioOutcome, output: dict | None) -> ScenarioEntry:
+        """The scenario's entry of the result, a failure with the command that replays it."""
         config = self.config
         if outcome.failure is not None:
             outcome.failure.replay = (
@@ -893,12 +868,7 @@ class _Run:
                 if config.replay_file
                 else f"{self.base_cmd} --scenario {scenario.id}"
             )
-        entry = outcome.to_dict()
-        if outcome.note:
-            entry["note"] = outcome.note
-        if output:
-            entry["output"] = output
-        return entry
+        return ScenarioEntry(outcome, output)
 
     def run_last_claims(self, tail: list, total: int, run_coverage: Any) -> None:
         """A worker's last scenarios: those the other workers have not claimed
@@ -906,10 +876,7 @@ class _Run:
         _reset(self.session.model.coverage)
         self.run_matrix(tail, total)
         run_coverage.merge(self.session.model.coverage)
-        order = {scenario.id: position for position, scenario in enumerate(self.spec.scenarios)}
-        self.report["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
-        if self.report.get("not_applicable"):
-            self.report["not_applicable"]["scenarios"].sort(key=lambda entry: order.get(entry["id"], len(order)))
+        self.result.scenario_order({scenario.id: position for position, scenario in enumerate(self.spec.scenarios)})
 
     # -- the stateful exploration ---------------------------------------------------------
     def explore(self, run_coverage: Any) -> None:
@@ -926,14 +893,14 @@ class _Run:
         watch = _ExampleWatch(config, tracker, self.progress)
         part_reports = [self.explore_part(index, count, multi, watch, run_coverage) for index, count in parts]
         if not multi:
-            self.report["stateful"] = part_reports[0]
-            del self.report["stateful"]["part"]
+            self.result.stateful = part_reports[0]
+            del part_reports[0]["part"]
             return
         # the parts as one exploration, failures renumbered (engine/shards.py)
-        self.report["stateful"] = combine_stateful(part_reports, config.seed)
+        self.result.stateful = combine_stateful(part_reports, config.seed)
         if config.report_dir:
-            for problem in place_counterexamples(self.report["stateful"], config.report_dir, move=True):
-                self.report["problems"].append({"kind": "report-error", "where": config.report_dir, "message": problem})
+            for problem in place_counterexamples(self.result.stateful, config.report_dir, move=True):
+                self.result.add_problem("report-error", problem, config.report_dir)
 
     def explore_part(self, index: int, count: int, multi: bool, watch: _ExampleWatch, run_coverage: Any) -> dict:
         """Part ``index`` of ``count`` of the exploration (all of it when
@@ -975,7 +942,7 @@ class _Run:
         if output:
             entry["output"] = output
         entry["part"] = {"index": index, "count": count, "seed": seed}
-        _faults(session, self.report, "stateful exploration", tracker)
+        _faults(session, self.result, "stateful exploration", tracker)
         run_coverage.merge(explored)
         watch.examples_before += outcome.examples
         return entry
@@ -1015,7 +982,7 @@ class _Run:
                 self.capabilities,
                 watch.on_example,
                 self.prepared,
-                self.report,
+                self.result,
                 self.tracker,
                 seed=seed,
                 max_examples=examples,
@@ -1091,24 +1058,24 @@ class _Run:
     def decide(self, run_coverage: Any) -> None:
         """The verdict: every case's, the coverage gates', expired deviations' and
         faults of the implementation; a failed run gets the command that replays it."""
-        config, report, session = self.config, self.report, self.session
-        verdicts = [s["verdict"] for s in report["scenarios"]]
-        if report["stateful"]:
-            verdicts.append(report["stateful"]["verdict"])
+        config, result, session = self.config, self.result, self.session
+        verdicts = [entry.outcome.verdict for entry in result.scenarios]
+        if result.stateful:
+            verdicts.append(result.stateful["verdict"])
         sharded = config.shard is not None and config.shard[1] > 1
         # a shard's coverage is its part's: merge-reports applies --min-coverage to the whole run's
         gating = dataclasses.replace(config, min_coverage={}) if sharded else config
-        verdicts.append(_run_coverage(gating, self.spec, run_coverage, session.params, report, self.base_cmd))
+        verdicts.append(_run_coverage(gating, self.spec, run_coverage, session.params, result, self.base_cmd))
         if session.deviations is not None and session.deviations.expired:
-            report["problems"] += session.deviations.expired_problems()
+            result.problems += [Problem.from_dict(p) for p in session.deviations.expired_problems()]
             verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
         failed = any(v in ("fail", "error") for v in verdicts) or self.tracker.faults > 0
-        report["verdict"], report["exit_code"] = ("fail", 1) if failed else ("pass", 0)
+        result.set_verdict(*(("fail", 1) if failed else ("pass", 0)))
         if failed:  # a command that reproduces this run's failures, whatever kind of run it was
-            report["replay"] = self.replay_command()
-        if config.shard is not None:
-            report["shard"]["rerun"] = f"{self.base_cmd} {_selection_args(config)}"
-        _data_errors(report)
+            result.replay = self.replay_command()
+        if result.shard is not None:
+            result.shard["rerun"] = f"{self.base_cmd} {_selection_args(config)}"
+        _data_errors(result)
 
     def replay_command(self) -> str:
         config = self.config
@@ -1192,28 +1159,24 @@ def _claim_order(scenarios: list, cost: Callable) -> tuple[list, list]:
     return ordered, []
 
 
-def _data_errors(report: dict) -> None:
+def _data_errors(result: RunResult) -> None:
     """A failure of the spec itself or of its input (``failures.DATA_ERRORS``:
     a CEL error, a refused replay argument) makes the verdict ``error``, exit
     2: the run could not be carried out as written, whatever the implementation
     did. Each one is also a problem, at the file:line its message names."""
     found = [
-        (s["id"], s["failure"]) for s in report["scenarios"] if (s.get("failure") or {}).get("kind") in DATA_ERRORS
+        (entry.id, entry.failure.kind, entry.failure.message)
+        for entry in result.scenarios
+        if entry.failure is not None and entry.failure.kind in DATA_ERRORS
     ]
-    stateful = report.get("stateful") or {}
-    if (stateful.get("failure") or {}).get("kind") in DATA_ERRORS:
-        found.append(("stateful exploration", stateful["failure"]))
-    for where, failure in found:
-        at = re.search(r"(\S+\.(?:ya?ml|json):\d+)", failure["message"])
-        report["problems"].append(
-            {
-                "kind": failure["kind"],
-                "where": at.group(1) if at else where,
-                "message": failure["message"].splitlines()[0],
-            }
-        )
+    failure = (result.stateful or {}).get("failure") or {}
+    if failure.get("kind") in DATA_ERRORS:
+        found.append(("stateful exploration", failure["kind"], failure["message"]))
+    for where, kind, message in found:
+        at = re.search(r"(\S+\.(?:ya?ml|json):\d+)", message)
+        result.add_problem(kind, message.splitlines()[0], at.group(1) if at else where)
     if found:
-        report["verdict"], report["exit_code"] = "error", 2
+        result.set_verdict("error", 2)
 
 
 def _parts(config: RunConfig) -> list[tuple[int, int]]:
@@ -1290,7 +1253,7 @@ def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
     return str(base / f"{prepared.spec.id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
 
-def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOutcome, report: dict) -> None:
+def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOutcome, result: RunResult) -> None:
     """Write the scenario's steps as a trace (conformance check-trace reads it)."""
     from ..traces.format import header_line, lines_of_session
 
@@ -1312,9 +1275,7 @@ def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOut
             for line in lines_of_session(steps, session.probe_calls()):
                 handle.write(line + "\n")
     except OSError as exc:
-        report["problems"].append(
-            {"kind": "report-error", "where": str(path), "message": f"could not write the trace: {exc}"}
-        )
+        result.add_problem("report-error", f"could not write the trace: {exc}", str(path))
 
 
 def _search_more(
@@ -1326,7 +1287,7 @@ def _search_more(
     capabilities: dict,
     on_example,
     prepared: Prepared,
-    report: dict,
+    result: RunResult,
     tracker: _Tracker,
     *,
     seed: int,
@@ -1361,16 +1322,12 @@ def _search_more(
         tracker.phase = "searching"
         raise
     except Exception as exc:
-        report["problems"].append(
-            {
-                "kind": "internal-error",
-                "where": "stateful exploration",
-                "message": (
-                    f"internal error in the conformance kit while looking for further distinct failures "
-                    f"(--max-failures): {_exception_text(exc)}; the failures reported were found before it "
-                    f"(set CONFORMANCE_DEBUG=1 to see the traceback)"
-                ),
-            }
+        result.add_problem(
+            "internal-error",
+            f"internal error in the conformance kit while looking for further distinct failures "
+            f"(--max-failures): {_exception_text(exc)}; the failures reported were found before it "
+            f"(set CONFORMANCE_DEBUG=1 to see the traceback)",
+            "stateful exploration",
         )
         if os.environ.get("CONFORMANCE_DEBUG"):
             traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
@@ -1560,7 +1517,7 @@ def _describe_stateful_failure(
         failure.replay = rerun
 
 
-def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report: dict, base_cmd: str) -> str:
+def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, result: RunResult, base_cmd: str) -> str:
     """Coverage of the whole run per category, the --min-coverage gates, and
     the failure the state diagram highlights; returns the gates' verdict."""
     from ..reporting._format import failed_checks
@@ -1569,7 +1526,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
     from .pairs import pairs_report
 
     counts = coverage.as_dict()
-    concurrent = bool(((report.get("implementation") or {}).get("capabilities") or {}).get("concurrent"))
+    concurrent = bool(result.implementation.capabilities.get("concurrent"))
     bound = _run_bound(config, spec, params, concurrent)
     categories = coverage_categories(spec, counts, params, concurrent, bound)
     gates, failure = check_gates(categories, config.min_coverage)
@@ -1577,7 +1534,7 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         failure.replay = f"{base_cmd} {_selection_args(config)}{_parts_args(config)} " + " ".join(
             f"--min-coverage {g['category']}={g['minimum']:g}" for g in gates
         )
-    report["coverage"] = {
+    result.coverage = {
         "categories": categories,
         "transitions": counts["transitions"],
         "states": counts["states"],
@@ -1594,9 +1551,9 @@ def _run_coverage(config: RunConfig, spec: Spec, coverage, params: dict, report:
         "gates": gates,
         "failure": failure.to_dict() if failure else None,
     }
-    first = next((f for _, f in failed_checks(report) if f and f.get("kind") != "coverage"), None)
-    if report["spec"].get("lifecycle") is not None:
-        report["spec"]["lifecycle"]["highlight"] = failure_focus(spec, first)
+    first = next((f for _, f in failed_checks(result.to_report()) if f and f.get("kind") != "coverage"), None)
+    if result.spec.lifecycle is not None:
+        result.spec.lifecycle["highlight"] = failure_focus(spec, first)
     return "fail" if failure is not None else "pass"
 
 
