@@ -1233,3 +1233,64 @@ def test_the_probe_judging_a_concurrent_group_is_not_a_step_of_the_counterexampl
     # a probe call that no longer follows a group (the group split into plain calls) is a step
     split = [{"index": 0, "operation": "start_job", "args": {}}, {**failure.steps[-1], "index": 1}]
     assert group_checks(split) == set() and len(steps_of_trace(split)) == 2
+
+
+def _eviction_tie(first: tuple[str, ...]) -> list[dict]:
+    """thread-jobs: 21 jobs started in thread t1 (job-1 .. job-21, the
+    retention limit being 20), all finished at one instant, ``first`` marked
+    first, then a list of the terminal jobs: the 21st marking evicts one."""
+    steps = [
+        {"call": "start_job", "args": {"thread_id": "t1", "tool_call_id": f"c{n}", "tool_name": "a"}}
+        for n in range(1, 22)
+    ]
+    order = [*first, *(f"job-{n}" for n in range(1, 22) if f"job-{n}" not in first)]
+    steps += [
+        {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": ""}} for job in order
+    ]
+    return steps + [{"call": "list_jobs", "args": {"thread_id": "t1", "statuses": ["completed"]}}]
+
+
+def test_a_long_failure_on_an_ordering_gets_its_shorter_face_where_another_operation_reads_it():
+    """thread-jobs unstable_tie_order breaks completion ties by id text. The
+    eviction it gets wrong needs the thread filled past its retention limit
+    (43 steps, none removable); the same ordering also orders what a turn
+    boundary injects, where the bug shows in 5 steps. The search finds that
+    face from a prefix of the long failure's steps, and reduces it."""
+    from conformance.engine.attribution import orderings_in_play
+    from conformance.engine.causes import length_of
+    from conformance.engine.faces import readers_of, shorter_face
+    from conformance.engine.reduce import replay_steps
+
+    session = _session_for(_mutant_factory("thread-jobs", "unstable_tie_order"))
+    try:
+        long = replay_steps(session, _eviction_tie(("job-2", "job-1")))
+        assert long is not None and (long.operation, length_of(long)) == ("list_jobs", 43), long and long.message
+        orderings = orderings_in_play(session, long)
+        assert orderings == {"completion_order"} and readers_of(session.spec, orderings) == ["turn_boundary"]
+        budget = ReplayBudget(250)
+        face = shorter_face(session, long, orderings, budget)
+    finally:
+        session.close()
+    assert face is not None and face.operation == "turn_boundary" and length_of(face) == 5, face and face.message
+    assert "a shorter face of the exploration's failure (43 steps" in face.message
+    assert "then turn_boundary, which reads the records in the same ordering (completion_order)" in face.message
+    assert budget.spent < 120, budget.spent  # a bisection of the prefixes, then the face's own reduction
+
+
+def test_a_long_failure_without_a_shorter_face_costs_a_bisection_and_no_reduction():
+    """thread-jobs evict_by_start_time evicts by start instead of completion.
+    A turn boundary shows that too, but only after the eviction: no earlier
+    than the failure itself, so there is no shorter face. Finding out takes
+    a bisection of the prefixes and no reduction."""
+    from conformance.engine.faces import shorter_face
+    from conformance.engine.reduce import replay_steps
+
+    session = _session_for(_mutant_factory("thread-jobs", "evict_by_start_time"))
+    try:
+        long = replay_steps(session, _eviction_tie(("job-2",)))
+        assert long is not None and long.operation == "list_jobs", long and long.message
+        budget = ReplayBudget(250)
+        assert shorter_face(session, long, frozenset({"completion_order"}), budget) is None
+    finally:
+        session.close()
+    assert budget.spent <= 7, budget.spent  # log2(42) + 1

@@ -94,7 +94,13 @@ def _out_of_place(expected: list, observed: list) -> set:
 
 
 def _list_keys(value: Any, key: str) -> list | None:
-    if not isinstance(value, list) or not all(isinstance(item, dict) and key in item for item in value):
+    """The keys of a list of records, or the list itself when it lists keys
+    (a turn boundary's injected job ids); None for anything else."""
+    if not isinstance(value, list):
+        return None
+    if all(isinstance(item, str | int) and not isinstance(item, bool) for item in value):
+        return list(value)
+    if not all(isinstance(item, dict) and key in item for item in value):
         return None
     return [item[key] for item in value]
 

@@ -761,6 +761,7 @@ class _Run:
         self.capabilities: dict = prepared.identity.get("capabilities") or {}
         self.adapter_args = _adapter_args(config, prepared.target)
         self.base_cmd = run_command(config, prepared.target)
+        self.faces: list[Failure] = []  # shorter faces of a part's first failure (engine/faces.py)
 
     def describe(self) -> None:
         """What was checked: the spec, the implementation, its parameters."""
@@ -966,6 +967,7 @@ class _Run:
         """The part's failure reduced, the distinct ones after it (--max-failures),
         each described; returns those after the first."""
         more: list[Failure] = []  # the distinct failures after the first, as they are found
+        self.faces = []  # this part's
         met: dict[int, set[tuple]] = {}  # per failure (id): the failure found before it that it shows first
         if outcome.failure is not None and outcome.verdict == "fail":
             watch.enter("reducing")  # counts the failure found
@@ -992,8 +994,8 @@ class _Run:
             )
         if outcome.failure is None:
             return more
-        found = [outcome.failure, *more]
-        causes = group_by_cause(found, met, self.orderings_in_play(found)) if more else [outcome.failure]
+        found = _shortest_of_each([outcome.failure, *more, *self.faces])
+        causes = group_by_cause(found, met, self.orderings_in_play(found)) if len(found) > 1 else found
         outcome.failure, more = causes[0], causes[1:]
         for number, failure in enumerate([*causes, *(s for c in causes for s in c.symptoms)], 1):
             self.describe_failure(failure, number=number, part=part)
@@ -1022,10 +1024,27 @@ class _Run:
                 if explained.kind != "linearizability":
                     outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays))
             outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
+            self.look_for_a_shorter_face(outcome.failure)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
+
+    def look_for_a_shorter_face(self, failure: Failure) -> None:
+        """A long failure that turns on one of the spec's orderings may show in
+        a few steps where another operation reads that ordering (engine/faces.py):
+        found, it joins the failures grouped by cause, and heads them."""
+        from .faces import LONG_ENOUGH, shorter_face
+
+        if failure.kind != "divergence" or length_of(failure) <= LONG_ENOUGH:
+            return
+        orderings = orderings_in_play(self.session, failure)
+        if not orderings:
+            return
+        budget = ReplayBudget(_reduce_replays(self.config) // FACE_SHARE)
+        face = shorter_face(self.session, failure, orderings, budget)
+        if face is not None:
+            self.faces.append(face)
 
     def shorter_from_first(self, outcome: Any, replays: int) -> Failure:
         """The reduced failure, or the same bug reduced from where the exploration
@@ -1144,6 +1163,9 @@ def _explain_scenario_race(session: Session, scenario: Any, outcome: ScenarioOut
 # in length), and the worker that finishes its part first then runs more of
 # them, so the workers end together.
 CLAIM_RESERVE = 0.3
+# The search for a shorter face of the first failure spends up to this
+# fraction (1/N) of the reduction's replays.
+FACE_SHARE = 4
 
 
 def _claim_order(scenarios: list, cost: Callable) -> tuple[list, list]:
@@ -1157,6 +1179,18 @@ def _claim_order(scenarios: list, cost: Callable) -> tuple[list, list]:
             return ordered[:position], ordered[position:]
         before += costs[scenario.id]
     return ordered, []
+
+
+def _shortest_of_each(failures: list[Failure]) -> list[Failure]:
+    """The failures, one per signature: the shortest (the first found of
+    equal ones). A shorter face (engine/faces.py) may repeat a failure the
+    hunt for more found too."""
+    shortest: dict[tuple, Failure] = {}
+    for failure in failures:
+        kept = shortest.get(signature(failure))
+        if kept is None or length_of(failure) < length_of(kept):
+            shortest[signature(failure)] = failure
+    return [failure for failure in failures if shortest[signature(failure)] is failure]
 
 
 def _data_errors(result: RunResult) -> None:
