@@ -55,6 +55,28 @@ def recorded(tmp_path_factory):
     return base
 
 
+@pytest.fixture(scope="module")
+def thread_jobs_traces(tmp_path_factory):
+    """thread-jobs scenarios N3 and N4 of its reference, recorded once (the
+    fast tests edit these; ``recorded`` records every matrix)."""
+    base = tmp_path_factory.mktemp("thread-jobs-traces")
+    proc = kit(
+        "run",
+        "thread-jobs",
+        "--scenario",
+        "N3",
+        "--scenario",
+        "N4",
+        "--record",
+        str(base / "thread-jobs"),
+        "--report-dir",
+        str(base / "run"),
+        cwd=base,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return base
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_traces_recorded_from_a_reference_pass(recorded, spec, tmp_path):
@@ -69,8 +91,8 @@ def test_traces_recorded_from_a_reference_pass(recorded, spec, tmp_path):
     assert all(s["category"] == "trace" for s in report["scenarios"])
 
 
-def test_an_edited_answer_fails_at_its_line(recorded, tmp_path):
-    lines = (recorded / "thread-jobs" / "N3.jsonl").read_text(encoding="utf-8").splitlines()
+def test_an_edited_answer_fails_at_its_line(thread_jobs_traces, tmp_path):
+    lines = (thread_jobs_traces / "thread-jobs" / "N3.jsonl").read_text(encoding="utf-8").splitlines()
     number = next(i for i, line in enumerate(lines, 1) if '"status": "running"' in line and '"result"' in line)
     lines[number - 1] = lines[number - 1].replace('"status": "running"', '"status": "completed"', 1)
     edited = tmp_path / "edited.jsonl"
@@ -197,12 +219,12 @@ def test_a_trace_that_cannot_be_read_names_its_line(tmp_path, content, line, wor
     assert report["verdict"] == "error" and report["problems"][0]["where"] == f"{trace}:{line}"
 
 
-def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(recorded, tmp_path):
+def test_to_scenario_turns_the_failing_stretch_into_a_reviewable_scenario(thread_jobs_traces, tmp_path):
     import shutil
 
     import yaml
 
-    lines = (recorded / "thread-jobs" / "N4.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (thread_jobs_traces / "thread-jobs" / "N4.jsonl").read_text(encoding="utf-8").splitlines()
     number = next(i for i, line in enumerate(lines, 1) if '"injected": ["j1"]' in line)
     lines[number - 1] = lines[number - 1].replace('"injected": ["j1"]', '"injected": []', 1)
     edited = tmp_path / "lost-injection.jsonl"
