@@ -702,7 +702,12 @@ class _Reducer:
                         continue
                     if self.fails(candidate):
                         steps = candidate
-                        break  # the simplest value that keeps the failure (candidates come simplest first)
+                        # The simplest value that keeps the failure (candidates come simplest
+                        # first); the slot is looked at again, from its new value: a round
+                        # leaves each argument as simple as it gets, and the next round of
+                        # the reduction, with nothing changed, can end it.
+                        done.discard(slot)
+                        break
         return steps
 
 
