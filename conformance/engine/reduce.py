@@ -798,7 +798,9 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             steps = reducer.leave_out_names(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) != before:
-                refreshed = False
+                # The next round starts from the replay's own names (one replay), so
+                # that when it finds nothing to change the reduction is done.
+                steps, refreshed = reducer.in_own_names(steps) or steps, True
             elif refreshed or (fresh := reducer.in_own_names(steps)) is None:
                 break
             else:
