@@ -901,11 +901,11 @@ def test_the_failures_found_survive_trouble_while_more_are_sought(tmp_path, monk
     the failures already found (the first, and the distinct ones since)."""
     from conformance.engine import runner
 
-    def search(config, spec, session, outcome, *args, more, **kwargs):
+    def search(spec, session, outcome, settings, *, more, **kwargs):
         more.append(replace(outcome.failure, operation="list_jobs", path="result.jobs", message="another bug"))
         raise KeyboardInterrupt() if trouble == "interrupt" else RuntimeError("the search broke")
 
-    monkeypatch.setattr(runner, "_more_failures", search)
+    monkeypatch.setattr(runner, "more_failures", search)
     report = _explore(
         tmp_path, "trouble", _demo_factory(), deviations=str(DEMO / "deviations.yaml"), max_failures=3, shrink_s=1
     )
@@ -973,7 +973,7 @@ def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lift
     one at a time, show one of them is that bug again (seen through what it
     left behind), not a distinct failure."""
     from conformance.engine.reduce import explain_race
-    from conformance.engine.runner import _unmasked
+    from conformance.engine.hunt import unmasked
 
     fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
     session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))
@@ -994,11 +994,11 @@ def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lift
         session.known_failures.append(("cancel_job", "result.status"))
         masked = explain_race(session, failure())
         assert signature(masked) != ("divergence", "cancel_job", "result.status"), masked.message
-        unmasked = _unmasked(session, lambda: explain_race(session, failure()))
+        lifted = unmasked(session, lambda: explain_race(session, failure()))
         assert session.known_failures == [("cancel_job", "result.status")]  # the masks are back
     finally:
         session.close()
-    assert signature(unmasked) == ("divergence", "cancel_job", "result.status"), unmasked.message
+    assert signature(lifted) == ("divergence", "cancel_job", "result.status"), lifted.message
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ keeps the verdict, a bug in a writer makes it ``error``. A run in parts
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 import shlex
@@ -45,6 +44,7 @@ from .budgets import REDUCE_REPLAYS, ReplayBudget
 from .causes import group_by_cause, length_of
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
+from .hunt import HuntSettings, more_failures
 from .interrupts import checkpoint
 from .loaded_specs import load_spec_once
 from .profiles import PROFILES
@@ -1330,21 +1330,27 @@ def _search_more(
     met: dict[int, set[tuple]],
     phase: Callable[[str], None] | None = None,
 ) -> None:
-    """``_more_failures`` into ``more``, so that what it finds is never lost:
+    """``hunt.more_failures`` into ``more``, so that what it finds is never lost:
     the failures found before it are complete, so an interrupt reports them
     (with those it found so far), and a fault of the kit's own while it
     searches becomes a problem in the report beside them."""
+    settings = HuntSettings(
+        max_failures=config.max_failures,
+        seed=seed,
+        profile=config.profile,
+        examples=max_examples or PROFILES[config.profile]["max_examples"],
+        replays=_reduce_replays(config),
+        shrink_s=config.shrink_s,
+        database=_example_db(config, prepared),
+    )
     try:
-        _more_failures(
-            config,
+        more_failures(
             spec,
             session,
             outcome,
-            capabilities,
-            on_example,
-            prepared,
-            seed=seed,
-            max_examples=max_examples,
+            settings,
+            capabilities=capabilities,
+            on_example=on_example,
             more=more,
             met=met,
             phase=phase,
@@ -1365,150 +1371,6 @@ def _search_more(
         )
         if os.environ.get("CONFORMANCE_DEBUG"):
             traceback.print_exc(file=getattr(config.output_capture, "kit_stderr", None))
-
-
-def _more_failures(
-    config: RunConfig,
-    spec: Spec,
-    session: Session,
-    outcome,
-    capabilities: dict,
-    on_example,
-    prepared: Prepared,
-    seed: int | None = None,
-    max_examples: int | None = None,
-    more: list[Failure] | None = None,
-    met: dict[int, set[tuple]] | None = None,
-    phase: Callable[[str], None] | None = None,
-) -> list[Failure]:
-    """Distinct failures after the first (--max-failures): the exploration runs
-    again, with the next seed, while the failures found so far are masked like
-    accepted deviations; only divergences can be masked, so it stops at any
-    other kind. Each new failure is reduced like the first. A masked bug
-    leaves the implementation's state apart from the model's, so later reads
-    differ too: a new failure whose steps, replayed with the masks lifted,
-    first fail as one reported already is that bug's consequence. It is
-    masked as well and listed as that failure's symptom (engine/causes.py),
-    and the search goes on (a few more explorations at most, together
-    generating no more examples than were left of the exploration's own)."""
-    from .reduce import explain_race, steps_of_trace
-    from .stateful import run_stateful
-
-    more = [] if more is None else more  # the distinct failures after the first, appended as found
-    met = {} if met is None else met
-    phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
-    known = {signature(outcome.failure)}
-    masked = outcome.failure  # the failure masked next
-    budgets = _HuntBudgets(config)
-    first_seed = config.seed if seed is None else seed
-    # The hunt shares the exploration's examples: a failing run generates no more
-    # examples in all than a passing one (shrinking and reduction aside), so
-    # looking for more failures never makes it take many times as long.
-    examples_left = (max_examples or PROFILES[config.profile]["max_examples"]) - outcome.explored
-    tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
-    try:
-        while (
-            1 + distinct < config.max_failures
-            and tries < config.max_failures + 1
-            and masked.kind == "divergence"
-            and masked.path
-            and examples_left > 0
-        ):
-            _, operation, path = signature(masked)
-            session.known_failures.append((operation, path))
-            tries += 1
-            seed = first_seed + tries
-            again = run_stateful(
-                spec,
-                session,
-                profile=config.profile,
-                seed=seed,
-                capabilities=capabilities,
-                on_example=on_example,
-                shrink_s=config.shrink_s,
-                database=_example_db(config, prepared),
-                max_examples=examples_left,
-                shrink_examples=0,  # reduced by replaying it alone (_HuntBudgets)
-            )
-            examples_left -= again.explored
-            if again.verdict != "fail" or again.failure is None or not again.failure.steps:
-                break
-            phase("reducing")
-            failure = (
-                _unmasked(session, functools.partial(explain_race, session, again.failure))
-                if again.failure.kind == "linearizability"
-                else again.failure
-            )
-            if signature(failure) in known:
-                break  # a race that, one call at a time, shows a failure reported already: the same bug
-            failure = budgets.reduce(session, failure, [outcome.failure, *more])  # keeps its signature
-            known.add(signature(failure))
-            masked = failure
-            failure.seed = seed
-            first = _unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
-            if first is not None and signature(first) in known - {signature(failure)}:
-                met[id(failure)] = {signature(first)}  # a consequence of a failure found already: its symptom
-            else:
-                distinct += 1
-                failure.message += (
-                    f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
-                    f"{distinct} failure(s) found before it)"
-                )
-            more.append(failure)
-            phase("looking for more")
-    finally:
-        session.known_failures.clear()
-    return more
-
-
-class _HuntBudgets:
-    """What the failures found after the first may spend: no shrinking by
-    Hypothesis (an example of it costs what a replay does, and the replay
-    reduction gets further per try) and one budget of replays for all of
-    them, a quarter of the first failure's, each taking half of what is left,
-    so a failing run hunting for more failures stays within a small multiple
-    of a passing run whatever it finds. The headline's reduction stays
-    complete: a failure shorter than every one found before it (it heads the
-    report unless a shorter one follows) whose share ran out is reduced again
-    from its own steps with a whole budget."""
-
-    def __init__(self, config: RunConfig) -> None:
-        self.replays = _reduce_replays(config)
-        self.shared = ReplayBudget(self.replays // 4)
-
-    def reduce(self, session: Session, failure: Failure, found: list[Failure]) -> Failure:
-        from .causes import length_of
-        from .reduce import reduce_failure
-
-        share = self.shared.share(0.5)
-        reduced = reduce_failure(session, failure, share)
-        if share.stopped and self.replays and all(length_of(reduced) < length_of(other) for other in found):
-            return reduce_failure(session, failure, ReplayBudget(self.replays))  # it would head the report
-        return reduced
-
-
-def _replay_first(session: Session, steps: list[dict]) -> Failure | None:
-    """The first failure of ``steps`` replayed with the spec's probe after
-    each step, as the exploration runs them: where the implementation's state
-    first parts from the model's (None when they pass, or when the
-    implementation cannot be started again)."""
-    from .reduce import replay_steps
-
-    try:
-        return replay_steps(session, steps, probe_each=True)
-    except AdapterLoadError:
-        return None
-
-
-def _unmasked(session: Session, run: Callable[[], Any]) -> Any:
-    """``run()`` with the failures masked by --max-failures lifted (accepted
-    deviations stay)."""
-    masks = list(session.known_failures)
-    session.known_failures.clear()
-    try:
-        return run()
-    finally:
-        session.known_failures[:] = masks
 
 
 def _describe_stateful_failure(

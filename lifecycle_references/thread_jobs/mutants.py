@@ -424,7 +424,7 @@ _TABLE = [
 # reduced counterexamples to 1.5 times these.
 SHORTEST: dict[str, int] = {
     'cancel_finished_job': 3,
-    'double_inject_race': 5,
+    'double_inject_race': 3,
     'duplicate_id_accepted': 2,
     'generated_id_collides': 2,
     'evict_at_limit': 41,
@@ -442,7 +442,7 @@ SHORTEST: dict[str, int] = {
     'lines_limit_exclusive': 2,
     'outcome_check_then_act': 3,
     'size_ignores_trailing_newline': 2,
-    'cancel_check_then_act': 4,
+    'cancel_check_then_act': 2,
     'size_in_characters': 2,
     'second_start_allowed': 2,
     'id_unique_per_thread': 2,

@@ -1,0 +1,188 @@
+"""The hunt for further distinct failures after the first (``--max-failures``).
+
+The exploration runs again, with the next seed, while the failures found so
+far are masked like accepted deviations (``Session.known_failures``); only
+divergences can be masked, so it stops at any other kind. Each new failure
+is reduced like the first, on a shared budget (``HuntBudgets``). A masked
+bug leaves the implementation's state apart from the model's, so later reads
+differ too: a new failure whose steps, replayed with the masks lifted, first
+fail as one reported already is that bug's consequence (``met``, for
+engine/causes.py). The run path (engine/runner.py) calls it and keeps what
+it found through interrupts and faults.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AdapterLoadError
+from .budgets import ReplayBudget
+from .failures import Failure, signature
+
+if TYPE_CHECKING:
+    from statemachines import Spec
+
+    from .session import Session
+
+__all__ = ["HuntSettings", "HuntBudgets", "more_failures", "unmasked"]
+
+
+@dataclass(frozen=True)
+class HuntSettings:
+    """What the hunt may do: find up to ``max_failures`` in all, exploring
+    from ``seed + 1`` on with the exploration's ``profile`` and no more
+    examples in all than the exploration's ``examples`` left; ``replays``:
+    the first failure's reduction budget (the hunt's reductions share a
+    quarter of it)."""
+
+    max_failures: int
+    seed: int
+    profile: str
+    examples: int
+    replays: int
+    shrink_s: float | None = None
+    database: str | None = None
+
+
+def more_failures(
+    spec: Spec,
+    session: Session,
+    outcome: Any,
+    settings: HuntSettings,
+    *,
+    capabilities: dict,
+    on_example: Callable | None = None,
+    more: list[Failure] | None = None,
+    met: dict[int, set[tuple]] | None = None,
+    phase: Callable[[str], None] | None = None,
+) -> list[Failure]:
+    """Distinct failures after the first (--max-failures): the exploration runs
+    again, with the next seed, while the failures found so far are masked like
+    accepted deviations; only divergences can be masked, so it stops at any
+    other kind. Each new failure is reduced like the first. A masked bug
+    leaves the implementation's state apart from the model's, so later reads
+    differ too: a new failure whose steps, replayed with the masks lifted,
+    first fail as one reported already is that bug's consequence. It is
+    masked as well and listed as that failure's symptom (engine/causes.py),
+    and the search goes on (a few more explorations at most, together
+    generating no more examples than were left of the exploration's own)."""
+    from .reduce import explain_race, steps_of_trace
+    from .stateful import run_stateful
+
+    more = [] if more is None else more  # the distinct failures after the first, appended as found
+    met = {} if met is None else met
+    phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
+    known = {signature(outcome.failure)}
+    masked = outcome.failure  # the failure masked next
+    budgets = HuntBudgets(settings.replays)
+    # The hunt shares the exploration's examples: a failing run generates no more
+    # examples in all than a passing one (shrinking and reduction aside), so
+    # looking for more failures never makes it take many times as long.
+    examples_left = settings.examples - outcome.explored
+    tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
+    try:
+        while (
+            1 + distinct < settings.max_failures
+            and tries < settings.max_failures + 1
+            and masked.kind == "divergence"
+            and masked.path
+            and examples_left > 0
+        ):
+            _, operation, path = signature(masked)
+            session.known_failures.append((operation, path))
+            tries += 1
+            seed = settings.seed + tries
+            again = run_stateful(
+                spec,
+                session,
+                profile=settings.profile,
+                seed=seed,
+                capabilities=capabilities,
+                on_example=on_example,
+                shrink_s=settings.shrink_s,
+                database=settings.database,
+                max_examples=examples_left,
+                shrink_examples=0,  # reduced by replaying it alone (HuntBudgets)
+            )
+            examples_left -= again.explored
+            if again.verdict != "fail" or again.failure is None or not again.failure.steps:
+                break
+            phase("reducing")
+            failure = (
+                unmasked(session, functools.partial(explain_race, session, again.failure))
+                if again.failure.kind == "linearizability"
+                else again.failure
+            )
+            if signature(failure) in known:
+                break  # a race that, one call at a time, shows a failure reported already: the same bug
+            failure = budgets.reduce(session, failure, [outcome.failure, *more])  # keeps its signature
+            known.add(signature(failure))
+            masked = failure
+            failure.seed = seed
+            first = unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
+            if first is not None and signature(first) in known - {signature(failure)}:
+                met[id(failure)] = {signature(first)}  # a consequence of a failure found already: its symptom
+            else:
+                distinct += 1
+                failure.message += (
+                    f"\n(a distinct failure, found with seed {seed} while the exploration accepted the "
+                    f"{distinct} failure(s) found before it)"
+                )
+            more.append(failure)
+            phase("looking for more")
+    finally:
+        session.known_failures.clear()
+    return more
+
+
+class HuntBudgets:
+    """What the failures found after the first may spend: no shrinking by
+    Hypothesis (an example of it costs what a replay does, and the replay
+    reduction gets further per try) and one budget of replays for all of
+    them, a quarter of the first failure's, each taking half of what is left,
+    so a failing run hunting for more failures stays within a small multiple
+    of a passing run whatever it finds. The headline's reduction stays
+    complete: a failure shorter than every one found before it (it heads the
+    report unless a shorter one follows) whose share ran out is reduced again
+    from its own steps with a whole budget."""
+
+    def __init__(self, replays: int) -> None:
+        self.replays = replays
+        self.shared = ReplayBudget(self.replays // 4)
+
+    def reduce(self, session: Session, failure: Failure, found: list[Failure]) -> Failure:
+        from .causes import length_of
+        from .reduce import reduce_failure
+
+        share = self.shared.share(0.5)
+        reduced = reduce_failure(session, failure, share)
+        if share.stopped and self.replays and all(length_of(reduced) < length_of(other) for other in found):
+            return reduce_failure(session, failure, ReplayBudget(self.replays))  # it would head the report
+        return reduced
+
+
+def _replay_first(session: Session, steps: list[dict]) -> Failure | None:
+    """The first failure of ``steps`` replayed with the spec's probe after
+    each step, as the exploration runs them: where the implementation's state
+    first parts from the model's (None when they pass, or when the
+    implementation cannot be started again)."""
+    from .reduce import replay_steps
+
+    try:
+        return replay_steps(session, steps, probe_each=True)
+    except AdapterLoadError:
+        return None
+
+
+def unmasked(session: Session, run: Callable[[], Any]) -> Any:
+    """``run()`` with the failures masked by --max-failures lifted (accepted
+    deviations stay)."""
+    masks = list(session.known_failures)
+    session.known_failures.clear()
+    try:
+        return run()
+    finally:
+        session.known_failures[:] = masks
