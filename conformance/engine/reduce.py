@@ -452,12 +452,17 @@ class _Reducer:
         groups) and still shows so: a list without races replays the same
         way every time, so each later candidate needs one replay instead of
         many (a replay through a command-line tool costs a process per step).
-        ``steps`` themselves otherwise, after one replay."""
+        Else, when the failure still shows with the groups left out, without
+        them. ``steps`` themselves otherwise, after one or two replays."""
         if failure.kind == "linearizability" or not _races(steps):
             return steps
         calls = [call for step in steps for call in (self.one_by_one(step) if "concurrently" in step else [step])]
         if self.replay_fails(calls):
             return self.as_replayed(calls)
+        # The failure may not need the groups at all, only what came between them.
+        without = [step for step in steps[:-1] if "concurrently" not in step] + steps[-1:]
+        if len(without) < len(steps) and not _races(without) and self.replay_fails(without):
+            return self.as_replayed(without)
         return steps
 
     def split_groups(self, steps: list[dict]) -> list[dict]:
