@@ -7,6 +7,9 @@ alone, and how long the counterexample each seed gets is.
     .venv/bin/python benchmarks/seed_kills.py --all           # every in-process mutant (about 20 min on 2 cores
                                                               # with --kills-only)
     .venv/bin/python benchmarks/seed_kills.py --ablation      # all on, none, each off, each alone (kills only)
+    .venv/bin/python benchmarks/seed_kills.py --all --jobs 2 --gate   # a scheduled gate: exit 1 on a miss or
+                                                              # a counterexample over 1.5x (about half an
+                                                              # hour on 2 cores)
 
 Each mutant's exploration runs at the ci profile, without scenarios, once per
 seed. The first figure is the mean over the mutants of the number of seeds
@@ -46,7 +49,7 @@ from conformance.engine.runner import run_conformance  # noqa: E402
 from conformance.mutants import load_mutants, mutant_config  # noqa: E402
 from statemachines import load_spec  # noqa: E402
 
-__all__ = ["SUBSET", "SEEDS", "LENGTH_LIMIT", "measure_seed_kills"]
+__all__ = ["SUBSET", "SEEDS", "LENGTH_LIMIT", "measure_seed_kills", "gate_problems"]
 
 SEEDS = (1, 2, 3, 4, 5)
 LENGTH_LIMIT = 1.5  # a counterexample's steps over its mutant's declared shortest (issue 33)
@@ -85,30 +88,42 @@ def _explore(spec_path: str, name: str, mutant, seed: int, lengths: bool) -> dic
     return run_conformance(config).get("stateful") or {}
 
 
-def measure_seed_kills(selection: dict[str, list[str] | None], seeds=SEEDS, log=print, lengths: bool = True) -> dict:
+def measure_seed_kills(
+    selection: dict[str, list[str] | None], seeds=SEEDS, log=print, lengths: bool = True, jobs: int = 1
+) -> dict:
     """Per mutant ("spec:name") the seeds that killed it; their mean count;
     the exploration's steps per second over every run (shrinking included);
     and, with ``lengths``, each seed's counterexample length over the
-    mutant's declared shortest (``_length_figures``)."""
+    mutant's declared shortest (``_length_figures``). ``jobs`` > 1 runs
+    that many (mutant, seed) explorations at once, each in a process of its
+    own (the figures are the same: each run depends only on its seed)."""
+    tasks = [
+        (spec_path, name, seed)
+        for spec_path, names in selection.items()
+        for name in (names if names is not None else sorted(_mutants(spec_path)))
+        for seed in seeds
+    ]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            runs = list(pool.map(_run_one, tasks, [lengths] * len(tasks)))
+    else:
+        runs = [_run_one(task, lengths) for task in tasks]
     killed: dict[str, list[int]] = {}
     rows: list[dict] = []
-    steps, seconds = 0, 0.0
-    for spec_path, names in selection.items():
-        mutants = load_mutants(load_spec(ROOT / spec_path).implementations["mutants"])
-        for name in names if names is not None else sorted(mutants):
-            got = []
-            label = f"{Path(spec_path).stem}:{name}"
-            for seed in seeds:
-                stateful = _explore(str(ROOT / spec_path), name, mutants[name], seed, lengths)
-                steps += stateful.get("steps") or 0
-                seconds += stateful.get("duration_s") or 0.0
-                if stateful.get("verdict") == "fail":
-                    got.append(seed)
-                    if lengths:
-                        rows.append(_length_row(label, seed, mutants[name].shortest, stateful))
-            killed[label] = got
+    for (spec_path, name, seed), run in zip(tasks, runs):
+        label = f"{Path(spec_path).stem}:{name}"
+        got = killed.setdefault(label, [])
+        if run["killed"]:
+            got.append(seed)
+            if lengths:
+                rows.append(_length_row(label, seed, run["shortest"], run["stateful"]))
+        if seed == seeds[-1]:
             shown = [f"{r['seed']}:{r['steps']}/{r['shortest']}" for r in rows if r["mutant"] == label]
             log(f"  {label}: killed at seeds {got}" + (f"; seed:steps/shortest {shown}" if lengths else ""))
+    steps = sum(run["steps"] for run in runs)
+    seconds = sum(run["seconds"] for run in runs)
     mean = sum(len(s) for s in killed.values()) / len(killed) if killed else None
     return {
         "mean_seeds_killed": None if mean is None else round(mean, 3),
@@ -118,6 +133,38 @@ def measure_seed_kills(selection: dict[str, list[str] | None], seeds=SEEDS, log=
         "steps_per_s": round(steps / seconds, 2) if seconds else None,
         **(_length_figures(rows) if lengths else {}),
     }
+
+
+def _mutants(spec_path: str) -> dict:
+    return load_mutants(load_spec(ROOT / spec_path).implementations["mutants"])
+
+
+def _run_one(task: tuple[str, str, int], lengths: bool) -> dict:
+    """One (spec, mutant, seed) exploration: whether it killed, its steps and
+    seconds, and (its failure only) the stateful entry."""
+    spec_path, name, seed = task
+    mutant = _mutants(spec_path)[name]
+    stateful = _explore(str(ROOT / spec_path), name, mutant, seed, lengths)
+    return {
+        "killed": stateful.get("verdict") == "fail",
+        "shortest": mutant.shortest,
+        "steps": stateful.get("steps") or 0,
+        "seconds": stateful.get("duration_s") or 0.0,
+        "stateful": {"verdict": stateful.get("verdict"), "failure": stateful.get("failure")},
+    }
+
+
+def gate_problems(result: dict) -> list[str]:
+    """What fails the ``--gate``: a (mutant, seed) the exploration missed, and
+    one whose counterexample is over LENGTH_LIMIT times its declared shortest."""
+    seeds = set(result["seeds"])
+    missed = [
+        f"{label} missed at seed(s) {sorted(seeds - set(got))}"
+        for label, got in result["killed"].items()
+        if set(got) != seeds
+    ]
+    over = [f"{line} (over {LENGTH_LIMIT}x)" for line in result.get("over_limit", [])]
+    return missed + over
 
 
 def _length_row(label: str, seed: int, shortest: int, stateful: dict) -> dict:
@@ -187,14 +234,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ablation", action="store_true", help="once per steering choice switched off")
     parser.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds 1..N (default 5)")
     parser.add_argument("--kills-only", action="store_true", help="no shrinking or reduction: no length figure")
+    parser.add_argument("--jobs", type=int, default=1, help="explorations run at once, a process each (default 1)")
+    parser.add_argument(
+        "--gate", action="store_true", help="exit 1 when a seed misses a mutant or a counterexample is over 1.5x"
+    )
     args = parser.parse_args(argv)
     selection: dict = {spec: None for spec in IN_PROCESS_SPECS} if args.all else SUBSET
     seeds = tuple(range(1, args.seeds + 1))
     if args.ablation:
         result = _ablation(selection, seeds)
     else:
-        result = measure_seed_kills(selection, seeds, log=_to_stderr, lengths=not args.kills_only)
+        result = measure_seed_kills(selection, seeds, log=_to_stderr, lengths=not args.kills_only, jobs=args.jobs)
     print(json.dumps(result, indent=2))
+    if args.gate and not args.ablation:
+        problems = gate_problems(result)
+        for line in problems:
+            _to_stderr(f"gate: {line}")
+        return 1 if problems else 0
     return 0
 
 

@@ -168,15 +168,32 @@ def test_counterexample_lengths_are_read_from_the_reduced_failure_and_counted_ov
     assert seed_kills._length_figures([])["length_ratio_max"] is None
 
 
+def test_the_seed_kills_gate_names_each_missed_seed_and_each_counterexample_over_the_limit():
+    seed_kills = _seed_kills()
+    result = {
+        "seeds": [1, 2, 3],
+        "killed": {"thread-jobs:a": [1, 2, 3], "thread-jobs:b": [1, 3]},
+        "over_limit": ["thread-jobs:a seed 2: 4/2"],
+    }
+    assert seed_kills.gate_problems(result) == [
+        "thread-jobs:b missed at seed(s) [2]",
+        "thread-jobs:a seed 2: 4/2 (over 1.5x)",
+    ]
+    assert seed_kills.gate_problems({**result, "killed": {"thread-jobs:a": [1, 2, 3]}, "over_limit": []}) == []
+
+
 @pytest.mark.slow
 def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_shortest():
-    """One sequential mutant at one seed, as run.py's figure measures it: the
+    """One sequential mutant at two seeds, as run.py's figure measures it: the
     exploration kills it, and its shrunk and reduced counterexample is no
     shorter than the shortest the mutant declares (a shorter one would make
-    the declaration, and every ratio, wrong) and within 1.5 times it."""
+    the declaration, and every ratio, wrong) and within 1.5 times it; the two
+    seeds run at once (``--jobs 2``), each in a process of its own."""
     seed_kills = _seed_kills()
-    result = seed_kills.measure_seed_kills({"spec/async-jobs.yaml": ["job-manager.cancel_not_sticky"]}, seeds=(1,))
-    assert result["killed"] == {"async-jobs:job-manager.cancel_not_sticky": [1]}, result
-    (row,) = result["lengths"]
-    assert row["shortest"] <= row["steps"] and row["ratio"] == round(row["steps"] / row["shortest"], 3), row
-    assert result["length_ratio_max"] == row["ratio"] <= seed_kills.LENGTH_LIMIT, row
+    selection = {"spec/async-jobs.yaml": ["job-manager.cancel_not_sticky"]}
+    result = seed_kills.measure_seed_kills(selection, seeds=(1, 2), jobs=2)
+    assert result["killed"] == {"async-jobs:job-manager.cancel_not_sticky": [1, 2]}, result
+    for row in result["lengths"]:
+        assert row["shortest"] <= row["steps"] and row["ratio"] == round(row["steps"] / row["shortest"], 3), row
+    assert result["length_ratio_max"] <= seed_kills.LENGTH_LIMIT, result["lengths"]
+    assert [row["seed"] for row in result["lengths"]] == [1, 2]  # in task order, whichever process ran each
