@@ -114,6 +114,14 @@ def test_what_shows_a_decision_of_an_ordering_going_the_other_way():
     shows = evidence(field, answer, "job_id")
     assert shows(frozenset({"a", "b"})) and not shows(frozenset({"b", "c"})) and not shows(frozenset({"a", "c"}))
     assert not evidence(field, {"result": {}}, "job_id")(frozenset({"a", "b"}))
+    # a list of keys (the job ids a turn boundary injected) reads as a list of records does
+    ids = Failure(kind="divergence", message="m", path="result.injected[0]", expected=["b", "a"], observed=["a", "b"])
+    assert evidence(ids, None, "job_id")(frozenset({"a", "b"}))
+    # effects beside the differing one that are no records (no key): no evidence, and no crash
+    effect = Failure(kind="divergence", message="m", path="effects[0].reason", expected="size", observed="lines")
+    spilled = {"effect": "payload_spilled", "job_id": "a", "reason": "lines"}
+    answer = {"effects": [spilled, {"effect": "turn_requested", "thread_id": "t1", "reason": "size"}]}
+    assert not evidence(effect, answer, "job_id")(frozenset({"a", "b"}))
 
 
 def _task_table_with(mutant_name: str):

@@ -926,6 +926,33 @@ def test_the_failures_found_survive_trouble_while_more_are_sought(tmp_path, monk
         assert "RuntimeError: the search broke" in report["problems"][0]["message"]
 
 
+@pytest.mark.slow
+def test_a_fault_of_the_kit_while_grouping_failures_by_cause_keeps_them_all(tmp_path, monkeypatch):
+    """Grouping failures by cause replays them for the orderings they turn on:
+    a fault of the kit's own there (a sweep met a KeyError in it, and the run
+    lost its verdict) lists the failures ungrouped, shortest first, and says so."""
+    from conformance.engine import runner
+
+    def search(spec, session, outcome, settings, *, more, **kwargs):
+        more.append(replace(outcome.failure, operation="list_jobs", path="result.jobs", message="another bug"))
+
+    def broken(*args, **kwargs):
+        raise KeyError("job_id")
+
+    monkeypatch.setattr(runner, "more_failures", search)
+    monkeypatch.setattr(runner, "group_by_cause", broken)
+    report = _explore(
+        tmp_path, "grouping", _demo_factory(), deviations=str(DEMO / "deviations.yaml"), max_failures=3, shrink_s=1
+    )
+    assert report["verdict"] == "fail" and report["exit_code"] == 1, report["problems"]
+    failures = [report["stateful"]["failure"], *report["stateful"].get("more_failures", [])]
+    assert sorted(f["operation"] for f in failures) == ["list_jobs", "observe_progress"], failures
+    assert all(Path(f["counterexample_file"]).is_file() for f in failures)
+    [problem] = report["problems"]
+    assert problem["kind"] == "internal-error" and "grouping the failures found by cause" in problem["message"]
+    assert "KeyError" in problem["message"] and problem["where"] == "stateful exploration"
+
+
 def test_a_long_campaign_keeps_every_failure_and_never_ends_shrinking_itself():
     """conformance.fuzzing hands shrinking and the choice of bugs to
     Hypothesis and HypoFuzz: nothing is rejected and no budget ends a run."""
@@ -972,8 +999,8 @@ def test_a_race_showing_a_bug_reported_already_is_recognised_with_the_masks_lift
     """--max-failures masks the failures found so far; a later race whose calls,
     one at a time, show one of them is that bug again (seen through what it
     left behind), not a distinct failure."""
-    from conformance.engine.reduce import explain_race
     from conformance.engine.hunt import unmasked
+    from conformance.engine.reduce import explain_race
 
     fixtures = Path(__file__).resolve().parent / "fixtures" / "two_bugs.py"
     session = _session_for(_load(fixtures, "StaleCancelAnswerAdapter"))

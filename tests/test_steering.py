@@ -40,6 +40,26 @@ def test_a_left_out_kind_takes_the_next_kept_slot_and_never_all_are_left_out():
     assert not off.left_out
 
 
+def test_swarm_testing_never_leaves_out_the_races():
+    """A check-then-act window needs its concurrent group: the kinds swarm
+    testing must keep draw nothing and are never left out."""
+    swarm = Swarm(["a", "concurrent g", "b"], always=frozenset({"concurrent g"}))
+    swarm.draw(_Choices([1, 0]))  # one draw per kind it may leave out: "a", then "b"
+    assert swarm.left_out == {"a"} and [swarm.kept(i) for i in range(3)] == [1, 1, 2]
+    swarm.draw(_Choices([1, 1]))  # every kind it may leave out: nothing is left out instead
+    assert not swarm.left_out
+
+
+def test_the_exploration_keeps_its_concurrent_groups_out_of_swarm_testing(monkeypatch):
+    from conformance.engine.stateful import Explorer
+
+    monkeypatch.setattr(steering, "CHOICES", SteeringChoices(swarm=True))
+    spec = load_spec(SPEC)
+    explorer = Explorer(spec, spec.default_parameters(), concurrent=True)
+    assert any(kind.startswith("concurrent ") for kind in explorer.swarm.labels)
+    assert explorer.swarm.kinds and not any(kind.startswith("concurrent ") for kind in explorer.swarm.kinds)
+
+
 def _model_with_two_jobs():
     spec = load_spec(SPEC)
     model = Model(spec, spec.default_parameters())

@@ -82,7 +82,9 @@ def evidence(failure: Failure, answer: Any, key: str) -> Callable[[frozenset], b
     if holder is None:
         return lambda ordered: False
     field = (failure.path or "").rsplit(".", 1)[-1]
-    took = {s[key] for s in siblings if s.get(key) != holder and field in s and s[field] == failure.expected}
+    took = {
+        s[key] for s in siblings if s.get(key) not in (None, holder) and field in s and s[field] == failure.expected
+    }
     return lambda ordered: holder in ordered and bool(took & ordered)
 
 

@@ -995,11 +995,33 @@ class _Run:
         if outcome.failure is None:
             return more
         found = _shortest_of_each([outcome.failure, *more, *self.faces])
-        causes = group_by_cause(found, met, self.orderings_in_play(found)) if len(found) > 1 else found
+        causes = self.grouped(found, met) if len(found) > 1 else found
         outcome.failure, more = causes[0], causes[1:]
         for number, failure in enumerate([*causes, *(s for c in causes for s in c.symptoms)], 1):
             self.describe_failure(failure, number=number, part=part)
         return more
+
+    def grouped(self, found: list[Failure], met: dict[int, set[tuple]]) -> list[Failure]:
+        """The failures grouped by cause (engine/causes.py); a fault of the
+        kit's own while grouping lists them ungrouped, shortest first, and
+        says so: the failures found are never lost to it."""
+        try:
+            return group_by_cause(found, met, self.orderings_in_play(found))
+        except Exception as exc:
+            self.kit_fault("grouping the failures found by cause; they are listed ungrouped", exc)
+            return sorted(found, key=length_of)
+
+    def kit_fault(self, while_doing: str, exc: Exception) -> None:
+        """A fault of the kit's own in a step the failures found do not depend on:
+        a problem in the report (the traceback with CONFORMANCE_DEBUG=1)."""
+        self.result.add_problem(
+            "internal-error",
+            f"internal error in the conformance kit while {while_doing}: {_exception_text(exc)} "
+            "(set CONFORMANCE_DEBUG=1 to see the traceback)",
+            "stateful exploration",
+        )
+        if os.environ.get("CONFORMANCE_DEBUG"):
+            traceback.print_exc(file=getattr(self.config.output_capture, "kit_stderr", None))
 
     def orderings_in_play(self, failures: list[Failure]) -> dict[int, frozenset[str]]:
         """Per failure (``id()``), the spec's orderings it turns on (engine/attribution.py),
@@ -1038,11 +1060,13 @@ class _Run:
 
         if failure.kind != "divergence" or length_of(failure) <= LONG_ENOUGH:
             return
-        orderings = orderings_in_play(self.session, failure)
-        if not orderings:
+        try:
+            orderings = orderings_in_play(self.session, failure)
+            budget = ReplayBudget(_reduce_replays(self.config) // FACE_SHARE)
+            face = shorter_face(self.session, failure, orderings, budget) if orderings else None
+        except Exception as exc:
+            self.kit_fault("looking for a shorter face of the failure found", exc)
             return
-        budget = ReplayBudget(_reduce_replays(self.config) // FACE_SHARE)
-        face = shorter_face(self.session, failure, orderings, budget)
         if face is not None:
             self.faces.append(face)
 

@@ -208,7 +208,11 @@ class Explorer:
         # engine/steering.py: swarm testing (kinds of action an example leaves
         # out) and the counts that steer key draws, snapshot per example
         self.steering = Steering(dataclasses.replace(steering.CHOICES))
-        self.swarm = Swarm([_action_label(action) for action in self.actions], self.steering.choices.swarm)
+        labels = [_action_label(action) for action in self.actions]
+        # Races are never left out: a check-then-act window needs the concurrent groups,
+        # and an example without them lost those kills (engine/steering.py).
+        races = frozenset(label for label in labels if label.startswith("concurrent ") or label == "derived")
+        self.swarm = Swarm(labels, self.steering.choices.swarm, always=races)
         self._swarm_drawn = False
         self.advance_ms = self._clock_moves()
         self._batch_plans: dict = {}

@@ -74,10 +74,11 @@ class Swarm:
     """Which kinds of action an example leaves out, read against the
     weighted action list: ``kept(index)`` is the slot a drawn index becomes."""
 
-    def __init__(self, labels: Sequence[Any], enabled: bool = True):
+    def __init__(self, labels: Sequence[Any], enabled: bool = True, always: frozenset = frozenset()):
         self.labels = list(labels)
-        # each kind once, in list order (none: swarm testing switched off, nothing drawn)
-        self.kinds = list(dict.fromkeys(self.labels)) if enabled else []
+        # each kind once, in list order (none: swarm testing switched off, nothing drawn);
+        # the kinds in ``always`` are never left out
+        self.kinds = [kind for kind in dict.fromkeys(self.labels) if kind not in always] if enabled else []
         self.left_out: frozenset = frozenset()
 
     def draw(self, data) -> None:
