@@ -402,7 +402,7 @@ _TABLE = [
 # counterexample file counts them; tests/test_mutants.py holds the kit's
 # reduced counterexamples to 1.5 times these.
 SHORTEST: dict[str, int] = {
-    'double_notify_race': 5,
+    'double_notify_race': 4,
     'token_count_sums_inputs': 4,
     'keeps_six_activities': 4,
     'activities_keep_oldest': 4,
@@ -418,12 +418,12 @@ SHORTEST: dict[str, int] = {
     'child_not_killed': 5,
     'cascade_stops_at_finished_child': 6,
     'cascade_breadth_first': 8,
-    'child_shares_parent_controller': 5,
-    'complete_check_then_act': 4,
-    'queue_lost_update': 3,
+    'child_shares_parent_controller': 4,
+    'complete_check_then_act': 3,
+    'queue_lost_update': 2,
     'drain_keeps_queue': 4,
-    'progress_writes_back_stale_task': 4,
-    'kill_check_then_act': 4,
+    'progress_writes_back_stale_task': 3,
+    'kill_check_then_act': 3,
     'main_session_foreground_notifies': 3,
     'auto_background_refires': 5,
 }

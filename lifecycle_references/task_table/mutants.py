@@ -246,11 +246,11 @@ _TABLE = [
 # reduced counterexamples to 1.5 times these.
 SHORTEST: dict[str, int] = {
     'cancel_all_misses_later_tasks': 3,
-    'cancel_check_then_act': 3,
+    'cancel_check_then_act': 2,
     'cancel_finished_true': 3,
     'cancel_flips_status_early': 3,
     'canceled_not_queued': 3,
-    'drain_copy_then_clear': 4,
+    'drain_copy_then_clear': 3,
     'drain_keeps_queue': 4,
     'eviction_drops_outcome': 67,
     'evicts_newest': 67,
