@@ -52,9 +52,12 @@ class SteeringChoices:
     60; all three: 53; without swarm: 55; without rare keys: 49; without
     target: 51; rare keys alone: 56); the losses were the race mutants,
     whose check-then-act windows need the concurrent groups that swarm
-    testing leaves out of a third of the examples. ``benchmarks/seed_kills.py
-    --ablation`` measures them again; switching one on is a one-line change
-    here once it helps."""
+    testing leaves out of a third of the examples. Swarm testing that never
+    leaves them out (as now) still lost: 56 of 60 against 59 without it
+    (2026-11-27: kill_check_then_act and queue_lost_update need operations
+    beside the race, list_not_acknowledging a sequence of one operation).
+    ``benchmarks/seed_kills.py --ablation`` measures them again; switching one
+    on is a one-line change here once it helps."""
 
     swarm: bool = False
     rare_keys: bool = False
