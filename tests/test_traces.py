@@ -36,22 +36,21 @@ def report_of(directory: Path) -> dict:
     return report
 
 
+def record(base: Path, spec: str, *scenarios: str) -> None:
+    """Record the reference's scenarios of ``spec`` (all when none are named)
+    as traces in ``base / spec``."""
+    chosen = [arg for scenario in scenarios for arg in ("--scenario", scenario)] or ["--no-stateful"]
+    out = ["--record", str(base / spec), "--report-dir", str(base / f"{spec}-run")]
+    proc = kit("run", spec, *chosen, *out, cwd=base)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """The scenario matrix of each bundled reference, recorded once."""
     base = tmp_path_factory.mktemp("recorded")
     for spec in SPECS:
-        proc = kit(
-            "run",
-            spec,
-            "--no-stateful",
-            "--record",
-            str(base / spec),
-            "--report-dir",
-            str(base / f"{spec}-run"),
-            cwd=base,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        record(base, spec)
     return base
 
 
@@ -60,20 +59,7 @@ def thread_jobs_traces(tmp_path_factory):
     """thread-jobs scenarios N3 and N4 of its reference, recorded once (the
     fast tests edit these; ``recorded`` records every matrix)."""
     base = tmp_path_factory.mktemp("thread-jobs-traces")
-    proc = kit(
-        "run",
-        "thread-jobs",
-        "--scenario",
-        "N3",
-        "--scenario",
-        "N4",
-        "--record",
-        str(base / "thread-jobs"),
-        "--report-dir",
-        str(base / "run"),
-        cwd=base,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record(base, "thread-jobs", "N3", "N4")
     return base
 
 
