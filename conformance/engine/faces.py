@@ -61,7 +61,8 @@ def shorter_face(session: Session, failure: Failure, orderings: frozenset[str], 
     steps = steps_of_trace(failure.steps or [])
     if len(steps) <= LONG_ENOUGH:
         return None
-    for operation in readers_of(session.spec, orderings):
+    offered = session.spec.offered_operations(session.params)  # a profile may leave some out
+    for operation in (op for op in readers_of(session.spec, orderings) if op in offered):
         found = _shortest_prefix_failing(session, steps, operation, orderings, budget)
         if found is None:
             continue
