@@ -9,12 +9,13 @@ show it in 5 steps. The exploration may meet the long face first, and
 replaying it smaller cannot turn one face into the other.
 
 So when a reduced failure is long and turns on an ordering
-(``attribution.orderings_in_play``), its steps are replayed cut short, each
-prefix (shortest first) followed by one call of an operation that reads
-records in that ordering (a ``for_each`` or ``collect`` with ``ordering:``),
-its required arguments taken from the failing call's (then the latest step's)
-arguments of the same name. The first such call that fails, turning on the
-same ordering, is a shorter face of the same bug: it is reduced in turn and
+(``attribution.orderings_in_play``), its steps are replayed cut short, a
+prefix followed by one call of an operation that reads records in that
+ordering (a ``for_each`` or ``collect`` with ``ordering:``), its required
+arguments taken from the failing call's (then the latest step's) arguments
+of the same name. The shortest such prefix is found by bisection, from all
+steps but the failing one; when that call fails there, turning on the same
+ordering, it is a shorter face of the same bug: it is reduced in turn and
 reported as the failure's headline, the long face listed under it as a
 symptom (engine/causes.py). Every replay counts against a budget of replays
 (engine/budgets.py); a passing run never gets here.
