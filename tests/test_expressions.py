@@ -228,3 +228,25 @@ def test_the_kit_does_not_load_cels_command_line_until_someone_uses_it():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_cpu_budget_reads_the_clock_lazily_and_still_stops_a_long_evaluation(monkeypatch):
+    """Reading a thread's CPU clock is a system call (tens of microseconds under
+    load): a small evaluation never reads it, a long one still stops at the
+    budget's CPU time."""
+    from statemachines.language import expressions
+
+    readings = []
+    real = expressions.time.thread_time
+    monkeypatch.setattr(expressions.time, "thread_time", lambda: readings.append(1) or real())
+    small = compile_expression("size(jobs.filter(j, j.status == 'running')) >= 0", "test")
+    assert small.evaluate({"jobs": [{"status": "running"}, {"status": "done"}]}) is True
+    assert readings == []
+
+    budget = expressions._Budget(10**9, 0.0)  # no CPU time at all
+    ticks = 0
+    while not budget.spent and ticks < 1000:
+        budget.tick()
+        ticks += 1
+    assert budget.spent and "CPU time" in budget.why, budget.why
+    assert ticks <= 32 and len(readings) <= 2, (ticks, readings)

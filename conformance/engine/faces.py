@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from statemachines.model import steps as S
 
-from ..errors import AdapterLoadError
 from .budgets import ReplayBudget
 from .causes import length_of
 from .failures import Failure
@@ -90,12 +89,13 @@ def _shortest_prefix_failing(
     the failing step (one replay when even that does not fail); None when
     none is found within ``budget``."""
     from .attribution import orderings_in_play
+    from .reduce import replay_or_none
 
     def fails(cut: int) -> Failure | None:
         call = _reading_call(session.spec, operation, steps[:cut], steps)
         if call is None or budget.spent_out():
             return None
-        found = _replayed(session, [*steps[:cut], call], budget)
+        found = replay_or_none(session, [*steps[:cut], call], budget=budget)
         return found if found is not None and found.kind == "divergence" and found.operation == operation else None
 
     high = len(steps) - 1
@@ -142,19 +142,3 @@ def _arguments_of(step: Any) -> dict:
         return _arguments_of(calls[0]) if calls else {}
     args = step.get("args")
     return args if isinstance(args, dict) else {}
-
-
-def _replayed(session: Session, steps: list[dict], budget: ReplayBudget) -> Failure | None:
-    """The first failure of ``steps`` replayed, one replay spent (None also
-    when the implementation cannot be started again)."""
-    import time
-
-    from .reduce import replay_steps
-
-    started = time.perf_counter()
-    try:
-        return replay_steps(session, steps)
-    except AdapterLoadError:
-        return None
-    finally:
-        budget.replayed(len(steps), started)

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AdapterLoadError
 from .budgets import ReplayBudget
 from .failures import Failure, signature
 
@@ -69,7 +68,7 @@ def more_failures(
     masked as well and listed as that failure's symptom (engine/causes.py),
     and the search goes on (a few more explorations at most, together
     generating no more examples than were left of the exploration's own)."""
-    from .reduce import explain_race, steps_of_trace
+    from .reduce import explain_race, replay_or_none, steps_of_trace
     from .stateful import run_stateful
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
@@ -122,7 +121,9 @@ def more_failures(
             known.add(signature(failure))
             masked = failure
             failure.seed = seed
-            first = unmasked(session, functools.partial(_replay_first, session, steps_of_trace(failure.steps)))
+            first = unmasked(
+                session, functools.partial(replay_or_none, session, steps_of_trace(failure.steps), probe_each=True)
+            )
             if first is not None and signature(first) in known - {signature(failure)}:
                 met[id(failure)] = {signature(first)}  # a consequence of a failure found already: its symptom
             else:
@@ -162,19 +163,6 @@ class HuntBudgets:
         if share.stopped and self.replays and all(length_of(reduced) < length_of(other) for other in found):
             return reduce_failure(session, failure, ReplayBudget(self.replays))  # it would head the report
         return reduced
-
-
-def _replay_first(session: Session, steps: list[dict]) -> Failure | None:
-    """The first failure of ``steps`` replayed with the spec's probe after
-    each step, as the exploration runs them: where the implementation's state
-    first parts from the model's (None when they pass, or when the
-    implementation cannot be started again)."""
-    from .reduce import replay_steps
-
-    try:
-        return replay_steps(session, steps, probe_each=True)
-    except AdapterLoadError:
-        return None
 
 
 def unmasked(session: Session, run: Callable[[], Any]) -> Any:

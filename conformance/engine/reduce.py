@@ -178,6 +178,22 @@ def replay_steps(
     return None
 
 
+def replay_or_none(
+    session: Session, steps: list[dict], *, probe_each: bool = False, budget: ReplayBudget | None = None
+) -> Failure | None:
+    """``replay_steps`` for a search beside the reduction: the first failure,
+    or None when the steps pass or the implementation cannot be started
+    again; one replay of ``budget`` spent, when given."""
+    started = time.perf_counter()
+    try:
+        return replay_steps(session, steps, probe_each=probe_each)
+    except AdapterLoadError:
+        return None
+    finally:
+        if budget is not None:
+            budget.replayed(len(steps), started)
+
+
 class _Reducer:
     def __init__(self, session: Session, target: tuple, budget: ReplayBudget):
         self.session, self.target, self.budget = session, target, budget
