@@ -122,3 +122,53 @@ def test_the_same_seed_gives_the_same_exploration(monkeypatch, steered):
         coverage = stateful["coverage"]
         runs.append((stateful["steps"], stateful["examples"], coverage["pairs"], coverage["triples"]))
     assert runs[0] == runs[1]
+
+
+def _task_progress_with_a_running_and_a_pending_task():
+    spec = load_spec(str(ROOT / "spec" / "task-progress.yaml"))
+    model = Model(spec, spec.default_parameters())
+    model.reset()
+    ids = ["a00000001", "a00000002"]
+    for task_id in ids:
+        args = {"kind": "agent", "description": "d", "mode": "async"}
+        registered = model.predict("register_task", args, {"result": {"task_id": task_id}})
+        assert registered.ok, registered.error
+    started = model.predict("start_task", {"task_id": ids[0]})
+    assert started.ok, started.error
+    return spec, model, ids  # ids[0] runs, ids[1] is pending
+
+
+def _raw_key(explorer, op: str, pick: int) -> tuple:
+    """A raw draw of ``op``'s arguments whose key (task_id) is (roll 60, ``pick``)."""
+    _, names, _ = explorer.args_plan(op)
+    return tuple((60, pick) if name == "task_id" else None for name in names)
+
+
+@pytest.mark.parametrize("pick, moved", [(0, True), (1, True), (3, False), (7, False)])
+def test_a_racing_group_mostly_moves_onto_a_record_every_call_accepts(pick, moved):
+    """A completion racing a progress update on a pending task cannot open the
+    update's check-then-act window (the completion fails alone): three draws
+    in four move the group onto a running task; the fourth keeps the record."""
+    from conformance.engine.stateful import Explorer
+
+    spec, model, (running, pending) = _task_progress_with_a_running_and_a_pending_task()
+    explorer = Explorer(spec, spec.default_parameters(), concurrent=True)
+    explorer.model = model
+    calls = [
+        ("complete_task", {"task_id": pending, "result": "r"}),
+        ("update_progress", {"task_id": pending, "input_tokens": 1, "output_tokens": 1, "tool_uses": []}),
+    ]
+    before = model.snapshot()
+    got = explorer.contested(calls, ("task_id",), _raw_key(explorer, "complete_task", pick), "complete_task")
+    assert [args["task_id"] for _, args in got] == ([running] * 2 if moved else [pending] * 2)
+    assert [op for op, _ in got] == ["complete_task", "update_progress"]
+    assert got[0][1]["result"] == "r" and got[1][1]["input_tokens"] == 1  # only the key moves
+    # trying the records changed nothing in the model, nor its coverage
+    assert model.store.records == before[1].records and model.coverage.counts == before[4].counts
+
+    on_running = [(op, {**args, "task_id": running}) for op, args in calls]
+    assert explorer.contested(on_running, ("task_id",), _raw_key(explorer, "complete_task", 0), "complete_task") == (
+        on_running
+    )
+    explorer.model = None  # the benchmark's bare driver: nothing to ask
+    assert explorer.contested(calls, ("task_id",), _raw_key(explorer, "complete_task", 0), "complete_task") == calls

@@ -59,6 +59,7 @@ from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
 
 from statemachines import (
     ExpressionError,
+    ObservationError,
     Spec,
     SpecError,
     derived_races,
@@ -75,6 +76,9 @@ from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .profiles import PROFILES
 from .session import Session
 from .steering import RARE_PICK, Steering, Swarm
+
+# Live records a racing group's key may move to, at most, to find one every call accepts.
+CONTEST_TRIES = 4
 
 if TYPE_CHECKING:
     from statemachines import Model
@@ -389,6 +393,63 @@ class Explorer:
             }
         return plan
 
+    def contested(self, calls: list[tuple[str, dict]], shared: tuple, raw: tuple, first: str) -> list:
+        """A racing group's calls, most of the time moved onto a record they
+        contest: one that each call, made alone now, would change (a running
+        task for a completion and a progress update; a finished one for
+        racing notifiers). On a record one of them leaves as it is (a
+        completion of a pending task answers "not changed"), most
+        check-then-act windows never open. Three draws in four move, to the
+        first live record from the drawn pick on (of up to CONTEST_TRIES)
+        that every call changes; the fourth keeps the drawn record, so races
+        on refusals and no-ops are still tried."""
+        names = [n for n in shared if self._is_key(first, n)]
+        if self.model is None or not names or not self._coverage_kept() or not self.steering.choices.contested_races:
+            return calls
+        name = names[0]
+        pick = self._key_pick(first, name, raw)
+        if pick is None or pick % 4 == 3 or self._all_change(calls, name):
+            return calls
+        candidates = self.live_keys()
+        start = pick % len(candidates) if candidates else 0
+        for key in (candidates[(start + i) % len(candidates)] for i in range(min(CONTEST_TRIES, len(candidates)))):
+            moved = [(op, {**args, name: key}) if name in args else (op, args) for op, args in calls]
+            if self._all_change(moved, name):
+                return moved
+        return calls
+
+    def _all_change(self, calls: list[tuple[str, dict]], name: str) -> bool:
+        """Whether each of ``calls``, made alone now, would change the record
+        its argument ``name`` addresses (the model is left as it was; a call
+        whose answer needs what the implementation chose, such as a spilled
+        payload's path, counts as not changing it: the model cannot tell)."""
+        model = self.model
+        assert model is not None
+        for op, args in calls:
+            key = args.get(name)
+            snap = model.snapshot()
+            try:
+                before = copy.deepcopy(model.store.records.get(key))
+                if before is None or model.predict(op, args).error is not None:
+                    return False
+                if model.store.records.get(key) == before:
+                    return False
+            except ObservationError:
+                return False
+            finally:
+                model.restore(snap, again=False)
+        return True
+
+    def _is_key(self, op: str, name: str) -> bool:
+        _, names, kinds = self.args_plan(op)
+        return name in names and kinds[names.index(name)][0] == "key"
+
+    def _key_pick(self, op: str, name: str, raw: tuple) -> int | None:
+        """The pick of the raw draw of key argument ``name`` of ``op``."""
+        _, names, _ = self.args_plan(op)
+        value = raw[names.index(name)] if names.index(name) < len(raw) else None
+        return value[1] if isinstance(value, tuple) and len(value) == 2 else None
+
     def intermediate_keys(self) -> list:
         """Keys of records the model holds now in a state that is neither initial nor terminal."""
         model = self.model
@@ -595,16 +656,19 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
         lead = step[3] - 1  # drawn 0 is the last call, 1 the first, ...
         if what.get("identical"):  # the same call twice (a derived race): the first one's arguments for all
             args = explorer.resolve_args(what["calls"][0], step[2][0], keys)
-            machine.group_answers = driver.concurrently([(op, copy.deepcopy(args)) for op in what["calls"]], lead)
-            return
-        for op, raw in zip(what["calls"], step[2]):
-            args = explorer.resolve_args(op, raw, keys)
-            for name in what["same_args"]:
-                if name in shared:
-                    args[name] = shared[name]
-                elif name in args:
-                    shared[name] = args[name]
-            calls.append((op, args))
+            calls = [(op, copy.deepcopy(args)) for op in what["calls"]]
+            shared_names = tuple(args)
+        else:
+            for op, raw in zip(what["calls"], step[2]):
+                args = explorer.resolve_args(op, raw, keys)
+                for name in what["same_args"]:
+                    if name in shared:
+                        args[name] = shared[name]
+                    elif name in args:
+                        shared[name] = args[name]
+                calls.append((op, args))
+            shared_names = tuple(shared)
+        calls = explorer.contested(calls, shared_names, step[2][0], what["calls"][0])
         machine.group_answers = driver.concurrently(calls, lead)
     elif kind == "batch":
         _carry_out_batch(explorer, step, machine, driver)
