@@ -259,7 +259,7 @@ SHORTEST: dict[str, int] = {
     'keeps_65_finished': 67,
     'lost_wakeup': 3,
     'numeric_sort': 11,
-    'status_from_body_result': 3,
+    'status_from_body_result': 2,
 }
 
 MUTANTS: dict[str, Mutant] = {
