@@ -77,7 +77,7 @@ from .profiles import PROFILES
 from .session import Session
 from .steering import RARE_PICK, Steering, Swarm
 
-# Live records a racing group's key may move to, at most, to find one every call accepts.
+# Live records a racing group's key may move to, at most, to find one every call would change.
 CONTEST_TRIES = 4
 
 if TYPE_CHECKING:

@@ -50,7 +50,7 @@ __all__ = ["Swarm", "Steering", "SteeringChoices", "CHOICES", "RARE_PICK"]
 
 @dataclass
 class SteeringChoices:
-    """Which steering an exploration uses. Each is off by default: measured
+    """Which steering an exploration uses. The first three are off by default: measured
     on the shipped mutants (benchmarks/seed_kills.py --ablation, 2026-11-26,
     12 mutants x seeds 1-5 at the ci profile) every one of them killed fewer
     (seed, mutant) pairs than the exploration without steering (none: 59 of
