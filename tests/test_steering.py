@@ -152,6 +152,9 @@ def test_a_racing_group_mostly_moves_onto_a_record_every_call_accepts(pick, move
     from conformance.engine.stateful import Explorer
 
     spec, model, (running, pending) = _task_progress_with_a_running_and_a_pending_task()
+    assert model.would_change("complete_task", {"task_id": running, "result": "r"}, running)
+    assert not model.would_change("complete_task", {"task_id": pending, "result": "r"}, pending)  # "not changed"
+    assert not model.would_change("complete_task", {"task_id": "a00000009", "result": "r"}, "a00000009")  # no record
     explorer = Explorer(spec, spec.default_parameters(), concurrent=True)
     explorer.model = model
     calls = [

@@ -59,7 +59,6 @@ from hypothesis.errors import Flaky, FlakyStrategyDefinition, InvalidArgument
 
 from statemachines import (
     ExpressionError,
-    ObservationError,
     Spec,
     SpecError,
     derived_races,
@@ -403,12 +402,11 @@ class Explorer:
         first live record from the drawn pick on (of up to CONTEST_TRIES)
         that every call changes; the fourth keeps the drawn record, so races
         on refusals and no-ops are still tried."""
-        names = [n for n in shared if self._is_key(first, n)]
-        if self.model is None or not names or not self._coverage_kept() or not self.steering.choices.contested_races:
+        if self.model is None or not self.steering.choices.contested_races or not self._coverage_kept():
             return calls
-        name = names[0]
-        pick = self._key_pick(first, name, raw)
-        if pick is None or pick % 4 == 3 or self._all_change(calls, name):
+        name = next((n for n in shared if self._is_key(first, n)), None)
+        pick = None if name is None else self._key_pick(first, name, raw)
+        if name is None or pick is None or pick % 4 == 3 or self._all_change(calls, name):
             return calls
         candidates = self.live_keys()
         start = pick % len(candidates) if candidates else 0
@@ -420,25 +418,9 @@ class Explorer:
 
     def _all_change(self, calls: list[tuple[str, dict]], name: str) -> bool:
         """Whether each of ``calls``, made alone now, would change the record
-        its argument ``name`` addresses (the model is left as it was; a call
-        whose answer needs what the implementation chose, such as a spilled
-        payload's path, counts as not changing it: the model cannot tell)."""
+        its argument ``name`` addresses (``Model.would_change``)."""
         model = self.model
-        assert model is not None
-        for op, args in calls:
-            key = args.get(name)
-            snap = model.snapshot()
-            try:
-                before = copy.deepcopy(model.store.records.get(key))
-                if before is None or model.predict(op, args).error is not None:
-                    return False
-                if model.store.records.get(key) == before:
-                    return False
-            except ObservationError:
-                return False
-            finally:
-                model.restore(snap, again=False)
-        return True
+        return model is not None and all(model.would_change(op, args, args.get(name)) for op, args in calls)
 
     def _is_key(self, op: str, name: str) -> bool:
         _, names, kinds = self.args_plan(op)
@@ -446,8 +428,8 @@ class Explorer:
 
     def _key_pick(self, op: str, name: str, raw: tuple) -> int | None:
         """The pick of the raw draw of key argument ``name`` of ``op``."""
-        _, names, _ = self.args_plan(op)
-        value = raw[names.index(name)] if names.index(name) < len(raw) else None
+        index = self.args_plan(op)[1].index(name)
+        value = raw[index] if index < len(raw) else None
         return value[1] if isinstance(value, tuple) and len(value) == 2 else None
 
     def intermediate_keys(self) -> list:

@@ -28,6 +28,7 @@ the steps read ``now``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
@@ -476,6 +477,24 @@ class Model:
         snap = self.snapshot()
         try:
             return self.predict(operation, args, observation)
+        finally:
+            self.restore(snap, again=False)
+
+    def would_change(self, operation: str, args: dict, key: Any) -> bool:
+        """Whether ``operation``, made now without an observation, would succeed
+        and change the record under ``key``, leaving the model as it is (a
+        snapshot restored, as for ``peek``). False when no record has that
+        key, and when the answer needs a value the implementation chooses
+        (ObservationError): the model cannot tell then."""
+        before = self.store.records.get(key)
+        if before is None:
+            return False
+        before = copy.deepcopy(before)
+        snap = self.snapshot()
+        try:
+            return self.predict(operation, args).ok and self.store.records.get(key) != before
+        except ObservationError:
+            return False
         finally:
             self.restore(snap, again=False)
 
