@@ -67,10 +67,12 @@ class SteeringChoices:
     ``contested_races`` is on: three racing groups in four move onto a
     record each of their calls would change (``Explorer.contested``). On
     24 mutants (the race mutants and issue 36's classes) at seeds 1-5 it
-    killed 119 of 120 (seed, mutant) pairs against 117 without it
-    (2026-11-27; progress_writes_back_stale_task at seed 1 and
-    queue_lost_update at seed 2 are no longer missed), in 54 s against 74 s;
-    the steps per second of a passing run stayed within the noise."""
+    killed 117-119 of 120 (seed, mutant) pairs in three runs, against
+    116-117 in two runs without it (2026-11-27; race kills vary with
+    thread scheduling; progress_writes_back_stale_task at seed 1 was
+    killed in every run with it and missed in every run without), in
+    50-54 s against 65-74 s; the steps per second of a passing run stayed
+    within the noise."""
 
     swarm: bool = False
     rare_keys: bool = False
