@@ -51,10 +51,10 @@ def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -
 
 def _inputs(failure: Failure) -> str:
     """A failure's steps as calls and clock moves only (no answers, no ids chosen)."""
-    from .reduce import steps_of_trace
+    from .reduce import steps_of_trace, without_choices
 
     return json.dumps(
-        [{k: v for k, v in step.items() if k != "chosen"} for step in steps_of_trace(failure.steps or [])],
+        without_choices(steps_of_trace(failure.steps or [])),
         sort_keys=True,
         default=str,
     )

@@ -93,12 +93,33 @@ def other_end_states(session, outcome: RaceOutcome):
         yield end
 
 
-def _matches(model, op, args, response, acceptor, *, keep: bool = True) -> bool:
+def _matches(model, op, args, response, acceptor, *, keep: bool = True, chosen: list | None = None) -> bool:
+    """Whether the model predicts ``response`` (and takes the step, with
+    ``keep``); the prediction's chosen values are appended to ``chosen`` when
+    it does."""
     try:
         prediction = model.predict(op, args, response) if keep else model.peek(op, args, response)
-        return compare(prediction, response, accept=acceptor(op, args)) is None
+        if compare(prediction, response, accept=acceptor(op, args)) is not None:
+            return False
     except (ObservationError, ExpressionError):
         return False
+    if chosen is not None:
+        chosen.append(list(prediction.chosen))
+    return True
+
+
+def _note_choices(session, index: int | None, made: dict[int, list]) -> None:
+    """Each call of the group at ``index`` in the trace gets the values the
+    model met it choosing (generated ids, paths) in the order adopted, as a
+    plain call does: a replay that runs the group's calls one by one, or in
+    another order, renames them to what it creates (engine/reduce.py)."""
+    entry = session.trace[index] if index is not None and index < len(session.trace) else None
+    group = entry.get("concurrently") if isinstance(entry, dict) else None
+    if not group:
+        return
+    for i, values in made.items():
+        if values and i < len(group):
+            group[i]["chosen"] = values
 
 
 def _short(value, limit: int = 160) -> str:
@@ -191,6 +212,7 @@ def _linearize(
     budget = [SEARCH_BUDGET]
     best: dict = {"depth": -1, "order": [], "diff": None}
     chosen: list[int] = []
+    made: dict[int, list] = {}  # call -> the values its prediction chose, in the order being tried
 
     def settled(order: list[int]) -> bool:
         for op, args, response in followups:
@@ -229,6 +251,7 @@ def _linearize(
                 prediction = model.predict(op, args, responses[i])
                 diff = compare(prediction, responses[i], accept=acceptor(op, args))
                 seen = (prediction, responses[i])
+                made[i] = list(prediction.chosen)  # the final order predicts every call again
             except ObservationError as exc:
                 diff = ("(observation)", None, responses[i], str(exc))
             except ExpressionError as exc:
@@ -244,15 +267,22 @@ def _linearize(
     def straight(order: list[int]) -> bool:
         """The search's first order, tried with no snapshot on the way: most
         groups match it, and the search would choose it first too."""
-        return all(_matches(model, calls[i][0], calls[i][1], responses[i], acceptor) for i in order) and settled(order)
+        for i in order:
+            got: list = []
+            if not _matches(model, calls[i][0], calls[i][1], responses[i], acceptor, chosen=got):
+                return False
+            made[i] = got[0]
+        return settled(order)
 
     if straight(order_hint):
         chosen[:] = order_hint
         session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
+        _note_choices(session, index, made)
         return None
     model.restore(start)
     if search(order_hint, []):
         session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
+        _note_choices(session, index, made)
         return None
     model.restore(start)
     # The first line names the calls and where the closest order broke: the rule at stake.

@@ -66,7 +66,15 @@ from .replay_keys import choices_made, replay_key
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["explain_race", "group_checks", "race_tries", "reduce_failure", "replay_steps", "steps_of_trace"]
+__all__ = [
+    "explain_race",
+    "group_checks",
+    "race_tries",
+    "reduce_failure",
+    "replay_steps",
+    "steps_of_trace",
+    "without_choices",
+]
 
 # How many orders of one concurrent group are re-run one call at a time.
 MAX_ORDERS = 24
@@ -115,12 +123,33 @@ def steps_of_trace(trace: list[dict]) -> list[dict]:
         if "advance_ms" in step:
             steps.append({"advance_ms": step["advance_ms"]})
         elif "concurrently" in step:
-            steps.append({"concurrently": [{"call": c["operation"], "args": c["args"]} for c in step["concurrently"]]})
+            steps.append({"concurrently": [_replayable_call(c) for c in step["concurrently"]]})
         elif "operation" in step:
             steps.append({"call": step["operation"], "args": step["args"]})
             if step.get("chosen"):
                 steps[-1]["chosen"] = list(step["chosen"])
     return steps
+
+
+def _replayable_call(call: dict) -> dict:
+    """A concurrent group's call from the trace, as a step list holds it."""
+    step = {"call": call["operation"], "args": call["args"]}
+    if call.get("chosen"):
+        step["chosen"] = list(call["chosen"])
+    return step
+
+
+def without_choices(steps: list[dict]) -> list[dict]:
+    """``steps`` without what the implementation chose when they were recorded
+    (a counterexample file's form: its replay chooses afresh)."""
+
+    def plain(step: dict) -> dict:
+        out = {k: v for k, v in step.items() if k != "chosen"}
+        if "concurrently" in step:
+            out["concurrently"] = [plain(call) for call in step["concurrently"]]
+        return out
+
+    return [plain(step) for step in steps]
 
 
 def _renamed(value: Any, names: dict) -> Any:
@@ -162,13 +191,16 @@ def replay_steps(
             failure = session.advance(step["advance_ms"])
         elif "concurrently" in step:
             calls = [(c["call"], _renamed(c["args"], names) if names else c["args"]) for c in step["concurrently"]]
+            at = len(session.trace)
             failure = session.call_concurrently(calls)[1]
+            if failure is None and at < len(session.trace):
+                replayed = session.trace[at].get("concurrently") or []
+                for call, again in zip(step["concurrently"], replayed):
+                    _rename_chosen(call, again, names)
         else:
             failure = session.call(step["call"], _renamed(step["args"], names) if names else step["args"])[1]
-            if failure is None and step.get("chosen") and session.trace:
-                for before, now in zip(step["chosen"], session.trace[-1].get("chosen") or []):
-                    if before != now:
-                        names[before] = now
+            if failure is None and session.trace:
+                _rename_chosen(step, session.trace[-1], names)
         if failure is None and probe_each:
             failure = session.probe(when_changed=True)
         if failure is not None:
@@ -176,6 +208,14 @@ def replay_steps(
         if clocks is not None:
             clocks.append(max(session.now, session.model.now))  # a waiting call moves the model's
     return None
+
+
+def _rename_chosen(step: dict, replayed: dict, names: dict) -> None:
+    """Later steps name what ``step`` chose when it was recorded by what its
+    replay (``replayed``, its trace entry) chose instead."""
+    for before, now in zip(step.get("chosen") or (), replayed.get("chosen") or ()):
+        if before != now:
+            names[before] = now
 
 
 def replay_or_none(
@@ -504,7 +544,7 @@ class _Reducer:
         which no longer come by themselves once the calls are not a group:
         the failure may show only there. ``drop_steps`` takes them away
         when it does not."""
-        calls = [{"call": c["call"], "args": c["args"]} for c in group["concurrently"]]
+        calls = [{k: v for k, v in c.items() if k in ("call", "args", "chosen")} for c in group["concurrently"]]
         if not self.session.observe_after_concurrent:
             return calls
         return calls + [{"call": op, "args": args} for op, args in self.session.probe_calls()]

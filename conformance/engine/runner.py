@@ -1521,11 +1521,11 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
 
 
 def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
-    from .reduce import steps_of_trace
+    from .reduce import steps_of_trace, without_choices
 
     # the replayable steps (a group's probe calls left out: its replay makes them again),
     # without what the implementation chose when they were recorded
-    steps = [{k: v for k, v in step.items() if k != "chosen"} for step in steps_of_trace(failure.steps)]
+    steps = without_choices(steps_of_trace(failure.steps))
     doc = {
         "id": "stateful-counterexample",
         "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
