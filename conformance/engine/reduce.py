@@ -688,8 +688,13 @@ class _Reducer:
         after it that named the record are renamed to what it chose (the
         replay maps a step's ``chosen`` values). A start that reused an
         existing id to collide with it may not be needed at all once its
-        id is its own; a bug that needs an explicit id keeps it."""
+        id is its own; a bug that needs an explicit id keeps it. Every such argument goes
+        at once first (one replay: of the names ``records_under_own_names``
+        gave 64 records, few are needed), then one at a time."""
         names = set(_record_names(steps, self.session.spec.entity.key))
+        unnamed = [self.name_left_out(step, names) or step for step in steps]
+        if sum(a is not b for a, b in zip(unnamed, steps)) > 1 and self.fails(unnamed):
+            return self.as_replayed(unnamed)
         index = 0
         while index < len(steps) and not self.out_of_budget():
             left = self.without_a_name(steps, index, names)
@@ -703,20 +708,40 @@ class _Reducer:
         """``steps`` (as replayed) with the first optional argument of step
         ``index`` that names a record left out, when that still fails; None
         when no such argument can go."""
-        step = steps[index]
+        for without in self.names_left_out(steps[index], names):
+            candidate = list(steps)
+            candidate[index] = without
+            if self.fails(candidate):
+                return self.as_replayed(candidate)
+        return None
+
+    def name_left_out(self, step: dict, names: set[str]) -> dict | None:
+        """``step`` without every optional argument naming a record that it
+        can do without (None when there is none): ``names_left_out`` at once."""
+        args = step.get("args")
+        optional = self.names_left_out(step, names)
+        if not optional or not isinstance(args, dict):
+            return None
+        gone = {arg for without in optional for arg in args if arg not in without["args"]}
+        at_once = {**step, "args": {k: v for k, v in args.items() if k not in gone}}
+        return at_once if self.within_schema(at_once) else None
+
+    def names_left_out(self, step: dict, names: set[str]) -> list[dict]:
+        """``step`` with one optional argument that names a record left out,
+        for each such argument the step's schema lets it do without."""
         operation = self.session.spec.operations.get(step["call"]) if "call" in step else None
         args = step.get("args")
         if operation is None or not isinstance(args, dict):
-            return None
+            return []
         required = set(operation.args_schema.get("required") or ())
+        out = []
         for arg, value in args.items():
             if arg in required or not isinstance(value, str) or value not in names:
                 continue
-            candidate = list(steps)
-            candidate[index] = {**step, "args": {k: v for k, v in args.items() if k != arg}}
-            if self.within_schema(candidate[index]) and self.fails(candidate):
-                return self.as_replayed(candidate)
-        return None
+            without = {**step, "args": {k: v for k, v in args.items() if k != arg}}
+            if self.within_schema(without):
+                out.append(without)
+        return out
 
     def calls_to_clock_moves(self, steps: list[dict]) -> list[dict]:
         """A call that moved the virtual clock (an operation that waits for a
@@ -843,6 +868,9 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             # of it is slow; one that drops half of it halves every later replay).
             steps = reducer.drop_kinds(steps)
             steps = reducer.drop_steps(steps, smallest=max(2, len(steps) // 16))
+            # Calls of one operation made alike (a few replays) make the one-by-one tries
+            # below alike too: dropping any one of 64 identical starts is one replay, not 64.
+            steps = reducer.simplify_together(steps)
         refreshed = False
         while not reducer.out_of_budget():
             before = (len(steps), _size(steps))
