@@ -37,3 +37,10 @@ def test_ci_runs_the_fast_tier_again_with_the_lowest_hypothesis():
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "tests -q --durations=25\n" in script  # the whole suite, its slowest tests listed
     assert 'tests --hypothesis lowest -q -m "not slow"' in script
+
+
+def test_the_whole_suite_runs_one_worker_more_than_there_are_cores():
+    assert run_installed.default_workers(2) == 3 and run_installed.default_workers(1) == 2
+    workers = run_installed.parallel_defaults(["-q"])
+    assert workers[:2] == ("-n", str(run_installed.default_workers())) and "loadgroup" in workers
+    assert run_installed.parallel_defaults(["-n", "0"]) == () and run_installed.parallel_defaults(["-n4"]) == ()
