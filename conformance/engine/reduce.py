@@ -21,7 +21,10 @@ path, indexes aside) still happens:
    the others (``job-10`` beside ``job-2`` stays so), a call that asked for
    a taken name asks for the generated one it got (``bg_1-2``), and records
    go again; then
-   steps: chunks of halving size, then single steps (delta debugging);
+   steps: chunks of halving size, then single steps (delta debugging); a
+   long trace first gets the calls of one operation made alike where the
+   failure allows (``simplify_together``), so that the one-by-one tries on
+   its identical calls are one replay, not one each;
    a call that only moved the clock (one that waits) becomes that clock
    move, the failing call too when what differs is the effects the time
    delivered; two clock moves in a row become one;
@@ -37,6 +40,11 @@ path, indexes aside) still happens:
    to fail (the same calls, up to the names recorded for the
    implementation's choices: engine/replay_keys.py) is not replayed again
    and costs no replay.
+
+The calls of a concurrent group keep the values each chose (``chosen``, as
+the linearization met them), so a replay that runs the group one call at a
+time, or in which its calls land in another order, renames them as it does a
+plain call's.
 
 The result is deterministic for a deterministic implementation (every try
 is in a fixed order, and the budget counts replays, not seconds, so a busy
