@@ -133,14 +133,13 @@ def steps_of_trace(trace: list[dict]) -> list[dict]:
         elif "concurrently" in step:
             steps.append({"concurrently": [_replayable_call(c) for c in step["concurrently"]]})
         elif "operation" in step:
-            steps.append({"call": step["operation"], "args": step["args"]})
-            if step.get("chosen"):
-                steps[-1]["chosen"] = list(step["chosen"])
+            steps.append(_replayable_call(step))
     return steps
 
 
 def _replayable_call(call: dict) -> dict:
-    """A concurrent group's call from the trace, as a step list holds it."""
+    """A call from the trace (alone or in a concurrent group), as a step list
+    holds it: its operation, arguments and the values it chose."""
     step = {"call": call["operation"], "args": call["args"]}
     if call.get("chosen"):
         step["chosen"] = list(call["chosen"])
@@ -725,31 +724,37 @@ class _Reducer:
 
     def name_left_out(self, step: dict, names: set[str]) -> dict | None:
         """``step`` without every optional argument naming a record that it
-        can do without (None when there is none): ``names_left_out`` at once."""
-        args = step.get("args")
-        optional = self.names_left_out(step, names)
-        if not optional or not isinstance(args, dict):
+        can do without (``names_left_out`` at once); None when it has none."""
+        gone = self.leavable_names(step, names)
+        if not gone:
             return None
-        gone = {arg for without in optional for arg in args if arg not in without["args"]}
-        at_once = {**step, "args": {k: v for k, v in args.items() if k not in gone}}
+        at_once = {**step, "args": {k: v for k, v in step["args"].items() if k not in gone}}
         return at_once if self.within_schema(at_once) else None
 
     def names_left_out(self, step: dict, names: set[str]) -> list[dict]:
         """``step`` with one optional argument that names a record left out,
         for each such argument the step's schema lets it do without."""
+        return [
+            {**step, "args": {k: v for k, v in step["args"].items() if k != arg}}
+            for arg in self.leavable_names(step, names)
+        ]
+
+    def leavable_names(self, step: dict, names: set[str]) -> list[str]:
+        """The optional arguments of ``step`` that name a record (one of
+        ``names``) and that the step's schema lets it leave out, each alone."""
         operation = self.session.spec.operations.get(step["call"]) if "call" in step else None
         args = step.get("args")
         if operation is None or not isinstance(args, dict):
             return []
         required = set(operation.args_schema.get("required") or ())
-        out = []
-        for arg, value in args.items():
-            if arg in required or not isinstance(value, str) or value not in names:
-                continue
-            without = {**step, "args": {k: v for k, v in args.items() if k != arg}}
-            if self.within_schema(without):
-                out.append(without)
-        return out
+        return [
+            arg
+            for arg, value in args.items()
+            if arg not in required
+            and isinstance(value, str)
+            and value in names
+            and self.within_schema({**step, "args": {k: v for k, v in args.items() if k != arg}})
+        ]
 
     def calls_to_clock_moves(self, steps: list[dict]) -> list[dict]:
         """A call that moved the virtual clock (an operation that waits for a
