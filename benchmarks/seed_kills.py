@@ -10,6 +10,8 @@ alone, and how long the counterexample each seed gets is.
     .venv/bin/python benchmarks/seed_kills.py --all --jobs 2 --gate   # a scheduled gate: exit 1 on a miss or
                                                               # a counterexample over 1.5x (about half an
                                                               # hour on 2 cores)
+    .venv/bin/python benchmarks/seed_kills.py --spec async-command --jobs 2 --gate
+                                                              # the same for the process-per-step spec
 
 Each mutant's exploration runs at the ci profile, without scenarios, once per
 seed. The first figure is the mean over the mutants of the number of seeds
@@ -25,9 +27,9 @@ many pairs exceed 1.5 (issue 33's target: none). Shrinking and reduction
 start only once the exploration has failed, so the kill counts are the same
 either way. benchmarks/run.py reports them as ``mutant_seed_kills_mean``,
 ``mutant_length_ratio_max`` and ``mutant_lengths_over_1_5`` (on ``SUBSET``,
-to keep its run short). async-command's mutants are left out: each of their
-steps is a process, so five ci explorations of each would take the better
-part of an hour.
+to keep its run short). ``--all`` leaves async-command's mutants out: each
+of their steps is a process, so five ci explorations of each take far
+longer; ``--spec async-command`` runs them on their own.
 """
 
 from __future__ import annotations
@@ -224,6 +226,24 @@ def _ablation(selection: dict, seeds) -> dict:
     return out
 
 
+def _selection(every_in_process: bool, names: list[str]) -> dict | str:
+    """The mutants to run (spec path -> None for all of them): the in-process
+    specs' with ``--all``, each ``--spec``'s, else ``SUBSET``; or what is
+    wrong with a ``--spec``."""
+    if not every_in_process and not names:
+        return SUBSET
+    selection: dict = {spec: None for spec in IN_PROCESS_SPECS} if every_in_process else {}
+    for name in names:
+        path = f"spec/{name}.yaml"
+        if not (ROOT / path).is_file() or ".scenarios." in path:
+            known = sorted(p.stem for p in (ROOT / "spec").glob("*.yaml") if ".scenarios." not in p.name)
+            return f"--spec {name}: no such bundled spec (one of: {', '.join(known)})"
+        if not load_spec(ROOT / path).implementations.get("mutants"):
+            return f"--spec {name}: that spec ships no mutants"
+        selection[path] = None
+    return selection
+
+
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -231,6 +251,12 @@ def _to_stderr(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every in-process spec's mutants, not the subset")
+    parser.add_argument(
+        "--spec",
+        action="append",
+        metavar="NAME",
+        help="every mutant of this bundled spec (repeatable; async-command's too, a process per step)",
+    )
     parser.add_argument("--ablation", action="store_true", help="once per steering choice switched off")
     parser.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds 1..N (default 5)")
     parser.add_argument("--kills-only", action="store_true", help="no shrinking or reduction: no length figure")
@@ -239,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         "--gate", action="store_true", help="exit 1 when a seed misses a mutant or a counterexample is over 1.5x"
     )
     args = parser.parse_args(argv)
-    selection: dict = {spec: None for spec in IN_PROCESS_SPECS} if args.all else SUBSET
+    selection = _selection(args.all, args.spec or [])
+    if isinstance(selection, str):
+        parser.error(selection)
     seeds = tuple(range(1, args.seeds + 1))
     if args.ablation:
         result = _ablation(selection, seeds)

@@ -182,6 +182,20 @@ def test_the_seed_kills_gate_names_each_missed_seed_and_each_counterexample_over
     assert seed_kills.gate_problems({**result, "killed": {"thread-jobs:a": [1, 2, 3]}, "over_limit": []}) == []
 
 
+def test_seed_kills_selects_the_subset_every_in_process_spec_or_named_specs():
+    seed_kills = _seed_kills()
+    assert seed_kills._selection(False, []) is seed_kills.SUBSET
+    assert seed_kills._selection(True, []) == {spec: None for spec in seed_kills.IN_PROCESS_SPECS}
+    assert "spec/async-command.yaml" not in seed_kills._selection(True, [])  # a process per step: named only
+    assert seed_kills._selection(False, ["async-command"]) == {"spec/async-command.yaml": None}
+    both = seed_kills._selection(True, ["async-command"])
+    assert set(both) == {*seed_kills.IN_PROCESS_SPECS, "spec/async-command.yaml"}
+    for wrong in ("thread-jobz", "thread-jobs.scenarios", "../README"):
+        problem = seed_kills._selection(False, [wrong])
+        assert isinstance(problem, str) and f"--spec {wrong}: no such bundled spec" in problem
+        assert "async-command, async-jobs, task-progress, thread-jobs" in problem  # says what exists
+
+
 @pytest.mark.slow
 def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_shortest():
     """One sequential mutant at two seeds, as run.py's figure measures it: the
