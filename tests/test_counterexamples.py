@@ -248,6 +248,20 @@ def _mutant_factory(spec: str, name: str):
     return load_mutants(load_spec(resolve_spec(spec)).implementations["mutants"])[name].factory
 
 
+def _reduce_replayed(session, steps: list[dict], operation: str) -> list[dict]:
+    """``steps`` replayed (they must fail at ``operation``), then reduced; the
+    counterexample's steps. The session is closed either way."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None and failure.operation == operation, failure and failure.message
+        reduced = reduce_failure(session, failure)
+    finally:
+        session.close()
+    return steps_of_trace(reduced.steps)
+
+
 def test_a_sequential_bug_first_seen_in_a_race_is_reported_as_the_plain_divergence():
     from conformance.engine.reduce import explain_race
 
@@ -387,7 +401,6 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
     a running job to wait for, and a start whose explicit id collided with
     it. The wait becomes the 1 ms it moved the clock, the explicit id is left
     out, and the first start then goes."""
-    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
 
     factory = load_mutants(load_spec(resolve_spec("async-jobs")).implementations["mutants"])[
         "job-manager.cancel_not_sticky"
@@ -400,16 +413,32 @@ def test_a_wait_becomes_its_clock_move_and_an_explicit_id_is_left_to_the_impleme
         {"call": "job_tool", "args": {}},
         {"call": "list_jobs", "args": {}},
     ]
-    try:
-        failure = replay_steps(session, steps)
-        assert failure is not None and failure.operation == "list_jobs", failure and failure.message
-        reduced = reduce_failure(session, failure)
-    finally:
-        session.close()
-    kept = steps_of_trace(reduced.steps)
+    kept = _reduce_replayed(session, steps, "list_jobs")
     assert len(kept) == 4, kept
     assert [s.get("call", "advance") for s in kept] == ["start_job", "job_tool", "advance", "list_jobs"], kept
     assert "id" not in kept[0]["args"] and kept[2]["advance_ms"] == 1, kept
+
+
+def test_calls_given_the_argument_some_of_them_pass_let_the_explicit_ends_go():
+    """task-table keeps_65_finished at seed 4 once reduced to 114 steps where
+    67 suffice: of 65 jobs, 34 started with duration_ms 1 and ended at one
+    clock move, the others ended by a finish_job each. Giving every start
+    the duration some starts had lets every finish go at once."""
+
+    session = _session_for(_mutant_factory("async-jobs", "task-table.keeps_65_finished"), "async-jobs")
+    steps = [{"call": "start_job", "args": {"label": ""}, "chosen": [f"bg-{n}"]} for n in range(1, 32)]
+    steps += [
+        {"call": "finish_job", "args": {"job_id": f"bg-{n}", "outcome": "completed", "text": ""}} for n in range(1, 32)
+    ]
+    steps += [
+        {"call": "start_job", "args": {"duration_ms": 1, "label": ""}, "chosen": [f"bg-{n}"]} for n in range(32, 66)
+    ]
+    steps += [{"advance_ms": 1}, {"call": "list_jobs", "args": {}}]
+    kept = _reduce_replayed(session, steps, "list_jobs")
+    assert len(kept) == 67, [s.get("call", s) for s in kept]
+    starts = [s for s in kept if s.get("call") == "start_job"]
+    assert len(starts) == 65 and all(s["args"].get("duration_ms") == 1 for s in starts), starts[:3]
+    assert not [s for s in kept if s.get("call") == "finish_job"]
 
 
 def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_records():
@@ -606,7 +635,7 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
     is simply unknown, so almost every drop lost the crash, and the
     command-line reduction ran out of its minute at 16 steps. With the builds
     dropped the id becomes the next one of its shape again: build-0001."""
-    from conformance.engine.reduce import _first_free, reduce_failure, replay_steps, steps_of_trace
+    from conformance.engine.reduce import _first_free
 
     created = [
         {"call": "start_job", "args": {}, "chosen": [f"build-000{n}", f"tool job status build-000{n}"]} for n in (1, 2)
@@ -650,13 +679,8 @@ def test_an_id_past_the_last_one_generated_follows_when_the_records_before_it_go
         for target, work, outcome, timeout in plans
     ]
     steps += [{"call": "job_status", "args": {"job_id": "build-0010"}}]
-    try:
-        failure = replay_steps(session, steps)
-        assert failure is not None and failure.operation == "job_status", failure and failure.message
-        reduced = reduce_failure(session, failure)
-    finally:
-        session.close()
-    assert steps_of_trace(reduced.steps) == [{"call": "job_status", "args": {"job_id": "build-0001"}}], reduced.steps
+    kept = _reduce_replayed(session, steps, "job_status")
+    assert kept == [{"call": "job_status", "args": {"job_id": "build-0001"}}], kept
 
 
 def test_a_plain_failure_after_a_race_is_reduced_without_the_race():

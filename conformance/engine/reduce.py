@@ -24,7 +24,11 @@ path, indexes aside) still happens:
    steps: chunks of halving size, then single steps (delta debugging); a
    long trace first gets the calls of one operation made alike where the
    failure allows (``simplify_together``), so that the one-by-one tries on
-   its identical calls are one replay, not one each;
+   its identical calls are one replay, not one each; an optional argument
+   that some calls of an operation pass, all with one value, is given to
+   every call of it when whole kinds of steps can then go
+   (``spread_together``: every start taking the duration some had, the
+   others' explicit finishes go);
    a call that only moved the clock (one that waits) becomes that clock
    move, the failing call too when what differs is the effects the time
    delivered; two clock moves in a row become one;
@@ -669,6 +673,28 @@ class _Reducer:
                 return candidate
         return steps
 
+    def spread_together(self, steps: list[dict]) -> list[dict]:
+        """Give an optional argument to every call of an operation when the
+        calls that pass it all pass one value and the others leave it out, if
+        whole kinds of steps can then go (``drop_kinds``): with every start
+        taking the one duration some starts had, the explicit finishes of the
+        others are no longer needed, and one clock move ends every job.
+        Kept only when the list gets shorter."""
+        names = set(_record_names(steps, self.session.spec.entity.key))
+        for operation, arg in _operation_arguments(steps):
+            if self.out_of_budget():
+                break
+            value = _shared_by_some(steps, operation, arg)
+            if value is _LEAVE_OUT or (isinstance(value, str) and value in names):
+                continue
+            candidate = [_with_argument(step, operation, arg, value, everywhere=True) for step in steps]
+            if not all(self.within_schema(step) for step in candidate) or not self.fails(candidate):
+                continue
+            shorter = self.drop_kinds(candidate)
+            if len(shorter) < len(steps):
+                steps = shorter
+        return steps
+
     def listed_before(self, step: dict, slot: tuple, value: Any) -> list:
         """The values an argument's schema lists before ``value`` (its
         ``enum``, or the exploration pool it is drawn from), first first: the
@@ -884,6 +910,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             # Calls of one operation made alike (a few replays) make the one-by-one tries
             # below alike too: dropping any one of 64 identical starts is one replay, not 64.
             steps = reducer.simplify_together(steps)
+            steps = reducer.spread_together(steps)
         refreshed = False
         while not reducer.out_of_budget():
             before = (len(steps), _size(steps))
@@ -897,6 +924,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             steps = reducer.calls_to_clock_moves(steps)
             steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
+            steps = reducer.spread_together(steps)
             steps = reducer.leave_out_names(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) != before:
@@ -1003,13 +1031,29 @@ def _common_simpler(values: list) -> list:
     return []
 
 
-def _with_argument(step: dict, operation: str, arg: str, value: Any) -> dict:
-    """``step`` with argument ``arg`` of every call of ``operation`` set to
-    ``value`` (left out for ``_LEAVE_OUT``)."""
+def _shared_by_some(steps: list[dict], operation: str, arg: str) -> Any:
+    """The one value every call of ``operation`` that passes ``arg`` passes,
+    when other calls of it leave ``arg`` out; else ``_LEAVE_OUT``."""
+    calls = [
+        call
+        for step in steps
+        for call in _calls_of(step)
+        if call.get("call") == operation and isinstance(call.get("args"), dict)
+    ]
+    values = [call["args"][arg] for call in calls if arg in call["args"]]
+    if not values or len(values) == len(calls) or any(value != values[0] for value in values):
+        return _LEAVE_OUT
+    return values[0]
+
+
+def _with_argument(step: dict, operation: str, arg: str, value: Any, *, everywhere: bool = False) -> dict:
+    """``step`` with argument ``arg`` of every call of ``operation`` that
+    passes it (``everywhere``: of every call of it) set to ``value`` (left
+    out for ``_LEAVE_OUT``)."""
 
     def changed(call: dict) -> dict:
         args = call.get("args")
-        if call.get("call") != operation or not isinstance(args, dict) or arg not in args:
+        if call.get("call") != operation or not isinstance(args, dict) or (arg not in args and not everywhere):
             return call
         args = {k: v for k, v in args.items() if k != arg}
         if value is not _LEAVE_OUT:
