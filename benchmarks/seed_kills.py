@@ -35,6 +35,7 @@ longer; ``--spec async-command`` runs them on their own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -105,16 +106,34 @@ def measure_seed_kills(
         for name in (names if names is not None else sorted(_mutants(spec_path)))
         for seed in seeds
     ]
-    if jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    with _runner(jobs) as run_all:
+        runs = _tally(tasks, run_all(tasks, lengths), seeds, lengths, log)
+    return _figures(runs, seeds, lengths)
 
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            runs = list(pool.map(_run_one, tasks, [lengths] * len(tasks)))
-    else:
-        runs = [_run_one(task, lengths) for task in tasks]
+
+@contextlib.contextmanager
+def _runner(jobs: int):
+    """A function running the tasks and yielding each run in task order as it
+    is done: in this process, or ``jobs`` processes at once."""
+    if jobs <= 1:
+        yield lambda tasks, lengths: (_run_one(task, lengths) for task in tasks)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield lambda tasks, lengths: pool.map(_run_one, tasks, [lengths] * len(tasks))
+
+
+def _tally(tasks: list, runs, seeds, lengths: bool, log) -> dict:
+    """Each run, as it comes, counted for its mutant; a mutant's line is
+    logged once its last seed is in (a long gate shows its progress, and an
+    interrupted one what it found so far)."""
     killed: dict[str, list[int]] = {}
     rows: list[dict] = []
+    steps = seconds = 0.0
     for (spec_path, name, seed), run in zip(tasks, runs):
+        steps += run["steps"]
+        seconds += run["seconds"]
         label = f"{Path(spec_path).stem}:{name}"
         got = killed.setdefault(label, [])
         if run["killed"]:
@@ -124,8 +143,12 @@ def measure_seed_kills(
         if seed == seeds[-1]:
             shown = [f"{r['seed']}:{r['steps']}/{r['shortest']}" for r in rows if r["mutant"] == label]
             log(f"  {label}: killed at seeds {got}" + (f"; seed:steps/shortest {shown}" if lengths else ""))
-    steps = sum(run["steps"] for run in runs)
-    seconds = sum(run["seconds"] for run in runs)
+    return {"killed": killed, "rows": rows, "steps": steps, "seconds": seconds}
+
+
+def _figures(runs: dict, seeds, lengths: bool) -> dict:
+    """The figures of every run (``_tally``'s counts)."""
+    killed, steps, seconds = runs["killed"], runs["steps"], runs["seconds"]
     mean = sum(len(s) for s in killed.values()) / len(killed) if killed else None
     return {
         "mean_seeds_killed": None if mean is None else round(mean, 3),
@@ -133,7 +156,7 @@ def measure_seed_kills(
         "mutants": len(killed),
         "killed": killed,
         "steps_per_s": round(steps / seconds, 2) if seconds else None,
-        **(_length_figures(rows) if lengths else {}),
+        **(_length_figures(runs["rows"]) if lengths else {}),
     }
 
 

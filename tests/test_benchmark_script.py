@@ -196,6 +196,29 @@ def test_seed_kills_selects_the_subset_every_in_process_spec_or_named_specs():
         assert "async-command, async-jobs, task-progress, thread-jobs" in problem  # says what exists
 
 
+def test_seed_kills_logs_each_mutant_as_soon_as_its_last_seed_is_in():
+    seed_kills = _seed_kills()
+    tasks = [("spec/thread-jobs.yaml", name, seed) for name in ("a", "b") for seed in (1, 2)]
+    events = []
+
+    def runs():
+        for _, name, seed in tasks:
+            events.append(f"ran {name}:{seed}")
+            yield {"killed": seed == 1, "shortest": 2, "steps": 10, "seconds": 1.0, "stateful": {"failure": {}}}
+
+    counts = seed_kills._tally(tasks, runs(), (1, 2), False, lambda line: events.append(line.strip()))
+    assert events == [
+        "ran a:1",
+        "ran a:2",
+        "thread-jobs:a: killed at seeds [1]",  # before b's runs: a long gate shows what it found so far
+        "ran b:1",
+        "ran b:2",
+        "thread-jobs:b: killed at seeds [1]",
+    ]
+    figures = seed_kills._figures(counts, (1, 2), False)
+    assert figures["mean_seeds_killed"] == 1.0 and figures["steps_per_s"] == 10.0 and figures["mutants"] == 2
+
+
 @pytest.mark.slow
 def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_shortest():
     """One sequential mutant at two seeds, as run.py's figure measures it: the
