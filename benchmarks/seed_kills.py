@@ -50,6 +50,7 @@ from conformance.engine.budgets import MAX_FAILURES  # noqa: E402
 from conformance.engine.reduce import steps_of_trace  # noqa: E402
 from conformance.engine.runner import run_conformance  # noqa: E402
 from conformance.mutants import load_mutants, mutant_config  # noqa: E402
+from conformance.specs import bundled_specs  # noqa: E402
 from statemachines import load_spec  # noqa: E402
 
 __all__ = ["SUBSET", "SEEDS", "LENGTH_LIMIT", "measure_seed_kills", "gate_problems"]
@@ -256,10 +257,10 @@ def _selection(every_in_process: bool, names: list[str]) -> dict | str:
     if not every_in_process and not names:
         return SUBSET
     selection: dict = {spec: None for spec in IN_PROCESS_SPECS} if every_in_process else {}
+    known = [spec.name for spec in bundled_specs()]
     for name in names:
         path = f"spec/{name}.yaml"
-        if not (ROOT / path).is_file() or ".scenarios." in path:
-            known = sorted(p.stem for p in (ROOT / "spec").glob("*.yaml") if ".scenarios." not in p.name)
+        if name not in known:
             return f"--spec {name}: no such bundled spec (one of: {', '.join(known)})"
         if not load_spec(ROOT / path).implementations.get("mutants"):
             return f"--spec {name}: that spec ships no mutants"

@@ -1034,14 +1034,13 @@ def _common_simpler(values: list) -> list:
 def _shared_by_some(steps: list[dict], operation: str, arg: str) -> Any:
     """The one value every call of ``operation`` that passes ``arg`` passes,
     when other calls of it leave ``arg`` out; else ``_LEAVE_OUT``."""
-    calls = [
-        call
+    calls = sum(
+        call.get("call") == operation and isinstance(call.get("args"), dict)
         for step in steps
         for call in _calls_of(step)
-        if call.get("call") == operation and isinstance(call.get("args"), dict)
-    ]
-    values = [call["args"][arg] for call in calls if arg in call["args"]]
-    if not values or len(values) == len(calls) or any(value != values[0] for value in values):
+    )
+    values = _argument_values(steps, operation, arg)
+    if not values or len(values) == calls or any(value != values[0] for value in values):
         return _LEAVE_OUT
     return values[0]
 
