@@ -157,3 +157,26 @@ def test_missed_bug_classes_are_found_by_the_exploration_alone_at_every_seed(ste
         if not result.found_by_exploration:
             missed.append(seed)
     assert not missed, f"{name} survived the ci exploration at seeds {missed}"
+
+
+@pytest.mark.parametrize("first, passes", [("fail", 1), ("error", 1), ("pass", 2)])
+def test_racing_scenarios_run_once_first_and_in_full_only_when_nothing_failed(monkeypatch, first, passes):
+    """A mutant's matrix runs each racing scenario once first (a process-per-call
+    spec spent three quarters of its calls repeating races that never showed a
+    non-race bug); only a matrix that passed runs again with the full race runs."""
+    import conformance.mutants as mutants
+
+    runs = []
+
+    def run_conformance(config):
+        runs.append(config)
+        return {"verdict": first if len(runs) == 1 else "fail", "scenarios": [], "problems": []}
+
+    monkeypatch.setattr(mutants, "run_conformance", run_conformance)
+    name = "cancel_finished_job"
+    config = mutant_config(SPEC, name, SPECS_WITH_MUTANTS[SPEC][name], profile="ci", seed=1, timeout_s=10)
+    report = mutants._scenario_matrix(config, "traces")
+    assert config.race_runs > 1  # the kit's default for a scenario that races calls
+    full = [(1, False, "traces"), (config.race_runs, False, "traces")]
+    assert [(c.race_runs, c.stateful, c.record_dir) for c in runs] == full[:passes]
+    assert report["verdict"] == (first if passes == 1 else "fail")
