@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+# The `hypothesis` marker's check (tests/hypothesis_marker.py): CI runs the tests that drive
+# Hypothesis again at its lowest version, and a fast test that drives it must say so.
+from hypothesis_marker import pytest_configure, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401  # pytest hooks
+
 # Loaded before any test: the spec language's native CEL extension panics when a process
 # initialises it a second time, which happens when pytester's snapshot of sys.modules drops
 # it after a test that first loaded it (test_pytest_plugin) and a later test in the same

@@ -10,12 +10,13 @@ Python 3.11+ with venv; everything else comes from the package index.
     python3 tests/run_installed.py            # the whole suite, a pytest-xdist worker per core and one more
     python3 tests/run_installed.py -k stdio   # extra arguments go to pytest
     python3 tests/run_installed.py -n 0       # any -n/--dist/-p no:xdist of yours replaces the default
-    python3 tests/run_installed.py --hypothesis lowest -m "not slow"   # the fast tier, oldest Hypothesis
+    python3 tests/run_installed.py --hypothesis lowest -m "hypothesis and not slow"   # oldest Hypothesis
 
 ``--hypothesis VERSION`` installs that Hypothesis beside the kit (``lowest``:
 the lower bound pyproject.toml declares; without the option pip picks the
 newest). CI (``.ci/run``) runs the whole suite with the newest and the fast
-tier again with ``lowest``, so both ends of the declared range are tested.
+tests that drive Hypothesis (tests/hypothesis_marker.py) again with
+``lowest``, so both ends of the declared range are tested.
 
 The tests run in parallel (``parallel_defaults`` below): one worker more than
 the machine has cores, since part of every long test waits on the processes

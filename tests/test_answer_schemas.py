@@ -17,6 +17,8 @@ from conformance.engine.schema_draws import UnsupportedSchema, from_schema
 from conformance.specs import bundled_specs
 from statemachines import load_spec
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 
 def _bundled_schemas():
     out = []

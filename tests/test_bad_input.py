@@ -757,6 +757,7 @@ def test_hanging_operation_times_out_and_the_run_goes_on(tmp_path):
         assert "inspect_job did not answer within 0.5s" in failure["message"]
 
 
+@pytest.mark.hypothesis  # its run explores (tests/hypothesis_marker.py)
 def test_failure_in_the_stateful_exploration_is_reported(tmp_path):
     """The whole run (scenario matrix, then the quick exploration) against an
     implementation whose list_jobs breaks its schema: both parts report it."""

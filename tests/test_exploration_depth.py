@@ -7,6 +7,8 @@ import pytest
 
 from conformance.engine.runner import RunConfig, run_conformance
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -21,6 +21,8 @@ from conformance.specs import bundled_specs
 from statemachines import load_spec
 from statemachines.tools.limits import strip_hints
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 
 def _settings(examples: int) -> Settings:
     return Settings(

@@ -31,6 +31,8 @@ from conformance.engine.shards import ShardError, load_shard_report, shard_info
 from statemachines import SpecError, load_spec
 from statemachines.model.compiler import load_replay_file
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "SECRET_TOKEN_34_DO_NOT_READ"
 FUZZ = settings(

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 BROKEN = textwrap.dedent('''\
     from conformance.mutants import load_mutants
 

@@ -135,6 +135,7 @@ def test_a_program_printing_nan_is_a_protocol_failure_naming_the_path(tmp_path):
     assert "result.load is NaN, which JSON cannot carry" in failure["message"], failure["message"]
 
 
+@pytest.mark.hypothesis  # its run explores (tests/hypothesis_marker.py)
 def test_nan_found_by_the_exploration_still_writes_every_report(tmp_path):
     result = run(tmp_path / "r", "NanInUncomparedField", "--no-scenarios", "--max-failures", "1", timeout=240)
     assert_clean(result)

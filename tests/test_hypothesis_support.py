@@ -15,6 +15,8 @@ from conformance.engine import choices, hypothesis_support
 from conformance.engine.hypothesis_support import HypothesisUnsupported, check_conjecture_api
 from conformance.engine.stateful import exploration_test
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 
 def test_the_installed_hypothesis_has_every_primitive_the_exploration_draws_with():
     check_conjecture_api()  # raises when one is missing

@@ -18,6 +18,8 @@ import pytest
 from lifecycle_references.thread_jobs import ReferenceAdapter
 from lifecycle_references.thread_jobs.mutants import MUTANTS
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 ROOT = Path(__file__).resolve().parents[1]
 PEER_PATH = ROOT / "benchmarks" / "peer_machine.py"
 

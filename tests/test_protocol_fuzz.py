@@ -32,6 +32,8 @@ from conformance.adapters.stdio_protocol import (
 from conformance.engine.schema_draws import from_schema
 from conformance.errors import ConformanceError
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_values = st.recursive(

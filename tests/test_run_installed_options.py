@@ -33,10 +33,10 @@ def test_lowest_is_the_lower_bound_pyproject_declares_and_the_kit_tests():
     assert "hypothesis-jsonschema" not in pyproject
 
 
-def test_ci_runs_the_fast_tier_again_with_the_lowest_hypothesis():
+def test_ci_runs_the_fast_tests_that_drive_hypothesis_again_with_the_lowest_hypothesis():
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "tests -q --durations=25\n" in script  # the whole suite, its slowest tests listed
-    assert 'tests --hypothesis lowest -q -m "not slow"' in script
+    assert 'tests --hypothesis lowest -q -m "hypothesis and not slow"' in script
 
 
 def test_the_whole_suite_runs_one_worker_more_than_there_are_cores():

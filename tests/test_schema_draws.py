@@ -16,6 +16,8 @@ from conformance.engine.schema_draws import UnsupportedSchema, enum_values, from
 from conformance.engine.stateful import Explorer
 from statemachines import SpecError, load_spec, resolve_parameters
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCHEMAS = [

@@ -61,6 +61,7 @@ def test_reference_keeping_20_fails_with_a_counterexample(spec_with_retention_5,
     assert "Traceback" not in replay.stdout + replay.stderr
 
 
+@pytest.mark.hypothesis  # its run explores (tests/hypothesis_marker.py)
 def test_the_same_reference_declaring_5_passes(spec_with_retention_5, tmp_path):
     report = run_conformance(
         RunConfig(

@@ -31,6 +31,7 @@ def test_tutorial_spec_validates_and_lints_clean(in_tutorial):
     assert "0 finding(s), 0 suppressed" in out
 
 
+@pytest.mark.hypothesis  # its run explores (tests/hypothesis_marker.py)
 def test_tutorial_reference_passes(in_tutorial):
     code, out = invoke(
         "run",

@@ -168,6 +168,7 @@ def test_a_program_exiting_mid_run_is_reported_with_status_and_stderr_and_restar
     assert all(f"--adapter-cmd {shlex.quote(command)}" in r for r in replays), replays
 
 
+@pytest.mark.hypothesis  # its run explores (tests/hypothesis_marker.py)
 def test_a_crash_during_the_stateful_exploration_is_an_implementation_error(tmp_path):
     run = run_kit(tmp_path, fixture("exits_midrun"), "--no-scenarios", "--profile", "quick")
     assert run.code == 1, run.out

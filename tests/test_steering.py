@@ -12,6 +12,8 @@ from conformance.engine.steering import RARE_PICK, Steering, SteeringChoices, Sw
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
 from statemachines import Model, load_spec
 
+pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "spec" / "thread-jobs.yaml")
 
