@@ -46,18 +46,9 @@ def record(base: Path, spec: str, *scenarios: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    """The scenario matrix of each bundled reference, recorded once."""
-    base = tmp_path_factory.mktemp("recorded")
-    for spec in SPECS:
-        record(base, spec)
-    return base
-
-
-@pytest.fixture(scope="module")
 def thread_jobs_traces(tmp_path_factory):
     """thread-jobs scenarios N3 and N4 of its reference, recorded once (the
-    fast tests edit these; ``recorded`` records every matrix)."""
+    fast tests edit these)."""
     base = tmp_path_factory.mktemp("thread-jobs-traces")
     record(base, "thread-jobs", "N3", "N4")
     return base
@@ -65,7 +56,12 @@ def thread_jobs_traces(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
-def test_traces_recorded_from_a_reference_pass(recorded, spec, tmp_path):
+def test_traces_recorded_from_a_reference_pass(spec, tmp_path):
+    # the scenario matrix of the spec's reference, recorded by this test alone: a fixture shared by
+    # the four specs recorded all four in every pytest-xdist worker that ran one of them
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    record(recorded, spec)
     traces = sorted((recorded / spec).glob("*.jsonl"))
     live = report_of(recorded / f"{spec}-run")
     applicable = {s["id"] for s in live["scenarios"] if s["verdict"] == "pass"}
