@@ -13,9 +13,9 @@ from hypothesis.errors import Unsatisfiable
 
 from conformance.adapters.json_values import MAX_DEPTH, is_plain_answer, json_problem
 from conformance.engine.answer_schemas import AnswerSchema, compile_subset, json_equal
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.engine.schema_draws import UnsupportedSchema, from_schema
 from conformance.specs import bundled_specs
-from statemachines import load_spec
 
 pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marke
 def _bundled_schemas():
     out = []
     for bundled in bundled_specs():
-        name, spec = bundled.name, load_spec(str(bundled.path))
+        name, spec = bundled.name, load_spec_once(str(bundled.path))
         out += [(f"{name}: {op} result", o.result_schema) for op, o in spec.operations.items() if o.result_schema]
         out += [(f"{name}: effect {e}", s.schema) for e, s in spec.effects.items()]
     return out

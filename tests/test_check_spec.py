@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.cli import cli
+from conformance.engine.loaded_specs import load_spec_once
 from statemachines import Model, load_spec
 from statemachines.tools.check import canonical_form, check_spec, scenario_yaml, scope_of
 
@@ -217,7 +218,7 @@ def _shipped_mutants():
     from statemachines.tools.spec_mutants import load_spec_mutants
 
     for path in SPECS:
-        spec = load_spec(str(path))
+        spec = load_spec_once(str(path))
         for mutant in load_spec_mutants(spec):
             yield pytest.param(spec, mutant, id=f"{path.stem}:{mutant.name}")
 

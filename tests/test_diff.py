@@ -9,13 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.cli import cli
+from conformance.engine.loaded_specs import load_spec_once
 from statemachines import load_spec
 from statemachines.tools.behaviour import diff_behaviour
 from statemachines.tools.diff import diff_specs, render_diff_markdown, schema_direction
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
-VERSION = load_spec(SPEC / "thread-jobs.yaml").version  # the bundled thread-jobs version
+VERSION = load_spec_once(SPEC / "thread-jobs.yaml").version  # the bundled thread-jobs version
 
 
 def copy_thread_jobs(tmp_path: Path, edit=None) -> Path:

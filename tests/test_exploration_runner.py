@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, Verbosity
 from hypothesis import settings as Settings
 from hypothesis.internal.conjecture.data import ConjectureData
 
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.engine.schema_draws import from_schema
 from conformance.engine.stateful import _schema_drawer, exploration_test
 from conformance.specs import bundled_specs
-from statemachines import load_spec
 from statemachines.tools.limits import strip_hints
 
 pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
@@ -93,7 +93,7 @@ def test_the_same_seed_draws_the_same_runs():
 def _enum_schemas():
     out = []
     for bundled in bundled_specs():
-        spec = load_spec(str(bundled.path))
+        spec = load_spec_once(str(bundled.path))
         for op, operation in spec.operations.items():
             for prop, schema in ((operation.args_schema or {}).get("properties") or {}).items():
                 if isinstance(schema, dict) and not schema.get("x-draw") and ("enum" in schema or "const" in schema):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.reporting import validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,9 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _thread_jobs_counts() -> tuple[int, int]:
     """The bundled thread-jobs' scenarios: all, and those that apply under the defaults."""
     from conformance.engine.scenarios import not_applicable_ids
-    from statemachines import load_spec
 
-    spec = load_spec(ROOT / "spec" / "thread-jobs.yaml")
+    spec = load_spec_once(ROOT / "spec" / "thread-jobs.yaml")
     inapplicable = not_applicable_ids(spec, spec.default_parameters(), {"concurrent": True})
     return len(spec.scenarios), len(spec.scenarios) - len(inapplicable)
 

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from statemachines import Matcher, Model, ObservationError, load_spec
+from conformance.engine.loaded_specs import load_spec_once
+from statemachines import Matcher, Model, ObservationError
 
-SPEC = load_spec(Path(__file__).resolve().parent.parent / "spec" / "thread-jobs.yaml")
+SPEC = load_spec_once(Path(__file__).resolve().parent.parent / "spec" / "thread-jobs.yaml")
 
 
 def model(**params):

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from conformance.engine.loaded_specs import load_spec_once
 from statemachines import Model, SpecError, load_spec, resolve_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = load_spec(ROOT / "spec" / "async-jobs.yaml")
+SPEC = load_spec_once(ROOT / "spec" / "async-jobs.yaml")
 
 
 def model(profile=None, **params):

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from conformance.engine.budgets import REDUCE_REPLAYS
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.mutants import explore_mutant, load_mutants, mutant_config, run_mutant
 from conformance.traces import check_trace_run
-from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "spec" / "thread-jobs.yaml")
 SPECS_WITH_MUTANTS = {}
 for _path in sorted((ROOT / "spec").glob("*.yaml")):
     if ".scenarios." not in _path.name:
-        _target = load_spec(_path).implementations.get("mutants")
+        _target = load_spec_once(_path).implementations.get("mutants")
         if _target:
             SPECS_WITH_MUTANTS[str(_path)] = load_mutants(_target)
 CASES = [(spec, name) for spec, mutants in SPECS_WITH_MUTANTS.items() for name in sorted(mutants)]

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from conformance.cli import cli
 from conformance.engine.applicability import not_applicable_items, run_bound
 from conformance.engine.coverage import coverage_categories
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.engine.scenarios import NOT_APPLICABLE, not_applicable_ids, run_scenario
 from conformance.reporting import validate_report
 from lifecycle_references.async_jobs import ReferenceAdapter
@@ -227,7 +228,7 @@ def _bundled(name: str):
 
 
 def _profiles(path: Path) -> list[tuple[str, str | None]]:
-    spec = load_spec(str(path))
+    spec = load_spec_once(str(path))
     return [(path.name, None)] + [(path.name, name) for name in spec.profiles]
 
 

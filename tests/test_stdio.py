@@ -33,8 +33,8 @@ import pytest
 
 from conformance.adapters.stdio import STDERR_TAIL_BYTES, ProgramExited, StdioAdapter, split_command, stdio_factory
 from conformance.adapters.stdio_protocol import MAX_LINE_BYTES, ProtocolError
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.errors import AdapterLoadError
-from statemachines import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "spec/thread-jobs.yaml"
@@ -43,12 +43,12 @@ SPEC = "spec/thread-jobs.yaml"
 def _default_scenarios() -> int:
     from conformance.engine.scenarios import not_applicable_ids
 
-    spec = load_spec(ROOT / SPEC)
+    spec = load_spec_once(ROOT / SPEC)
     return len(spec.scenarios) - len(not_applicable_ids(spec, spec.default_parameters(), {"concurrent": True}))
 
 
 DEFAULT_SCENARIOS = _default_scenarios()  # 31 seed rows + B10-B14 + regressions R1, R2 today
-VERSION = load_spec(ROOT / SPEC).version  # the bundled thread-jobs version
+VERSION = load_spec_once(ROOT / SPEC).version  # the bundled thread-jobs version
 # The running interpreter, never a `python` from PATH (it may lack the kit).
 PY = shlex.quote(sys.executable)
 EXAMPLE = f"{PY} examples/python-stdio/adapter.py"

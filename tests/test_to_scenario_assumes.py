@@ -10,11 +10,12 @@ from pathlib import Path
 import cel
 import pytest
 
+from conformance.engine.loaded_specs import load_spec_once
 from conformance.traces.to_scenario import cel_literal, recorded_assumes
-from statemachines import load_spec, resolve_parameters
+from statemachines import resolve_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = load_spec(ROOT / "spec" / "async-jobs.yaml")
+SPEC = load_spec_once(ROOT / "spec" / "async-jobs.yaml")
 
 
 def _holds(expression: str, params: dict) -> bool:
