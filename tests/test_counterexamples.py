@@ -24,8 +24,6 @@ from conformance.mutants import load_mutants
 from conformance.specs import resolve_spec
 from statemachines import load_spec
 
-pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
-
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "accepted-deviation"
 

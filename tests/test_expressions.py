@@ -12,8 +12,6 @@ from statemachines import ExpressionError, compile_expression
 from statemachines.language.cel_subset import NotSubset, compile_subset
 from statemachines.language.expressions import Expression, fields_used, text_of_size
 
-pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
-
 values = st.one_of(
     st.none(),
     st.booleans(),

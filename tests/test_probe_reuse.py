@@ -17,8 +17,6 @@ from conformance.specs import resolve_spec
 from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
 from statemachines import Model
 
-pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
-
 
 def _start(thread: str, call: str) -> tuple[str, dict]:
     return "start_job", {"thread_id": thread, "tool_call_id": call, "tool_name": "build"}
