@@ -22,16 +22,11 @@ from __future__ import annotations
 
 import pytest
 
-__all__ = ["MARKER", "engine_runs", "pytest_configure", "pytest_runtest_setup", "pytest_runtest_teardown"]
+__all__ = ["MARKER", "pytest_configure", "pytest_runtest_setup", "pytest_runtest_teardown"]
 
-MARKER = "hypothesis"
+MARKER = "hypothesis"  # registered by Hypothesis's own pytest plugin, which puts it on every @given test
 _RUNS: list[int] = [0]  # Hypothesis engine runs started since the current test's setup began
 _PATCHED = "_counted_by_the_hypothesis_marker"
-
-
-def engine_runs() -> int:
-    """How many times Hypothesis's engine ran since the current test's setup began."""
-    return _RUNS[0]
 
 
 def _count_engine_runs() -> None:
@@ -54,8 +49,6 @@ def _count_engine_runs() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not any(line.split(":")[0].strip() == MARKER for line in config.getini("markers")):
-        config.addinivalue_line("markers", f"{MARKER}: drives Hypothesis (tests/hypothesis_marker.py)")
     _count_engine_runs()
 
 

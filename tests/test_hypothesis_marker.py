@@ -45,11 +45,16 @@ def test_after_an_unmarked_one_without_hypothesis():
 """
 
 
-def test_a_fast_test_driving_hypothesis_without_the_marker_errors_and_says_to_mark_it(pytester, monkeypatch):
+def _run_suite(pytester, monkeypatch, *args: str):
+    """SUITE run by pytest in a process of its own, with the marker's check loaded."""
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     pytester.makeini("[pytest]\nmarkers =\n    slow: long\n")
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("-p", "hypothesis_marker", "-p", "no:cacheprovider", "-rE")
+    return pytester.runpytest_subprocess("-p", "hypothesis_marker", "-p", "no:cacheprovider", *args)
+
+
+def test_a_fast_test_driving_hypothesis_without_the_marker_errors_and_says_to_mark_it(pytester, monkeypatch):
+    result = _run_suite(pytester, monkeypatch, "-rE")
     result.assert_outcomes(passed=6, errors=1)
     result.stdout.fnmatch_lines(
         ["*ERROR at teardown of test_unmarked_engine_run*", "*is not marked @pytest.mark.hypothesis: mark it*"]
@@ -59,12 +64,7 @@ def test_a_fast_test_driving_hypothesis_without_the_marker_errors_and_says_to_ma
 
 
 def test_ci_selects_the_marked_fast_tests(pytester, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))
-    pytester.makeini("[pytest]\nmarkers =\n    slow: long\n")
-    pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess(
-        "-p", "hypothesis_marker", "-p", "no:cacheprovider", "-m", "hypothesis and not slow", "-v"
-    )
+    result = _run_suite(pytester, monkeypatch, "-m", "hypothesis and not slow", "-v")
     result.assert_outcomes(passed=2, deselected=4)
     result.stdout.fnmatch_lines(
         ["*test_marked_engine_run PASSED*", "*test_given_is_marked_by_hypothesis_itself PASSED*"]
