@@ -165,3 +165,40 @@ def test_an_enum_is_one_choice_picking_what_the_schema_strategy_picks(schema):
         assert [n.value for n in ours.nodes] == [n.value for n in theirs.nodes]
         seen.append(value)
     assert sorted(map(repr, seen)) == sorted(map(repr, values))  # every value can be drawn
+
+
+def test_a_failing_exploration_shrinks_without_hypothesiss_line_tracing(monkeypatch):
+    """Hypothesis's explain phase traces every line each shrinking example
+    runs (a trace function on every line, before Python 3.12), which made
+    shrinking two to three times slower; the kit never prints its explanation."""
+    from hypothesis import Phase
+    from hypothesis.core import StateForActualGivenExecution
+
+    from conformance.engine.runner import RunConfig, run_conformance
+    from conformance.engine.stateful import phases_without_explain
+    from conformance.mutants import load_mutants
+    from conformance.specs import resolve_spec
+
+    assert phases_without_explain(tuple(Phase)) == tuple(p for p in Phase if p is not Phase.explain)
+    assert phases_without_explain((Phase.explicit, Phase.reuse)) == (Phase.explicit, Phase.reuse)
+    traced = []
+    should_trace = StateForActualGivenExecution._should_trace  # Hypothesis supports patching it
+    monkeypatch.setattr(
+        StateForActualGivenExecution, "_should_trace", lambda self: traced.append(should_trace(self)) or traced[-1]
+    )
+    mutant = load_mutants(load_spec_once(resolve_spec("thread-jobs")).implementations["mutants"])[
+        "inspect_cross_thread"
+    ]
+    report = run_conformance(
+        RunConfig(
+            spec_path="thread-jobs",
+            adapter_factory=mutant.factory,
+            scenarios=False,
+            profile="quick",
+            seed=1,
+            report_dir=None,
+            max_failures=1,
+        )
+    )
+    assert report["stateful"]["verdict"] == "fail", report["stateful"]
+    assert traced and not any(traced), traced

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, Verbosity, given, reject
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis import target as hypothesis_target
@@ -91,6 +91,7 @@ __all__ = [
     "build_example",
     "exploration_test",
     "run_stateful",
+    "phases_without_explain",
 ]
 
 _NOT_REPLAYED = (
@@ -964,6 +965,16 @@ def exploration_test(
     return test
 
 
+def phases_without_explain(phases: Any) -> tuple:
+    """The phases Hypothesis runs by default (a loaded settings profile's), but
+    its explain phase: that traces every line each shrinking example runs
+    (``sys.settrace`` before Python 3.12), to say which lines only failing
+    examples ran, and made a failing exploration's shrinking two to three
+    times slower. The kit reports the steps of a failure itself and never
+    prints Hypothesis's explanation."""
+    return tuple(phase for phase in phases if phase is not Phase.explain)
+
+
 def _shrink_note(stats: _Stats) -> str:
     """What the failure's message says of shrinking that its budget ended."""
     note = (
@@ -1025,6 +1036,7 @@ def run_stateful(
         database=DirectoryBasedExampleDatabase(database) if database else None,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
+        phases=phases_without_explain(Settings().phases),  # a loaded profile's, but explain
     )
     test = exploration_test(
         example,
