@@ -5,17 +5,24 @@ an implementation's threads would keep alive exits anyway."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
 
 import click
 
 from ..errors import ConformanceError
 from .common import cli, console, errors
 
-__all__ = ["main", "console_main", "run_guarded"]
+__all__ = ["main", "console_main", "run_guarded", "hypothesis_files_in_cache"]
+
+# Hypothesis reads it when it first needs a file (in every release the kit supports).
+HYPOTHESIS_STORAGE = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,8 +49,7 @@ def console_main() -> None:
     on every start of the command (each ``--workers`` run, each CI job); so
     the process ends with ``os._exit``. ``main`` itself, for a program that
     calls it, returns as any function does."""
-    import atexit
-
+    hypothesis_files_in_cache(os.environ)  # not in the user's working directory; workers inherit it
     try:
         main()
         code = 0
@@ -52,6 +58,42 @@ def console_main() -> None:
     atexit._run_exitfuncs()  # adapter programs stopped, temporary directories removed, logging flushed
     _flush_output()
     os._exit(code)
+
+
+def hypothesis_files_in_cache(environ: MutableMapping[str, str]) -> Path | None:
+    """Have Hypothesis keep its working files in the user's cache directory
+    (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``lifecycle-conformance/hypothesis``),
+    through HYPOTHESIS_STORAGE_DIRECTORY in ``environ``, and return it; None,
+    changing nothing, when that variable already says where.
+
+    Besides an example database (the kit's is under the report directory),
+    Hypothesis keeps the table of Unicode categories its text strategies
+    read, worked out from ``unicodedata`` in a second or more when missing,
+    and its temporary files, by default under ``.hypothesis`` in the working
+    directory: every ``conformance`` command run from a new directory worked
+    the table out again and left a ``.hypothesis`` there. Now it is worked
+    out once per user. Where no cache directory can be made (no home,
+    read-only), a temporary directory is used and removed at exit. Only the
+    command does this (a program calling ``main`` keeps its own settings), and
+    Hypothesis is not imported for it."""
+    if environ.get(HYPOTHESIS_STORAGE):
+        return None
+    directory = _user_cache(environ)
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="lifecycle-conformance-hypothesis-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    environ[HYPOTHESIS_STORAGE] = str(directory)
+    return directory
+
+
+def _user_cache(environ: MutableMapping[str, str]) -> Path | None:
+    try:
+        base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        directory = base / "lifecycle-conformance" / "hypothesis"
+        directory.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home directory, or none that can be written
+        return None
+    return directory if os.access(directory, os.W_OK) else None
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -78,7 +120,6 @@ def _exit_despite_threads(exc: SystemExit) -> None:
     them forever: flush, run the exit handlers (they stop adapter programs
     and remove temporary directories) for a bounded time, then ``os._exit``.
     The run's report already says which threads were left."""
-    import atexit
     import threading
 
     left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
