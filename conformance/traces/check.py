@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from statemachines import Spec, load_spec, resolve_parameters, use_file_reader
+from statemachines import Spec, resolve_parameters, use_file_reader
 
 from ..adapters.adapter import Adapter
 from ..engine.failures import Failure
+from ..engine.loaded_specs import load_spec_once
 from ..engine.session import Session
 from ..specs import resolve_spec
 from .format import TraceError, TraceEvent, TraceHeader, read_trace
@@ -251,7 +252,7 @@ def check_traces(
     trace, the report's check entries (one per session), problems, and the
     implementation the first trace's header names.
     Raises SpecError, SpecNotFound or TraceError for input that cannot be read."""
-    spec = load_spec(resolve_spec(spec_path))
+    spec = load_spec_once(resolve_spec(spec_path))  # one load per spec a process checks traces of
     loaded = None
     if deviations:  # accepted differences apply to recorded answers as to live ones
         from ..engine.deviations import load_deviations
