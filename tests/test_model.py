@@ -121,3 +121,42 @@ def test_an_expression_failing_on_a_missing_part_of_the_response_blames_the_resp
     broken = compile_expression("size(1) > 0", "spec.yaml:2")  # the spec's own mistake stays the spec's
     with pytest.raises(ExpressionError):
         m._eval(broken, {})
+
+
+def test_an_invariant_outside_the_cel_subset_is_checked_alone_and_the_others_together(monkeypatch):
+    # task-progress's id_format uses a regex (`matches`), which the kit's CEL subset leaves to the
+    # binding: it is evaluated alone, the other per-task checks together in the kit's own subset.
+    from conformance.specs import resolve_spec
+    from statemachines.language.expressions import Expression
+
+    spec = load_spec_once(resolve_spec("task-progress"))
+    m = Model(spec, spec.default_parameters())
+    m.reset(0)
+    each = [inv.id for inv in spec.invariants if inv.kind == "each"]
+    assert each[0] == "id_format" and "terminal_has_end_time" in each
+    by_cel = []
+    real = Expression._evaluate_by_cel
+    monkeypatch.setattr(Expression, "_evaluate_by_cel", lambda self, *a: by_cel.append(self.source) or real(self, *a))
+    task = {
+        "task_id": "x-not-an-id",  # violates id_format
+        "kind": "agent",
+        "description": "d",
+        "status": "completed",
+        "is_backgrounded": False,
+        "notified": False,
+        "retain": False,
+        "evict_after": None,
+        "start_time": 0,
+        "end_time": None,  # terminal without an end time: violates terminal_has_end_time
+        "parent_id": None,
+        "error": None,
+        "progress": {"tool_use_count": 0, "token_count": 0, "recent_activities": [], "summary": None},
+        "pending_messages": [],
+    }
+    m.store.add(task)
+    m._touch(task)
+    violated = [inv for inv, _ in m.check_invariants()]
+    assert {"id_format", "terminal_has_end_time"} <= set(violated), violated
+    assert violated == [inv for inv in each if inv in violated]  # in the spec's order
+    id_format = next(inv.check.source for inv in spec.invariants if inv.id == "id_format")
+    assert by_cel == [id_format], by_cel  # the binding evaluated that check alone, nothing else

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -212,13 +213,24 @@ def _checks(spec: Spec, kind: str) -> list[tuple[Invariant, Expression]]:
     return [(inv, inv.check) for inv in spec.invariants if inv.kind == kind and inv.check is not None]
 
 
+def _as_list(checks: list[tuple[Invariant, Expression]]) -> str:
+    return "[" + ", ".join(f"({check.source})" for _, check in checks) + "]"
+
+
 def _all_in_one(checks: list[tuple[Invariant, Expression]]) -> Expression | None:
-    """The per-record invariants' checks as one CEL list, evaluated once per touched record."""
-    if not checks:
-        return None
-    return compile_expression(
-        "[" + ", ".join(f"({check.source})" for _, check in checks) + "]", "invariants", max_chars=None
-    )
+    """The per-record invariants' checks the kit evaluates itself (its CEL
+    subset) as one CEL list, evaluated once per touched record. A check
+    outside the subset (a regex, say) is left out: one such check in the list
+    would hand every evaluation of all of them to the CEL binding."""
+    own = [(inv, check) for inv, check in checks if check.subset is not None or check.fast is not None]
+    return _compiled_list(_as_list(own)) if own else None
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_list(source: str) -> Expression:
+    """One compilation per list (a Model is made per session: every replay and
+    every trace checked makes one); an Expression is never changed once made."""
+    return compile_expression(source, "invariants", max_chars=None)
 
 
 def _scope_fields_read(check: Expression, collection: str) -> frozenset | None:
@@ -288,7 +300,7 @@ class Model:
         # All per-record invariants in one CEL evaluation per touched record.
         self._each = _checks(spec, "each")
         self._each_all = _all_in_one(self._each)
-        self._each_fields = fields_used(self._each_all.source, self.entity.name) if self._each_all else None
+        self._each_fields = fields_used(_as_list(self._each), self.entity.name) if self._each else None
         self._scopes = _checks(spec, "scope")
         self._scope_fields = {inv.id: _scope_fields_read(check, self.entity.collection) for inv, check in self._scopes}
 
@@ -1045,12 +1057,21 @@ class Model:
     }
 
     # -- invariants -----------------------------------------------------------
+    def _each_results(self, env: dict) -> list:
+        """Each per-record check's value, in the spec's order: those in the
+        one list evaluated together, any other alone."""
+        together = iter(self._each_all.evaluate(env) if self._each_all is not None else ())
+        return [
+            next(together) if check.subset is not None or check.fast is not None else check.evaluate(env)
+            for _, check in self._each
+        ]
+
     def check_invariants(self) -> list[tuple[str, str]]:
         """Spec invariants over what was touched since the last check: (id, message) per violation."""
         violations = []
         ent = self.entity.name
         base = {"params": self.params, "now": self.now, "terminal_states": self.terminal_states}
-        if self._each_all is not None:
+        if self._each:
             for key in self._touched:
                 record = self.store.get(key)
                 if record is None:
@@ -1058,7 +1079,7 @@ class Model:
                 view = record if self._each_fields is None else {f: record.get(f) for f in self._each_fields}
                 env = {**base, ent: view}
                 try:
-                    results = self._each_all.evaluate(env)
+                    results = self._each_results(env)
                 except ExpressionError:
                     # One invariant failed: evaluate each alone, so the error names it and its file:line.
                     results = [check.evaluate(env) for _, check in self._each]
