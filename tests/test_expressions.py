@@ -262,3 +262,98 @@ def test_the_cpu_budget_reads_the_clock_lazily_and_still_stops_a_long_evaluation
         ticks += 1
     assert budget.spent and "CPU time" in budget.why, budget.why
     assert ticks <= 32 and len(readings) <= 2, (ticks, readings)
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 64), 1 << 64),
+    st.sampled_from([_INT64[0], _INT64[1], _INT64[1] + 1, _Number(3), _Number(1 << 70)]),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.builds(_Text, st.text(max_size=2)),
+    st.tuples(st.integers()),
+)
+_nested = st.recursive(
+    _leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2) | st.integers(0, 2), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _deep(value, levels: int):
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _judged(check, value) -> bool:
+    try:
+        check(value)
+    except NotSubset:
+        return False
+    return True
+
+
+def _exact_as_specified(value, depth=0):
+    """What a result must be to be handed back by CEL unchanged (isinstance, as first written)."""
+    if isinstance(value, (str, bool, float)) or value is None:
+        return
+    if depth > 50:
+        raise NotSubset()
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise NotSubset()
+    elif isinstance(value, list):
+        for item in value:
+            _exact_as_specified(item, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotSubset()
+            _exact_as_specified(item, depth + 1)
+    else:
+        raise NotSubset()
+
+
+def _plain_as_specified(value, depth=0):
+    """What crosses into a function as the binding would hand it over (as first written)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        ok = True
+    elif isinstance(value, int):
+        ok = _INT64[0] <= value <= _INT64[1]
+    else:
+        ok = isinstance(value, (list, dict))
+    if not ok or depth > 50:
+        raise NotSubset()
+    if isinstance(value, list):
+        for item in value:
+            _plain_as_specified(item, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotSubset()
+            _plain_as_specified(item, depth + 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_nested, levels=st.sampled_from([0, 1, 49, 50, 51, 52]))
+def test_the_fast_value_checks_judge_as_their_definitions(value, levels):
+    # _exact and _plain walk the built-in types without a call per value; any other type
+    # (a str or int subclass, a tuple) and the depth limit are judged as written above.
+    from statemachines.language.cel_subset import _exact, _plain
+
+    value = _deep(value, levels)
+    assert _judged(_exact, value) == _judged(_exact_as_specified, value)
+    assert _judged(_plain, value) == _judged(_plain_as_specified, value)

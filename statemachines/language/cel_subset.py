@@ -535,10 +535,40 @@ def _variable(name: str) -> Node:
     return variable
 
 
+# Values of these exact types are what CEL hands back unchanged (``_exact``):
+# checked without a call per value, as most parts of a record are.
+_SCALARS = frozenset({str, bool, float, type(None)})
+_LOW, _HIGH = _INT64
+
+
 def _exact(value: Any, depth: int = 0) -> None:
     """A result is what CEL would give only if CEL would hand every part of it
     back unchanged: no integer past 64 bits (a double in CEL), nothing but
-    JSON-like values and floats."""
+    JSON-like values and floats. Lists and maps of the built-in types are
+    walked here; anything else (a subclass, say) by ``_exact_any``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if depth > 50 and kind in (int, list, dict):
+        raise NotSubset()
+    if kind is int:
+        if not _LOW <= value <= _HIGH:
+            raise NotSubset()
+    elif kind is list:
+        for item in value:
+            if type(item) not in _SCALARS:
+                _exact(item, depth + 1)
+    elif kind is dict:
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise NotSubset()
+            if type(item) not in _SCALARS:
+                _exact(item, depth + 1)
+    else:
+        _exact_any(value, depth)
+
+
+def _exact_any(value: Any, depth: int) -> None:
     if isinstance(value, (str, bool, float)) or value is None:
         return
     if depth > 50:
@@ -559,10 +589,30 @@ def _exact(value: Any, depth: int = 0) -> None:
 
 def _plain(value: Any, depth: int = 0) -> None:
     """Values that cross into and out of a function as the binding would
-    hand them over: JSON-like, no floats (their conversions are CEL's)."""
-    kind = _kind(value)
+    hand them over: JSON-like, no floats (their conversions are CEL's).
+    The built-in types are checked here; anything else by ``_plain_any``."""
     if depth > 50:
         raise NotSubset()
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return
+    if kind is int:
+        if not _LOW <= value <= _HIGH:
+            raise NotSubset()
+    elif kind is list:
+        for item in value:
+            _plain(item, depth + 1)
+    elif kind is dict:
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise NotSubset()
+            _plain(item, depth + 1)
+    else:
+        _plain_any(value, depth)
+
+
+def _plain_any(value: Any, depth: int) -> None:
+    kind = _kind(value)
     if kind == "int":
         _checked(value)
     elif kind == "list":
