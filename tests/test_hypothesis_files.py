@@ -45,7 +45,7 @@ def test_hypothesis_storage_directory_still_decides(tmp_path):
     assert sorted(p.name for p in here.iterdir()) == ["out"]
 
 
-def test_without_a_writable_cache_a_temporary_directory_is_used(tmp_path):
+def test_without_a_writable_cache_a_temporary_directory_is_used(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("not a directory", encoding="utf-8")
     environ = {"XDG_CACHE_HOME": str(tmp_path / "file")}
     used = hypothesis_files_in_cache(environ)
@@ -57,3 +57,7 @@ def test_without_a_writable_cache_a_temporary_directory_is_used(tmp_path):
     assert hypothesis_files_in_cache(environ) is None and environ["HYPOTHESIS_STORAGE_DIRECTORY"] == "x"
     environ = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     assert hypothesis_files_in_cache(environ) == tmp_path / "cache" / "lifecycle-conformance" / "hypothesis"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a relative XDG_CACHE_HOME is ignored, as XDG says
+    assert hypothesis_files_in_cache({"XDG_CACHE_HOME": "relative"}) == (
+        tmp_path / "home" / ".cache" / "lifecycle-conformance" / "hypothesis"
+    )

@@ -87,8 +87,10 @@ def hypothesis_files_in_cache(environ: MutableMapping[str, str]) -> Path | None:
 
 
 def _user_cache(environ: MutableMapping[str, str]) -> Path | None:
+    xdg = environ.get("XDG_CACHE_HOME") or ""
     try:
-        base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        # The XDG rules: a relative path in the variable is to be ignored.
+        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
         directory = base / "lifecycle-conformance" / "hypothesis"
         directory.mkdir(parents=True, exist_ok=True)
     except (OSError, RuntimeError):  # no home directory, or none that can be written
