@@ -222,8 +222,13 @@ def _all_in_one(checks: list[tuple[Invariant, Expression]]) -> Expression | None
     subset) as one CEL list, evaluated once per touched record. A check
     outside the subset (a regex, say) is left out: one such check in the list
     would hand every evaluation of all of them to the CEL binding."""
-    own = [(inv, check) for inv, check in checks if check.subset is not None or check.fast is not None]
+    own = [(inv, check) for inv, check in checks if _evaluated_by_kit(check)]
     return _compiled_list(_as_list(own)) if own else None
+
+
+def _evaluated_by_kit(check: Expression) -> bool:
+    """Whether the kit evaluates ``check`` itself (its CEL subset or a fast path)."""
+    return check.subset is not None or check.fast is not None
 
 
 @functools.lru_cache(maxsize=64)
@@ -300,6 +305,7 @@ class Model:
         # All per-record invariants in one CEL evaluation per touched record.
         self._each = _checks(spec, "each")
         self._each_all = _all_in_one(self._each)
+        self._each_apart = tuple(not _evaluated_by_kit(check) for _, check in self._each)  # not in _each_all
         self._each_fields = fields_used(_as_list(self._each), self.entity.name) if self._each else None
         self._scopes = _checks(spec, "scope")
         self._scope_fields = {inv.id: _scope_fields_read(check, self.entity.collection) for inv, check in self._scopes}
@@ -1062,8 +1068,7 @@ class Model:
         one list evaluated together, any other alone."""
         together = iter(self._each_all.evaluate(env) if self._each_all is not None else ())
         return [
-            next(together) if check.subset is not None or check.fast is not None else check.evaluate(env)
-            for _, check in self._each
+            check.evaluate(env) if apart else next(together) for (_, check), apart in zip(self._each, self._each_apart)
         ]
 
     def check_invariants(self) -> list[tuple[str, str]]:
