@@ -12,6 +12,8 @@ alone, and how long the counterexample each seed gets is.
                                                               # hour on 2 cores)
     .venv/bin/python benchmarks/seed_kills.py --spec async-command --jobs 2 --gate
                                                               # the same for the process-per-step spec
+    .venv/bin/python benchmarks/seed_kills.py --spec async-command --mutant timeout_not_failed
+                                                              # one mutant (repeatable) of the --spec or --all
 
 Each mutant's exploration runs at the ci profile, without scenarios, once per
 seed. The first figure is the mean over the mutants of the number of seeds
@@ -29,7 +31,9 @@ either way. benchmarks/run.py reports them as ``mutant_seed_kills_mean``,
 ``mutant_length_ratio_max`` and ``mutant_lengths_over_1_5`` (on ``SUBSET``,
 to keep its run short). ``--all`` leaves async-command's mutants out: each
 of their steps is a process, so five ci explorations of each take far
-longer; ``--spec async-command`` runs them on their own.
+longer; ``--spec async-command`` runs them on their own. The suite's seed
+gate (``.ci/seed-gate``, CONTRIBUTING.md) runs the same explorations as
+tests, one per (mutant, seed).
 """
 
 from __future__ import annotations
@@ -46,10 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from conformance.engine import steering  # noqa: E402
-from conformance.engine.budgets import MAX_FAILURES  # noqa: E402
 from conformance.engine.reduce import steps_of_trace  # noqa: E402
 from conformance.engine.runner import run_conformance  # noqa: E402
-from conformance.mutants import load_mutants, mutant_config  # noqa: E402
+from conformance.mutants import as_run_reports, load_mutants, mutant_config  # noqa: E402
 from conformance.specs import bundled_specs  # noqa: E402
 from statemachines import load_spec  # noqa: E402
 
@@ -88,7 +91,7 @@ def _explore(spec_path: str, name: str, mutant, seed: int, lengths: bool) -> dic
         mutant_config(spec_path, name, mutant, profile="ci", seed=seed, timeout_s=10), scenarios=False
     )
     if lengths:  # as `conformance run` by default: the profile's shrinking and reduction, --max-failures 3
-        config = dataclasses.replace(config, shrink_s=None, reduce_replays=None, max_failures=MAX_FAILURES)
+        config = as_run_reports(config)
     return run_conformance(config).get("stateful") or {}
 
 
@@ -268,6 +271,22 @@ def _selection(every_in_process: bool, names: list[str]) -> dict | str:
     return selection
 
 
+def _only_mutants(selection: dict, wanted: list[str]) -> dict | str:
+    """The selection narrowed to the ``--mutant`` names, each spec keeping
+    those it ships; or which names no selected spec ships."""
+    narrowed = {}
+    for path, names in selection.items():
+        shipped = names if names is not None else sorted(_mutants(path))
+        kept = [name for name in shipped if name in wanted]
+        if kept:
+            narrowed[path] = kept
+    found = {name for names in narrowed.values() for name in names}
+    unknown = [name for name in wanted if name not in found]
+    if unknown:
+        return f"--mutant {', '.join(unknown)}: no selected spec ships it (add its --spec, or --all)"
+    return narrowed
+
+
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -281,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="every mutant of this bundled spec (repeatable; async-command's too, a process per step)",
     )
+    parser.add_argument(
+        "--mutant",
+        action="append",
+        metavar="NAME",
+        help="only this mutant of the selected specs (repeatable): re-measure a few without the whole gate",
+    )
     parser.add_argument("--ablation", action="store_true", help="once per steering choice switched off")
     parser.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds 1..N (default 5)")
     parser.add_argument("--kills-only", action="store_true", help="no shrinking or reduction: no length figure")
@@ -290,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     selection = _selection(args.all, args.spec or [])
+    if isinstance(selection, dict) and args.mutant:
+        selection = _only_mutants(selection, args.mutant)
     if isinstance(selection, str):
         parser.error(selection)
     seeds = tuple(range(1, args.seeds + 1))

@@ -43,11 +43,28 @@ def pytest_sessionstart(session):
             )
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--seed-gate",
+        action="store_true",
+        help="also run the tests marked seed_gate: every shipped mutant at each of seeds 1-5 (hours; .ci/seed-gate)",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist the long tests (marked ``slow``) go first, in their
+    """The scheduled tier (tests marked ``seed_gate``) is deselected unless
+    ``--seed-gate`` is given: the whole suite is CI's for every change, the
+    gate takes hours and runs on a schedule (CONTRIBUTING.md).
+
+    Under pytest-xdist the long tests (marked ``slow``) go first, in their
     files' order: handed out one by one while the short ones fill the gaps, so
     that no worker is left running a long test alone at the end. Every worker
     sorts the same way (xdist requires the same order on each); a run in one
     process keeps the collection order."""
+    if not config.getoption("--seed-gate"):
+        gated = [item for item in items if item.get_closest_marker("seed_gate")]
+        if gated:
+            config.hook.pytest_deselected(items=gated)
+            items[:] = [item for item in items if not item.get_closest_marker("seed_gate")]
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
