@@ -177,3 +177,31 @@ def test_a_racing_group_mostly_moves_onto_a_record_every_call_accepts(pick, move
     )
     explorer.model = None  # the benchmark's bare driver: nothing to ask
     assert explorer.contested(calls, ("task_id",), _raw_key(explorer, "complete_task", 0), "complete_task") == calls
+
+
+@pytest.mark.parametrize("pick", [0, 1, 2])
+def test_racing_notifiers_move_onto_a_finished_task_while_others_still_run(pick):
+    """Notifiers race to send a finished task's one notification: only a
+    terminal, unnotified record opens that window. While other tasks still
+    run, the group must still find it (the non-terminal records are tried
+    first, then the terminal ones): before, only running tasks were tried,
+    and double_notify_race went unfound at a seed whose examples always had
+    one running."""
+    from conformance.engine.stateful import Explorer
+
+    spec, model, (running, pending) = _task_progress_with_a_running_and_a_pending_task()
+    finished = "a00000003"
+    registered = model.predict(
+        "register_task", {"kind": "agent", "description": "d", "mode": "async"}, {"result": {"task_id": finished}}
+    )
+    assert registered.ok, registered.error
+    for op, args in (("start_task", {"task_id": finished}), ("complete_task", {"task_id": finished, "result": "r"})):
+        outcome = model.predict(op, args)
+        assert outcome.ok, outcome.error
+    assert model.would_change("notify_task", {"task_id": finished}, finished)
+    assert not any(model.would_change("notify_task", {"task_id": key}, key) for key in (running, pending))
+    explorer = Explorer(spec, spec.default_parameters(), concurrent=True)
+    explorer.model = model
+    calls = [("notify_task", {"task_id": running})] * 3
+    got = explorer.contested(calls, ("task_id",), _raw_key(explorer, "notify_task", pick), "notify_task")
+    assert got == [("notify_task", {"task_id": finished})] * 3

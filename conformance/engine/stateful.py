@@ -400,22 +400,37 @@ class Explorer:
         racing notifiers). On a record one of them leaves as it is (a
         completion of a pending task answers "not changed"), most
         check-then-act windows never open. Three draws in four move, to the
-        first live record from the drawn pick on (of up to CONTEST_TRIES)
-        that every call changes; the fourth keeps the drawn record, so races
-        on refusals and no-ops are still tried."""
+        first record from the drawn pick on (of up to CONTEST_TRIES among the
+        non-terminal records, then as many among the terminal ones) that
+        every call changes; the fourth keeps the drawn record, so races on
+        refusals and no-ops are still tried."""
         if self.model is None or not self.steering.choices.contested_races or not self._coverage_kept():
             return calls
         name = next((n for n in shared if self._is_key(first, n)), None)
         pick = None if name is None else self._key_pick(first, name, raw)
         if name is None or pick is None or pick % 4 == 3 or self._all_change(calls, name):
             return calls
-        candidates = self.live_keys()
-        start = pick % len(candidates) if candidates else 0
-        for key in (candidates[(start + i) % len(candidates)] for i in range(min(CONTEST_TRIES, len(candidates)))):
-            moved = [(op, {**args, name: key}) if name in args else (op, args) for op, args in calls]
-            if self._all_change(moved, name):
-                return moved
+        for candidates in self._records_by_liveness():
+            start = pick % len(candidates)
+            for key in (candidates[(start + i) % len(candidates)] for i in range(min(CONTEST_TRIES, len(candidates)))):
+                moved = [(op, {**args, name: key}) if name in args else (op, args) for op, args in calls]
+                if self._all_change(moved, name):
+                    return moved
         return calls
+
+    def _records_by_liveness(self) -> list[list]:
+        """The keys of the records the model holds, as up to two non-empty
+        lists: the non-terminal ones, then the terminal ones. A race that
+        only a finished record opens (notifiers racing to send its one
+        notification) must reach one while other records still run."""
+        model = self.model
+        if model is None:
+            return []
+        field, terminal = model.field, model.spec.lifecycle.terminal
+        records = model.store.records
+        active = [k for k, r in records.items() if r[field] not in terminal]
+        finished = [k for k, r in records.items() if r[field] in terminal]
+        return [group for group in (active, finished) if group]
 
     def _all_change(self, calls: list[tuple[str, dict]], name: str) -> bool:
         """Whether each of ``calls``, made alone now, would change the record
