@@ -165,6 +165,8 @@ def test_mutants_command_prints_a_table_and_gates_on_kills(tmp_path):
 # the combination they need. Each must now be found by the exploration alone at every one of seeds 1-5.
 STEERED_CLASSES = [
     ("task-progress", "auto_background_refires"),  # a timer due in the background fires again in the foreground
+    ("task-progress", "auto_background_ties_by_id"),  # timers due together fire in id order
+    ("task-progress", "foreground_reports_evicted"),  # an evicted task stays in the foreground slot
     ("async-jobs", "job-manager.stop_delay_ignores_earlier_end"),  # a cancel's stop delay hides an earlier end
     ("async-jobs", "job-manager.ties_by_job_id"),  # bodies ending together return in id order
     ("thread-jobs", "eviction_keeps_tool_call"),  # an evicted job's tool call stays resolved

@@ -703,8 +703,31 @@ def _timer_due_in_background(a):
     return task(a, t)["is_backgrounded"]
 
 
+def _timers_due_together(a):
+    """Three foreground tasks registered at one instant with one auto-background
+    delay (ids drawn at random, so their order is not the registration order):
+    the order their callers are released in when the timers come due."""
+    for kind in ("main_session", "agent", "agent"):
+        register(a, kind=kind, mode="foreground", auto_background_ms=500)
+    return [effect["task_id"] for effect in a.set_clock(500)]
+
+
+def _foreground_after_eviction(a):
+    """A main session finishes in the foreground (notified by its terminated
+    event) and is evicted; the next foreground_task names no previous task."""
+    first = running(a, "main_session")
+    ok(a, "foreground_task", task_id=first)
+    ok(a, "complete_task", task_id=first, result="r")
+    a.set_clock(30000)
+    ok(a, "evict")
+    second = register(a)
+    return ok(a, "foreground_task", task_id=second)[0]
+
+
 SCENARIOS = {
+    "foreground_reports_evicted": _foreground_after_eviction,
     "auto_background_refires": _timer_due_in_background,
+    "auto_background_ties_by_id": _timers_due_together,
     "double_notify_race": _race,
     "token_count_sums_inputs": _tokens,
     "keeps_six_activities": _activities,

@@ -273,6 +273,36 @@ class _AutoBackgroundRefires(TaskRuntime):
             )
 
 
+class _AutoBackgroundTiesById(TaskRuntime):
+    """Auto-background timers are swept per instant: the first timer due at a
+    time backgrounds every task due then, looked up by id, so tasks whose
+    timers come due together go to the background in id order instead of the
+    order they were registered in."""
+
+    def _auto_background(self, task_id: str) -> None:
+        with self._lock:
+            now = self._clock.now()
+            due = sorted(tid for tid, timer in self._auto_timers.items() if timer.at_ms == now)
+            for tid in due or [task_id]:
+                timer = self._auto_timers.pop(tid, None)
+                if timer is not None:
+                    self._clock.cancel(timer)
+                self._background(tid, "auto")
+
+
+class _ForegroundReportsEvicted(TaskRuntime):
+    """foreground_task trusts its foreground slot, which evict never clears:
+    after the foregrounded task was evicted, the next foreground_task reports
+    the evicted id as the previous task."""
+
+    def foreground_task(self, task_id: str) -> str | None:
+        with self._lock:
+            previous = self._foregrounded_id
+            gone = previous is not None and previous != task_id and previous not in self._tasks
+            restored = super().foreground_task(task_id)
+            return previous if gone else restored
+
+
 def _adapter_for(runtime_class: type[TaskRuntime]) -> type[ReferenceAdapter]:
     name = runtime_class.__name__.lstrip("_") + "Adapter"
     return type(name, (ReferenceAdapter,), {"runtime_class": runtime_class, "__module__": __name__})
@@ -396,6 +426,18 @@ _TABLE = [
         "The auto-background timer repeats until it backgrounds the task: one that comes due while the task is "
         "backgrounded already fires again after the task is brought back to the foreground.",
     ),
+    (
+        "auto_background_ties_by_id",
+        _AutoBackgroundTiesById,
+        "Foreground tasks whose auto-background timers come due at the same instant are backgrounded in task id "
+        "order, not in the order they were registered.",
+    ),
+    (
+        "foreground_reports_evicted",
+        _ForegroundReportsEvicted,
+        "After the foregrounded task is evicted, the next foreground_task reports the evicted id as previous "
+        "(the evicted task is no longer known: previous is null).",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a
@@ -426,6 +468,8 @@ SHORTEST: dict[str, int] = {
     'kill_check_then_act': 3,
     'main_session_foreground_notifies': 3,
     'auto_background_refires': 5,
+    'auto_background_ties_by_id': 3,
+    'foreground_reports_evicted': 8,
 }
 
 MUTANTS: dict[str, Mutant] = {
