@@ -321,6 +321,45 @@ CASES = [
         "operation observe_outcome has no argument 'paylod'",
     ),
     Case(
+        "group-args-unknown-call",
+        (
+            (
+                MAIN,
+                r"(calls: \[cancel_job, observe_outcome\]\n      same_args: \[job_id\])",
+                r"\1\n      args: {cancel_jobs: {job_id: shared.job_id}}",
+            ),
+        ),
+        MAIN,
+        "args: {cancel_jobs:",
+        "'cancel_jobs' is not one of the group's calls",
+    ),
+    Case(
+        "group-args-unknown-argument",
+        (
+            (
+                MAIN,
+                r"(calls: \[cancel_job, observe_outcome\]\n      same_args: \[job_id\])",
+                r"\1\n      args: {cancel_job: {jobs: shared.job_id}}",
+            ),
+        ),
+        MAIN,
+        "args: {cancel_job: {jobs:",
+        "operation cancel_job has no argument 'jobs'",
+    ),
+    Case(
+        "group-args-for-every-call",
+        (
+            (
+                MAIN,
+                r"(calls: \[cancel_job, observe_outcome\]\n      same_args: \[job_id\])",
+                r"\1\n      args: {cancel_job: {job_id: shared.job_id}, observe_outcome: {job_id: shared.job_id}}",
+            ),
+        ),
+        MAIN,
+        "args: {cancel_job: {job_id: shared.job_id}, observe_outcome",
+        "every call gets its arguments from the shared ones",
+    ),
+    Case(
         "limit-unknown-batch",
         ((MAIN, r"batches: \[fill_thread, evicted_tool_call\]", "batches: [fill_threads, evicted_tool_call]"),),
         MAIN,

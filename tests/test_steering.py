@@ -2,6 +2,7 @@
 against the weighted action list, rare records first, a snapshot of the counts
 per example frozen at the first failure, and the same seed giving the same run."""
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -140,10 +141,10 @@ def _task_progress_with_a_running_and_a_pending_task():
     return spec, model, ids  # ids[0] runs, ids[1] is pending
 
 
-def _raw_key(explorer, op: str, pick: int) -> tuple:
-    """A raw draw of ``op``'s arguments whose key (task_id) is (roll 60, ``pick``)."""
+def _raw_key(explorer, op: str, pick: int, key: str = "task_id") -> tuple:
+    """A raw draw of ``op``'s arguments whose key (``key``) is (roll 60, ``pick``)."""
     _, names, _ = explorer.args_plan(op)
-    return tuple((60, pick) if name == "task_id" else None for name in names)
+    return tuple((60, pick) if name == key else None for name in names)
 
 
 @pytest.mark.parametrize("pick, moved", [(0, True), (1, True), (3, False), (7, False)])
@@ -205,3 +206,35 @@ def test_racing_notifiers_move_onto_a_finished_task_while_others_still_run(pick)
     calls = [("notify_task", {"task_id": running})] * 3
     got = explorer.contested(calls, ("task_id",), _raw_key(explorer, "notify_task", pick), "notify_task")
     assert got == [("notify_task", {"task_id": finished})] * 3
+
+
+def test_a_group_whose_call_names_the_record_in_a_list_moves_with_it():
+    """The job tool names its jobs in a list: the group racing its cancel
+    against finish_job sets ``cancel`` from the shared job id (the group's
+    ``args``). Drawn on a finished job, the group moves onto the running
+    one, and the cancel list moves with the finish's job id."""
+    from conformance.engine.stateful import Explorer
+
+    spec = load_spec(str(ROOT / "spec" / "async-jobs.yaml"))
+    params = spec.default_parameters()
+    model = Model(spec, params)
+    model.reset()
+    for label in ("a", "b"):
+        assert model.predict("start_job", {"label": label}).ok
+    assert model.predict("finish_job", {"job_id": "bg_2", "outcome": "completed", "text": "t"}).ok
+    explorer = Explorer(spec, params, concurrent=True)
+    explorer.model = model
+    group = next(g for g in spec.exploration.concurrent if g["name"] == "tool_cancel_races_finish")
+    drawn = [
+        ("finish_job", {"job_id": "bg_2", "outcome": "completed", "text": "t"}),
+        ("job_tool", {"wait_ms": 5000}),
+    ]
+    shared = {"job_id": "bg_2"}
+    calls = explorer.with_group_args(group, drawn, shared)
+    assert calls[1] == ("job_tool", {"wait_ms": 5000, "cancel": ["bg_2"], "poll": [], "list": False})
+    regroup = functools.partial(explorer.with_group_args, group, shared=shared)
+    got = explorer.contested(calls, ("job_id",), _raw_key(explorer, "finish_job", 0, "job_id"), "finish_job", regroup)
+    assert got == [
+        ("finish_job", {"job_id": "bg_1", "outcome": "completed", "text": "t"}),
+        ("job_tool", {"wait_ms": 5000, "cancel": ["bg_1"], "poll": [], "list": False}),
+    ]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import gc
 import math
 import re
@@ -393,7 +394,14 @@ class Explorer:
             }
         return plan
 
-    def contested(self, calls: list[tuple[str, dict]], shared: tuple, raw: tuple, first: str) -> list:
+    def contested(
+        self,
+        calls: list[tuple[str, dict]],
+        shared: tuple,
+        raw: tuple,
+        first: str,
+        regroup: Callable[..., list] | None = None,
+    ) -> list:
         """A racing group's calls, most of the time moved onto a record they
         contest: one that each call, made alone now, would change (a running
         task for a completion and a progress update; a finished one for
@@ -403,20 +411,35 @@ class Explorer:
         first record from the drawn pick on (of up to CONTEST_TRIES among the
         non-terminal records, then as many among the terminal ones) that
         every call changes; the fourth keeps the drawn record, so races on
-        refusals and no-ops are still tried."""
+        refusals and no-ops are still tried. ``regroup(calls, key=...)``
+        re-derives the arguments a group's ``args`` sets from the shared
+        ones, for a call that names the record otherwise (``with_group_args``)."""
         if self.model is None or not self.steering.choices.contested_races or not self._coverage_kept():
             return calls
         name = next((n for n in shared if self._is_key(first, n)), None)
         pick = None if name is None else self._key_pick(first, name, raw)
-        if name is None or pick is None or pick % 4 == 3 or self._all_change(calls, name):
+        drawn = next((args[name] for _, args in calls if name in args), None)
+        if name is None or pick is None or pick % 4 == 3 or self._all_change(calls, drawn):
             return calls
         for candidates in self._records_by_liveness():
             start = pick % len(candidates)
             for key in (candidates[(start + i) % len(candidates)] for i in range(min(CONTEST_TRIES, len(candidates)))):
                 moved = [(op, {**args, name: key}) if name in args else (op, args) for op, args in calls]
-                if self._all_change(moved, name):
+                if regroup is not None:
+                    moved = regroup(moved, key={name: key})
+                if self._all_change(moved, key):
                     return moved
         return calls
+
+    def with_group_args(self, group: dict, calls: list, shared: dict, key: dict | None = None) -> list:
+        """``calls`` with the arguments the group's ``args`` sets per call,
+        evaluated over the shared values (``key``: a shared value moved)."""
+        scope = {"params": self.params, "shared": {**shared, **(key or {})}}
+        exprs = group.get("args") or {}
+        return [
+            (op, {**args, **{k: expr.evaluate(scope) for k, expr in exprs[op].items()}}) if op in exprs else (op, args)
+            for op, args in calls
+        ]
 
     def _records_by_liveness(self) -> list[list]:
         """The keys of the records the model holds, as up to two non-empty
@@ -432,11 +455,11 @@ class Explorer:
         finished = [k for k, r in records.items() if r[field] in terminal]
         return [group for group in (active, finished) if group]
 
-    def _all_change(self, calls: list[tuple[str, dict]], name: str) -> bool:
+    def _all_change(self, calls: list[tuple[str, dict]], key: Any) -> bool:
         """Whether each of ``calls``, made alone now, would change the record
-        its argument ``name`` addresses (``Model.would_change``)."""
+        under ``key`` (``Model.would_change``)."""
         model = self.model
-        return model is not None and all(model.would_change(op, args, args.get(name)) for op, args in calls)
+        return model is not None and key is not None and all(model.would_change(op, args, key) for op, args in calls)
 
     def _is_key(self, op: str, name: str) -> bool:
         _, names, kinds = self.args_plan(op)
@@ -651,6 +674,7 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
     elif kind == "concurrent":
         shared: dict = {}
         calls = []
+        regroup = None
         lead = step[3] - 1  # drawn 0 is the last call, 1 the first, ...
         if what.get("identical"):  # the same call twice (a derived race): the first one's arguments for all
             args = explorer.resolve_args(what["calls"][0], step[2][0], keys)
@@ -666,7 +690,10 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
                         shared[name] = args[name]
                 calls.append((op, args))
             shared_names = tuple(shared)
-        calls = explorer.contested(calls, shared_names, step[2][0], what["calls"][0])
+            if what.get("args"):  # calls that name the record otherwise (in a list): set from the shared values
+                calls = explorer.with_group_args(what, calls, shared)
+                regroup = functools.partial(explorer.with_group_args, what, shared=shared)
+        calls = explorer.contested(calls, shared_names, step[2][0], what["calls"][0], regroup)
         machine.group_answers = driver.concurrently(calls, lead)
     elif kind == "batch":
         _carry_out_batch(explorer, step, machine, driver)

@@ -715,18 +715,43 @@ class _Builder(StepCompiler):
         }
 
     def _concurrent_group(self, i: int, c: dict) -> dict:
-        """One of `exploration.concurrent`: calls made at once, some arguments the same."""
+        """One of `exploration.concurrent`: calls made at once, some arguments
+        the same. A call listed under ``args`` gets those arguments from the
+        shared ones (its own may name the record otherwise, e.g. in a list),
+        so only the other calls must name every ``same_args`` argument."""
         path = ("exploration", "concurrent", i)
+        per_call = c.get("args") or {}
+        for op in per_call:
+            if op not in c["calls"]:
+                self.problem(
+                    path + ("args", op),
+                    f"{op!r} is not one of the group's calls",
+                    hint=f"name one of {', '.join(c['calls'])}",
+                )
         for op in c["calls"]:
             if op not in self.data["operations"]:
                 self.problem(path + ("calls",), f"unknown operation {op!r}")
+            elif op in per_call:
+                self._check_arguments_named(op, list(per_call[op]), path + ("args", op))
             else:
                 self._check_arguments_named(op, list(c.get("same_args") or []), path + ("same_args",))
+        if per_call and all(op in per_call for op in c["calls"]):
+            self.problem(
+                path + ("args",),
+                "every call gets its arguments from the shared ones: none draws them",
+                hint="leave at least one call out of `args`: the shared arguments are its drawn ones",
+            )
+        names = {"params", "shared"}
         return {
             "name": c["name"],
             "calls": list(c["calls"]),
             "same_args": list(c.get("same_args") or []),
             "assumes": self._assumes(c["assumes"], path + ("assumes",)) if "assumes" in c else None,
+            "args": {
+                op: {k: self.expr(v, path + ("args", op, k), names) for k, v in exprs.items()}
+                for op, exprs in per_call.items()
+                if op in c["calls"] and op in self.data["operations"]
+            },
         }
 
     def _limit_value(self, source: str, path: tuple) -> Expression | None:
