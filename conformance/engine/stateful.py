@@ -481,14 +481,9 @@ class Explorer:
         return [k for k, r in model.store.records.items() if r[model.field] not in skip]
 
     def live_keys(self) -> list:
-        """Keys of records the model holds now, non-terminal first."""
-        model = self.model
-        if model is None:
-            return []
-        field, terminal = model.field, model.spec.lifecycle.terminal
-        records = model.store.records
-        active = [k for k, r in records.items() if r[field] not in terminal]
-        return active or list(records)
+        """Keys of the non-terminal records the model holds now; when there
+        are none, of the terminal ones."""
+        return next(iter(self._records_by_liveness()), [])
 
     def resolve_args(self, op: str, raw: tuple, keys: list, omit=()) -> dict:
         """The arguments of ``op`` from a raw draw of ``args_plan(op, omit)``."""
