@@ -450,9 +450,10 @@ class Explorer:
         if model is None:
             return []
         field, terminal = model.field, model.spec.lifecycle.terminal
-        records = model.store.records
-        active = [k for k, r in records.items() if r[field] not in terminal]
-        finished = [k for k, r in records.items() if r[field] in terminal]
+        active: list = []
+        finished: list = []
+        for key, record in model.store.records.items():  # one pass: every key draw reads the first list
+            (finished if record[field] in terminal else active).append(key)
         return [group for group in (active, finished) if group]
 
     def _all_change(self, calls: list[tuple[str, dict]], key: Any) -> bool:
