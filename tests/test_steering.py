@@ -238,3 +238,34 @@ def test_a_group_whose_call_names_the_record_in_a_list_moves_with_it():
         ("finish_job", {"job_id": "bg_1", "outcome": "completed", "text": "t"}),
         ("job_tool", {"wait_ms": 5000, "cancel": ["bg_1"], "poll": [], "list": False}),
     ]
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh-examples", "hypothesiss-mutator"])
+def test_every_example_is_drawn_afresh_without_hypothesiss_mutator(monkeypatch, fresh):
+    """With ``fresh_examples`` (the default) the exploration's Hypothesis run never
+    calls the generation-time mutator, which made six near copies of each new
+    example; the mutator is back as it was after the run, for the user's own tests."""
+    from hypothesis.internal.conjecture.engine import ConjectureRunner
+
+    calls = []
+    mutate = ConjectureRunner.generate_mutations_from
+
+    def spy(self, data):
+        calls.append(1)
+        return mutate(self, data)
+
+    monkeypatch.setattr(ConjectureRunner, "generate_mutations_from", spy)
+    monkeypatch.setattr(steering, "CHOICES", SteeringChoices(fresh_examples=fresh))
+    config = RunConfig(
+        spec_path=SPEC,
+        adapter_factory=_Sequential,
+        adapter_label="sequential reference",
+        profile="quick",
+        seed=1,
+        scenarios=False,
+        report_dir=None,
+        example_db="none",
+    )
+    assert run_conformance(config)["stateful"]["verdict"] == "pass"
+    assert ConjectureRunner.generate_mutations_from is spy
+    assert bool(calls) is not fresh, calls

@@ -1086,7 +1086,9 @@ def run_stateful(
     )
     outcome = StatefulOutcome("pass", profile, seed)
     try:
-        with _exploring():  # Hypothesis's own work between examples allocates as much as an example
+        # Hypothesis's own work between examples allocates as much as an example; every
+        # example is drawn afresh (hypothesis_support.fresh_examples_only)
+        with _exploring(), hypothesis_support.fresh_examples_only(explorer.steering.choices.fresh_examples):
             test()
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
