@@ -79,6 +79,16 @@ def signals_stop_the_run() -> Iterator[None]:
     global _pending, _acknowledged, _owned
     received = [0]
     _pending, _acknowledged = None, False
+    try:  # stderr as it is now: a run later points fd 2 at what an in-process implementation prints
+        console = os.dup(2)
+    except OSError:
+        console = 2
+
+    def say(text: bytes) -> None:
+        try:
+            os.write(console, text)
+        except OSError:
+            pass
 
     def handler(signum, frame):
         global _pending
@@ -87,11 +97,9 @@ def signals_stop_the_run() -> Iterator[None]:
             _pending = Interrupted(signum) if _pending is None else _pending
             raise Interrupted(_pending.signum)
         if received[0] >= FORCE_AFTER:
-            os.write(2, b"interrupted again: exiting without writing the reports\n")
+            say(b"interrupted again: exiting without writing the reports\n")
             os._exit(128 + signum)
-        os.write(
-            2, b"stopping: closing the implementation and writing the reports (interrupt once more to exit at once)\n"
-        )
+        say(b"stopping: closing the implementation and writing the reports (interrupt once more to exit at once)\n")
 
     previous_hook = sys.unraisablehook
 
@@ -117,6 +125,8 @@ def signals_stop_the_run() -> Iterator[None]:
             signal.signal(signum, old)
         sys.unraisablehook = previous_hook
         _pending, _acknowledged, _owned = None, False, was_owned
+        if console != 2:
+            os.close(console)
 
 
 _pending: Interrupted | None = None  # a signal received and not yet acknowledged by the runner
