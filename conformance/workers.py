@@ -437,13 +437,16 @@ def start_workers(config: RunConfig, count: int, entry: WorkerEntry) -> Begun:
 def run_in_workers(begun: Begun, progress: Any, *, scenarios_total: int, examples_total: int, spec: Any = None) -> dict:
     """Wait for the workers ``start_workers`` started, showing their progress,
     and return the merged report, written to the run's report directory."""
+    from .engine.interrupts import deferred, pending
+
     shown = _Shown(examples_total)
     progress.start(scenarios_total, examples_total > 0)
-    interrupt = _wait_for(begun.workers, progress, shown)
-    _show(begun.workers, progress, shown)
-    report, missing = _merged_report(begun, spec, interrupt)
-    report["duration_s"] = round(time.perf_counter() - begun.started, 3)
-    _write_report_files(report, str(begun.config.report_dir))
+    with deferred():  # once the workers have ended, a signal is kept: it must not stop the reports
+        interrupt = _wait_for(begun.workers, progress, shown)
+        _show(begun.workers, progress, shown)
+        report, missing = _merged_report(begun, spec, interrupt or pending())
+        report["duration_s"] = round(time.perf_counter() - begun.started, 3)
+        _write_report_files(report, str(begun.config.report_dir))
     if not missing and not os.environ.get("CONFORMANCE_DEBUG"):  # else kept: the problems name the logs
         shutil.rmtree(begun.tmp, ignore_errors=True)
     return report
@@ -458,18 +461,19 @@ def _write_report_files(report: dict, report_dir: str) -> None:
 def _wait_for(workers: list[_Worker], progress: Any, shown: _Shown) -> KeyboardInterrupt | None:
     """Until every worker has ended, showing their progress; an interrupt is
     passed on to each (returned, once they have ended or their grace is over)."""
-    from .engine.interrupts import Interrupted, acknowledge, checkpoint
+    from .engine.interrupts import Interrupted, acknowledge, checkpoint, deferred
 
     interrupt: KeyboardInterrupt | None = None
     try:
         try:
-            shown_at = 0.0
-            while any(w.running() for w in workers):
-                if time.monotonic() - shown_at >= 0.2:
-                    _show(workers, progress, shown)
-                    shown_at = time.monotonic()
-                time.sleep(0.02)  # the merge starts as soon as the last worker ends
-                checkpoint()
+            with deferred(False):  # while the workers run, a signal stops them
+                shown_at = 0.0
+                while any(w.running() for w in workers):
+                    if time.monotonic() - shown_at >= 0.2:
+                        _show(workers, progress, shown)
+                        shown_at = time.monotonic()
+                    time.sleep(0.02)  # the merge starts as soon as the last worker ends
+                    checkpoint()
         except KeyboardInterrupt as exc:
             acknowledge()
             interrupt = exc

@@ -344,6 +344,47 @@ def test_an_interrupt_while_shrinking_keeps_the_failure_found_so_far(tmp_path):
     assert "found a failure (reported, not fully shrunk)" in problem["message"]
 
 
+LATE_SIGTERM = textwrap.dedent('''\
+    import os, signal, threading, time
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+
+    def terminate_soon():
+        time.sleep(0.1)  # the kit has closed the implementation and waits (0.5 s) for this thread
+        os.kill(os.getpid(), signal.SIGTERM)  # the CI runner's SIGTERM
+        time.sleep(2)
+
+    class LateSigterm(ReferenceAdapter):
+        """Passes; its close() leaves a thread that outlives it, and the SIGTERM
+        arrives while the kit is closing and writing the reports."""
+
+        def close(self):
+            threading.Thread(target=terminate_soon, name="late-sigterm").start()
+            return super().close()
+    ''')
+
+
+@pytest.mark.xdist_group("signals")  # the signal must land in a window of wall time
+def test_a_sigterm_after_the_checks_still_writes_the_reports(tmp_path):
+    (tmp_path / "late.py").write_text(LATE_SIGTERM, encoding="utf-8")
+    report_dir = tmp_path / "reports"
+    proc = _start(
+        ["run", "thread-jobs", "--adapter", "late:LateSigterm", "--scenario", "N1", "--no-stateful"]
+        + ["--report-dir", str(report_dir)],
+        cwd=tmp_path,
+    )
+    code, text = _finish(proc)
+
+    assert code == 143, text
+    report = _reports(report_dir)
+    assert report["verdict"] == "interrupted" and report["exit_code"] == 143
+    assert [s["verdict"] for s in report["scenarios"]] == ["pass"]  # every check had finished: all reported
+    problem = next(p for p in report["problems"] if p["kind"] == "interrupted")
+    assert "every check had ended" in problem["message"], problem
+    assert "INTERRUPTED" in (report_dir / "summary.md").read_text(encoding="utf-8")
+    assert (report_dir / "junit.xml").exists()
+    assert "stopping: closing the implementation and writing the reports" in text  # said on the kit's stderr
+
+
 def test_an_interrupt_lost_in_a_gc_callback_is_raised_at_the_next_checkpoint(capfd):
     # Python runs signal handlers between any two bytecodes, also inside a
     # garbage-collector callback (Hypothesis installs one), where the raise is
@@ -367,3 +408,23 @@ def test_an_interrupt_lost_in_a_gc_callback_is_raised_at_the_next_checkpoint(cap
     assert isinstance(raised.value, interrupts.Interrupted) and raised.value.exit_code == 130
     assert "Traceback" not in capfd.readouterr().err
     interrupts.checkpoint()  # outside the run nothing is pending
+
+
+def test_a_second_signal_does_not_interrupt_the_first_on_its_way_up(capfd):
+    # The except blocks the first interrupt passes through save what the run
+    # found (the failures so far, their counterexample files); a second signal
+    # there once raised again and replaced it, losing them.
+    from conformance.engine import interrupts
+
+    saved = []
+    with interrupts.signals_stop_the_run():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises in here
+        except KeyboardInterrupt as exc:
+            first = exc
+            os.kill(os.getpid(), signal.SIGTERM)  # the second, while the first is on its way up
+            time.sleep(0.05)
+            saved.append("the failures found so far")
+        assert isinstance(first, interrupts.Interrupted) and first.exit_code == 143 and saved
+    assert "stopping: closing the implementation and writing the reports" in capfd.readouterr().err

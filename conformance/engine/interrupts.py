@@ -7,14 +7,23 @@ it, closes the implementation (stopping adapter programs and their
 children) and writes every report with the verdict ``interrupted``; the exit
 code is the shell's convention, 128 + the signal number (130, 143).
 
-Further signals while that clean-up runs do not interrupt it; the third
+Only one :class:`Interrupted` is on its way up at a time: a second
+signal while the first unwinds the run, or while the clean-up runs, does
+not interrupt it (a raise inside an ``except`` or ``finally`` on the way up
+would cut short what that block saves, and replace the exception that
+carries the failures found so far); it says the run is stopping. The third
 one ends the process at once, for a user who really wants out.
+
+After its checks a run closes the implementation and writes its reports
+inside :func:`deferred`: a signal then does not raise at all (it would leave
+no report); it is kept, and the runner reads it with :func:`pending`.
 
 A signal handler's exception can be lost: Python runs handlers between any
 two bytecodes, also inside a garbage-collector callback, whose exceptions
 are printed and dropped. So the interrupt also stays pending until the
 runner acknowledges it, and :func:`checkpoint` (called before every call
-into the implementation and between checks) raises it again.
+into the implementation and between checks) raises it again; a signal
+after a lost raise raises again too.
 
 A KeyboardInterrupt the kit received no signal for, while its handlers own
 SIGINT, was raised by the implementation itself (``raise KeyboardInterrupt``
@@ -39,6 +48,8 @@ __all__ = [
     "interrupt_exit_code",
     "checkpoint",
     "acknowledge",
+    "deferred",
+    "pending",
     "FORCE_AFTER",
     "stops_the_run",
 ]
@@ -76,9 +87,9 @@ def signals_stop_the_run() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _pending, _acknowledged, _owned
+    global _pending, _acknowledged, _owned, _raised, _deferred
     received = [0]
-    _pending, _acknowledged = None, False
+    _pending, _acknowledged, _raised, _deferred = None, False, False, False
     try:  # stderr as it is now: a run later points fd 2 at what an in-process implementation prints
         console = os.dup(2)
     except OSError:
@@ -91,23 +102,28 @@ def signals_stop_the_run() -> Iterator[None]:
             pass
 
     def handler(signum, frame):
-        global _pending
+        global _pending, _raised
         received[0] += 1
-        if received[0] == 1 or not _acknowledged:
-            _pending = Interrupted(signum) if _pending is None else _pending
+        _pending = Interrupted(signum) if _pending is None else _pending
+        if not (_acknowledged or _raised or _deferred):
+            _raised = True
             raise Interrupted(_pending.signum)
         if received[0] >= FORCE_AFTER:
             say(b"interrupted again: exiting without writing the reports\n")
             os._exit(128 + signum)
-        say(b"stopping: closing the implementation and writing the reports (interrupt once more to exit at once)\n")
+        more = b"once more" if FORCE_AFTER - received[0] == 1 else b"twice more"
+        say(b"stopping: closing the implementation and writing the reports (interrupt " + more + b" to exit at once)\n")
 
     previous_hook = sys.unraisablehook
 
     def quiet_lost_interrupts(unraisable):
         # The interrupt raised inside a gc callback is dropped there; it is
-        # still pending and is raised again at the next checkpoint, so there
-        # is nothing to print.
-        if not isinstance(unraisable.exc_value, Interrupted):
+        # still pending and is raised again at the next checkpoint (or by the
+        # next signal), so there is nothing to print.
+        global _raised
+        if isinstance(unraisable.exc_value, Interrupted):
+            _raised = False
+        else:
             previous_hook(unraisable)
 
     sys.unraisablehook = quiet_lost_interrupts
@@ -124,7 +140,7 @@ def signals_stop_the_run() -> Iterator[None]:
         for signum, old in previous.items():
             signal.signal(signum, old)
         sys.unraisablehook = previous_hook
-        _pending, _acknowledged, _owned = None, False, was_owned
+        _pending, _acknowledged, _owned, _raised, _deferred = None, False, was_owned, False, False
         if console != 2:
             os.close(console)
 
@@ -132,6 +148,28 @@ def signals_stop_the_run() -> Iterator[None]:
 _pending: Interrupted | None = None  # a signal received and not yet acknowledged by the runner
 _acknowledged = False
 _owned = False  # the kit's handler owns SIGINT now: a Ctrl-C arrives as Interrupted
+_raised = False  # an Interrupted for the pending signal is on its way up (not lost)
+_deferred = False  # inside deferred(): signals are kept, not raised
+
+
+@contextmanager
+def deferred(keep: bool = True) -> Iterator[None]:
+    """Inside, a signal does not raise :class:`Interrupted`: it is kept
+    (:func:`pending`), so that what runs here (closing the implementation,
+    writing the reports) is never cut short; the third signal still exits
+    at once. ``deferred(False)`` lets signals raise again inside it (a
+    run's checks, whose clean-up and reports are deferred)."""
+    global _deferred
+    was, _deferred = _deferred, keep
+    try:
+        yield
+    finally:
+        _deferred = was
+
+
+def pending() -> Interrupted | None:
+    """The signal this run received (the first), whether it was raised or kept; None without one."""
+    return _pending
 
 
 def stops_the_run(exc: BaseException, *, main_thread: bool = True) -> bool:
@@ -148,7 +186,9 @@ def stops_the_run(exc: BaseException, *, main_thread: bool = True) -> bool:
 
 def checkpoint() -> None:
     """Raise the interrupt again if its first raise was lost (see above)."""
-    if _pending is not None and not _acknowledged:
+    global _raised
+    if _pending is not None and not (_acknowledged or _deferred):
+        _raised = True
         raise Interrupted(_pending.signum)
 
 

@@ -45,7 +45,7 @@ from .causes import group_by_cause, length_of
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .hunt import HuntSettings, more_failures
-from .interrupts import checkpoint
+from .interrupts import acknowledge, checkpoint, deferred, pending
 from .loaded_specs import load_spec_once
 from .profiles import PROFILES
 from .run_result import ImplementationInfo, NotApplicable, Problem, RunResult, ScenarioEntry, SpecInfo
@@ -425,26 +425,30 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     tracker = _Tracker()
     prepared = None
     threads_before = set(threading.enumerate())
-    try:
-        prepared = _prepared_or_problems(config, result)
+    with deferred():  # a signal once the checks are over is kept: it must not stop the reports
+        try:
+            with deferred(False):  # the checks: a signal stops them
+                prepared = _prepared_or_problems(config, result)
+                if prepared is not None:
+                    _run_or_problems(config, prepared, result, progress, tracker)
+        except KeyboardInterrupt as exc:
+            acknowledge()
+            _interrupted(result, exc, tracker)
+        except BaseException as exc:
+            _internal_error(config, result, exc, tracker)
         if prepared is not None:
-            _run_or_problems(config, prepared, result, progress, tracker)
-    except KeyboardInterrupt as exc:
-        from .interrupts import acknowledge
-
-        acknowledge()
-        _interrupted(result, exc, tracker)
-    except BaseException as exc:
-        _internal_error(config, result, exc, tracker)
-    if prepared is not None:
-        _close(prepared.session, result, tracker)
-        _threads_left(result, threads_before)
-        if prepared.session.deviations is not None:
-            result.deviations = prepared.session.deviations.to_report()  # also when interrupted or failed
-    result.duration_s = round(time.perf_counter() - started, 3)
-    report = result.to_report()
-    if config.report_dir:
-        _write(report, config.report_dir)
+            _close(prepared.session, result, tracker)
+            _threads_left(result, threads_before)
+            if prepared.session.deviations is not None:
+                result.deviations = prepared.session.deviations.to_report()  # also when interrupted or failed
+        late = pending()
+        if late is not None and result.verdict != "interrupted":  # received after the checks, while closing
+            tracker.phase = "closing"
+            _interrupted(result, late, tracker)
+        result.duration_s = round(time.perf_counter() - started, 3)
+        report = result.to_report()
+        if config.report_dir:
+            _write(report, config.report_dir)
     return report
 
 
@@ -546,6 +550,8 @@ def _interrupted(result: RunResult, exc: KeyboardInterrupt, tracker: _Tracker) -
         done += _exploring_so_far(result, exc, tracker)
     elif tracker.phase == "start":
         done = "before any check ran"
+    elif tracker.phase == "closing":  # the checks had all ended; the reports hold them
+        done += "; every check had ended and the implementation was being closed"
     result.add_problem("interrupted", f"{cause}: {done}. The reports hold only what finished.", tracker.where())
 
 
