@@ -344,6 +344,72 @@ def test_an_interrupt_while_shrinking_keeps_the_failure_found_so_far(tmp_path):
     assert "found a failure (reported, not fully shrunk)" in problem["message"]
 
 
+LARGE_ANSWER_THEN_TERMINATED = textwrap.dedent('''\
+    import os, signal
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+
+    HUGE = "x" * 32_000_000  # a delivery queue grown over many retries, as its error quotes it
+
+    class LargeAnswerAdapter(ReferenceAdapter):
+        """From its 30th call on, refuses every call that should succeed, with
+        an error quoting a 32 MB value. When the next example starts (the
+        exploration is shrinking the failure) the CI runner sends SIGTERM: to
+        this process, or to the one that started it when it runs as a worker
+        of `--workers 2`."""
+        calls = 0
+        refused = False
+
+        def reset(self, now_ms):
+            if LargeAnswerAdapter.refused:
+                LargeAnswerAdapter.refused = False
+                os.kill(os.getppid() if os.environ.get("SIGNAL_THE_PARENT") else os.getpid(), signal.SIGTERM)
+            return super().reset(now_ms)
+
+        def call(self, operation, args):
+            LargeAnswerAdapter.calls += 1
+            answer = super().call(operation, args)
+            if LargeAnswerAdapter.calls >= 30 and "error" not in answer:
+                LargeAnswerAdapter.refused = True
+                return {"error": {"kind": "worn_out", "message": HUGE}}
+            return answer
+    ''')
+
+
+@pytest.mark.slow
+@pytest.mark.hypothesis  # in the conformance process it starts
+@pytest.mark.xdist_group("signals")  # counts wall time
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_sigterm_while_shrinking_a_failure_with_a_large_answer_writes_the_reports_promptly(tmp_path, workers):
+    # The failure's first line quotes the whole answer: the counterexample file
+    # once carried it, through the pure-Python YAML emitter, which took minutes
+    # after the SIGTERM, before report.json was written; the CI runner killed
+    # the run first and found no report (with --workers, the parent killed the
+    # worker after its grace and lost the failure).
+    (tmp_path / "large_answer.py").write_text(LARGE_ANSWER_THEN_TERMINATED, encoding="utf-8")
+    report_dir = tmp_path / "reports"
+    args = ["run", "thread-jobs", "--adapter", "large_answer:LargeAnswerAdapter", "--no-scenarios"]
+    env = {"SIGNAL_THE_PARENT": "1"} if workers == "2" else {}
+    proc = _start([*args, "--workers", workers, "--report-dir", str(report_dir)], cwd=tmp_path, **env)
+    try:
+        proc.wait(timeout=40)  # seconds: a CI runner's grace after its SIGTERM is shorter than that
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        written = (report_dir / "report.json").exists()
+        raise AssertionError(
+            f"still running 40 s after it started (the SIGTERM came within seconds); report.json: {written}"
+        ) from None
+    code, text = _finish(proc)
+
+    assert code == 143, text
+    report = _reports(report_dir)
+    _assert_reports_say_interrupted(report_dir, report, 143)
+    stateful = report["stateful"]
+    assert stateful["failure"] is not None and "worn_out" in stateful["failure"]["message"], stateful
+    counterexample = next(report_dir.glob("counterexample-stateful*.yaml"))
+    assert counterexample.stat().st_size < 100_000  # the failure's summary line cut; report.json has the value
+
+
 LATE_SIGTERM = textwrap.dedent('''\
     import os, signal, threading, time
     from lifecycle_references.thread_jobs import ReferenceAdapter

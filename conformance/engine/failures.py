@@ -33,6 +33,10 @@ INPUT_REFUSED = "input-refused"
 # is `error` with exit code 2, never a verdict on the implementation.
 DATA_ERRORS = frozenset({"spec-error", INPUT_REFUSED})
 
+# A failure's headline (a counterexample file's summary line) keeps this many
+# characters of the message's first line; the reports hold the whole message.
+HEADLINE_LIMIT = 2000
+
 # The error kind an implementation answers for an operation it does not
 # implement yet (every stub `conformance init` writes). The kit reports it as
 # "operation X is not implemented" before comparing with the model, so the
@@ -64,8 +68,16 @@ class Failure:
             del out["symptoms"]
         return out
 
-    def headline(self) -> str:
-        return self.message.splitlines()[0] if self.message else self.kind
+    def headline(self, limit: int = HEADLINE_LIMIT) -> str:
+        """The message's first line, cut past ``limit`` characters: it may
+        quote a whole answer of the implementation, of any size."""
+        if not self.message:
+            return self.kind
+        end = self.message.find("\n")
+        length = len(self.message) if end < 0 else end
+        if length <= limit:
+            return self.message[:length]
+        return f"{self.message[:limit]}… [truncated: {length:,} characters in all]"
 
 
 def signature(failure: Failure | dict) -> tuple:

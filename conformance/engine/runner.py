@@ -1535,7 +1535,7 @@ def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunC
     doc = {
         "id": "stateful-counterexample",
         "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
-        "failure": failure.message.splitlines()[0],
+        "failure": failure.headline(),  # bounded: serialising a huge answer here took minutes
         "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
         "steps": steps,
     }
