@@ -413,18 +413,25 @@ class Explorer:
         every call changes; the fourth keeps the drawn record, so races on
         refusals and no-ops are still tried. ``regroup(calls, key=...)``
         re-derives the arguments a group's ``args`` sets from the shared
-        ones, for a call that names the record otherwise (``with_group_args``)."""
+        ones, for a call that names the record otherwise (``with_group_args``).
+        A shared list of keys (a list-writer raced with itself, its calls
+        alike) is moved to the one record, by the pick of its first item; an
+        empty one is not moved."""
         if self.model is None or not self.steering.choices.contested_races or not self._coverage_kept():
             return calls
         name = next((n for n in shared if self._is_key(first, n)), None)
         pick = None if name is None else self._key_pick(first, name, raw)
         drawn = next((args[name] for _, args in calls if name in args), None)
+        listed = name is not None and self._key_kind(first, name) == "list"  # a list of keys: moved to [key]
+        if listed:
+            drawn = drawn[0] if isinstance(drawn, list) and drawn else None
         if name is None or pick is None or pick % 4 == 3 or self._all_change(calls, drawn):
             return calls
         for candidates in self._records_by_liveness():
             start = pick % len(candidates)
             for key in (candidates[(start + i) % len(candidates)] for i in range(min(CONTEST_TRIES, len(candidates)))):
-                moved = [(op, {**args, name: key}) if name in args else (op, args) for op, args in calls]
+                value = [key] if listed else key
+                moved = [(op, {**args, name: value}) if name in args else (op, args) for op, args in calls]
                 if regroup is not None:
                     moved = regroup(moved, key={name: key})
                 if self._all_change(moved, key):
@@ -462,14 +469,27 @@ class Explorer:
         model = self.model
         return model is not None and key is not None and all(model.would_change(op, args, key) for op, args in calls)
 
-    def _is_key(self, op: str, name: str) -> bool:
+    def _key_kind(self, op: str, name: str) -> str | None:
+        """``key`` for an argument of ``op`` naming a record, ``list`` for a list
+        of such keys (the job tool's ``cancel``), None for anything else."""
         _, names, kinds = self.args_plan(op)
-        return name in names and kinds[names.index(name)][0] == "key"
+        if name not in names:
+            return None
+        kind = kinds[names.index(name)]
+        if kind[0] == "key":
+            return "key"
+        return "list" if kind[0] == "list" and kind[1][0] == "key" else None
+
+    def _is_key(self, op: str, name: str) -> bool:
+        return self._key_kind(op, name) is not None
 
     def _key_pick(self, op: str, name: str, raw: tuple) -> int | None:
-        """The pick of the raw draw of key argument ``name`` of ``op``."""
+        """The pick of the raw draw of key argument ``name`` of ``op`` (of a
+        list of keys: of its first item; None when it is empty)."""
         index = self.args_plan(op)[1].index(name)
         value = raw[index] if index < len(raw) else None
+        if isinstance(value, list):
+            value = value[0] if value else None
         return value[1] if isinstance(value, tuple) and len(value) == 2 else None
 
     def intermediate_keys(self) -> list:
@@ -675,7 +695,11 @@ def carry_out(explorer: Explorer, step: tuple, machine, driver: Driver) -> None:
         if what.get("identical"):  # the same call twice (a derived race): the first one's arguments for all
             args = explorer.resolve_args(what["calls"][0], step[2][0], keys)
             calls = [(op, copy.deepcopy(args)) for op in what["calls"]]
-            shared_names = tuple(args)
+            fixed = (what.get("args") or {}).get(what["calls"][0]) or {}
+            if fixed:  # the arguments the group fixes (a list-writer's other lists, its mode)
+                calls = explorer.with_group_args(what, calls, {})
+            # the record the race is on first (a list-writer's list), never one the group fixes
+            shared_names = tuple(n for n in sorted(args, key=lambda n: n not in what["same_args"]) if n not in fixed)
         else:
             for op, raw in zip(what["calls"], step[2]):
                 args = explorer.resolve_args(op, raw, keys)
