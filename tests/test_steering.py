@@ -105,23 +105,28 @@ class _Sequential(ReferenceAdapter):
         return {**identity, "capabilities": {**(identity.get("capabilities") or {}), "concurrent": False}}
 
 
+def _explore_the_sequential_reference(seed: int) -> dict:
+    """The quick exploration alone of ``_Sequential`` at ``seed``: its report's stateful entry."""
+    config = RunConfig(
+        spec_path=SPEC,
+        adapter_factory=_Sequential,
+        adapter_label="sequential reference",
+        profile="quick",
+        seed=seed,
+        scenarios=False,
+        report_dir=None,
+        example_db="none",
+    )
+    return run_conformance(config)["stateful"]
+
+
 @pytest.mark.parametrize("steered", [False, True], ids=["default", "every-steering-choice-on"])
 def test_the_same_seed_gives_the_same_exploration(monkeypatch, steered):
     if steered:
         monkeypatch.setattr(steering, "CHOICES", SteeringChoices(swarm=True, rare_keys=True, target=True))
     runs = []
     for _ in range(2):
-        config = RunConfig(
-            spec_path=SPEC,
-            adapter_factory=_Sequential,
-            adapter_label="sequential reference",
-            profile="quick",
-            seed=3,
-            scenarios=False,
-            report_dir=None,
-            example_db="none",
-        )
-        stateful = run_conformance(config)["stateful"]
+        stateful = _explore_the_sequential_reference(seed=3)
         coverage = stateful["coverage"]
         runs.append((stateful["steps"], stateful["examples"], coverage["pairs"], coverage["triples"]))
     assert runs[0] == runs[1]
@@ -256,16 +261,6 @@ def test_every_example_is_drawn_afresh_without_hypothesiss_mutator(monkeypatch, 
 
     monkeypatch.setattr(ConjectureRunner, "generate_mutations_from", spy)
     monkeypatch.setattr(steering, "CHOICES", SteeringChoices(fresh_examples=fresh))
-    config = RunConfig(
-        spec_path=SPEC,
-        adapter_factory=_Sequential,
-        adapter_label="sequential reference",
-        profile="quick",
-        seed=1,
-        scenarios=False,
-        report_dir=None,
-        example_db="none",
-    )
-    assert run_conformance(config)["stateful"]["verdict"] == "pass"
+    assert _explore_the_sequential_reference(seed=1)["verdict"] == "pass"
     assert ConjectureRunner.generate_mutations_from is spy
     assert bool(calls) is not fresh, calls
