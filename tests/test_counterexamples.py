@@ -1213,6 +1213,46 @@ def test_the_count_of_replays_decides_the_counterexample_not_the_machines_speed(
     assert slow_budget.spent < idle_budget.spent and len(slow) > len(idle), (slow_budget.spent, slow)
 
 
+def test_the_time_guard_judges_slow_calls_one_by_one_and_never_a_busy_machine():
+    """Issue 33's guard (engine/budgets.py): the calls that each took over the
+    1 s limit end the work once they took the guard's allowance in all, even
+    while the average of all calls stays fast (an implementation whose cost
+    per call grows keeps most calls quick); a machine two or three times
+    busier than usual trips neither rule; an implementation slow at every call
+    is still stopped by its average, as before."""
+    from conformance.engine.budgets import CallGuard, SlowCalls
+
+    def timed(meter: SlowCalls, guard: CallGuard, calls: int, seconds: float) -> None:
+        before = meter.now()
+        meter.record(calls, seconds)  # as Session does for each call, clock move or concurrent group
+        guard.add(calls, seconds, SlowCalls.since(meter.now(), before))
+
+    busy, guard = SlowCalls(), CallGuard(allowance_s=60)
+    for _ in range(5000):
+        timed(busy, guard, 1, 0.03)  # 10 ms calls on a machine three times busier
+    timed(busy, guard, 1, 0.9)  # a call of 0.3 s, three times slower: still under the limit
+    timed(busy, guard, 4, 3.2)  # a concurrent group of four calls: 0.8 s a call
+    assert busy.now() == (0, 0.0) and not guard.slow()
+
+    growing, guard = SlowCalls(), CallGuard(allowance_s=60)
+    for k in range(11):  # each retry doubles what the next clock move costs: 0.03 s ... 30.7 s
+        for _ in range(100):
+            timed(growing, guard, 1, 0.01)
+        timed(growing, guard, 1, 0.03 * 2**k)
+    assert growing.calls == 5 and not guard.slow()  # 1.9 + 3.8 + 7.7 + 15.4 + 30.7 = 59.5 s: within 60
+    timed(growing, guard, 1, 0.03 * 2**11)
+    assert guard.per_call() < 0.2 and not guard.slow_on_average()  # the average alone never stopped it
+    assert guard.slow_too_long() and guard.slow()
+    assert guard.why() == (
+        "6 call(s) into the implementation took over the 1 s guard each (with the kit's checking of their "
+        "answers), 121.0 s in all, over the 60 s the guard allows them: the implementation's cost per call grew"
+    )
+
+    uniform = CallGuard(allowance_s=60)
+    uniform.add(calls=30, seconds=45.0, slow=(30, 45.0))  # 1.5 s every call, 45 s: within the allowance
+    assert uniform.slow() and uniform.why() == "the implementation took 1.50 s per call, over the 1 s guard"
+
+
 def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():
     """job-manager suffix_per_name_counter gives a taken name's next copy from
     a counter per name, never checked against the ids held. The exploration

@@ -30,6 +30,7 @@ import queue
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -40,6 +41,7 @@ from ..adapters.adapter import Adapter
 from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem, json_safe
 from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
+from .budgets import SlowCalls
 from .compare import compare
 from .crew import Crew, StartLine, fine_switching, launch_order
 from .deviations import Deviations
@@ -253,6 +255,9 @@ class Session:
         self.trace: list[dict] = []
         self.now = 0
         self.calls = 0
+        # The calls that took over the time guard's limit each, with the checking of their
+        # answers (engine/budgets.py): what ends shrinking and reduction for a slow implementation.
+        self.slow_calls = SlowCalls()
         self._needs_restart = False
         self.defer_model_invariants = False  # the stateful suite checks them once per step
         # Accepted deviations (conformance.engine.deviations), set by the runner
@@ -374,6 +379,13 @@ class Session:
 
     # -- steps ------------------------------------------------------------------
     def advance(self, ms: int) -> Failure | None:
+        started = time.perf_counter()
+        try:
+            return self._advance(ms)
+        finally:
+            self.slow_calls.record(1, time.perf_counter() - started)
+
+    def _advance(self, ms: int) -> Failure | None:
         # An operation that waits moved the clock with it (the model knows where to).
         self.now = max(self.now, self.model.now) + int(ms)
         index = len(self.trace)
@@ -433,6 +445,13 @@ class Session:
         return response, None
 
     def call(self, operation: str, args: dict, *, record: bool = True) -> tuple[dict | None, Failure | None]:
+        started = time.perf_counter()
+        try:
+            return self._call(operation, args, record)
+        finally:
+            self.slow_calls.record(1, time.perf_counter() - started)
+
+    def _call(self, operation: str, args: dict, record: bool) -> tuple[dict | None, Failure | None]:
         index = len(self.trace)  # where the call stands (or would stand) in the trace
         response, problem = self._invoke(operation, args)
         # One walk tells both the trace and the answer check that the answer is plain JSON.
@@ -765,6 +784,13 @@ class Session:
     # -- concurrency ------------------------------------------------------------
     def call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
         """Issue calls at the same time; the outcome must match some sequential order."""
+        started, before = time.perf_counter(), self.calls
+        try:
+            return self._call_concurrently(calls)
+        finally:  # the group's calls and the probe calls after it (counted by _invoke)
+            self.slow_calls.record(len(calls) + self.calls - before, time.perf_counter() - started)
+
+    def _call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
         index = len(self.trace)
         responses, failure = self._collect(calls, self._race(calls), index)
         if failure is None:
@@ -1022,6 +1048,13 @@ class Session:
         the very one (same text) that passed them the last time, and nothing
         that prediction read has changed in the model since (Model.read_token):
         the same answer to the same question about the same state."""
+        started = time.perf_counter()
+        try:
+            return self._judged_probe(op, args, text)
+        finally:
+            self.slow_calls.record(1, time.perf_counter() - started)
+
+    def _judged_probe(self, op: str, args: dict, text: str | None) -> tuple[dict | None, Failure | None]:
         index = len(self.trace)  # where the probe would stand in the trace
         response, problem = self._invoke(op, args)
         if problem:
