@@ -1253,6 +1253,59 @@ def test_the_time_guard_judges_slow_calls_one_by_one_and_never_a_busy_machine():
     assert uniform.slow() and uniform.why() == "the implementation took 1.50 s per call, over the 1 s guard"
 
 
+def _growing_queue(monkeypatch) -> tuple:
+    """tests/fixtures/growing_queue.py's adapter, and the wall clock every
+    module that times calls reads instead of the real one: only the
+    implementation moves it, by what its delivery attempts cost (their number
+    doubles at every retry), so what the guard sees is the same in every run,
+    on an idle or a busy machine."""
+    import types
+
+    from conformance.engine import budgets, reduce, stateful
+    from conformance.engine import session as session_module
+
+    factory = _load(Path(__file__).resolve().parent / "fixtures" / "growing_queue.py", "GrowingQueueAdapter")
+    clock = _WallClock(per_read=0.0)
+    module = factory.manager_class._attempt.__globals__  # the fixture's own module, loaded fresh
+    monkeypatch.setitem(module, "spend", lambda seconds: setattr(clock, "now", clock.now + seconds))
+    wall = types.SimpleNamespace(perf_counter=clock.perf_counter)
+    for timed in (budgets, reduce, stateful, session_module):
+        monkeypatch.setattr(timed, "time", wall, raising=False)
+    return factory, clock
+
+
+@pytest.mark.hypothesis
+def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(monkeypatch):
+    """The hole issue 33's guard had: an implementation that re-queues a
+    refused delivery while its old entry stays doubles its queue at every
+    retry, so a clock move over a few retries costs seconds and the next one
+    twice as much, while most calls stay fast and their average never
+    looked slow. Shrinking went on for all its examples (1000 here: 82 s of
+    such calls, 178 s in all); now the slow calls end it once they took the
+    allowance (``shrink_s``), and the failure says so."""
+    from conformance.engine import stateful
+
+    factory, clock = _growing_queue(monkeypatch)
+    session = _session_for(factory, "async-jobs")
+    try:
+        outcome = stateful.run_stateful(
+            session.spec,
+            session,
+            profile="quick",
+            seed=1,
+            capabilities={},
+            shrink_s=5,
+            shrink_examples=1000,
+        )
+    finally:
+        session.close()
+    message = outcome.failure.message
+    assert outcome.verdict == "fail" and outcome.failure.kind == "divergence", message
+    assert "shrinking stopped after" in message and "took over the 1 s guard each" in message, message
+    assert "over the 5 s the guard allows them" in message and outcome.guarded in message, message
+    assert outcome.examples < 100 and clock.now < 30, (outcome.examples, clock.now)
+
+
 def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():
     """job-manager suffix_per_name_counter gives a taken name's next copy from
     a counter per name, never checked against the ids held. The exploration

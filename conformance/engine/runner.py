@@ -1052,6 +1052,11 @@ class _Run:
                 if explained.kind != "linearizability":
                     outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays))
             outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
+            if outcome.guarded and outcome.guarded not in outcome.failure.message:
+                outcome.failure.message += (
+                    f"\n(shrinking stopped early: {outcome.guarded}; the reduction went on from where it "
+                    f"stopped, so a faster implementation may end at another counterexample)"
+                )
             self.look_for_a_shorter_face(outcome.failure)
         except KeyboardInterrupt as exc:  # report the failure as Hypothesis left it
             _carry_so_far(exc, stateful_so_far=outcome)

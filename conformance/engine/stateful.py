@@ -71,7 +71,7 @@ from statemachines.tools.limits import strip_hints
 
 from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices, hypothesis_support, schema_draws, steering
-from .budgets import CallGuard
+from .budgets import CallGuard, SlowCalls
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .profiles import PROFILES
 from .session import Session
@@ -120,6 +120,9 @@ class StatefulOutcome:
     # The failure as the exploration first met it, before Hypothesis shrank it: the runner's
     # reduction starts from it too, since shrinking may end on a path that replays longer.
     found_first: Failure | None = None
+    # What the time guard found when it ended shrinking early (engine/budgets.py), else "":
+    # the runner's reduction replaces the message, and must say it again.
+    guarded: str = ""
 
     def to_dict(self) -> dict:
         return {
@@ -606,6 +609,7 @@ class _Checked(Driver):
                 # with would then depend on where shrinking stopped).
                 reject()
             raise ConformanceFailure(failure)
+        self.stats.check_budget()  # slow calls may end shrinking in the middle of an example
 
     def call(self, operation: str, args: dict) -> dict:
         if self.session.avoided(operation, args) is not None:
@@ -756,7 +760,11 @@ class _Stats:
     timed_out: bool = False  # shrinking was ended by the guard (slow calls), not by shrink_examples
     calls: Callable[[], int] = lambda: 0  # calls into the implementation so far (Session.calls)
     first_failure_calls: int = 0
+    # The slow calls so far (Session.slow_calls.now: how many, their seconds), and at the first failure.
+    slow_calls: Callable[[], tuple[int, float]] = lambda: (0, 0.0)
+    first_failure_slow: tuple[int, float] = (0, 0.0)
     slow: str = ""  # what the guard found, when it ended shrinking
+    spent: bool = False  # the budget is spent: the example running now ends without another call
     best: Failure | None = None
     first: Failure | None = None  # the first failure kept, as found (before shrinking)
     failures: int = 0
@@ -784,7 +792,7 @@ class _Stats:
         self.failures += 1
         if self.first_failure_at is None:
             self.first_failure_at, self.first_failure_example = time.perf_counter(), self.examples
-            self.first_failure_calls = self.calls()
+            self.first_failure_calls, self.first_failure_slow = self.calls(), self.slow_calls()
         if self.best is None:  # the first failure kept, or a plain one that pins its bug after a race
             self.first = failure
         if self.best is None or len(failure.steps) <= len(self.best.steps):
@@ -796,16 +804,20 @@ class _Stats:
         """End Hypothesis's shrinking once it has tried ``shrink_examples``
         examples since the first failure (with ``shrink_s`` 0, at the first
         failure), or run ``shrink_s`` seconds with calls into the
-        implementation slower than the guard (engine/budgets.py)."""
+        implementation slower than the guard: on average, or those slower
+        than it each taking ``shrink_s`` in all (engine/budgets.py). Checked
+        as each example starts, at each failure and after each step."""
         if self.first_failure_at is None or self.shrink_s == float("inf"):
             return  # a long campaign (conformance.fuzzing): Hypothesis and HypoFuzz decide
         if not self.shrink_s or self.examples - self.first_failure_example >= self.shrink_examples:
+            self.spent = True
             raise _ShrinkBudgetSpent()
         elapsed = time.perf_counter() - self.first_failure_at
         if elapsed > self.shrink_s:
-            guard = CallGuard(calls=self.calls() - self.first_failure_calls, seconds=elapsed)
+            guard = CallGuard(calls=self.calls() - self.first_failure_calls, seconds=elapsed, allowance_s=self.shrink_s)
+            guard.add(0, 0.0, SlowCalls.since(self.slow_calls(), self.first_failure_slow))
             if guard.slow():
-                self.timed_out, self.slow = True, guard.why()
+                self.timed_out, self.slow, self.spent = True, guard.why(), True
                 raise _ShrinkBudgetSpent()
 
 
@@ -878,6 +890,8 @@ def build_example(
             self.unprobed = session.calls == calls
 
         def teardown(self):
+            if stats.spent:
+                return  # shrinking's budget ended the example: no more calls
             if self.unprobed and not stats.failing and not _example_over():
                 self.unprobed = False
                 driver.check(session.probe())
@@ -1085,6 +1099,7 @@ def run_stateful(
         if shrink_examples is None
         else shrink_examples,
         calls=lambda: session.calls,
+        slow_calls=session.slow_calls.now,
     )
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
@@ -1121,6 +1136,7 @@ def run_stateful(
         assert best is not None  # the budget counts only once a failure was kept
         best.message += _shrink_note(stats)
         outcome.verdict, outcome.failure = "fail", best
+        outcome.guarded = stats.slow if stats.timed_out else ""
     except FlakyStrategyDefinition as exc:
         # Hypothesis replayed a sequence and it ran on where it had ended (a failure it saw is not
         # there on replay), or the kit's own generation misbehaved; never blame the implementation
