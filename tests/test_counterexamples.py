@@ -1282,11 +1282,32 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
     twice as much, while most calls stay fast and their average never
     looked slow. Shrinking went on for all its examples (1000 here: 82 s of
     such calls, 178 s in all); now the slow calls end it once they took the
-    allowance (``shrink_s``), and the failure says so."""
-    from conformance.engine import stateful
+    allowance (``shrink_s``), and the failure says so. Each failing example's
+    answers are let go as the next starts: Hypothesis keeps every failing
+    example's exception, and with it they had filled gigabytes."""
+    import weakref
 
+    from conformance.engine import stateful
+    from conformance.errors import ConformanceFailure
+
+    raised: weakref.WeakSet = weakref.WeakSet()  # the failures raised to Hypothesis, while it keeps them
+    count = [0]
+
+    class Raised(ConformanceFailure):
+        def __init__(self, failure) -> None:
+            super().__init__(failure)
+            raised.add(self)
+            count[0] += 1
+
+    monkeypatch.setattr(stateful, "ConformanceFailure", Raised)
     factory, clock = _growing_queue(monkeypatch)
     session = _session_for(factory, "async-jobs")
+    holding: list[int] = []  # per example, the failing examples' exceptions still holding their steps
+
+    def on_example(number: int, shrinking: bool) -> None:
+        if shrinking:
+            holding.append(sum(bool(exc.failure.steps) for exc in raised))
+
     try:
         outcome = stateful.run_stateful(
             session.spec,
@@ -1296,6 +1317,7 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
             capabilities={},
             shrink_s=5,
             shrink_examples=1000,
+            on_example=on_example,
         )
     finally:
         session.close()
@@ -1304,6 +1326,7 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
     assert "shrinking stopped after" in message and "took over the 1 s guard each" in message, message
     assert "over the 5 s the guard allows them" in message and outcome.guarded in message, message
     assert outcome.examples < 100 and clock.now < 30, (outcome.examples, clock.now)
+    assert holding and max(holding) == 0 and count[0] > 2, (holding, count)
 
 
 def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():

@@ -608,7 +608,8 @@ class _Checked(Driver):
                 # shrunk, so Hypothesis must not slip to it (which one a run ended
                 # with would then depend on where shrinking stopped).
                 reject()
-            raise ConformanceFailure(failure)
+            self.stats.raised = ConformanceFailure(failure)
+            raise self.stats.raised
         self.stats.check_budget()  # slow calls may end shrinking in the middle of an example
 
     def call(self, operation: str, args: dict) -> dict:
@@ -765,6 +766,7 @@ class _Stats:
     first_failure_slow: tuple[int, float] = (0, 0.0)
     slow: str = ""  # what the guard found, when it ended shrinking
     spent: bool = False  # the budget is spent: the example running now ends without another call
+    raised: ConformanceFailure | None = None  # the last example's failure, as Hypothesis keeps it
     best: Failure | None = None
     first: Failure | None = None  # the first failure kept, as found (before shrinking)
     failures: int = 0
@@ -820,6 +822,19 @@ class _Stats:
                 self.timed_out, self.slow, self.spent = True, guard.why(), True
                 raise _ShrinkBudgetSpent()
 
+    def let_go(self) -> None:
+        """Drop what the last example's failure held: Hypothesis keeps the
+        exception of every failing example it ran (its cache of results, up
+        to thousands), and with its evidence and traceback every answer of
+        that example stayed in memory, each a copy of its own; an
+        implementation whose answers grow with every retry filled gigabytes
+        while shrinking. The failures kept (``best``, ``first``) are the kit's
+        own; the exception Hypothesis raises at the end is its replay's."""
+        raised, self.raised = self.raised, None
+        if raised is not None:
+            raised.failure = dataclasses.replace(raised.failure, steps=[], args=None, expected=None, observed=None)
+            raised.__traceback__ = None  # its frames held the step's answer
+
 
 def _example_over() -> bool:
     """Whether Hypothesis has ended the running example already: its choices
@@ -851,6 +866,7 @@ def build_example(
 
     class SpecExample:
         def __init__(self) -> None:
+            stats.let_go()
             stats.examples += 1
             stats.check_budget()  # shrinking's examples are counted as they start
             session.reset()
