@@ -1253,6 +1253,29 @@ def test_the_time_guard_judges_slow_calls_one_by_one_and_never_a_busy_machine():
     assert uniform.slow() and uniform.why() == "the implementation took 1.50 s per call, over the 1 s guard"
 
 
+def test_a_reduction_after_the_runs_guard_found_the_calls_slow_is_not_tried_and_says_why():
+    """A run's reductions share one guard (engine/runner.py): once an earlier
+    one met slow calls past its allowance, a later failure is left as found,
+    and its message says why it was not reduced."""
+    from conformance.engine.budgets import CallGuard
+    from conformance.engine.reduce import reduce_failure, replay_steps
+
+    factory, steps = _tie_order_bug()
+    session = _session_for(factory)
+    try:
+        failure = replay_steps(session, steps)
+        assert failure is not None
+        guard = CallGuard(allowance_s=5)
+        guard.add(calls=100, seconds=60.0, slow=(6, 40.0))  # what an earlier reduction of the run met
+        calls = session.calls
+        reduced = reduce_failure(session, failure, ReplayBudget(1000, guard))
+    finally:
+        session.close()
+    assert session.calls == calls and reduced.steps == failure.steps
+    assert reduced.message == failure.message + f"\n(not reduced: {guard.why()})"
+    assert "6 call(s) into the implementation took over the 1 s guard each" in reduced.message
+
+
 def _growing_queue(monkeypatch) -> tuple:
     """tests/fixtures/growing_queue.py's adapter, and the wall clock every
     module that times calls reads instead of the real one: only the
@@ -1327,6 +1350,38 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
     assert "over the 5 s the guard allows them" in message and outcome.guarded in message, message
     assert outcome.examples < 100 and clock.now < 30, (outcome.examples, clock.now)
     assert holding and max(holding) == 0 and count[0] > 2, (holding, count)
+
+
+@pytest.mark.slow
+@pytest.mark.hypothesis
+def test_a_run_against_calls_whose_cost_grows_ends_and_its_reports_say_why(tmp_path, monkeypatch):
+    """The whole run against the same implementation: the reduction starts
+    from where the guard stopped shrinking, and its failure still says so;
+    the run's reductions share one guard, which ended the search for more
+    failures (--max-failures) too; the reports are written."""
+    factory, clock = _growing_queue(monkeypatch)
+    config = RunConfig(
+        spec_path="async-jobs",
+        adapter_factory=factory,
+        adapter_label="growing",
+        scenarios=False,
+        profile="quick",
+        seed=1,
+        shrink_s=5,
+        max_failures=3,
+        report_dir=str(tmp_path),
+        example_db="none",
+    )
+    report = run_conformance(config)
+    assert report["verdict"] == "fail" and report["exit_code"] == 1
+    failure = report["stateful"]["failure"]
+    message = failure["message"]
+    assert "reduced from" in message and len(failure["steps"]) <= 6, message
+    assert "(shrinking stopped early: " in message and "took over the 1 s guard each" in message, message
+    assert "(no further failures were looked for (--max-failures): " in message, message
+    assert clock.now < 60, clock.now
+    for name in ("report.json", "junit.xml", "summary.md", "counterexample-stateful.yaml"):
+        assert (tmp_path / name).is_file(), name
 
 
 def test_a_name_of_the_generated_shape_asked_for_explicitly_frees_the_steps_that_made_it():

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .budgets import ReplayBudget
+from .budgets import CallGuard, ReplayBudget
 from .failures import Failure, signature
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def more_failures(
     more: list[Failure] | None = None,
     met: dict[int, set[tuple]] | None = None,
     phase: Callable[[str], None] | None = None,
+    guard: CallGuard | None = None,
 ) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
@@ -67,7 +68,10 @@ def more_failures(
     first fail as one reported already is that bug's consequence. It is
     masked as well and listed as that failure's symptom (engine/causes.py),
     and the search goes on (a few more explorations at most, together
-    generating no more examples than were left of the exploration's own)."""
+    generating no more examples than were left of the exploration's own).
+    ``guard``: the time guard of the run's reductions (engine/budgets.py),
+    which the hunt's share too; once it found the calls slow, no further
+    exploration starts, and the first failure's message says so."""
     from .reduce import explain_race, replay_or_none, steps_of_trace
     from .stateful import run_stateful
 
@@ -76,7 +80,7 @@ def more_failures(
     phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
     known = {signature(outcome.failure)}
     masked = outcome.failure  # the failure masked next
-    budgets = HuntBudgets(settings.replays)
+    budgets = HuntBudgets(settings.replays, guard)
     # The hunt shares the exploration's examples: a failing run generates no more
     # examples in all than a passing one (shrinking and reduction aside), so
     # looking for more failures never makes it take many times as long.
@@ -90,6 +94,9 @@ def more_failures(
             and masked.path
             and examples_left > 0
         ):
+            if guard is not None and guard.slow():
+                outcome.failure.message += f"\n(no further failures were looked for (--max-failures): {guard.why()})"
+                break
             _, operation, path = signature(masked)
             session.known_failures.append((operation, path))
             tries += 1
@@ -150,9 +157,10 @@ class HuntBudgets:
     report unless a shorter one follows) whose share ran out is reduced again
     from its own steps with a whole budget."""
 
-    def __init__(self, replays: int) -> None:
+    def __init__(self, replays: int, guard: CallGuard | None = None) -> None:
         self.replays = replays
-        self.shared = ReplayBudget(self.replays // 4)
+        self.guard = CallGuard() if guard is None else guard  # one for all the hunt's reductions
+        self.shared = ReplayBudget(self.replays // 4, self.guard)
 
     def reduce(self, session: Session, failure: Failure, found: list[Failure]) -> Failure:
         from .causes import length_of
@@ -160,8 +168,13 @@ class HuntBudgets:
 
         share = self.shared.share(0.5)
         reduced = reduce_failure(session, failure, share)
-        if share.stopped and self.replays and all(length_of(reduced) < length_of(other) for other in found):
-            return reduce_failure(session, failure, ReplayBudget(self.replays))  # it would head the report
+        if (
+            share.stopped
+            and not self.guard.slow()  # the guard stops the whole budget as well
+            and self.replays
+            and all(length_of(reduced) < length_of(other) for other in found)
+        ):
+            return reduce_failure(session, failure, ReplayBudget(self.replays, self.guard))  # it would head the report
         return reduced
 
 

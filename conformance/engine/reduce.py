@@ -60,6 +60,7 @@ which the failure says).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -70,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from ..errors import AdapterLoadError
-from .budgets import REDUCE_REPLAYS, ReplayBudget
+from .budgets import REDUCE_REPLAYS, ReplayBudget, SlowCalls
 from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
 from .replay_keys import choices_made, replay_key
@@ -235,14 +236,14 @@ def replay_or_none(
     """``replay_steps`` for a search beside the reduction: the first failure,
     or None when the steps pass or the implementation cannot be started
     again; one replay of ``budget`` spent, when given."""
-    started = time.perf_counter()
+    started, slow = time.perf_counter(), session.slow_calls.now()
     try:
         return replay_steps(session, steps, probe_each=probe_each)
     except AdapterLoadError:
         return None
     finally:
         if budget is not None:
-            budget.replayed(len(steps), started)
+            budget.replayed(len(steps), started, SlowCalls.since(session.slow_calls.now(), slow))
 
 
 class _Reducer:
@@ -297,14 +298,16 @@ class _Reducer:
         self.tries += 1
         self.session.head_start = -1 - attempt
         self.renamed = {}
-        calls, started = self.session.calls, time.perf_counter()
+        calls, started, slow = self.session.calls, time.perf_counter(), self.session.slow_calls.now()
         try:
             failure = replay_steps(self.session, steps, self.renamed, clocks)
         except AdapterLoadError:
             return False
         finally:
             self.session.head_start = -1
-            self.budget.replayed(self.session.calls - calls, started)
+            self.budget.replayed(
+                self.session.calls - calls, started, SlowCalls.since(self.session.slow_calls.now(), slow)
+            )
         if failure is not None and _same_target(signature(failure), self.target):
             self.best_failure = failure
             return True
@@ -892,6 +895,8 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
     reduction stopped early, if it did."""
     budget = ReplayBudget(REDUCE_REPLAYS["ci"]) if budget is None else budget
     steps = steps_of_trace(failure.steps)
+    if steps and budget.guard.slow():  # an earlier reduction of the run found the calls slow
+        return dataclasses.replace(failure, message=f"{failure.message}\n(not reduced: {budget.guard.why()})")
     if not steps or budget.spent_out():
         return failure
     reducer = _Reducer(session, signature(failure), budget)

@@ -40,7 +40,7 @@ from ..errors import AdapterLoadError, HypothesisUnsupported
 from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .attribution import orderings_in_play
-from .budgets import REDUCE_REPLAYS, ReplayBudget
+from .budgets import REDUCE_REPLAYS, CallGuard, ReplayBudget
 from .causes import group_by_cause, length_of
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
@@ -132,6 +132,14 @@ def _reduce_replays(config: RunConfig) -> int:
     if config.reduce_replays is not None:
         return config.reduce_replays
     return 0 if config.shrink_s == 0 else REDUCE_REPLAYS[config.profile]
+
+
+def _reduction_guard(config: RunConfig) -> CallGuard:
+    """The time guard every reduction of a run shares (engine/budgets.py): the
+    calls slower than its limit each may take the run's ``shrink_s`` in all
+    (the profile's when shrinking is off or not set), once for them all."""
+    allowance = config.shrink_s or PROFILES[config.profile]["shrink_s"]
+    return CallGuard(allowance_s=allowance)
 
 
 class Progress:
@@ -768,6 +776,7 @@ class _Run:
         self.adapter_args = _adapter_args(config, prepared.target)
         self.base_cmd = run_command(config, prepared.target)
         self.faces: list[Failure] = []  # shorter faces of a part's first failure (engine/faces.py)
+        self.guard = _reduction_guard(config)  # one time guard for all the run's reductions
 
     def describe(self) -> None:
         """What was checked: the spec, the implementation, its parameters."""
@@ -997,6 +1006,7 @@ class _Run:
                 describe=lambda failure, number: self.describe_failure(failure, number=number, part=part),
                 met=met,
                 phase=watch.enter,
+                guard=self.guard,
             )
         if outcome.failure is None:
             return more
@@ -1040,7 +1050,7 @@ class _Run:
         """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
         from .reduce import explain_race, reduce_failure
 
-        budget = ReplayBudget(_reduce_replays(self.config))  # the first failure's own, whole
+        budget = ReplayBudget(_reduce_replays(self.config), self.guard)  # the first failure's own, whole
         self.tracker.phase = "stateful"  # an interrupt now still reports the failure found
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
@@ -1050,7 +1060,7 @@ class _Run:
                 # the few steps left now they may: then the plain failure is reduced in its turn.
                 explained = explain_race(self.session, outcome.failure)
                 if explained.kind != "linearizability":
-                    outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays))
+                    outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays, self.guard))
             outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
             if outcome.guarded and outcome.guarded not in outcome.failure.message:
                 outcome.failure.message += (
@@ -1073,7 +1083,7 @@ class _Run:
             return
         try:
             orderings = orderings_in_play(self.session, failure)
-            budget = ReplayBudget(_reduce_replays(self.config) // FACE_SHARE)
+            budget = ReplayBudget(_reduce_replays(self.config) // FACE_SHARE, self.guard)
             face = shorter_face(self.session, failure, orderings, budget) if orderings else None
         except Exception as exc:
             self.kit_fault("looking for a shorter face of the failure found", exc)
@@ -1092,7 +1102,7 @@ class _Run:
         reduced, first = outcome.failure, outcome.found_first
         if first is None or not first.steps or not replays or not same_bug(signature(first), signature(reduced)):
             return reduced
-        other = reduce_failure(self.session, explain_race(self.session, first), ReplayBudget(replays))
+        other = reduce_failure(self.session, explain_race(self.session, first), ReplayBudget(replays, self.guard))
         if not same_bug(signature(other), signature(reduced)):
             return reduced
         length = length_of(other), length_of(reduced)
@@ -1364,6 +1374,7 @@ def _search_more(
     describe: Callable[[Failure, int], None],
     met: dict[int, set[tuple]],
     phase: Callable[[str], None] | None = None,
+    guard: CallGuard | None = None,
 ) -> None:
     """``hunt.more_failures`` into ``more``, so that what it finds is never lost:
     the failures found before it are complete, so an interrupt reports them
@@ -1389,6 +1400,7 @@ def _search_more(
             more=more,
             met=met,
             phase=phase,
+            guard=guard,
         )
     except KeyboardInterrupt as exc:
         for number, failure in enumerate(more, 2):
