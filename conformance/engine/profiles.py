@@ -10,8 +10,10 @@ __all__ = ["PROFILES"]
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
 # machine's load). Past shrink_s seconds a guard ends shrinking early, but only for an
-# implementation slow per call (engine/budgets.py: never for a merely busy machine;
-# the failure's message says when it did, since where it stops then depends on speed).
+# implementation slow per call: on average, or in calls that each took over the guard's
+# second and shrink_s in all (engine/budgets.py: never for a merely busy machine; the
+# failure's message says when it did, since where it stops then depends on speed).
+# The run's reductions together may spend shrink_s in such calls once more.
 # Fewer shrinking examples (30 at ci) left a longer counterexample for a retention bug
 # (async-jobs task-table.keeps_65_finished, seed 2: 72 steps where 100 examples give 67).
 PROFILES = {

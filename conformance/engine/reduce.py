@@ -54,8 +54,8 @@ The result is deterministic for a deterministic implementation (every try
 is in a fixed order, and the budget counts replays, not seconds, so a busy
 machine reduces as far as an idle one), and every step of it is needed:
 dropping any one of them loses the failure (unless the budget ran out
-first, or the implementation was slower per call than the time guard,
-which the failure says).
+first, or the implementation's calls were slower than the time guard, on
+average or in calls whose cost grew, which the failure says).
 """
 
 from __future__ import annotations

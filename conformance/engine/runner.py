@@ -91,8 +91,10 @@ class RunConfig:
     only: tuple[str, ...] = ()
     replay_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
-    # Seconds of shrinking after which an implementation slow per call stops it (None: the
-    # profile's; 0: no shrinking, and no reduction unless reduce_replays says otherwise).
+    # Seconds of shrinking after which an implementation slow per call stops it, and what its
+    # calls slower than the guard's second may take in shrinking, and again in all the
+    # run's reductions (engine/budgets.py; None: the profile's; 0: no shrinking, and no
+    # reduction unless reduce_replays says otherwise, which then gets the profile's).
     shrink_s: float | None = None
     # Replays reducing a found failure may spend (engine/reduce.py, engine/budgets.py);
     # None: the profile's (none when shrink_s is 0); 0: no reduction.
