@@ -8,6 +8,7 @@ try the known failure first."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -1366,7 +1367,9 @@ def test_a_run_against_calls_whose_cost_grows_ends_and_its_reports_say_why(tmp_p
         adapter_label="growing",
         scenarios=False,
         profile="quick",
-        seed=1,
+        # a seed whose shrinking meets the slowest calls (at seed 1 shrinking ends by its
+        # count first, and the guard fires in the reduction: the next test's path)
+        seed=2,
         shrink_s=5,
         max_failures=3,
         report_dir=str(tmp_path),
@@ -1376,7 +1379,10 @@ def test_a_run_against_calls_whose_cost_grows_ends_and_its_reports_say_why(tmp_p
     assert report["verdict"] == "fail" and report["exit_code"] == 1
     failure = report["stateful"]["failure"]
     message = failure["message"]
-    assert "reduced from" in message and len(failure["steps"]) <= 6, message
+    # the reduction went on from where shrinking stopped and shortened it (until the
+    # run's one guard ended it too: how far it gets depends on the exploration's path)
+    reduced = re.search(r"reduced from (\d+) to (\d+) step", message)
+    assert reduced and int(reduced[2]) < int(reduced[1]) and len(failure["steps"]) <= int(reduced[2]), message
     assert "(shrinking stopped early: " in message and "took over the 1 s guard each" in message, message
     assert "(no further failures were looked for (--max-failures): " in message, message
     assert clock.now < 60, clock.now
