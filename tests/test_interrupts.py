@@ -28,6 +28,7 @@ import pytest
 
 from conformance.engine.loaded_specs import load_spec_once
 from conformance.reporting import validate_report
+from lifecycle_references.thread_jobs import ReferenceAdapter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -494,3 +495,66 @@ def test_a_second_signal_does_not_interrupt_the_first_on_its_way_up(capfd):
             saved.append("the failures found so far")
         assert isinstance(first, interrupts.Interrupted) and first.exit_code == 143 and saved
     assert "stopping: closing the implementation and writing the reports" in capfd.readouterr().err
+
+
+class _WornOut(ReferenceAdapter):
+    """A thread-jobs implementation that answers every call with an unknown
+    error from its 30th call on: the exploration finds that failure at once."""
+
+    calls = 0
+
+    def call(self, operation, args):
+        _WornOut.calls += 1
+        if _WornOut.calls >= 30:
+            return {"error": {"kind": "worn_out", "message": "this build breaks after 30 calls"}}
+        return super().call(operation, args)
+
+
+@pytest.mark.hypothesis
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("before the reduction", "found a failure (reported, not fully shrunk)"),
+        ("while sorting by cause", "had found 1 distinct failure(s), reported, and was sorting them by cause"),
+    ],
+)
+def test_an_interrupt_between_the_exploration_and_the_report_keeps_its_failure(tmp_path, monkeypatch, where, said):
+    """A Ctrl-C after the exploration found a failure, in the gaps between
+    the phases that keep their own findings (before the reduction starts;
+    while the failures found are sorted by cause), still reports the failure."""
+    from conformance.engine import runner
+
+    if where == "before the reduction":
+        enter = runner._ExampleWatch.enter
+
+        def enter_then_interrupted(self, phase):
+            enter(self, phase)
+            if phase == "reducing":
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(runner._ExampleWatch, "enter", enter_then_interrupted)
+    else:
+
+        def interrupted(failures):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(runner, "_shortest_of_each", interrupted)
+    monkeypatch.setattr(_WornOut, "calls", 0)
+    report_dir = tmp_path / "reports"
+    config = runner.RunConfig(
+        spec_path="thread-jobs",
+        adapter_factory=_WornOut,
+        adapter_label="worn-out",
+        profile="quick",
+        scenarios=False,
+        report_dir=str(report_dir),
+    )
+    report = runner.run_conformance(config)
+
+    assert report["verdict"] == "interrupted" and report["exit_code"] == 130
+    written = _reports(report_dir)
+    stateful = written["stateful"]
+    assert stateful["verdict"] == "interrupted" and "worn_out" in json.dumps(stateful["failure"]), stateful
+    assert (report_dir / "counterexample-stateful.yaml").exists()
+    problem = next(p for p in written["problems"] if p["kind"] == "interrupted")
+    assert said in problem["message"], problem["message"]

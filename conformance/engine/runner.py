@@ -577,8 +577,12 @@ def _searching_so_far(result: RunResult, exc: KeyboardInterrupt, tracker: _Track
     """Interrupted while looking for further distinct failures: those found, reported."""
     so_far, more = vars(exc)["stateful_so_far"], vars(exc).get("more_so_far", [])  # both set by _search_more
     found = [so_far.failure, *more]
+    sorting = "sorting_by_cause" in vars(exc)  # set by _Run.keep_what_was_found
     so_far.failure.message += (
-        "\n(the run was interrupted while the exploration looked for further "
+        "\n(the run was interrupted while the failures found were sorted by cause: "
+        "failures listed apart may share a cause)"
+        if sorting
+        else "\n(the run was interrupted while the exploration looked for further "
         "distinct failures (--max-failures): there may be more)"
     )
     if tracker.describe_failure is not None:
@@ -595,7 +599,8 @@ def _searching_so_far(result: RunResult, exc: KeyboardInterrupt, tracker: _Track
     }
     if more:
         result.stateful["more_failures"] = [failure.to_dict() for failure in more]
-    return f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and was looking for more"
+    now = "was sorting them by cause" if sorting else "was looking for more"
+    return f"; the stateful exploration had found {len(found)} distinct failure(s), reported, and {now}"
 
 
 def _exploring_so_far(result: RunResult, exc: KeyboardInterrupt, tracker: _Tracker) -> str:
@@ -778,6 +783,8 @@ class _Run:
         self.adapter_args = _adapter_args(config, prepared.target)
         self.base_cmd = run_command(config, prepared.target)
         self.faces: list[Failure] = []  # shorter faces of a part's first failure (engine/faces.py)
+        self.found_more: list[Failure] = []  # a part's further distinct failures, as they are found
+        self.reduced = False  # whether the part's first failure has been reduced
         self.guard = _reduction_guard(config)  # one time guard for all the run's reductions
 
     def describe(self) -> None:
@@ -948,11 +955,16 @@ class _Run:
             max_examples=examples,
         )
         tracker.phase = "verdict"
-        # What the exploration's examples took (shrinking included): the stateful table's counts and
-        # the run's; the replays that reduce a failure below repeat them and are not counted.
-        explored = session.model.coverage.copy()
-        outcome.coverage = _coverage(self.spec, explored.as_dict(), session.params)
-        more = self.failures_of(outcome, watch, seed, examples, part)
+        self.found_more, self.reduced = [], False
+        try:
+            # What the exploration's examples took (shrinking included): the stateful table's counts and
+            # the run's; the replays that reduce a failure below repeat them and are not counted.
+            explored = session.model.coverage.copy()
+            outcome.coverage = _coverage(self.spec, explored.as_dict(), session.params)
+            more = self.failures_of(outcome, watch, seed, examples, part)
+        except KeyboardInterrupt as exc:
+            self.keep_what_was_found(exc, outcome)
+            raise
         entry = outcome.to_dict()
         if more:
             entry["more_failures"] = [f.to_dict() for f in more]
@@ -964,6 +976,22 @@ class _Run:
         run_coverage.merge(explored)
         watch.examples_before += outcome.examples
         return entry
+
+    def keep_what_was_found(self, exc: KeyboardInterrupt, outcome: Any) -> None:
+        """An interrupt after the exploration ended, outside the phases that
+        attach their own findings to it (the reduction, the hunt for more): in
+        the gaps between them, or while the failures are grouped and described.
+        The failure found (reduced or not) and the others found so far go into
+        the report with it."""
+        if "stateful_so_far" in vars(exc):  # the phase it came from attached them
+            return
+        if outcome.failure is None or outcome.verdict != "fail":
+            self.tracker.phase = "stateful"  # reported as an exploration that found nothing
+            return
+        _carry_so_far(exc, stateful_so_far=outcome, more_so_far=list(self.found_more))
+        if self.reduced:
+            vars(exc)["sorting_by_cause"] = True
+        self.tracker.phase = "searching" if self.reduced else "stateful"
 
     def empty_part(self, index: int, count: int, seed: int) -> dict:
         return {
@@ -983,13 +1011,14 @@ class _Run:
     ) -> list[Failure]:
         """The part's failure reduced, the distinct ones after it (--max-failures),
         each described; returns those after the first."""
-        more: list[Failure] = []  # the distinct failures after the first, as they are found
+        more: list[Failure] = self.found_more  # the distinct failures after the first, as they are found
         self.faces = []  # this part's
         met: dict[int, set[tuple]] = {}  # per failure (id): the failure found before it that it shows first
         if outcome.failure is not None and outcome.verdict == "fail":
             watch.enter("reducing")  # counts the failure found
             if outcome.failure.steps:
                 self.reduce_found(outcome)
+            self.reduced = True
             if self.config.max_failures > 1:
                 watch.enter("looking for more")
             _search_more(
