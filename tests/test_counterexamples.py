@@ -326,6 +326,18 @@ def test_a_race_that_shows_in_few_replays_gets_more_tries_per_candidate():
     assert race_tries(0.05) == MAX_RACE_TRIES
 
 
+def test_a_reduction_says_when_its_race_showed_too_seldom_to_trust_a_kept_step():
+    from conformance.engine.reduce import MAX_RACE_TRIES, race_note, race_tries
+
+    assert race_note(None, 3) is None  # no race in the list
+    assert race_note((12, 12), race_tries(1.0)) is None
+    assert race_note((3, 12), race_tries(3 / 12)) is None  # 17 tries: a miss under 1 %
+    seldom = race_note((2, 48), MAX_RACE_TRIES)  # 24 tries miss it with a chance of 36 %
+    assert seldom is not None and "showed in only 2 of 48 replays" in seldom and "may have been kept" in seldom
+    never = race_note((0, 48), 3)
+    assert never is not None and never.startswith("not reduced: its race did not show again in 48 replays")
+
+
 @pytest.mark.slow
 def test_a_race_that_rarely_shows_still_reduces_to_the_steps_it_needs():
     """A cancel that checks, releases its lock and acts only now and then (a

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
 __all__ = [
     "explain_race",
     "group_checks",
+    "race_note",
     "race_tries",
     "reduce_failure",
     "replay_steps",
@@ -110,6 +111,28 @@ def race_tries(rate: float) -> int:
         return RACE_TRIES
     needed = math.ceil(math.log(RACE_MISS) / math.log(1 - rate))
     return max(RACE_TRIES, min(MAX_RACE_TRIES, needed))
+
+
+def race_note(seen: tuple[int, int] | None, tries: int) -> str | None:
+    """What a reduction's message says when its race (``seen``: replays of
+    the whole list that showed it, of those made) showed too seldom for
+    ``tries`` replays per candidate to tell a step the failure needs from an
+    unlucky schedule, as on a loaded machine; None when it showed often
+    enough, or the list has no race."""
+    if seen is None:
+        return None
+    hits, tried = seen
+    if not hits:
+        return (
+            f"not reduced: its race did not show again in {tried} replays of the whole list; "
+            "on a less loaded machine it may"
+        )
+    if (1 - hits / tried) ** tries <= RACE_MISS:
+        return None
+    return (
+        f"its race showed in only {hits} of {tried} replays of the whole list, so steps it does not "
+        "need may have been kept; on a less loaded machine the same seed may reduce further"
+    )
 
 
 def group_checks(trace: list[dict]) -> set[int]:
@@ -254,6 +277,7 @@ class _Reducer:
         self.validators: dict[str, Any] = {}
         self.renamed: dict = {}  # the last replay's renaming: recorded value -> replayed value
         self.race_tries = RACE_TRIES
+        self.race_seen: tuple[int, int] | None = None  # replays of the whole list that showed its race, of those made
         self.kept: list[dict] = []  # the last list ``fails`` saw fail
         self.not_failing: set[str] = set()  # replay keys of lists replayed without the failure
         self.named_in_vain: set[str] = set()  # replay keys of lists records_under_own_names left as they were
@@ -328,6 +352,7 @@ class _Reducer:
         while (tried < RACE_SAMPLE or (hits < 2 and tried < 4 * RACE_SAMPLE)) and not self.out_of_budget():
             hits += self.replay_fails(steps, tried)
             tried += 1
+        self.race_seen = (hits, tried)
         if not hits:
             return False
         self.race_tries = race_tries(hits / tried)
@@ -905,7 +930,10 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
     try:
         steps = reducer.without_races(steps, failure)
         if not reducer.replays(steps):
-            return failure  # it does not replay as a plain step list (e.g. it needs the exploration's probe)
+            # It does not replay as a plain step list (e.g. it needs the exploration's probe), or its race
+            # did not show again.
+            note = race_note(reducer.race_seen, reducer.race_tries)
+            return dataclasses.replace(failure, message=f"{failure.message}\n({note})") if note else failure
         steps = reducer.keep_tail(steps)
         if len(steps) > _LONG:
             # A long trace first loses whole kinds of steps and big chunks (each replay
@@ -955,6 +983,8 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
     )
     if budget.stopped:
         note += f"; {budget.stopped}"
+    if race := race_note(reducer.race_seen, reducer.race_tries):
+        note += f"; {race}"
     reduced.message += f"\n({note})"
     reduced.seed = failure.seed
     return reduced
