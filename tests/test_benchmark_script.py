@@ -234,3 +234,20 @@ def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_short
         assert row["shortest"] <= row["steps"] and row["ratio"] == round(row["steps"] / row["shortest"], 3), row
     assert result["length_ratio_max"] <= seed_kills.LENGTH_LIMIT, result["lengths"]
     assert [row["seed"] for row in result["lengths"]] == [1, 2]  # in task order, whichever process ran each
+
+
+@pytest.mark.slow
+def test_cpu_throughput_compares_trees_in_alternating_rounds():
+    """benchmarks/cpu_throughput.py, as a smoke test: this checkout, one
+    quick exploration per round, each round in its own process."""
+    script = ROOT / "benchmarks" / "cpu_throughput.py"
+    args = [sys.executable, str(script), str(ROOT), "--profile", "quick", "--seeds", "1", "2", "--rounds", "2"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["profile"] == "quick" and result["seeds"] == [1, 2] and result["rounds"] == 2
+    tree = result["trees"][str(ROOT)]
+    assert tree["profile"] == "quick"  # as each round's process ran it
+    assert tree["steps_per_cpu_s"] > 0 and tree["calls_per_cpu_s"] > 0
+    assert len(tree["steps_per_cpu_s_by_round"]) == 2 and tree["steps_ratio_to_first"] == 1.0
+    assert done.stderr.count("steps/CPU-s") == 2
