@@ -150,6 +150,17 @@ class _Worker:
         self._queue.put((None, None, None))
 
 
+def observation_problem(exc: ObservationError, response: Any) -> str:
+    """What the model missed in an answer, said as what differs: an error
+    answer where the model, predicting success, needed a value from the
+    result or its effects is "expected success, got error ..." first, as
+    every other wrong error is (engine/compare.py)."""
+    error = response.get("error") if isinstance(response, dict) else None
+    if isinstance(error, dict) and "kind" in error:
+        return f"expected success, got error {error['kind']}: {error.get('message', '')} ({exc})"
+    return str(exc)
+
+
 def describe_exception(exc: BaseException) -> str:
     """``Type: message`` for an exception raised by an implementation, even one
     whose own ``__str__`` fails."""
@@ -473,7 +484,12 @@ class Session:
             prediction = self.model.predict(operation, args, response)
         except ObservationError as exc:
             return self._fail(
-                "divergence", f"{operation}: {exc}", index, operation=operation, args=args, observed=response
+                "divergence",
+                f"{operation}: {observation_problem(exc, response)}",
+                index,
+                operation=operation,
+                args=args,
+                observed=response,
             )
         except ExpressionError as exc:
             return self._fail(

@@ -671,7 +671,9 @@ class Model:
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             else:
-                self._observation_problem = f"the spec takes {path} from the implementation's response, which has none"
+                self._observation_problem = (
+                    f"expected {path} in the answer (the spec takes a value from it), but the answer has none"
+                )
                 return None
         self._note_chosen(node)
         return node
@@ -693,7 +695,7 @@ class Model:
                 self._note_chosen(item[field_name])
                 return item[field_name]
         self._observation_problem = (
-            f"the spec takes {field_name} from a {effect} effect, but the implementation reported none"
+            f"expected a {effect} effect (the spec takes its {field_name} from it), but the answer reported none"
         )
         return None
 

@@ -1,0 +1,80 @@
+"""When the model needs a value from an answer that lacks it (a generated id,
+a spilled payload's path), the failure says what was expected and what came
+instead, as every other difference does: an error where the model predicted
+success is "expected success, got error ...".
+
+In process, through one ``Session`` on thread-jobs' reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance.engine.session import Session
+from conformance.specs import resolve_spec
+from lifecycle_references.thread_jobs import ReferenceAdapter
+from statemachines import load_spec
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(resolve_spec("thread-jobs"))
+
+
+class RefusesStarts(ReferenceAdapter):
+    """Answers every start with an error, as a runtime whose restart kept a
+    stale tool-call table would."""
+
+    def call(self, operation: str, args: dict) -> Any:
+        if operation == "start_job":
+            return {"error": {"kind": "tool_call_resolved", "message": "c1 already resolved"}}
+        return super().call(operation, args)
+
+
+class NeverSpills(ReferenceAdapter):
+    """Keeps every payload inline, however large (its effects never list a spill)."""
+
+    def call(self, operation: str, args: dict) -> Any:
+        answer = super().call(operation, args)
+        if operation == "observe_outcome" and isinstance(answer, dict) and "result" in answer:
+            effects = [e for e in answer.get("effects", []) if e.get("effect") != "payload_spilled"]
+            answer = {**answer, "effects": effects}
+        return answer
+
+
+def _session(spec, factory) -> Session:
+    session = Session(spec, spec.default_parameters(), factory)
+    session.reset()
+    return session
+
+
+def test_an_error_where_a_generated_id_was_expected_says_expected_success(spec):
+    session = _session(spec, RefusesStarts)
+    try:
+        _, failure = session.call("start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "shell"})
+    finally:
+        session.close()
+    assert failure is not None and failure.kind == "divergence"
+    assert failure.message.startswith(
+        "start_job: expected success, got error tool_call_resolved: c1 already resolved (expected result.job_id"
+    ), failure.message
+
+
+def test_a_missing_effect_the_spec_takes_a_value_from_is_said_as_expected(spec):
+    session = _session(spec, NeverSpills)
+    limit = session.params["max_bytes"]  # 25,600 bytes under the defaults
+    try:
+        _, failure = session.call(
+            "start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "shell", "job_id": "j1"}
+        )
+        assert failure is None
+        outcome = {"job_id": "j1", "outcome": "completed", "payload": "x" * (limit + 1)}
+        _, failure = session.call("observe_outcome", outcome)
+    finally:
+        session.close()
+    assert failure is not None and failure.kind == "divergence"
+    assert "expected a payload_spilled effect (the spec takes its path from it), but the answer reported none" in (
+        failure.message
+    ), failure.message
