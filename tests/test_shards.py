@@ -373,6 +373,11 @@ def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path
     failure = report["stateful"]["failure"]
     counterexample = Path(failure["counterexample_file"])
     assert counterexample == report_dir / "counterexample-stateful.yaml" and counterexample.is_file()
+    # its title names the run's seed, and the part and derived seed that found it
+    title = yaml.safe_load(counterexample.read_text(encoding="utf-8"))["title"]
+    part = next(p for p in report["stateful"]["parts"] if p["seed"] == failure["seed"])
+    assert "(run seed 1, profile quick; found by exploration part " in title, title
+    assert f"part {part['index']} of 2, at its derived seed {failure['seed']})" in title, title
     assert (report_dir / "junit.xml").is_file() and (report_dir / "summary.md").is_file()
     assert list((report_dir / "example-db").iterdir()), "the workers keep failing examples under the report dir"
     # the replay command the report prints reproduces the failure

@@ -1476,7 +1476,7 @@ def _describe_stateful_failure(
             name = f"counterexample-stateful-part{part[0]}-{number}.yaml"
         path = Path(config.report_dir) / name
         try:
-            _write_counterexample(path, spec, failure, config)
+            _write_counterexample(path, spec, failure, config, part)
         except OSError as exc:  # the report directory's trouble is reported when the reports are written
             failure.replay = rerun
             failure.message += (
@@ -1574,7 +1574,22 @@ def _coverage(spec: Spec, counts: dict, params: dict) -> dict:
     }
 
 
-def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunConfig) -> None:
+def _counterexample_title(spec: Spec, failure: Failure, config: RunConfig, part: tuple | None) -> str:
+    """The file's title: the run's seed, and for a run whose exploration is
+    split in parts (``--workers``, ``--shard``) the part and the seed that
+    part explored from, derived from the run's (engine/shards.py)."""
+    found_at = failure.seed if failure.seed is not None else part[2] if part else config.seed
+    if part is None:
+        return f"Shrunk counterexample for {spec.id} {spec.version} (seed {found_at}, profile {config.profile})"
+    return (
+        f"Shrunk counterexample for {spec.id} {spec.version} (run seed {config.seed}, profile {config.profile}; "
+        f"found by exploration part {part[0]} of {part[1]}, at its derived seed {found_at})"
+    )
+
+
+def _write_counterexample(
+    path: Path, spec: Spec, failure: Failure, config: RunConfig, part: tuple | None = None
+) -> None:
     from .reduce import steps_of_trace, without_choices
 
     # the replayable steps (a group's probe calls left out: its replay makes them again),
@@ -1582,7 +1597,7 @@ def _write_counterexample(path: Path, spec: Spec, failure: Failure, config: RunC
     steps = without_choices(steps_of_trace(failure.steps))
     doc = {
         "id": "stateful-counterexample",
-        "title": f"Shrunk counterexample for {spec.id} {spec.version} (seed {failure.seed if failure.seed is not None else config.seed}, profile {config.profile})",
+        "title": _counterexample_title(spec, failure, config, part),
         "failure": failure.headline(),  # bounded: serialising a huge answer here took minutes
         "requires": ["concurrent"] if any("concurrently" in s for s in failure.steps) else [],
         "steps": steps,
