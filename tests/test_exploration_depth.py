@@ -141,6 +141,7 @@ def test_limit_edges_follow_the_parameters_and_the_argument_schemas():
     lines = edges["payload_lines"].args[("observe_outcome", "payload")]
     assert "x\n" * 1000 in lines["at"]  # 1000 lines ending in a newline (1001 by the rule)
     assert "\n".join(["x"] * 1001) in lines["above"]
+    assert "\n".join(["x\ry"] * 1000) in lines["at"]  # 1000 lines to the spec, 2000 to str.splitlines()
     size = edges["payload_bytes"].args[("observe_outcome", "payload")]
     assert all(len(text.encode("utf-8")) == 25601 for text in size["above"])
     assert any(len(text) < 25601 for text in size["above"])  # multi-byte: fewer characters than bytes

@@ -42,7 +42,7 @@ def _thread_jobs_counts() -> tuple[int, int]:
     return len(spec.scenarios), len(spec.scenarios) - len(inapplicable)
 
 
-ALL_SCENARIOS, APPLICABLE = _thread_jobs_counts()  # 41 and 38 today (N11, E14, B9 are for psi-runtime)
+ALL_SCENARIOS, APPLICABLE = _thread_jobs_counts()  # 42 and 39 today (N11, E14, B9 are for psi-runtime)
 PY = shlex.quote(sys.executable)
 EXAMPLE_ADAPTER = ROOT / "examples" / "python-stdio" / "adapter.py"
 

@@ -24,8 +24,8 @@ def test_thread_jobs_has_the_whole_matrix():
     spec = load_spec(SPEC_DIR / "thread-jobs.yaml")
     expected = [f"N{i}" for i in range(1, 11)] + [f"E{i}" for i in range(1, 14)] + [f"B{i}" for i in range(1, 9)]
     # After the seed's rows: equivalents for the real systems' profiles, B10
-    # (explicit ids in the generated shape), B11 (line and byte edges of the payload limits), B12 (racing cancels), B13 (racing outcomes), B14 (an evicted job's tool call is unknown again), and regressions of bugs they shipped (docs/real-systems.md).
-    after_the_seed = ["N11", "E14", "B9", "B10", "B11", "B12", "B13", "B14", "R1", "R2"]
+    # (explicit ids in the generated shape), B11 (line and byte edges of the payload limits), B12 (racing cancels), B13 (racing outcomes), B14 (an evicted job's tool call is unknown again), B15 (a carriage return inside a line is no line break), and regressions of bugs they shipped (docs/real-systems.md).
+    after_the_seed = ["N11", "E14", "B9", "B10", "B11", "B12", "B13", "B14", "R1", "R2", "B15"]
     ids = [s.id for s in spec.scenarios]
     assert [i for i in ids if i not in after_the_seed] == expected and sorted(set(ids) - set(expected)) == sorted(
         after_the_seed

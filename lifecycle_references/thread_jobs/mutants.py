@@ -7,6 +7,7 @@ ReferenceAdapter only in which runtime it builds.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 
@@ -126,6 +127,15 @@ class _LinesBySplitlines(ThreadJobRuntime):
         # splitlines() does not count the empty line after a final newline, so a
         # payload of max_lines lines ending in "\n" (max_lines + 1 by the rule) stays inline
         lines = len(payload.splitlines()) or 1
+        size = len(payload.encode("utf-8"))
+        return lines <= self.config.max_lines and size <= self.config.max_bytes
+
+
+class _LinesByUniversalNewlines(ThreadJobRuntime):
+    def _fits_inline(self, payload: str) -> bool:
+        # "\r\n", a lone "\r" and "\n" each end a line, as universal-newline readers count:
+        # a payload of max_lines lines holding carriage returns counts more lines and is spilled
+        lines = len(re.split(r"\r\n|\r|\n", payload))
         size = len(payload.encode("utf-8"))
         return lines <= self.config.max_lines and size <= self.config.max_bytes
 
@@ -345,6 +355,11 @@ _TABLE = [
         "A payload's lines are counted with splitlines(), so max_lines lines ending in a newline stay inline.",
     ),
     (
+        "lines_by_universal_newlines",
+        _LinesByUniversalNewlines,
+        "A lone carriage return ends a line too, so max_lines lines holding one are spilled.",
+    ),
+    (
         "size_in_characters",
         _SizeInCharacters,
         "A payload's size is measured in characters, so multi-byte text over max_bytes bytes stays inline.",
@@ -439,6 +454,7 @@ SHORTEST: dict[str, int] = {
     'progress_injects': 3,
     'restart_keeps_jobs': 3,
     'lines_by_splitlines': 2,
+    'lines_by_universal_newlines': 2,
     'lines_limit_exclusive': 2,
     'outcome_check_then_act': 2,
     'size_ignores_trailing_newline': 2,

@@ -57,13 +57,16 @@ def exploration_applies(item: dict, params: dict, offered) -> bool:
 
 def text_edges(size: int, unit: str) -> list[str]:
     """Strings of ``size`` in ``unit``: plain ASCII, ending in a newline, and
-    with multi-byte characters (as many characters or bytes as the unit counts)."""
+    with multi-byte characters (as many characters or bytes as the unit counts);
+    in lines, also with a carriage return inside each line."""
     if size < 0:
         return []
     if unit == "lines":
         if size == 0:
             return [""]
-        return ["\n".join(["x"] * size), "x\n" * size, "\n".join(["é"] * size)]
+        # ... and lines holding a lone carriage return: no line break to the spec's count
+        # (line_count: newlines + 1), one to universal-newline counting (str.splitlines, \r|\r?\n).
+        return ["\n".join(["x"] * size), "x\n" * size, "\n".join(["é"] * size), "\n".join(["x\ry"] * size)]
     plain = "a" * size
     out = [plain]
     if size >= 1:
