@@ -73,3 +73,17 @@ def test_gate_on_transition_pairs(tmp_path):
     assert result.exit_code == 1, result.output
     assert "Transition pairs reached:" in result.output
     assert coverage["never_reached"] and "Never reached" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_run_without_the_exploration_leaves_never_reached_off_the_console(tmp_path):
+    """A replay or a run of scenarios alone was never meant to reach the rare
+    combinations: the console does not list them as gaps; summary.md and
+    report.json still do."""
+    args = ["run", SPEC, "--no-stateful", "--workers", "1", "--report-dir", str(tmp_path), "--scenario", "B1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["coverage"]["never_reached"]
+    assert "Transition pairs reached:" in result.output
+    assert "never reached" not in result.output
+    assert "Never reached" in (tmp_path / "summary.md").read_text()

@@ -49,7 +49,7 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     console = console or Console()
     _print_matrix(console, report)
     console.print(_stateful_line(report.get("stateful")))
-    _print_pairs(console, report.get("coverage"))
+    _print_pairs(console, report.get("coverage"), explored=bool((report.get("stateful") or {}).get("examples")))
     checks = list(failed_checks(report))
     _print_stubbed(console, checks)
     shown_replays = _print_failures(console, checks, report)
@@ -105,9 +105,11 @@ def _stateful_line(st: dict | None) -> Text:
 NEVER_REACHED_SHOWN = 3  # on the console; summary.md and report.json say more
 
 
-def _print_pairs(console: Console, coverage: dict | None) -> None:
-    """One line of the finer coverage (engine/pairs.py) and the rarest
-    combinations the run never came near."""
+def _print_pairs(console: Console, coverage: dict | None, explored: bool = True) -> None:
+    """One line of the finer coverage (engine/pairs.py) and, after an
+    exploration, the rarest combinations it never came near (a replay or a
+    run of scenarios alone was never meant to reach them: summary.md and
+    report.json still list them)."""
     categories = (coverage or {}).get("categories") or {}
     pairs, triples = categories.get("transition-pairs"), categories.get("triples")
     if not pairs or not triples:
@@ -118,7 +120,7 @@ def _print_pairs(console: Console, coverage: dict | None) -> None:
             f"(state, operation, outcome) triples: {triples['covered']}/{triples['total']}"
         )
     )
-    for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN]:
+    for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN] if explored else []:
         console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
