@@ -58,7 +58,7 @@ def test_an_error_where_a_generated_id_was_expected_says_expected_success(spec):
         session.close()
     assert failure is not None and failure.kind == "divergence"
     assert failure.message.startswith(
-        "start_job: expected success, got error tool_call_resolved: c1 already resolved (expected result.job_id"
+        "start_job: expected success, got error tool_call_resolved: c1 already resolved; expected result.job_id"
     ), failure.message
 
 

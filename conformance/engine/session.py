@@ -157,7 +157,7 @@ def observation_problem(exc: ObservationError, response: Any) -> str:
     every other wrong error is (engine/compare.py)."""
     error = response.get("error") if isinstance(response, dict) else None
     if isinstance(error, dict) and "kind" in error:
-        return f"expected success, got error {error['kind']}: {error.get('message', '')} ({exc})"
+        return f"expected success, got error {error['kind']}: {error.get('message', '')}; {exc}"
     return str(exc)
 
 
