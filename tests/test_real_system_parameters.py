@@ -100,7 +100,8 @@ def test_scenarios_that_cannot_hold_under_a_real_system_say_why_and_their_equiva
         "E10",
         "B5",
         "B11",
-    }  # B11: the raw-size limits at the outcome; B9 covers them here
+        "B15",
+    }  # B11, B15: the raw-size limits at the outcome; B9 covers them here
     assert reasons["E1"].startswith("This runtime answers a second start with tool_call_resolved")
     assert "E14" in reasons["E1"] and "here second_start_error = \"tool_call_resolved\"" in reasons["E1"]
     verdicts = {s["id"]: s["verdict"] for s in report["scenarios"]}

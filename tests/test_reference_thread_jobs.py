@@ -580,6 +580,8 @@ SCENARIOS = {
     "spill_off_by_one": _spill_at_limit,
     # 1000 lines and a final newline: 1001 lines by the rule, so spilled
     "lines_by_splitlines": lambda a: _spilled(a, "x\n" * 1000),
+    # 1000 lines by the rule, each holding a lone carriage return: within max_lines, so inline
+    "lines_by_universal_newlines": lambda a: _spilled(a, "\n".join(["x\ry"] * 1000)),
     # 12801 characters, 25602 UTF-8 bytes: over max_bytes, so spilled
     "size_in_characters": lambda a: _spilled(a, "é" * 12801),
     # exactly 1000 lines (no final newline): within max_lines, so inline
