@@ -8,9 +8,9 @@ import json
 import re
 from typing import Any
 
-from statemachines import Matcher, Prediction, first_difference, to_jsonable
+from statemachines import Matcher, ObservationError, Prediction, first_difference, to_jsonable
 
-__all__ = ["compare", "without_path", "records_left"]
+__all__ = ["compare", "observation_problem", "without_path", "records_left"]
 
 # How many accepted differences one answer may carry before the rest is
 # reported anyway (each accepted one is masked and the answer compared again).
@@ -194,3 +194,14 @@ def _first(prediction, observation: dict, key: str | None):
         reason = diff.reason if names == got else f"expected effects {_json(names)}, got {_json(got)}"
         return (diff.path, diff.expected, diff.observed, reason)
     return None
+
+
+def observation_problem(exc: ObservationError, response: Any) -> str:
+    """What the model missed in an answer, said as what differs: an error
+    answer where the model, predicting success, needed a value from the
+    result or its effects is "expected success, got error ..." first, as
+    every other wrong error is (``_first``)."""
+    error = response.get("error") if isinstance(response, dict) else None
+    if isinstance(error, dict) and "kind" in error:
+        return f"expected success, got error {error['kind']}: {error.get('message', '')}; {exc}"
+    return str(exc)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from statemachines import ExpressionError, ObservationError
 
-from .compare import compare, records_left
+from .compare import compare, observation_problem, records_left
 from .failures import Failure
 
 __all__ = ["linearize", "other_end_states", "RaceOutcome", "SEARCH_BUDGET", "MAX_LATER_STEPS", "MAX_OPEN_RACES"]
@@ -253,7 +253,7 @@ def _linearize(
                 seen = (prediction, responses[i])
                 made[i] = list(prediction.chosen)  # the final order predicts every call again
             except ObservationError as exc:
-                diff = ("(observation)", None, responses[i], str(exc))
+                diff = ("(observation)", None, responses[i], observation_problem(exc, responses[i]))
             except ExpressionError as exc:
                 diff = ("(spec)", None, None, str(exc))
             if diff is None:

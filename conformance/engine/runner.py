@@ -989,9 +989,11 @@ class _Run:
             self.tracker.phase = "stateful"  # reported as an exploration that found nothing
             return
         _carry_so_far(exc, stateful_so_far=outcome, more_so_far=list(self.found_more))
-        if self.reduced:
+        if self.reduced:  # the failures found are complete: reported as the hunt's, sorting them
             vars(exc)["sorting_by_cause"] = True
-        self.tracker.phase = "searching" if self.reduced else "stateful"
+            self.tracker.phase = "searching"
+        else:  # reported as a failure the exploration had not finished shrinking
+            self.tracker.phase = "stateful"
 
     def empty_part(self, index: int, count: int, seed: int) -> dict:
         return {

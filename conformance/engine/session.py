@@ -42,7 +42,7 @@ from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem,
 from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .budgets import SlowCalls
-from .compare import compare
+from .compare import compare, observation_problem
 from .crew import Crew, StartLine, fine_switching, launch_order
 from .deviations import Deviations
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
@@ -148,17 +148,6 @@ class _Worker:
 
     def close(self) -> None:
         self._queue.put((None, None, None))
-
-
-def observation_problem(exc: ObservationError, response: Any) -> str:
-    """What the model missed in an answer, said as what differs: an error
-    answer where the model, predicting success, needed a value from the
-    result or its effects is "expected success, got error ..." first, as
-    every other wrong error is (engine/compare.py)."""
-    error = response.get("error") if isinstance(response, dict) else None
-    if isinstance(error, dict) and "kind" in error:
-        return f"expected success, got error {error['kind']}: {error.get('message', '')}; {exc}"
-    return str(exc)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -120,7 +120,9 @@ def _print_pairs(console: Console, coverage: dict | None, explored: bool = True)
             f"(state, operation, outcome) triples: {triples['covered']}/{triples['total']}"
         )
     )
-    for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN] if explored else []:
+    if not explored:
+        return
+    for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN]:
         console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
