@@ -486,6 +486,16 @@ def _newest_first(a):
     return ok(a, "turn_boundary", thread_id=T1)[0]
 
 
+def _injected_after_the_turn_began(a):
+    """A turn begins at 0; a job ends at 3 and the boundary injects it then: when was it injected?"""
+    ok(a, "begin_turn", thread_id=T1)
+    start(a, "j1")
+    a.set_clock(3)
+    finish(a, "j1")
+    ok(a, "turn_boundary", thread_id=T1)
+    return inspect(a, "j1")
+
+
 def _second_start(a):
     start(a, "j1", tool_call="c1")
     return a.call("start_job", {"thread_id": T1, "tool_call_id": "c1", "tool_name": "t"})
@@ -599,6 +609,7 @@ SCENARIOS = {
     "injection_newest_first": _newest_first,
     "second_start_allowed": _second_start,
     "generated_id_collides": _explicit_then_generated,
+    "emitted_at_turn_start": _injected_after_the_turn_began,
 }
 
 
@@ -623,6 +634,7 @@ def _baseline(a):
     out.append(start(a, "j2"))
     out.append(a.call("cancel_job", {"thread_id": T1, "job_id": "j2", "requested_by": "agent"}))
     a.set_clock(7)
+    ok(a, "begin_turn", thread_id=T1)  # the turn that injects j1 begins when it ends (emitted_at_turn_start)
     out.append(finish(a, "j1", payload="done"))
     out.append(a.call("turn_boundary", {"thread_id": T1}))
     out.append(a.call("list_jobs", {"thread_id": T1, "statuses": None}))

@@ -65,6 +65,33 @@ class _InjectionNewestFirst(ThreadJobRuntime):
 # ---------------------------------------------------------------- injection
 
 
+class _EmittedAtTurnStart(ThreadJobRuntime):
+    """A turn remembers when it began, and everything its boundary injects is
+    stamped with that time: the message belongs to the turn, so the runtime
+    dates it by the turn rather than by the moment it was injected."""
+
+    def _init_state(self) -> None:
+        super()._init_state()
+        self._turn_began: dict[str, int] = {}  # thread -> when its turn in progress began
+
+    def begin_turn(self, thread_id: str) -> None:
+        with self._lock:
+            super().begin_turn(thread_id)
+            self._turn_began[thread_id] = self._clock()
+
+    def _emit(self, job: Job) -> None:
+        super()._emit(job)
+        began = self._turn_began.get(job.thread_id)
+        if began is not None:
+            job.terminal_message_emitted_at = began
+
+    def turn_boundary(self, thread_id: str) -> list[str]:
+        with self._lock:
+            injected = super().turn_boundary(thread_id)
+            self._turn_began.pop(thread_id, None)  # the turn is over
+            return injected
+
+
 class _DoubleInjectRace(ThreadJobRuntime):
     def turn_boundary(self, thread_id: str) -> list[str]:
         with self._lock:
@@ -413,6 +440,12 @@ _TABLE = [
     ),
     ("injection_newest_first", _InjectionNewestFirst, "turn_boundary injects the newest completion first."),
     (
+        "emitted_at_turn_start",
+        _EmittedAtTurnStart,
+        "turn_boundary stamps each injected job's terminal_message_emitted_at with the time its turn began, "
+        "not the time it was injected.",
+    ),
+    (
         "id_unique_per_thread",
         _IdUniquePerThread,
         "An explicit job id is checked against the caller's thread only, so a start in another thread takes over "
@@ -446,6 +479,7 @@ SHORTEST: dict[str, int] = {
     'evict_by_start_time': 43,
     'evicts_running': 23,
     'injection_newest_first': 5,
+    'emitted_at_turn_start': 6,
     'inspect_cross_thread': 2,
     'late_report_reopens': 4,
     'list_cross_thread': 2,
