@@ -7,6 +7,7 @@ try the known failure first."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -489,6 +490,46 @@ def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_r
     kept = steps_of_trace(reduced.steps)
     assert [s["args"].get("job_id") for s in kept] == ["job-1", None], kept
     assert "generated job id job-1," in reduced.message, reduced.message
+
+
+def test_a_group_runs_one_call_after_another_in_the_order_its_effects_took():
+    """thread-jobs unstable_tie_order (same-instant completions injected in id
+    order). Two starts raced and the second call's took effect first: it got
+    job-1. The other job then ended first, at the same instant. Run one by
+    one in the listed order, the first call would get job-1, the id order and
+    the completion order would agree, and the bug would not show: the
+    reduction would have to keep the race and hope its replays interleave as
+    the exploration's did. The group's recorded order (call 2, then call 1)
+    replays the state the answers showed, so the reduction ends on the five
+    plain steps of the bug."""
+    from conformance.engine.reduce import reduce_failure, replay_steps, steps_of_trace
+
+    def start(call: str, chosen: str) -> dict:
+        return {
+            "call": "start_job",
+            "args": {"thread_id": "a", "tool_call_id": call, "tool_name": "a"},
+            "chosen": [chosen],
+        }
+
+    def outcome(job: str) -> dict:
+        return {"call": "observe_outcome", "args": {"job_id": job, "outcome": "completed", "payload": "x"}}
+
+    after = [outcome("job-2"), outcome("job-1"), {"call": "turn_boundary", "args": {"thread_id": "a"}}]
+    session = _session_for(_mutant_factory("thread-jobs", "unstable_tie_order"))
+    try:
+        assert replay_steps(session, [start("c1", "job-2"), start("c2", "job-1"), *after]) is None  # listed order
+        failure = replay_steps(session, [start("c2", "job-1"), start("c1", "job-2"), *after])
+        assert failure is not None and failure.operation == "turn_boundary", failure and failure.message
+        c2, c1 = ({k: v for k, v in entry.items() if k != "index"} for entry in failure.steps[:2])
+        group = {"index": 0, "concurrently": [c1, c2], "order": [1, 0]}  # as the exploration records a race
+        failure = dataclasses.replace(failure, steps=[group, *failure.steps[2:]])
+        assert steps_of_trace(failure.steps)[0]["order"] == [1, 0]
+        reduced = reduce_failure(session, failure)
+    finally:
+        session.close()
+    kept = steps_of_trace(reduced.steps)
+    assert not [step for step in kept if "concurrently" in step], kept
+    assert [step["call"] for step in kept] == ["start_job"] * 2 + ["observe_outcome"] * 2 + ["turn_boundary"], kept
 
 
 def test_calls_that_lost_a_race_are_dropped_from_their_group():

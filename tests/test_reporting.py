@@ -250,6 +250,22 @@ def test_broken_report_errors_name_the_path():
     assert "<root>: 'problems' is a required property" in errors
 
 
+def test_a_group_the_model_explained_in_another_order_says_which_call_took_effect_first():
+    report = failing_report()
+    group = report["stateful"]["failure"]["steps"][1]
+    group["order"] = [1, 0]  # the completion took effect before the cancel
+    assert validate_report(report) == []
+    took = "(took effect in the order call 2, call 1)"
+    assert took in render_summary_markdown(report)
+    console = Console(record=True, width=400)
+    render_console_summary(report, console)
+    assert took in console.export_text()
+    group["order"] = [0, 1]  # the listed order: nothing to say
+    assert "took effect" not in render_summary_markdown(report)
+    group["order"] = ["first"]
+    assert any(e.startswith("stateful.failure.steps[1].order[0]: ") for e in validate_report(report))
+
+
 def test_schema_checks_verdict_and_exit_code_agree():
     assert validate_report(base_report(exit_code=1)) == ["exit_code: 0 was expected"]
 

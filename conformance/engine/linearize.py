@@ -108,18 +108,23 @@ def _matches(model, op, args, response, acceptor, *, keep: bool = True, chosen: 
     return True
 
 
-def _note_choices(session, index: int | None, made: dict[int, list]) -> None:
+def _note_choices(session, index: int | None, made: dict[int, list], order: list[int]) -> None:
     """Each call of the group at ``index`` in the trace gets the values the
     model met it choosing (generated ids, paths) in the order adopted, as a
     plain call does: a replay that runs the group's calls one by one, or in
-    another order, renames them to what it creates (engine/reduce.py)."""
+    another order, renames them to what it creates (engine/reduce.py). The
+    group gets that order (``order``: call positions, the first to take
+    effect first), so a replay that runs them one by one takes them in it
+    and reaches the state the answers showed."""
     entry = session.trace[index] if index is not None and index < len(session.trace) else None
     group = entry.get("concurrently") if isinstance(entry, dict) else None
-    if not group:
+    if not group or not isinstance(entry, dict):
         return
     for i, values in made.items():
         if values and i < len(group):
             group[i]["chosen"] = values
+    if sorted(order) == list(range(len(group))):
+        entry["order"] = list(order)
 
 
 def _short(value, limit: int = 160) -> str:
@@ -277,12 +282,12 @@ def _linearize(
     if straight(order_hint):
         chosen[:] = order_hint
         session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
-        _note_choices(session, index, made)
+        _note_choices(session, index, made, chosen)
         return None
     model.restore(start)
     if search(order_hint, []):
         session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
-        _note_choices(session, index, made)
+        _note_choices(session, index, made, chosen)
         return None
     model.restore(start)
     # The first line names the calls and where the closest order broke: the rule at stake.

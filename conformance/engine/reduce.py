@@ -159,7 +159,10 @@ def steps_of_trace(trace: list[dict]) -> list[dict]:
         if "advance_ms" in step:
             steps.append({"advance_ms": step["advance_ms"]})
         elif "concurrently" in step:
-            steps.append({"concurrently": [_replayable_call(c) for c in step["concurrently"]]})
+            group = {"concurrently": [_replayable_call(c) for c in step["concurrently"]]}
+            if step.get("order"):
+                group["order"] = list(step["order"])
+            steps.append(group)
         elif "operation" in step:
             steps.append(_replayable_call(step))
     return steps
@@ -175,11 +178,12 @@ def _replayable_call(call: dict) -> dict:
 
 
 def without_choices(steps: list[dict]) -> list[dict]:
-    """``steps`` without what the implementation chose when they were recorded
-    (a counterexample file's form: its replay chooses afresh)."""
+    """``steps`` without what the implementation chose when they were recorded,
+    nor the order a group's calls took (a counterexample file's form: its
+    replay chooses afresh, and races its groups again)."""
 
     def plain(step: dict) -> dict:
-        out = {k: v for k, v in step.items() if k != "chosen"}
+        out = {k: v for k, v in step.items() if k not in ("chosen", "order")}
         if "concurrently" in step:
             out["concurrently"] = [plain(call) for call in step["concurrently"]]
         return out
@@ -578,12 +582,17 @@ class _Reducer:
         return steps
 
     def one_by_one(self, group: dict) -> list[dict]:
-        """A concurrent group's calls one after another, then the probe calls
-        the session made after the group to judge it (``group_checks``),
+        """A concurrent group's calls one after another, in the order their
+        effects took when the group was recorded (its ``order``: answers that
+        showed the second call winning replay as the second call first), then
+        the probe calls the session made after the group to judge it (``group_checks``),
         which no longer come by themselves once the calls are not a group:
         the failure may show only there. ``drop_steps`` takes them away
         when it does not."""
         calls = [{k: v for k, v in c.items() if k in ("call", "args", "chosen")} for c in group["concurrently"]]
+        order = group.get("order")
+        if isinstance(order, list) and sorted(order) == list(range(len(calls))):
+            calls = [calls[i] for i in order]  # as their effects took place when the group was recorded
         if not self.session.observe_after_concurrent:
             return calls
         return calls + [{"call": op, "args": args} for op, args in self.session.probe_calls()]
@@ -635,12 +644,7 @@ class _Reducer:
         if len(replayed) != len(steps) or any(_kind(a) != _kind(b) for a, b in zip(replayed, steps)):
             return steps
         recorded = {now: before for before, now in self.renamed.items()}  # in the names later steps use
-        return [
-            {**step, "chosen": [recorded.get(v, v) for v in again["chosen"]]}
-            if "call" in step and "chosen" not in step and again.get("chosen")
-            else step
-            for step, again in zip(steps, replayed)
-        ]
+        return [_with_replayed_choices(step, again, recorded) for step, again in zip(steps, replayed)]
 
     def drop_steps(self, steps: list[dict], smallest: int = 1) -> list[dict]:
         """Drop chunks of steps, halving the chunk down to ``smallest`` steps."""
@@ -1006,6 +1010,17 @@ def _same_target(found: tuple, target: tuple) -> bool:
     if same_bug(found, target):
         return True
     return _in_effects(found) and found[2] == target[2] and None in (found[1], target[1])
+
+
+def _with_replayed_choices(step: dict, again: dict, recorded: dict) -> dict:
+    """``step`` as its replay (``again``) recorded it: a call that chose
+    names says which (``recorded`` maps them to the names later steps use),
+    and a group takes the order its calls took effect in that replay."""
+    if "call" in step and "chosen" not in step and again.get("chosen"):
+        return {**step, "chosen": [recorded.get(v, v) for v in again["chosen"]]}
+    if "concurrently" in step and again.get("order") and again["order"] != step.get("order"):
+        return {**step, "order": list(again["order"])}
+    return step
 
 
 def _races(steps: list[dict]) -> bool:

@@ -91,10 +91,19 @@ def step_text(step: dict) -> str:
     if "advance_ms" in step:
         return f"advance clock +{step['advance_ms']} ms"
     if "concurrently" in step:
-        return "concurrently: " + " | ".join(_call_text(c) for c in step["concurrently"])
+        return "concurrently: " + " | ".join(_call_text(c) for c in step["concurrently"]) + _order_text(step)
     if step.get("follow_up"):  # the kit's probe judging the group before it; every replay makes it again
         return f"(checking the concurrent calls) {_call_text(step)}"
     return _call_text(step)
+
+
+def _order_text(group: dict) -> str:
+    """How the model explained a group's answers, when not in the calls'
+    own order: which call took effect first (counted from 1, as listed)."""
+    order = group.get("order")
+    if not isinstance(order, list) or order == list(range(len(order))):
+        return ""
+    return " (took effect in the order " + ", ".join(f"call {i + 1}" for i in order) + ")"
 
 
 def replay_for(failure: dict | None, report: dict) -> str | None:
