@@ -225,6 +225,9 @@ class Explorer:
         self.advance_ms = self._clock_moves()
         self._batch_plans: dict = {}
         self.model: Model | None = None  # set by the state machine, for drawing live keys
+        # Where a concurrent group created records in an order other than its calls': each key's
+        # place in the order of first sight (engine/stateful.py in_call_order). None otherwise.
+        self.sight: dict | None = None
         self._payloads = {
             name: self._payload_drawer(policy)
             for name, policy in spec.policies.items()
@@ -261,6 +264,7 @@ class Explorer:
         """A new example starts: it draws its swarm with its first step, and
         steers by the counts of the examples before it."""
         self._swarm_drawn = False
+        self.sight = None
         self.steering.begin_example(getattr(self.model, "coverage", None))
 
     def _clock_moves(self) -> choices.Drawer | None:
@@ -464,7 +468,20 @@ class Explorer:
         finished: list = []
         for key, record in model.store.records.items():  # one pass: every key draw reads the first list
             (finished if record[field] in terminal else active).append(key)
-        return [group for group in (active, finished) if group]
+        return [self.in_sight_order(group) for group in (active, finished) if group]
+
+    def in_sight_order(self, keys: list) -> list:
+        """``keys`` (the model's, in the order it created the records) in the
+        order the example first saw them. The two differ only after a
+        concurrent group created records: the model holds them in the order
+        that explained the answers, which the scheduler chose; a draw that
+        picks a record by its place then picks the same call's record when
+        Hypothesis replays the example, whichever call won."""
+        sight = self.sight
+        if sight is None:
+            return keys
+        last = len(sight)
+        return sorted(keys, key=lambda key: sight.get(key, last) if isinstance(key, (str, int)) else last)
 
     def _all_change(self, calls: list[tuple[str, dict]], key: Any) -> bool:
         """Whether each of ``calls``, made alone now, would change the record
@@ -502,7 +519,7 @@ class Explorer:
             return []
         lifecycle = model.spec.lifecycle
         skip = lifecycle.terminal | {lifecycle.initial}
-        return [k for k, r in model.store.records.items() if r[model.field] not in skip]
+        return self.in_sight_order([k for k, r in model.store.records.items() if r[model.field] not in skip])
 
     def live_keys(self) -> list:
         """Keys of the non-terminal records the model holds now; when there
@@ -886,7 +903,14 @@ def build_example(
             new = [key for key in session.model.keys() if key not in self._seen]
             answers, self.group_answers = self.group_answers, None
             if len(new) > 1 and answers:
-                new = in_call_order(new, answers)
+                ordered = in_call_order(new, answers)
+                if ordered != new and explorer.sight is None:  # the model's order parts from the calls' now
+                    explorer.sight = {key: i for i, key in enumerate(self.keys) if isinstance(key, (str, int))}
+                new = ordered
+            if explorer.sight is not None:
+                explorer.sight.update(
+                    (key, len(self.keys) + i) for i, key in enumerate(new) if isinstance(key, (str, int))
+                )
             self._seen.update(new)
             self.keys.extend(new)
 
