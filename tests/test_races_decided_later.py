@@ -84,7 +84,7 @@ def _run(adapter_class, groups_between: int = 0):
             assert failure is None, failure.message
         # Both answers are the same finished job: which payload won shows only at injection.
         response, failure = session.call("turn_boundary", {"thread_id": "t1"})
-        return response, failure
+        return response, failure, session.trace
     finally:
         session.close()
 
@@ -92,21 +92,24 @@ def _run(adapter_class, groups_between: int = 0):
 @pytest.mark.parametrize("groups_between", [0, 1, 2])
 def test_a_later_answer_picks_the_order_the_implementation_took(groups_between):
     # With other concurrent groups in between, the first race's orders stay open behind them.
-    response, failure = _run(SecondCallFirst, groups_between)
+    response, failure, trace = _run(SecondCallFirst, groups_between)
     assert failure is None, failure.message
     assert "second" in str(response["effects"]) and "first" not in str(response["effects"])
+    # The trace says so: a reduction that runs the race one call after another takes the second first.
+    race = next(entry for entry in trace if "concurrently" in entry)
+    assert race["order"] == [1, 0], race
 
 
 def test_orders_stay_open_only_for_the_newest_few_groups():
     from conformance.engine.linearize import MAX_OPEN_RACES
 
-    response, failure = _run(SecondCallFirst, MAX_OPEN_RACES)
+    response, failure, trace = _run(SecondCallFirst, MAX_OPEN_RACES)
     assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
 
 
 @pytest.mark.parametrize("groups_between", [0, 2])
 def test_an_answer_no_order_explains_is_still_a_divergence(groups_between):
-    response, failure = _run(InjectsSomethingElse, groups_between)
+    response, failure, trace = _run(InjectsSomethingElse, groups_between)
     assert failure is not None and failure.kind == "divergence" and failure.operation == "turn_boundary"
     assert "third" in str(failure.observed)
 

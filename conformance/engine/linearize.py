@@ -47,6 +47,14 @@ class RaceOutcome:
     tried: list | None = None  # fingerprints of the end states adopted so far (worked out when first needed)
     later: list = field(default_factory=list)
     previous: RaceOutcome | None = None  # the group before, whose orders are still open too
+    index: int | None = None  # the group's place in the session's trace (None: a group checked again)
+
+    def adopt(self, session, order: list[int]) -> None:
+        """Another order of the group explains the steps since: the trace
+        says so (``_note_choices``), so a reduction runs the calls in it."""
+        entry = session.trace[self.index] if self.index is not None and self.index < len(session.trace) else None
+        if isinstance(entry, dict) and isinstance(entry.get("concurrently"), list):
+            entry["order"] = list(order)
 
     def chain(self) -> Iterator[RaceOutcome]:
         """This outcome and the earlier ones still open, newest first."""
@@ -64,8 +72,9 @@ def fingerprint(model) -> str:
 
 def other_end_states(session, outcome: RaceOutcome):
     """Each end state of another order of the group's calls that matches every
-    answer and the probe after it, as a model snapshot, not yet tried (at most
-    ``MAX_ORDERS`` orders). The model is left wherever the last try left it."""
+    answer and the probe after it, not yet tried (at most ``MAX_ORDERS``
+    orders): the model's snapshot and the order. The model is left wherever
+    the last try left it."""
     model = session.model
     calls, responses = outcome.calls, outcome.responses
 
@@ -90,7 +99,7 @@ def other_end_states(session, outcome: RaceOutcome):
         if mark in outcome.tried:
             continue
         outcome.tried.append(mark)
-        yield end
+        yield end, list(order)
 
 
 def _matches(model, op, args, response, acceptor, *, keep: bool = True, chosen: list | None = None) -> bool:
@@ -281,12 +290,16 @@ def _linearize(
 
     if straight(order_hint):
         chosen[:] = order_hint
-        session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
+        session.race_outcome = RaceOutcome(
+            start, list(calls), list(responses), list(followups), accepting, chosen, index=index
+        )
         _note_choices(session, index, made, chosen)
         return None
     model.restore(start)
     if search(order_hint, []):
-        session.race_outcome = RaceOutcome(start, list(calls), list(responses), list(followups), accepting, chosen)
+        session.race_outcome = RaceOutcome(
+            start, list(calls), list(responses), list(followups), accepting, chosen, index=index
+        )
         _note_choices(session, index, made, chosen)
         return None
     model.restore(start)

@@ -563,10 +563,11 @@ class Session:
             return False
         failing, kept = self.model.snapshot(), self.race_outcome
         for outcome in list(kept.chain()):
-            for end in other_end_states(self, outcome):
+            for end, order in other_end_states(self, outcome):
                 self.model.restore(end)
                 self.race_outcome = outcome  # the groups after it are replayed with their first matching order
                 if all(self._agrees(op, args, response) for op, args, response in outcome.later) and check():
+                    outcome.adopt(self, order)
                     return True
         self.model.restore(failing)
         self.race_outcome = kept
