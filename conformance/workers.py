@@ -75,6 +75,9 @@ STOP_GRACE_S = 60.0  # seconds a signalled worker gets to close its implementati
 
 _SCENARIO = re.compile(r"^scenario (\S+): (\w+)(?: \((.*)\))?$")
 _EXAMPLES = re.compile(r"examples (\d+)/(\d+)")
+_PHASE = re.compile(r"^progress: \[([^\]]+)\]")
+_FAILURES = re.compile(r"failures (\d+)")
+_EXPLORING = ("exploration", "exploring")  # a worker's phases before its exploration failed
 
 
 def available_cores() -> int:
@@ -299,6 +302,9 @@ class _Worker:
             config, shard=(index, count), report_dir=str(self.dir), scenario_claims=str(tmp / "claims")
         )
         self.examples = 0
+        self.phase = ""  # its progress line's phase: scenarios, exploration, shrinking, reducing, ...
+        self.failures = 0  # its progress line's failures: its scenarios' and its exploration's
+        self.scenario_failures = 0  # of those, its scenarios' (each has a line of its own)
         self.scenarios: deque[tuple[str, str, str | None]] = deque()  # (id, verdict, note) not yet shown
         self.tail: deque[str] = deque(maxlen=20)  # its last other lines, for a worker that failed to report
         self.proc: subprocess.Popen[str] | _Forked | None = None
@@ -341,14 +347,28 @@ class _Worker:
                 if scenario:
                     scenario_id, verdict, note = scenario.groups()
                     self.scenarios.append((scenario_id, verdict, note))
+                    self.scenario_failures += verdict in ("fail", "error")
                     continue
                 if line.startswith("progress: "):
-                    examples = _EXAMPLES.search(line)
-                    if examples:
-                        self.examples = int(examples.group(1))
+                    self._note_progress(line)
                     continue
                 self.tail.append(line)
                 log.write(line + "\n")
+
+    def _note_progress(self, line: str) -> None:
+        """What one of its progress lines says: examples, phase, failures."""
+        examples, phase, failures = _EXAMPLES.search(line), _PHASE.match(line), _FAILURES.search(line)
+        if examples:
+            self.examples = int(examples.group(1))
+        if phase:
+            self.phase = phase.group(1)
+        if failures:
+            self.failures = int(failures.group(1))
+
+    @property
+    def stateful_failures(self) -> int:
+        """The failures its exploration has found so far."""
+        return max(0, self.failures - self.scenario_failures)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -380,6 +400,7 @@ class _Shown:
 
     examples_total: int
     stateful: bool = False
+    phase: tuple[str, int] = ("", 0)  # the exploration's phase and failures, as last shown
 
 
 def _show(workers: list[_Worker], progress: Any, shown: _Shown) -> None:
@@ -395,6 +416,22 @@ def _show(workers: list[_Worker], progress: Any, shown: _Shown) -> None:
         progress.stateful_started(shown.examples_total)
     if shown.stateful:
         progress.stateful_example(examples)
+        phase = _stateful_phase(workers)
+        if phase != shown.phase and phase[0]:
+            shown.phase = phase
+            progress.stateful_phase(*phase)
+
+
+def _stateful_phase(workers: list[_Worker]) -> tuple[str, int]:
+    """The exploration's phase over all workers, and its failures so far:
+    once one worker's exploration has failed, what the failing ones do
+    (shrinking, reducing, looking for more), so that examples past the
+    profile's count do not read as an exploration that will not end."""
+    failures = sum(w.stateful_failures for w in workers)
+    phases = [w.phase for w in workers if w.phase not in ("", "scenarios", *_EXPLORING)]
+    if phases:
+        return ", ".join(dict.fromkeys(phases)), failures
+    return ("exploring" if any(w.phase in _EXPLORING for w in workers) else ""), failures
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -344,6 +345,34 @@ def test_shard_and_workers_usage_errors(tmp_path):
 
 
 # ------------------------------------------------------------ --workers
+def test_the_workers_progress_says_when_their_exploration_failed():
+    """Past the first failure a worker runs shrinking's examples (and looks
+    for more), so the examples counted pass the profile's; the parent's
+    progress line must say why, not "[exploration] ... failures 0"."""
+    from types import SimpleNamespace
+
+    from conformance.workers import _stateful_phase, _Worker
+
+    def worker(*lines: str, scenario_failures: int = 0) -> SimpleNamespace:
+        seen = SimpleNamespace(examples=0, phase="", failures=0, scenario_failures=scenario_failures)
+        for line in lines:
+            _Worker._note_progress(seen, line)  # type: ignore[arg-type]
+        seen.stateful_failures = max(0, seen.failures - seen.scenario_failures)
+        return seen
+
+    exploring = worker("progress: [exploration], examples 40/50, failures 1, elapsed 9s", scenario_failures=1)
+    assert (exploring.examples, exploring.phase, exploring.stateful_failures) == (40, "exploration", 0)
+    shrinking = worker(
+        "progress: [exploration], examples 20/50, failures 0, elapsed 3s",
+        "progress: [shrinking], examples 20/50, failures 1, elapsed 4s",
+        "progress: [shrinking], examples 71/50, failures 1, elapsed 9s",
+    )
+    assert shrinking.examples == 71 and shrinking.stateful_failures == 1
+    assert _stateful_phase([exploring]) == ("exploring", 0)  # a scenario's failure is not the exploration's
+    assert _stateful_phase([exploring, shrinking]) == ("shrinking", 1)
+    assert _stateful_phase([worker("progress: [scenarios], scenarios 3/9, failures 0, elapsed 1s")]) == ("", 0)
+
+
 @pytest.mark.slow
 def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path):
     report_dir = tmp_path / "reports"
@@ -370,6 +399,8 @@ def test_workers_run_the_parts_in_parallel_and_report_one_run(adapters, tmp_path
     assert report["verdict"] == "fail" and "Verdict: FAIL" in text and str(report_dir / "report.json") in text
     assert [p["index"] for p in report["stateful"]["parts"]] == [1, 2] and report["stateful"]["examples"] >= 30
     assert "progress: " in text and "examples " in text  # the workers' progress, summed
+    # once a worker's exploration failed, the progress says what it does now, and that it found one
+    assert re.search(r"progress: \[(shrinking|reducing|looking for more)[^\]]*\].* failures [1-9]", text), text
     failure = report["stateful"]["failure"]
     counterexample = Path(failure["counterexample_file"])
     assert counterexample == report_dir / "counterexample-stateful.yaml" and counterexample.is_file()
