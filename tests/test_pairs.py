@@ -87,3 +87,18 @@ def test_a_run_without_the_exploration_leaves_never_reached_off_the_console(tmp_
     assert "Transition pairs reached:" in result.output
     assert "never reached" not in result.output
     assert "Never reached" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_lifecycle_without_transition_pairs_says_so_instead_of_zero_of_zero():
+    """async-command's jobs end once (running, then a terminal state): there is
+    no pair of transitions to reach, and "reached: 0/0" read like a gap."""
+    from rich.console import Console
+
+    from conformance.reporting.console import _print_pairs
+
+    console = Console(record=True, width=200)
+    categories = {"transition-pairs": {"covered": 0, "total": 0}, "triples": {"covered": 13, "total": 14}}
+    _print_pairs(console, {"categories": categories})
+    text = console.export_text()
+    assert "Transition pairs: none (no record of this lifecycle changes state twice)" in text, text
+    assert "0/0" not in text and "triples: 13/14" in text, text

@@ -114,12 +114,12 @@ def _print_pairs(console: Console, coverage: dict | None, explored: bool = True)
     pairs, triples = categories.get("transition-pairs"), categories.get("triples")
     if not pairs or not triples:
         return
-    console.print(
-        Text(
-            f"Transition pairs reached: {pairs['covered']}/{pairs['total']}; "
-            f"(state, operation, outcome) triples: {triples['covered']}/{triples['total']}"
-        )
+    reached = (
+        f"Transition pairs reached: {pairs['covered']}/{pairs['total']}"
+        if pairs["total"]
+        else "Transition pairs: none (no record of this lifecycle changes state twice)"
     )
+    console.print(Text(f"{reached}; (state, operation, outcome) triples: {triples['covered']}/{triples['total']}"))
     if not explored:
         return
     for line in ((coverage or {}).get("never_reached") or [])[:NEVER_REACHED_SHOWN]:
