@@ -530,6 +530,8 @@ def test_a_group_runs_one_call_after_another_in_the_order_its_effects_took():
     kept = steps_of_trace(reduced.steps)
     assert not [step for step in kept if "concurrently" in step], kept
     assert [step["call"] for step in kept] == ["start_job"] * 2 + ["observe_outcome"] * 2 + ["turn_boundary"], kept
+    # one group became two steps: not "reduced from 4 to 5", but what the replays did
+    assert "(5 step(s); replaying made their arguments simpler (" in reduced.message, reduced.message
 
 
 def test_calls_that_lost_a_race_are_dropped_from_their_group():

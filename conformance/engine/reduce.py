@@ -980,11 +980,12 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
     finally:
         session.defer_model_invariants = deferred
     original = len(steps_of_trace(failure.steps))
-    note = (
-        f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
-        if len(steps) < original or _size(steps) < _size(steps_of_trace(failure.steps))
-        else f"{len(steps)} step(s); replaying found nothing to remove"
-    )
+    if len(steps) < original:
+        note = f"reduced from {original} to {len(steps)} step(s) by replaying it ({reducer.tries} replays)"
+    elif _size(steps) < _size(steps_of_trace(failure.steps)):
+        note = f"{len(steps)} step(s); replaying made their arguments simpler ({reducer.tries} replays)"
+    else:
+        note = f"{len(steps)} step(s); replaying found nothing to remove"
     if budget.stopped:
         note += f"; {budget.stopped}"
     if race := race_note(reducer.race_seen, reducer.race_tries):
