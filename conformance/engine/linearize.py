@@ -52,8 +52,8 @@ class RaceOutcome:
     def adopt(self, session, order: list[int]) -> None:
         """Another order of the group explains the steps since: the trace
         says so (``_note_choices``), so a reduction runs the calls in it."""
-        entry = session.trace[self.index] if self.index is not None and self.index < len(session.trace) else None
-        if isinstance(entry, dict) and isinstance(entry.get("concurrently"), list):
+        entry = _group_entry(session, self.index)
+        if entry is not None:
             entry["order"] = list(order)
 
     def chain(self) -> Iterator[RaceOutcome]:
@@ -125,15 +125,21 @@ def _note_choices(session, index: int | None, made: dict[int, list], order: list
     group gets that order (``order``: call positions, the first to take
     effect first), so a replay that runs them one by one takes them in it
     and reaches the state the answers showed."""
-    entry = session.trace[index] if index is not None and index < len(session.trace) else None
-    group = entry.get("concurrently") if isinstance(entry, dict) else None
-    if not group or not isinstance(entry, dict):
+    entry = _group_entry(session, index)
+    if entry is None:
         return
+    group = entry["concurrently"]
     for i, values in made.items():
         if values and i < len(group):
             group[i]["chosen"] = values
     if sorted(order) == list(range(len(group))):
         entry["order"] = list(order)
+
+
+def _group_entry(session, index: int | None) -> dict | None:
+    """The concurrent group's entry at ``index`` in the session's trace, if it is one."""
+    entry = session.trace[index] if index is not None and index < len(session.trace) else None
+    return entry if isinstance(entry, dict) and entry.get("concurrently") else None
 
 
 def _short(value, limit: int = 160) -> str:
