@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "StatemachinesError",
@@ -66,8 +67,13 @@ class EvaluationBudgetError(ExpressionError):
 
 class ObservationError(StatemachinesError):
     """The model needed a value from the implementation's observation and it was
-    missing or unacceptable (e.g. a generated id that is already taken)."""
+    missing or unacceptable (e.g. a generated id that is already taken), or a
+    ``check`` of the observation failed. ``result`` is, for a failed check,
+    the result the operation's steps had predicted before it (None when they
+    had predicted none): a harness compares the answer with it first, since a
+    check's message is written for an answer that is otherwise right."""
 
-    def __init__(self, message: str, where: str | None = None):
+    def __init__(self, message: str, where: str | None = None, result: Any = None):
         self.where = where
+        self.result = result
         super().__init__(message)

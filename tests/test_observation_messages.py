@@ -1,9 +1,11 @@
 """When the model needs a value from an answer that lacks it (a generated id,
 a spilled payload's path), the failure says what was expected and what came
 instead, as every other difference does: an error where the model predicted
-success is "expected success, got error ...".
+success is "expected success, got error ...". A spec's ``check`` of an
+answer (async-command: "an unknown job's reply must carry an error object")
+speaks only once the rest of the answer is as predicted.
 
-In process, through one ``Session`` on thread-jobs' reference.
+Through one ``Session`` on thread-jobs' and async-command's references.
 """
 
 from __future__ import annotations
@@ -78,3 +80,57 @@ def test_a_missing_effect_the_spec_takes_a_value_from_is_said_as_expected(spec):
     assert "expected a payload_spilled effect (the spec takes its path from it), but the answer reported none" in (
         failure.message
     ), failure.message
+
+
+# -- a check of the answer comes after the answer's own difference -------------------
+
+
+@pytest.fixture(scope="module")
+def command_spec():
+    return load_spec(resolve_spec("async-command"))
+
+
+def _build_then_look(command_spec, factory, job_id: str):
+    session = _session(command_spec, factory)
+    try:
+        _, failure = session.call("start_job", {"target": "app", "work_ms": 1000, "outcome": "complete"})
+        assert failure is None, failure
+        return session.call("job_status", {"job_id": job_id})[1]
+    finally:
+        session.close()
+
+
+def test_a_job_found_for_an_id_never_issued_is_reported_as_that_not_as_a_missing_error_object(command_spec):
+    # The spec checks that an unknown job's reply carries an error object, a
+    # check written for a reply that is otherwise right. A tool that answers
+    # with the job an abbreviation names differs long before that: exit 3 (running) for 5.
+    from lifecycle_references.async_cli.wiring import MUTANTS
+
+    failure = _build_then_look(command_spec, MUTANTS["abbreviated_ids"].factory, "build-000")
+    assert failure is not None and failure.kind == "divergence"
+    assert failure.message == "job_status: result.exit_code: expected 5, got 3", failure.message  # 3: running
+    assert (failure.expected, failure.observed) == (5, 3)
+
+
+def test_a_check_still_names_what_it_checks_when_the_rest_of_the_answer_is_right(command_spec):
+    from lifecycle_references.async_cli.wiring import ReferenceAdapter
+
+    class ErrorNull:
+        """The reference tool, but an unknown job's reply has error: null."""
+
+        def __init__(self, **options):
+            self.inner = ReferenceAdapter(**options)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def call(self, operation, args):
+            answer = self.inner.call(operation, args)
+            stdout = answer.get("result", {}).get("stdout")
+            if isinstance(stdout, dict) and stdout.get("ok") is False and stdout.get("data") is None:
+                stdout["error"] = None
+            return answer
+
+    failure = _build_then_look(command_spec, ErrorNull, "build-9999")
+    assert failure is not None and failure.kind == "divergence"
+    assert "an unknown job's reply has ok false, so its envelope must carry an error object" in failure.message

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from statemachines import ExpressionError, Model, ObservationError, Spec
+from statemachines import ExpressionError, Model, ObservationError, Prediction, Spec
 
 from ..adapters.adapter import Adapter
 from ..adapters.json_values import is_plain_answer, is_plain_json, json_problem, json_safe
@@ -472,7 +472,7 @@ class Session:
         try:
             prediction = self.model.predict(operation, args, response)
         except ObservationError as exc:
-            return self._fail(
+            return self._result_difference(exc, operation, args, response, index) or self._fail(
                 "divergence",
                 f"{operation}: {observation_problem(exc, response)}",
                 index,
@@ -494,19 +494,38 @@ class Session:
         if diff and self._reconsider(lambda: self._agrees(operation, args, response, index)):
             diff = None  # another order of the last concurrent calls explains it
         if diff:
-            path, expected, got, reason = diff
-            return self._fail(
-                "divergence",
-                f"{operation}: {path}: {reason}",
-                index,
-                operation=operation,
-                args=args,
-                expected=expected,
-                observed=got,
-                path=path,
-            )
+            return self._divergence(operation, args, index, diff)
         self._remember(operation, args, response)
         return self.check_invariants([(index, operation, response)])
+
+    def _result_difference(
+        self, exc: ObservationError, operation: str, args: dict, response: Any, index: int
+    ) -> Failure | None:
+        """A failed ``check`` is about an answer otherwise right ("the reply
+        must carry an error object"): when the answer differs from the result
+        the steps predicted before the check (a job found where none is
+        known), that difference is the failure, not the check's message."""
+        if exc.result is None or not isinstance(response, dict) or "result" not in response:
+            return None
+        answer = {"result": response["result"]}  # effects may come after the check: not predicted yet
+        diff = compare(
+            Prediction(result=exc.result), answer, self.spec.entity.key, accept=self.acceptor(operation, args, index)
+        )
+        return None if diff is None else self._divergence(operation, args, index, diff)
+
+    def _divergence(self, operation: str, args: dict, index: int, diff: tuple) -> Failure:
+        """The failure of an answer that differs from the prediction (``diff``: compare's)."""
+        path, expected, got, reason = diff
+        return self._fail(
+            "divergence",
+            f"{operation}: {path}: {reason}",
+            index,
+            operation=operation,
+            args=args,
+            expected=expected,
+            observed=got,
+            path=path,
+        )
 
     # -- races decided later --------------------------------------------------------
     def _remember(self, operation: str | None, args: Any, response: Any) -> None:

@@ -730,7 +730,7 @@ class Model:
             message = step.message
             for k, v in values.items():
                 message = message.replace("{" + k + "}", str(v))
-            raise ObservationError(message, step.where)
+            raise ObservationError(message, step.where, result=out.result)
 
     def _find(self, step: S.Find, frame, out):
         if self._reads is not None:
