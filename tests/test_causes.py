@@ -215,3 +215,54 @@ def test_a_replay_for_grouping_probes_after_each_step_where_states_part_ways():
         session.close()
     assert parted is not None and (parted.operation, parted.path) == ("list_jobs", "result.jobs[0].status")
     assert parted.step == 3  # the probe after the clock move, before the last step
+
+
+# -- one rule of the spec, broken once: operations that run the same steps ------------
+
+
+def _command_failure(operation: str, observed, steps: int) -> Failure:
+    failure = _failure(operation, "result.stdout.data.terminal", steps)
+    failure.expected, failure.observed = True, observed
+    return failure
+
+
+def test_two_operations_running_the_same_steps_and_differing_the_same_way_are_one_cause():
+    from conformance.engine.causes import steps_by_operation
+    from conformance.specs import resolve_spec
+    from statemachines import load_spec
+
+    steps_of = steps_by_operation(load_spec(resolve_spec("async-command")))
+    # run_cancel_command "must act like" cancel_job: the spec gives it cancel_job's steps
+    assert steps_of["run_cancel_command"] == steps_of["cancel_job"] != steps_of["job_status"]
+    cancel, run_cancel = _command_failure("cancel_job", False, 2), _command_failure("run_cancel_command", False, 3)
+    status = _command_failure("job_status", False, 2)  # the status steps: another rule of the spec
+    causes = group_by_cause([run_cancel, status, cancel], {}, steps_of=steps_of)
+    assert causes == [status, cancel] and cancel.symptoms == [run_cancel] and not status.symptoms
+    assert "`cancel_job` and `run_cancel_command` run the same steps of the spec" in cancel.message
+    # differing another way is no evidence of one rule broken
+    other = _command_failure("run_cancel_command", "yes", 3)
+    assert group_by_cause([other, _command_failure("cancel_job", False, 2)], {}, steps_of=steps_of)[0].symptoms == []
+
+
+def _entry(failure: Failure) -> dict:
+    return failure.to_dict()
+
+
+def test_the_parts_of_an_exploration_join_their_failures_by_cause():
+    from conformance.engine.causes import join_parts
+
+    # part 1 found the eviction failure and, under it, the null job it shows; part 2
+    # found the null job first, shorter: one cause, headed by the shortest of all
+    eviction, null_job = _failure("list_jobs", "result.jobs", 30), _failure("get_job", "result", 20)
+    [part_one] = group_by_cause([eviction, null_job], {id(null_job): {("divergence", "list_jobs", "result.jobs")}})
+    shorter_null = _failure("get_job", "result", 6)
+    tie = _failure("turn_boundary", "result.injected[0]", 9)
+    tie_again = _failure("turn_boundary", "result.injected[2]", 12)  # the same bug, found by another part
+    causes = join_parts([_entry(part_one), _entry(tie_again), _entry(shorter_null), _entry(tie)])
+    assert [(c["operation"], length_of(c)) for c in causes] == [("get_job", 6), ("turn_boundary", 9)]
+    head = causes[0]
+    assert [(s["operation"], length_of(s)) for s in head["symptoms"]] == [("list_jobs", 30)]
+    assert head["message"].count("the same cause also showed as 1 longer failure(s)") == 1
+    assert "first fail as" in head["message"]  # the reason part 1 gave is kept
+    assert "symptoms" not in causes[1] and "also showed" not in causes[1]["message"]
+    assert "also showed" not in head["symptoms"][0]["message"]  # a former head's note is not carried along

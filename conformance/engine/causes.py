@@ -20,7 +20,15 @@ One fix in the spec's terms may explain two failures where no replay shows
 one as the other: both turn on one ordering of the spec (each differs on
 records whose order that ordering decided while the model's state changed,
 ``engine/attribution.py``). Those are one failure too, and the note under
-the headline names the ordering.
+the headline names the ordering. So are two operations that run the same
+steps of the spec (a YAML alias: async-command's ``run_cancel_command``
+"must act like" ``cancel_job``) when their answers differ at the same path
+the same way: one rule of the spec, broken once.
+
+The parts of one exploration (``--workers``, shards) each group their own
+failures; ``join_parts`` joins the parts' lists by the rules that need no
+replay: the same failure found by two parts, a failure one part found as
+another's symptom, one answer, the same steps.
 
 Failures and causes are ordered by the length of their counterexample,
 shortest first: the headline is always the shortest counterexample.
@@ -29,17 +37,62 @@ shortest first: the headline is always the shortest counterexample.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .failures import Failure, same_bug, signature
 
-__all__ = ["length_of", "group_by_cause", "cause_note"]
+__all__ = ["length_of", "group_by_cause", "cause_note", "steps_by_operation", "join_parts"]
+
+# The line a failure's message gets when others share its cause (cause_note).
+_NOTE_START = "\n(the same cause also showed as "
 
 
-def length_of(failure: Failure) -> int:
+def length_of(failure: Failure | dict) -> int:
     """Steps of a failure's counterexample, as its file counts them."""
     from .reduce import steps_of_trace
 
-    return len(steps_of_trace(failure.steps or []))
+    return len(steps_of_trace(_field(failure, "steps") or []))
+
+
+def _field(failure: Failure | dict, name: str) -> Any:
+    """A field of a failure, or of a failure as a report lists it."""
+    return failure.get(name) if isinstance(failure, dict) else getattr(failure, name)
+
+
+def steps_by_operation(spec: Any) -> dict[str, tuple]:
+    """Per operation, where its steps are written in the spec: two operations
+    with the same (non-empty) tuple run the same steps (a YAML alias)."""
+    return {name: tuple(getattr(step, "where", None) for step in op.steps) for name, op in spec.operations.items()}
+
+
+def _same_steps(head: Failure | dict, other: Failure | dict, steps_of: dict[str, tuple]) -> str | None:
+    """Why two divergences are one broken rule of the spec: two operations
+    running the same steps, their answers differing at the same path the same
+    way (the same expected and observed values); None when they are not."""
+    one, two = _field(head, "operation"), _field(other, "operation")
+    if (
+        not one
+        or not two
+        or one == two
+        or "divergence" != _field(head, "kind")
+        or "divergence" != _field(other, "kind")
+    ):
+        return None
+    if not steps_of.get(one) or steps_of.get(one) != steps_of.get(two):
+        return None
+    if signature(head)[2] is None or signature(head)[2] != signature(other)[2]:
+        return None
+    if any(_text(_field(head, name)) != _text(_field(other, name)) for name in ("expected", "observed")):
+        return None
+    first, second = sorted((one, two))
+    return (
+        f"`{first}` and `{second}` run the same steps of the spec, and their answers differ at "
+        f"{_field(head, 'path')} the same way (one rule, broken once)"
+    )
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -> bool:
@@ -49,20 +102,21 @@ def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -
     )
 
 
-def _inputs(failure: Failure) -> str:
+def _inputs(failure: Failure | dict) -> str:
     """A failure's steps as calls and clock moves only (no answers, no ids chosen)."""
     from .reduce import steps_of_trace, without_choices
 
     return json.dumps(
-        without_choices(steps_of_trace(failure.steps or [])),
+        without_choices(steps_of_trace(_field(failure, "steps") or [])),
         sort_keys=True,
         default=str,
     )
 
 
-def _one_answer(head: Failure, other: Failure) -> bool:
+def _one_answer(head: Failure | dict, other: Failure | dict) -> bool:
     """Whether both are differences in one answer: the same steps, failing at the same step's call."""
-    if head.step is None or not head.steps or (head.step, head.operation) != (other.step, other.operation):
+    where = (_field(head, "step"), _field(head, "operation"))
+    if where[0] is None or not _field(head, "steps") or where != (_field(other, "step"), _field(other, "operation")):
         return False  # a probe after the step is another answer than the step's own
     return _inputs(head) == _inputs(other)
 
@@ -73,16 +127,21 @@ def _one_rule(head: Failure, other: Failure, terms: dict[int, frozenset[str]]) -
 
 
 def group_by_cause(
-    failures: list[Failure], met: dict[int, set[tuple]], terms: dict[int, frozenset[str]] | None = None
+    failures: list[Failure],
+    met: dict[int, set[tuple]],
+    terms: dict[int, frozenset[str]] | None = None,
+    steps_of: dict[str, tuple] | None = None,
 ) -> list[Failure]:
     """The causes among ``failures``, shortest first, each the shortest
     failure of its cause with the longer ones in its ``symptoms`` (shortest
     first). ``met`` maps a failure (``id()``) to the signatures of the
     failures it was shown to first fail as; ``terms``, to the orderings it
-    turns on (``attribution.orderings_in_play``). Shown together, or turning
-    on one ordering, joins two failures; it is transitive: a symptom of a
-    symptom joins the same cause."""
-    terms = terms or {}
+    turns on (``attribution.orderings_in_play``); ``steps_of``, each
+    operation to where its steps are written (``steps_by_operation``).
+    Shown together, turning on one ordering, one answer or one rule of the
+    same steps joins two failures; it is transitive: a symptom of a symptom
+    joins the same cause."""
+    terms, steps_of = terms or {}, steps_of or {}
     why: dict[int, set[str]] = {}  # per head position: why others joined it (cause_note)
     ordered = sorted(failures, key=length_of)  # stable: equal lengths keep the order found
     cause = list(range(len(ordered)))  # union-find over positions in ``ordered``
@@ -95,7 +154,7 @@ def group_by_cause(
 
     for i, one in enumerate(ordered):
         for j in range(i):
-            reasons = _joined_because(ordered[j], one, met, terms)
+            reasons = _joined_because(ordered[j], one, met, terms, steps_of)
             if reasons:
                 a, b = sorted((root(i), root(j)))
                 cause[b] = a  # the shorter heads
@@ -114,7 +173,7 @@ def group_by_cause(
 
 
 def _joined_because(
-    head: Failure, other: Failure, met: dict[int, set[tuple]], terms: dict[int, frozenset[str]]
+    head: Failure, other: Failure, met: dict[int, set[tuple]], terms: dict[int, frozenset[str]], steps_of: dict
 ) -> set[str]:
     """Why two failures are one cause, in words (empty: they are not shown to be)."""
     reasons = {
@@ -126,17 +185,106 @@ def _joined_because(
         reasons.add("its steps, replayed with the other no longer accepted, first fail as the other")
     if _one_answer(head, other):
         reasons.add("both are differences in one answer to the same steps")
+    rule = _same_steps(head, other, steps_of)
+    if rule:
+        reasons.add(rule)
     return reasons
 
 
-def cause_note(head: Failure, reasons: list[str] | None = None) -> str:
+def cause_note(head: Failure | dict, reasons: list[str] | None = None) -> str:
     """The line a failure's message gets when others share its cause
     (``reasons``: why they were joined, ``_joined_because``)."""
+    symptoms = _field(head, "symptoms") or []
     shown = "; ".join(
-        f"{s.kind} at {s.operation or '-'} {s.path or ''}".rstrip() + f" ({length_of(s)} steps)" for s in head.symptoms
+        f"{_field(s, 'kind')} at {_field(s, 'operation') or '-'} {_field(s, 'path') or ''}".rstrip()
+        + f" ({length_of(s)} steps)"
+        for s in symptoms
     )
     why = "; ".join(reasons or ["their steps, replayed with this failure no longer accepted, first fail as this one"])
     return (
-        f"(the same cause also showed as {len(head.symptoms)} longer failure(s), listed under this one as "
+        f"{_NOTE_START[1:]}{len(symptoms)} longer failure(s), listed under this one as "
         f"symptoms: {shown}. Why one cause: {why})"
     )
+
+
+def join_parts(heads: list[dict], steps_of: dict[str, tuple] | None = None) -> list[dict]:
+    """One list of causes from the failures the parts of one exploration
+    reported (each part's causes, shortest first, with their symptoms), as
+    report entries: shortest first, each the shortest failure of its cause
+    with the longer ones as its symptoms. Two failures are one cause when
+    they have one signature (the same bug found twice: only the shortest is
+    kept), when a part listed one under the other, or when, with no replay,
+    ``group_by_cause``'s rules say so (one answer; the same steps)."""
+    members: list[dict] = []
+    cause: list[int] = []
+    why: dict[int, set[str]] = {}
+    for head in heads:
+        top = len(members)
+        for failure in [head, *(head.get("symptoms") or [])]:
+            member = {k: v for k, v in failure.items() if k != "symptoms"}
+            members.append(member)
+            cause.append(top)
+        if len(members) > top + 1:
+            why.setdefault(top, set()).update(_reasons_given(head))
+
+    def root(i: int) -> int:
+        while cause[i] != i:
+            cause[i] = cause[cause[i]]
+            i = cause[i]
+        return i
+
+    for i, one in enumerate(members):
+        for j in range(i):
+            reasons = set() if signature(one) != signature(members[j]) else {""}
+            if _one_answer(members[j], one):
+                reasons.add("both are differences in one answer to the same steps")
+            rule = _same_steps(members[j], one, steps_of or {})
+            if rule:
+                reasons.add(rule)
+            a, b = root(i), root(j)
+            if reasons and a != b:
+                a, b = min(a, b), max(a, b)
+                cause[b] = a
+                why.setdefault(a, set()).update(reasons, why.pop(b, set()))
+    groups: dict[int, list[int]] = {}
+    for i in range(len(members)):
+        groups.setdefault(root(i), []).append(i)
+    out = [_one_cause([members[i] for i in group], why.get(top, set())) for top, group in groups.items()]
+    return sorted(out, key=length_of)
+
+
+def _one_cause(group: list[dict], reasons: set[str]) -> dict:
+    """A cause's entry from its members: the shortest heads, the shortest of
+    each other signature follows as a symptom, its note written anew."""
+    shortest: dict[tuple, dict] = {}
+    for member in sorted(group, key=length_of):  # stable: equal lengths keep the order found
+        shortest.setdefault(signature(member), member)
+    head, *rest = shortest.values()
+    head = {**head, "message": _without_note(head.get("message") or "")}
+    for symptom in rest:
+        symptom["message"] = _without_note(symptom.get("message") or "")
+    if rest:
+        head["symptoms"] = rest
+        head["message"] += "\n" + cause_note(head, sorted(r for r in reasons if r) or None)
+    return head
+
+
+def _reasons_given(head: dict) -> list[str]:
+    """The reasons the note under a part's cause gave for its symptoms."""
+    message = head.get("message") or ""
+    at = message.find(_NOTE_START)
+    if at < 0:
+        return []
+    note = message[at + len(_NOTE_START) :].split("\n", 1)[0]
+    marker = ". Why one cause: "
+    if marker not in note or not note.endswith(")"):
+        return []
+    return note.split(marker, 1)[1][:-1].split("; ")
+
+
+def _without_note(message: str) -> str:
+    at = message.find(_NOTE_START)
+    if at < 0:
+        return message
+    end = message.find("\n", at + 1)
+    return message[:at] + ("" if end < 0 else message[end:])

@@ -41,7 +41,7 @@ from ..reporting.safe_files import open_new, write_atomic
 from ..specs import SpecNotFound, resolve_spec, spec_target_problem
 from .attribution import orderings_in_play
 from .budgets import REDUCE_REPLAYS, CallGuard, ReplayBudget
-from .causes import group_by_cause, length_of
+from .causes import group_by_cause, length_of, steps_by_operation
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .hunt import HuntSettings, more_failures
@@ -922,7 +922,7 @@ class _Run:
             del part_reports[0]["part"]
             return
         # the parts as one exploration, failures renumbered (engine/shards.py)
-        self.result.stateful = combine_stateful(part_reports, config.seed)
+        self.result.stateful = combine_stateful(part_reports, config.seed, self.spec)
         if config.report_dir:
             for problem in place_counterexamples(self.result.stateful, config.report_dir, move=True):
                 self.result.add_problem("report-error", problem, config.report_dir)
@@ -1055,7 +1055,7 @@ class _Run:
         kit's own while grouping lists them ungrouped, shortest first, and
         says so: the failures found are never lost to it."""
         try:
-            return group_by_cause(found, met, self.orderings_in_play(found))
+            return group_by_cause(found, met, self.orderings_in_play(found), steps_by_operation(self.spec))
         except Exception as exc:
             self.kit_fault("grouping the failures found by cause; they are listed ungrouped", exc)
             return sorted(found, key=length_of)

@@ -44,7 +44,6 @@ from typing import Any
 
 from ..errors import ConformanceError
 from ..reporting.safe_files import write_atomic
-from .failures import signature
 
 __all__ = [
     "ShardError",
@@ -156,24 +155,14 @@ def claim_item(directory: str | Path, key: str) -> bool:
     return True
 
 
-def _distinct_failures(parts: list[dict]) -> list[dict]:
+def _distinct_failures(parts: list[dict], spec: Any = None) -> list[dict]:
     """The failures of ``parts`` (each part's ``failure``, then its
-    ``more_failures``), one per bug, first found first."""
-    failures, seen = [], set()
-    for part in parts:
-        for failure in [part.get("failure")] + list(part.get("more_failures") or []):
-            if failure is None or signature(failure) in seen:
-                continue
-            seen.add(signature(failure))
-            failures.append(failure)
-    return failures
+    ``more_failures``), one per cause (engine/causes.py ``join_parts``),
+    shortest first."""
+    from .causes import join_parts, steps_by_operation
 
-
-def _length(failure: dict) -> int:
-    """Steps of a failure's counterexample, as its file counts them."""
-    from .reduce import steps_of_trace
-
-    return len(steps_of_trace(failure.get("steps") or []))
+    heads = [f for part in parts for f in [part.get("failure"), *(part.get("more_failures") or [])] if f]
+    return join_parts(heads, steps_by_operation(spec) if spec is not None else None)
 
 
 def _part_entry(part: dict) -> dict:
@@ -185,14 +174,15 @@ def _part_entry(part: dict) -> dict:
     }
 
 
-def combine_stateful(parts: list[dict], seed: int) -> dict:
+def combine_stateful(parts: list[dict], seed: int, spec: Any = None) -> dict:
     """One exploration entry from its parts' entries (each a report's
     ``stateful`` of one part, with ``part: {index, count, seed}``), in part
-    order: examples, steps and coverage summed; the distinct failures,
-    shortest first (``failure``, then ``more_failures``); the verdict ``error``
-    if a part could not run, else ``fail`` if one failed, else ``pass``."""
+    order: examples, steps and coverage summed; the failures, one per cause,
+    shortest first (``failure``, then ``more_failures``; ``spec``, when given,
+    tells which operations share their steps); the verdict ``error`` if a
+    part could not run, else ``fail`` if one failed, else ``pass``."""
     parts = sorted(parts, key=lambda p: p["part"]["index"])
-    failures = sorted(_distinct_failures(parts), key=_length)  # shortest first, as each part orders its own
+    failures = _distinct_failures(parts, spec)  # shortest first, as each part orders its own
     verdicts = [p["verdict"] for p in parts]
     verdict = next((v for v in ("interrupted", "error", "fail") if v in verdicts), "pass")
     out = {
@@ -494,7 +484,7 @@ def merge_reports(
     out = _copied_fields(first, reports)
     out.update(_merged_scenarios(reports, order))
     split = _split_parts(reports)
-    out["stateful"] = combine_stateful(split, shard["seed"]) if split else None
+    out["stateful"] = combine_stateful(split, shard["seed"], spec) if split else None
     out["problems"] = _distinct_problems(reports)
     deviations = [r["deviations"] for r in reports if r.get("deviations")]
     if deviations:
