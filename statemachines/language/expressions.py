@@ -148,7 +148,51 @@ _RAW_FUNCTIONS: dict[str, Callable] = {
     "index_of": lambda xs, x: list(xs).index(x) if x in list(xs) else -1,
     # An integer power (exponential backoff: base * pow(2, attempt)).
     "pow": lambda b, e: _pow(int(b), int(e)),
+    # CEL's string extension, called as methods: `id.substring(0, size(id) - 1)`.
+    "substring": lambda s, start, end=None: _substring(str(s), int(start), None if end is None else int(end)),
+    "charAt": lambda s, i: _char_at(str(s), int(i)),
+    "indexOf": lambda s, sub, start=0: str(s).find(str(sub), _at(str(s), int(start))),
+    "lastIndexOf": lambda s, sub, last=None: _last_index_of(str(s), str(sub), last),
+    "lowerAscii": lambda s: "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in str(s)),
+    "upperAscii": lambda s: "".join(chr(ord(c) - 32) if "a" <= c <= "z" else c for c in str(s)),
+    "replace": lambda s, old, new, n=-1: str(s).replace(str(old), str(new), int(n) if int(n) >= 0 else -1),
+    "split": lambda s, sep, n=-1: _split(str(s), str(sep), int(n)),
+    "trim": lambda s: str(s).strip(),
 }
+
+
+def _at(text: str, index: int) -> int:
+    """``index`` as a position in ``text`` (0 to its length), or a clear error."""
+    if not 0 <= index <= len(text):
+        raise ValueError(f"index {index} is out of range for a string of {len(text)} character(s)")
+    return index
+
+
+def _substring(text: str, start: int, end: int | None) -> str:
+    end = len(text) if end is None else end
+    if _at(text, start) > _at(text, end):
+        raise ValueError(f"substring({start}, {end}): the start is past the end")
+    return text[start:end]
+
+
+def _char_at(text: str, index: int) -> str:
+    return text[_at(text, index) : index + 1]
+
+
+def _last_index_of(text: str, sub: str, last: Any) -> int:
+    end = len(text) if last is None else _at(text, int(last)) + len(sub)
+    return text.rfind(sub, 0, end)
+
+
+def _split(text: str, sep: str, limit: int) -> list[str]:
+    """CEL's split: ``limit`` 0 gives no parts, a negative one every part, n at most n."""
+    if limit == 0:
+        return []
+    parts = list(text) if sep == "" else text.split(sep)
+    if 0 < limit < len(parts):
+        head = parts[: limit - 1]
+        return [*head, sep.join(parts[limit - 1 :]) if sep else "".join(parts[limit - 1 :])]
+    return parts
 
 
 def _fill_cost(template: Any, values: Any) -> int:
