@@ -62,12 +62,33 @@ def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
 
 
 def test_fresh_keys_take_the_shape_of_the_keys_the_implementation_handed_out():
-    from conformance.engine.stateful import shaped_key
+    from conformance.engine.key_shapes import shaped_key
 
     seen = ["job-1", "job-3", "k2"]  # k2: one of the kit's own fresh names, never a shape
     assert [shaped_key(seen, pick) for pick in (129, 130, 131)] == ["job-4", "job-5", "job-6"]
     assert shaped_key(["task-007"], 0) == "task-008"  # padding kept
     assert shaped_key(["abc", "k1", 7], 0) is None  # nothing numbered to imitate
+
+
+def test_near_misses_of_an_issued_key_are_keys_never_issued_that_a_lenient_lookup_accepts():
+    from conformance.engine.key_shapes import near_miss
+
+    shapes = [near_miss(["build-0001"], pick) for pick in (0, 1, 3, 5)]
+    # an abbreviation (as git and docker resolve them), the number alone, the number
+    # padded otherwise, another case: every one is an id never issued
+    assert shapes == ["build-000", "0001", "build-1", "BUILD-0001"]
+    assert [near_miss(["build-0001"], pick) for pick in (0, 2, 4)] == ["build-000"] * 3  # half are abbreviations
+    # the implementation's own keys are the bases; the kit's fresh names only when alone
+    assert near_miss(["job-2", "k1"], 1) == "2"
+    assert near_miss(["k1"], 3) == "k01"
+    # an abbreviation another key shares finds nothing, however lenient the lookup:
+    # the next shape instead
+    assert near_miss(["job-10", "job-2"], 0) == "2"
+    assert near_miss(["job-1", "job-10"], 0) == "10"  # "job-1" was issued: never a near miss
+    # whatever the pick, a near miss is never a key seen
+    seen = ["a", "A", "ab", "1", "a1", "a01", "A1"]
+    assert all(near_miss(seen, pick) not in seen for pick in range(64))
+    assert near_miss([7, ""], 0) is None  # no key to miss
 
 
 @pytest.mark.slow
@@ -227,3 +248,18 @@ def test_a_batch_weight_is_its_share_of_the_drawn_steps():
     slots = _slots_by_action("task-progress.yaml")
     assert {n for (kind, _), n in slots.items() if kind == "batch"} == {2}
     assert slots[("advance", None)] == 2
+
+
+def test_a_replay_renames_a_near_miss_along_with_the_id_it_misses():
+    # with an earlier start dropped, the job once called build-0005 is build-0004:
+    # the abbreviation and the number forms of it follow, or the bug no longer shows
+    from conformance.engine.key_shapes import reshaped
+    from conformance.engine.reduce import _renamed
+
+    names = {"build-0005": "build-0004"}
+    args = {"ids": ["build-000", "0005", "5", "build-5", "build-00005", "BUILD-0005", "build-0005", "app"]}
+    assert _renamed(args, names) == {
+        "ids": ["build-000", "0004", "4", "build-4", "build-00004", "BUILD-0004", "build-0004", "app"]
+    }
+    assert reshaped("bq4x7k2", "bq4x7k2m", "b9z0c1de") == "b9z0c1d"  # random ids: the same abbreviation length
+    assert reshaped("bq4x", "bq4x7k2m", "b9z0c1de") is None  # not the shape a draw gives: left as it is

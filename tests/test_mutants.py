@@ -171,6 +171,7 @@ STEERED_CLASSES = [
     ("async-jobs", "job-manager.ties_by_job_id"),  # bodies ending together return in id order
     ("thread-jobs", "eviction_keeps_tool_call"),  # an evicted job's tool call stays resolved
     ("thread-jobs", "emitted_at_turn_start"),  # injections dated by their turn's start (inspect only)
+    ("task-progress", "abbreviated_task_ids"),  # an abbreviation of a task id finds the task
 ]
 
 

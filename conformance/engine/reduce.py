@@ -74,6 +74,7 @@ from ..errors import AdapterLoadError
 from .budgets import REDUCE_REPLAYS, ReplayBudget, SlowCalls
 from .failures import Failure, same_bug, signature
 from .interrupts import checkpoint
+from .key_shapes import reshaped
 from .replay_keys import choices_made, replay_key
 
 if TYPE_CHECKING:
@@ -192,13 +193,25 @@ def without_choices(steps: list[dict]) -> list[dict]:
 
 
 def _renamed(value: Any, names: dict) -> Any:
-    """``value`` with every string that is a key of ``names`` replaced by its value."""
+    """``value`` with every string that is a key of ``names`` replaced by its
+    value, and every near miss of one (engine/key_shapes.py) by the same near
+    miss of its value."""
     if isinstance(value, str):
-        return names.get(value, value)
+        return names[value] if value in names else _reshaped_along(value, names)
     if isinstance(value, dict):
         return {k: _renamed(v, names) for k, v in value.items()}
     if isinstance(value, list):
         return [_renamed(v, names) for v in value]
+    return value
+
+
+def _reshaped_along(value: str, names: dict) -> str:
+    """A near miss of a renamed value, renamed along (or ``value`` as it is)."""
+    for before, now in names.items():
+        if isinstance(before, str) and isinstance(now, str):
+            again = reshaped(value, before, now)
+            if again is not None:
+                return again
     return value
 
 

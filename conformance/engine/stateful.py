@@ -42,7 +42,6 @@ import dataclasses
 import functools
 import gc
 import math
-import re
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -73,9 +72,12 @@ from ..errors import AdapterLoadError, ConformanceFailure
 from . import choices, hypothesis_support, schema_draws, steering
 from .budgets import CallGuard, SlowCalls
 from .failures import DATA_ERRORS, Failure, same_bug, signature
+from .key_shapes import OWN_FRESH, near_miss, shaped_key
 from .profiles import PROFILES
 from .session import Session
 from .steering import RARE_PICK, Steering, Swarm
+
+NEAR_MISS_PICK = 64  # fresh-key picks from here to 127 draw a near miss of a key seen (key_shapes)
 
 # Live records a racing group's key may move to, at most, to find one every call would change.
 CONTEST_TRIES = 4
@@ -360,7 +362,18 @@ class Explorer:
             # Half of the fresh keys take the shape of the keys the implementation
             # handed out (after "job-3": "job-4", the id it will generate next, or
             # one after): an explicit key that a later generated one collides with.
-            return (pick >= 128 and keys and shaped_key(keys, pick)) or f"k{pick % 4 + 1}"
+            # A quarter are near misses of a key seen ("job-", "3", "job-03"):
+            # an id never issued that a lenient lookup takes for an issued one.
+            if pick >= 128:
+                return (keys and shaped_key(keys, pick)) or f"k{pick % 4 + 1}"
+            if pick >= NEAR_MISS_PICK:
+                return (keys and near_miss(keys, pick - NEAR_MISS_PICK)) or f"k{pick % 4 + 1}"
+            return f"k{pick % 4 + 1}"
+        if pick % 8 == 7 and len(keys) <= 2 and _one_issued(keys):
+            # While the implementation has handed out one key only, an eighth of
+            # the draws try a near miss of it: an abbreviation of a key tells only
+            # while no other key shares its prefix, with sequential ids that is now.
+            return near_miss(keys, pick >> 3) or keys[0]
         if roll < fresh * 100 + 25:
             choices = self.intermediate_keys() or self.live_keys() or keys
         else:
@@ -654,21 +667,9 @@ class _Checked(Driver):
         return None
 
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
-_OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit names itself
-
-
-def shaped_key(keys: list, pick: int) -> str | None:
-    """A key not seen yet, in the shape of the newest numbered key seen (not
-    one of the kit's own fresh names): its prefix, and a number one to three
-    past the highest seen with that prefix (digits padded as they were).
-    None when no key seen ends in a number."""
-    numbered = [m for m in (_NUMBERED.match(k) for k in keys if isinstance(k, str) and k not in _OWN_FRESH) if m]
-    if not numbered:
-        return None
-    prefix, digits = numbered[-1].group(1), numbered[-1].group(2)
-    highest = max(int(m.group(2)) for m in numbered if m.group(1) == prefix)
-    return f"{prefix}{str(highest + 1 + pick % 3).zfill(len(digits))}"
+def _one_issued(keys: list) -> bool:
+    """Whether one key only of those seen is not one of the kit's own fresh names."""
+    return sum(1 for key in keys if key not in OWN_FRESH) == 1
 
 
 def in_call_order(keys: list, answers: list) -> list:

@@ -173,6 +173,32 @@ class _NextIdCrashes(AsyncCli):
         return super().current(job_id)
 
 
+class _AbbreviatedIds(AsyncCli):
+    def expand(self, job_id: str) -> str:
+        """An id, or the one issued id it abbreviates (as git and docker resolve them)."""
+        jobs = self.store.read()["jobs"]
+        if job_id in jobs:
+            return job_id
+        hits = [issued for issued in jobs if issued.startswith(job_id)]
+        return hits[0] if len(hits) == 1 else job_id
+
+    def status(self, job_id: str) -> tuple[int, dict]:
+        return super().status(self.expand(job_id))
+
+    def cancel(self, job_id: str) -> tuple[int, dict]:
+        return super().cancel(self.expand(job_id))
+
+
+class _IdNumberAlias(AsyncCli):
+    def current(self, job_id: str) -> dict | None:
+        digits = job_id.rpartition("-")[2]  # "the number is what counts": build-1, 1 and build-00001 are build-0001
+        try:
+            job_id = f"build-{int(digits, 16):04x}"
+        except ValueError:
+            return None
+        return super().current(job_id)
+
+
 MUTANT_TABLE: list[tuple[str, str]] = [
     ("running_exits_zero", "job status exits 0 for a job that is still running."),
     ("cancelled_not_terminal", "The descriptor of a cancelled job says terminal: false."),
@@ -219,6 +245,11 @@ MUTANT_TABLE: list[tuple[str, str]] = [
         "next_id_crashes",
         "job status of the id the next build will get passes an off-by-one range check and crashes (exit 1, no JSON).",
     ),
+    (
+        "abbreviated_ids",
+        "job status and job cancel take an id never issued that abbreviates one issued job's id as that job.",
+    ),
+    ("id_number_alias", "job status reads only an id's number, so build-1, 1 and build-00001 all find build-0001."),
 ]
 
 MUTANT_CLASSES: dict[str, type[AsyncCli]] = {
@@ -240,4 +271,6 @@ MUTANT_CLASSES: dict[str, type[AsyncCli]] = {
     "recancel_no_warning": _RecancelNoWarning,
     "cancel_check_then_act": _CancelCheckThenAct,
     "next_id_crashes": _NextIdCrashes,
+    "abbreviated_ids": _AbbreviatedIds,
+    "id_number_alias": _IdNumberAlias,
 }

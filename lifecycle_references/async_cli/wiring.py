@@ -54,6 +54,8 @@ SHORTEST: dict[str, int] = {
     'recancel_no_warning': 3,
     'cancel_check_then_act': 2,
     'next_id_crashes': 1,
+    'abbreviated_ids': 2,
+    'id_number_alias': 2,
 }
 
 MUTANTS: dict[str, Mutant] = {

@@ -29,6 +29,16 @@ from .runtime import (
 __all__ = ["MUTANTS", "Mutant"]
 
 
+# ------------------------------------------------------------- lookup
+
+
+class _AbbreviatedTaskIds(TaskRuntime):
+    def _known(self, task_id: str) -> TaskState:
+        # ids are long and random: any unambiguous abbreviation names its task (as git's do)
+        hits = [known for known in self._tasks if known.startswith(task_id)] if task_id not in self._tasks else []
+        return super()._known(hits[0] if len(hits) == 1 else task_id)
+
+
 # ------------------------------------------------------------- notification
 
 
@@ -433,6 +443,12 @@ _TABLE = [
         "order, not in the order they were registered.",
     ),
     (
+        "abbreviated_task_ids",
+        _AbbreviatedTaskIds,
+        "A task id never issued that abbreviates one task's id (a proper prefix of it alone) finds that task instead "
+        "of not_found.",
+    ),
+    (
         "foreground_reports_evicted",
         _ForegroundReportsEvicted,
         "After the foregrounded task is evicted, the next foreground_task reports the evicted id as previous "
@@ -470,6 +486,7 @@ SHORTEST: dict[str, int] = {
     'auto_background_refires': 5,
     'auto_background_ties_by_id': 3,
     'foreground_reports_evicted': 8,
+    'abbreviated_task_ids': 2,
 }
 
 MUTANTS: dict[str, Mutant] = {

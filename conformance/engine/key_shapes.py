@@ -1,0 +1,123 @@
+"""Unknown keys worth trying: the shapes an implementation's lookup gets wrong.
+
+A call naming a record the implementation never issued must find nothing.
+Most unknown keys the exploration draws are its own names (``k1`` to
+``k4``) or the next ids the implementation will hand out (``shaped_key``:
+after ``job-3``, ``job-4``). A lookup that is too lenient accepts neither of
+those, but does accept a *near miss* of an issued key (``near_miss``): a
+proper prefix (``build-`` for ``build-0001``, as git and docker resolve
+abbreviations), the number alone (``1``), the number padded otherwise
+(``build-1``, ``build-00001``) or the key in another case. Each of those is
+an id never issued, so the spec's answer is "not found"; an implementation
+that parses or abbreviates ids answers with someone else's record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+__all__ = ["OWN_FRESH", "near_miss", "reshaped", "shaped_key"]
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit names itself
+
+
+def shaped_key(keys: list, pick: int) -> str | None:
+    """A key not seen yet, in the shape of the newest numbered key seen (not
+    one of the kit's own fresh names): its prefix, and a number one to three
+    past the highest seen with that prefix (digits padded as they were).
+    None when no key seen ends in a number."""
+    numbered = [m for m in (_NUMBERED.match(k) for k in keys if isinstance(k, str) and k not in OWN_FRESH) if m]
+    if not numbered:
+        return None
+    prefix, digits = numbered[-1].group(1), numbered[-1].group(2)
+    highest = max(int(m.group(2)) for m in numbered if m.group(1) == prefix)
+    return f"{prefix}{str(highest + 1 + pick % 3).zfill(len(digits))}"
+
+
+def near_miss(keys: list, pick: int) -> str | None:
+    """A key never seen that a lenient lookup takes for one seen: of the
+    newest keys (the implementation's own first, the kit's fresh names only
+    when there are no others), the one and the shape ``pick`` selects, or
+    the next shape that gives a key not seen. None when no key seen is a
+    string or none of its shapes is new."""
+    named = [k for k in keys if isinstance(k, str) and k]
+    own = [k for k in named if k not in OWN_FRESH]
+    bases = (own or named)[-4:]
+    if not bases:
+        return None
+    base = bases[-1 - (pick // len(_SHAPES)) % len(bases)]
+    seen = set(named)
+    start = pick % len(_SHAPES)
+    for offset in range(len(_SHAPES)):
+        for candidate in _SHAPES[(start + offset) % len(_SHAPES)](base, seen):
+            if candidate and candidate not in seen:
+                return candidate
+    return None
+
+
+def reshaped(value: str, before: str, now: str) -> str | None:
+    """``value`` as the same near miss of ``now`` that it is of ``before``
+    (None when it is none of ``before``'s shapes). A replay that renames the
+    id a record got (``job-5`` is ``job-4`` now that an earlier start was
+    dropped) renames the near misses of it along: ``job-`` stays ``job-``,
+    ``5`` becomes ``4``. An abbreviation is always the id less its last
+    character (the longest prefix, unique once any is)."""
+    if value == before or not before or not now:
+        return None
+    if value == before[:-1]:
+        return now[:-1] or None
+    if value in (before.upper(), before.swapcase()):
+        return now.upper() if value == before.upper() else now.swapcase()
+    old, new = _NUMBERED.match(before), _NUMBERED.match(now)
+    if old is None or new is None:
+        return None
+    forms = (
+        lambda m: m.group(2),
+        lambda m: str(int(m.group(2))),
+        lambda m: f"{m.group(1)}{int(m.group(2))}",
+        lambda m: f"{m.group(1)}0{m.group(2)}",
+    )
+    return next((form(new) for form in forms if form(old) == value), None)
+
+
+def _prefixes(key: str, seen: set[str]) -> Iterator[str]:
+    """Proper prefixes no other key seen starts with, longest first: an
+    abbreviation a lenient lookup resolves to this key alone (one another
+    key shares is ambiguous, so every lookup finds nothing: no news)."""
+    for end in range(len(key) - 1, 0, -1):
+        if not any(other != key and other.startswith(key[:end]) for other in seen):
+            yield key[:end]
+
+
+def _number_alone(key: str, seen: set[str]) -> Iterator[str]:
+    match = _NUMBERED.match(key)
+    if match and match.group(1):
+        yield match.group(2)
+        yield str(int(match.group(2)))
+
+
+def _padded_otherwise(key: str, seen: set[str]) -> Iterator[str]:
+    match = _NUMBERED.match(key)
+    if match:
+        prefix, digits = match.group(1), match.group(2)
+        yield f"{prefix}{int(digits)}"  # build-0001 -> build-1
+        yield f"{prefix}0{digits}"  # build-1 -> build-01
+
+
+def _other_case(key: str, seen: set[str]) -> Iterator[str]:
+    yield key.upper()
+    yield key.swapcase()
+
+
+# Half of the near misses are abbreviations: they tell only while one record
+# has a prefix of its own (with sequential ids, while it is the only one).
+_SHAPES: tuple[Callable[[str, set[str]], Iterator[str]], ...] = (
+    _prefixes,
+    _number_alone,
+    _prefixes,
+    _padded_otherwise,
+    _prefixes,
+    _other_case,
+)
