@@ -724,7 +724,15 @@ def _foreground_after_eviction(a):
     return ok(a, "foreground_task", task_id=second)[0]
 
 
+def _abbreviation(a):
+    """A task's id less its last character names no task: what get_task finds."""
+    task_id = register(a)
+    answer = a.call("get_task", {"task_id": task_id[:-1]})
+    return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
+
+
 SCENARIOS = {
+    "abbreviated_task_ids": _abbreviation,
     "foreground_reports_evicted": _foreground_after_eviction,
     "auto_background_refires": _timer_due_in_background,
     "auto_background_ties_by_id": _timers_due_together,
