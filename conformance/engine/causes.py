@@ -146,30 +146,32 @@ def group_by_cause(
     ordered = sorted(failures, key=length_of)  # stable: equal lengths keep the order found
     cause = list(range(len(ordered)))  # union-find over positions in ``ordered``
 
-    def root(i: int) -> int:
-        while cause[i] != i:
-            cause[i] = cause[cause[i]]
-            i = cause[i]
-        return i
-
     for i, one in enumerate(ordered):
         for j in range(i):
             reasons = _joined_because(ordered[j], one, met, terms, steps_of)
             if reasons:
-                a, b = sorted((root(i), root(j)))
+                a, b = sorted((_root(cause, i), _root(cause, j)))
                 cause[b] = a  # the shorter heads
                 joined = why.pop(b, set()) if b != a else set()
                 why.setdefault(a, set()).update(reasons, joined)
     heads: list[Failure] = []
     for i, failure in enumerate(ordered):
-        if root(i) == i:
+        if _root(cause, i) == i:
             heads.append(failure)
         else:
-            ordered[root(i)].symptoms.append(failure)
+            ordered[_root(cause, i)].symptoms.append(failure)
     for i, head in enumerate(ordered):
-        if root(i) == i and head.symptoms:
+        if _root(cause, i) == i and head.symptoms:
             head.message += "\n" + cause_note(head, sorted(why.get(i, ())))
     return heads
+
+
+def _root(cause: list[int], i: int) -> int:
+    """The head of ``i``'s cause in a union-find over positions (paths halved)."""
+    while cause[i] != i:
+        cause[i] = cause[cause[i]]
+        i = cause[i]
+    return i
 
 
 def _joined_because(
@@ -227,12 +229,6 @@ def join_parts(heads: list[dict], steps_of: dict[str, tuple] | None = None) -> l
         if len(members) > top + 1:
             why.setdefault(top, set()).update(_reasons_given(head))
 
-    def root(i: int) -> int:
-        while cause[i] != i:
-            cause[i] = cause[cause[i]]
-            i = cause[i]
-        return i
-
     for i, one in enumerate(members):
         for j in range(i):
             reasons = set() if signature(one) != signature(members[j]) else {""}
@@ -241,14 +237,14 @@ def join_parts(heads: list[dict], steps_of: dict[str, tuple] | None = None) -> l
             rule = _same_steps(members[j], one, steps_of or {})
             if rule:
                 reasons.add(rule)
-            a, b = root(i), root(j)
+            a, b = _root(cause, i), _root(cause, j)
             if reasons and a != b:
                 a, b = min(a, b), max(a, b)
                 cause[b] = a
                 why.setdefault(a, set()).update(reasons, why.pop(b, set()))
     groups: dict[int, list[int]] = {}
     for i in range(len(members)):
-        groups.setdefault(root(i), []).append(i)
+        groups.setdefault(_root(cause, i), []).append(i)
     out = [_one_cause([members[i] for i in group], why.get(top, set())) for top, group in groups.items()]
     return sorted(out, key=length_of)
 

@@ -416,15 +416,7 @@ class Session:
         if diff and self._reconsider(lambda: self._agrees("set_clock", self.now, observed)):
             diff = None  # another order of the last concurrent calls explains it
         if diff:
-            path, expected, got, reason = diff
-            return self._fail(
-                "divergence",
-                f"after the clock moved to {self.now} ms: {path}: {reason}",
-                index,
-                expected=expected,
-                observed=got,
-                path=path,
-            )
+            return self._divergence(f"after the clock moved to {self.now} ms", index, diff)
         self._remember("set_clock", self.now, observed)
         return self.check_invariants([(index, "set_clock", observed)])
 
@@ -494,7 +486,7 @@ class Session:
         if diff and self._reconsider(lambda: self._agrees(operation, args, response, index)):
             diff = None  # another order of the last concurrent calls explains it
         if diff:
-            return self._divergence(operation, args, index, diff)
+            return self._divergence(operation, index, diff, operation=operation, args=args)
         self._remember(operation, args, response)
         return self.check_invariants([(index, operation, response)])
 
@@ -511,20 +503,14 @@ class Session:
         diff = compare(
             Prediction(result=exc.result), answer, self.spec.entity.key, accept=self.acceptor(operation, args, index)
         )
-        return None if diff is None else self._divergence(operation, args, index, diff)
+        return None if diff is None else self._divergence(operation, index, diff, operation=operation, args=args)
 
-    def _divergence(self, operation: str, args: dict, index: int, diff: tuple) -> Failure:
-        """The failure of an answer that differs from the prediction (``diff``: compare's)."""
+    def _divergence(self, heading: str, index: int, diff: tuple, **call: Any) -> Failure:
+        """The failure of an answer that differs from the prediction (``diff``:
+        compare's; ``call``: the operation and arguments, for a call's answer)."""
         path, expected, got, reason = diff
         return self._fail(
-            "divergence",
-            f"{operation}: {path}: {reason}",
-            index,
-            operation=operation,
-            args=args,
-            expected=expected,
-            observed=got,
-            path=path,
+            "divergence", f"{heading}: {path}: {reason}", index, expected=expected, observed=got, path=path, **call
         )
 
     # -- races decided later --------------------------------------------------------
