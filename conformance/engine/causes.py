@@ -95,7 +95,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _shown_together(head: Failure, other: Failure, met: dict[int, set[tuple]]) -> bool:
+def _shown_together(head: Failure | dict, other: Failure | dict, met: dict[int, set[tuple]]) -> bool:
     """Whether one of the two was shown to first fail as the other."""
     return any(same_bug(seen, signature(other)) for seen in met.get(id(head), ())) or any(
         same_bug(seen, signature(head)) for seen in met.get(id(other), ())
@@ -121,7 +121,7 @@ def _one_answer(head: Failure | dict, other: Failure | dict) -> bool:
     return _inputs(head) == _inputs(other)
 
 
-def _one_rule(head: Failure, other: Failure, terms: dict[int, frozenset[str]]) -> frozenset[str]:
+def _one_rule(head: Failure | dict, other: Failure | dict, terms: dict[int, frozenset[str]]) -> frozenset[str]:
     """The orderings both failures turn on (empty: none in common)."""
     return terms.get(id(head), frozenset()) & terms.get(id(other), frozenset())
 
@@ -175,7 +175,11 @@ def _root(cause: list[int], i: int) -> int:
 
 
 def _joined_because(
-    head: Failure, other: Failure, met: dict[int, set[tuple]], terms: dict[int, frozenset[str]], steps_of: dict
+    head: Failure | dict,
+    other: Failure | dict,
+    met: dict[int, set[tuple]],
+    terms: dict[int, frozenset[str]],
+    steps_of: dict,
 ) -> set[str]:
     """Why two failures are one cause, in words (empty: they are not shown to be)."""
     reasons = {
@@ -231,12 +235,9 @@ def join_parts(heads: list[dict], steps_of: dict[str, tuple] | None = None) -> l
 
     for i, one in enumerate(members):
         for j in range(i):
-            reasons = set() if signature(one) != signature(members[j]) else {""}
-            if _one_answer(members[j], one):
-                reasons.add("both are differences in one answer to the same steps")
-            rule = _same_steps(members[j], one, steps_of or {})
-            if rule:
-                reasons.add(rule)
+            reasons = _joined_because(members[j], one, {}, {}, steps_of or {})  # the rules needing no replay
+            if signature(one) == signature(members[j]):
+                reasons.add("")  # the same bug found twice: nothing to say in the note
             a, b = _root(cause, i), _root(cause, j)
             if reasons and a != b:
                 a, b = min(a, b), max(a, b)
