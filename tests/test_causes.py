@@ -266,3 +266,57 @@ def test_the_parts_of_an_exploration_join_their_failures_by_cause():
     assert "first fail as" in head["message"]  # the reason part 1 gave is kept
     assert "symptoms" not in causes[1] and "also showed" not in causes[1]["message"]
     assert "also showed" not in head["symptoms"][0]["message"]  # a former head's note is not carried along
+
+
+def _race_and_its_closest_order() -> Failure:
+    """Two starts at once, the second answering status "completed" for the job it
+    just started: no order matches, and the closest (call 0 then call 1) first
+    differs at call 1's result.status."""
+    from conformance.engine.linearize import linearize
+    from conformance.engine.session import Session
+    from conformance.specs import resolve_spec
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+    from statemachines import load_spec
+
+    spec = load_spec(resolve_spec("thread-jobs"))
+    session = Session(spec, spec.default_parameters(), ReferenceAdapter)
+    session.reset()
+    runtime = ReferenceAdapter()
+    runtime.reset(0)
+    calls = [("start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "shell"}) for i in range(2)]
+    responses = [runtime.call(op, args) for op, args in calls]
+    responses[1]["result"]["status"] = "completed"
+    race = linearize(session, calls, responses, 0)
+    assert race is not None and race.kind == "linearizability"
+    return race
+
+
+def test_a_race_records_where_its_closest_order_differed():
+    race = _race_and_its_closest_order()
+    assert race.closest == {"call": 1, "operation": "start_job"}
+    assert (race.path, race.expected, race.observed) == ("result.status", "running", "completed")
+    assert "(closest: call 1, start_job: result.status" in race.message
+    assert race.to_dict()["closest"] == race.closest
+    assert "closest" not in _failure("get_job", "result", 2).to_dict()  # absent where there is no race
+
+
+def test_a_race_whose_closest_order_differs_as_a_divergence_does_is_one_cause():
+    from conformance.engine.causes import join_parts
+
+    race = _race_and_its_closest_order()
+    race.steps = [{"index": 0, "concurrently": [{"operation": "start_job", "args": {}}] * 2}]
+    plain = _failure("start_job", "result.status", 3)
+    plain.expected, plain.observed = "running", "completed"
+    causes = group_by_cause([plain, race], {})
+    assert causes == [race] and race.symptoms == [plain]
+    assert "the race's closest sequential order first differs at `start_job` result.status" in race.message
+    # across the parts of an exploration (no replay there) as well
+    [joined] = join_parts([_entry(plain), _entry(_race_and_its_closest_order())])
+    assert [s["kind"] for s in joined.get("symptoms", [])] in (["divergence"], ["linearizability"])
+    # a divergence elsewhere, or the same path differing another way, is no evidence
+    other = _failure("start_job", "result.status", 3)
+    other.expected, other.observed = "running", "failed"
+    assert group_by_cause([other, _race_and_its_closest_order()], {})[0].symptoms == []
+    elsewhere = _failure("get_job", "result.status", 3)
+    elsewhere.expected, elsewhere.observed = "running", "completed"
+    assert group_by_cause([elsewhere, _race_and_its_closest_order()], {})[0].symptoms == []

@@ -23,12 +23,16 @@ records whose order that ordering decided while the model's state changed,
 the headline names the ordering. So are two operations that run the same
 steps of the spec (a YAML alias: async-command's ``run_cancel_command``
 "must act like" ``cancel_job``) when their answers differ at the same path
-the same way: one rule of the spec, broken once.
+the same way: one rule of the spec, broken once. And so are a race (calls
+at once that match no sequential order) and a divergence when the order that
+came closest to the race's answers first differs at the divergence's
+operation, at its path, the same way: one bug, seen once alone and once in a
+race.
 
 The parts of one exploration (``--workers``, shards) each group their own
 failures; ``join_parts`` joins the parts' lists by the rules that need no
 replay: the same failure found by two parts, a failure one part found as
-another's symptom, one answer, the same steps.
+another's symptom, one answer, the same steps, a race's closest order.
 
 Failures and causes are ordered by the length of their counterexample,
 shortest first: the headline is always the shortest counterexample.
@@ -91,6 +95,29 @@ def _same_steps(head: Failure | dict, other: Failure | dict, steps_of: dict[str,
     )
 
 
+def _race_closest_fails_as(head: Failure | dict, other: Failure | dict, steps_of: dict[str, tuple]) -> str | None:
+    """Why a race and a plain divergence are one cause: the sequential order
+    that came closest to the racing calls' answers first differs at the
+    divergence's operation (or one running the same steps), at its path, the
+    same way. None when they are not shown to be."""
+    race, plain = (head, other) if _field(head, "kind") == "linearizability" else (other, head)
+    closest = _field(race, "closest") or {}
+    operation, at = closest.get("operation"), _field(plain, "operation")
+    if _field(race, "kind") != "linearizability" or _field(plain, "kind") != "divergence" or not operation or not at:
+        return None
+    if operation != at and (not steps_of.get(at) or steps_of.get(operation) != steps_of.get(at)):
+        return None
+    path = signature(plain)[2]
+    if path is None or path != signature(race)[2]:
+        return None
+    if any(_text(_field(race, name)) != _text(_field(plain, name)) for name in ("expected", "observed")):
+        return None
+    return (
+        f"the race's closest sequential order first differs at `{operation}` {_field(plain, 'path')} the way "
+        f"`{at}` does (one bug, also seen in a race)"
+    )
+
+
 def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -138,8 +165,9 @@ def group_by_cause(
     failures it was shown to first fail as; ``terms``, to the orderings it
     turns on (``attribution.orderings_in_play``); ``steps_of``, each
     operation to where its steps are written (``steps_by_operation``).
-    Shown together, turning on one ordering, one answer or one rule of the
-    same steps joins two failures; it is transitive: a symptom of a symptom
+    Shown together, turning on one ordering, one answer, one rule of the
+    same steps or a race whose closest order fails as a divergence does
+    joins two failures; it is transitive: a symptom of a symptom
     joins the same cause."""
     terms, steps_of = terms or {}, steps_of or {}
     why: dict[int, set[str]] = {}  # per head position: why others joined it (cause_note)
@@ -191,9 +219,9 @@ def _joined_because(
         reasons.add("its steps, replayed with the other no longer accepted, first fail as the other")
     if _one_answer(head, other):
         reasons.add("both are differences in one answer to the same steps")
-    rule = _same_steps(head, other, steps_of)
-    if rule:
-        reasons.add(rule)
+    for rule in (_same_steps(head, other, steps_of), _race_closest_fails_as(head, other, steps_of)):
+        if rule:
+            reasons.add(rule)
     return reasons
 
 
@@ -220,7 +248,8 @@ def join_parts(heads: list[dict], steps_of: dict[str, tuple] | None = None) -> l
     with the longer ones as its symptoms. Two failures are one cause when
     they have one signature (the same bug found twice: only the shortest is
     kept), when a part listed one under the other, or when, with no replay,
-    ``group_by_cause``'s rules say so (one answer; the same steps)."""
+    ``group_by_cause``'s rules say so (one answer; the same steps; a race's
+    closest order)."""
     members: list[dict] = []
     cause: list[int] = []
     why: dict[int, set[str]] = {}

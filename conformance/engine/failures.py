@@ -61,12 +61,14 @@ class Failure:
     # Other failures the kit showed to share this one's cause (engine/causes.py),
     # each as a report lists a failure; this one, the shortest, is their headline.
     symptoms: list = field(default_factory=list)
+    # A race (kind "linearizability"): where the sequential order that came
+    # closest first differed, ``{"call": i, "operation": name}`` (no "call":
+    # the look at the state after the race); ``path``, ``expected`` and
+    # ``observed`` are that difference's.
+    closest: dict | None = None
 
     def to_dict(self) -> dict:
-        out = asdict(self)
-        if not out["symptoms"]:
-            del out["symptoms"]
-        return out
+        return _without_empty(asdict(self))
 
     def headline(self, limit: int = HEADLINE_LIMIT) -> str:
         """The message's first line, cut past ``limit`` characters: it may
@@ -78,6 +80,18 @@ class Failure:
         if length <= limit:
             return self.message[:length]
         return f"{self.message[:limit]}… [truncated: {length:,} characters in all]"
+
+
+def _without_empty(entry: dict) -> dict:
+    """A failure as a report lists it: its optional fields (and its
+    symptoms') only where they say something."""
+    for optional in ("symptoms", "closest"):
+        if not entry.get(optional):
+            entry.pop(optional, None)
+    for symptom in entry.get("symptoms") or []:
+        if isinstance(symptom, dict):
+            _without_empty(symptom)
+    return entry
 
 
 def signature(failure: Failure | dict) -> tuple:

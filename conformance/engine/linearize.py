@@ -164,6 +164,15 @@ def _summary(response) -> str:
     return f"{head}; {effects}"
 
 
+def _closest(best: dict) -> dict | None:
+    """Where the closest order first differed, as a failure records it: the
+    racing call's index, or none for a look at the state after the race."""
+    if best["diff"] is None:
+        return None
+    call, operation = best["at"]
+    return {"operation": operation} if call is None else {"call": call, "operation": operation}
+
+
 def _key_positions(followups: list, key: str) -> dict:
     """Where each entity key first appears in the probes' answers (list order)."""
     positions: dict = {}
@@ -240,7 +249,9 @@ def _linearize(
             diff = compare(prediction, response, accept=acceptor(op, args))
             if diff:
                 if len(order) >= best["depth"]:
-                    best.update(depth=len(order), order=list(order), diff=diff, seen=(prediction, response))
+                    best.update(
+                        depth=len(order), order=list(order), diff=diff, seen=(prediction, response), at=(None, op)
+                    )
                 return False
         return True
 
@@ -280,7 +291,7 @@ def _linearize(
                 if search([j for j in remaining if j != i], order + [i]):
                     return True
             elif len(order) > best["depth"]:
-                best.update(depth=len(order), order=order + [i], diff=diff, seen=seen)
+                best.update(depth=len(order), order=order + [i], diff=diff, seen=seen, at=(i, op))
             model.restore(snap, again=False)
         return False
 
@@ -318,7 +329,9 @@ def _linearize(
     head = f"{racing} at once: {len(calls)} concurrent calls match no sequential order of the spec's model"
     if best["diff"] is not None:
         path, expected, observed, reason = best["diff"]
-        head += f" (closest: call {best['order'][-1]}, {calls[best['order'][-1]][0]}: {path}: {reason})"
+        call, operation = best["at"]
+        where = f"call {call}, {operation}" if call is not None else f"the {operation} after them"
+        head += f" (closest: {where}: {path}: {reason})"
     lines = [head + "."]
     for i, ((op, args), response) in enumerate(zip(calls, responses)):
         lines.append(f"  call {i}: {op}({_short(args)}) -> {_summary(response)}")
@@ -340,4 +353,5 @@ def _linearize(
         observed=diff[2],
         path=diff[0],
         steps=[dict(s) for s in session.trace],
+        closest=_closest(best),
     )
