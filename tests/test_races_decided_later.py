@@ -128,3 +128,43 @@ def test_every_conflicting_pair_of_writers_is_raced_and_commuting_ones_are_not()
     # A pair a spec declares itself is not derived again.
     declared = {tuple(sorted(g["calls"])) for g in spec.exploration.concurrent}
     assert not any(tuple(sorted(g["calls"])) in declared and not g.get("identical") for g in derived_races(spec))
+
+
+def _run_with_a_stale_later_group(adapter_class):
+    """As _run with one group between, that group's trace entry given an order
+    and chosen values no order of it has: what re-deciding the first race
+    leaves in it shows whether the group was noted again."""
+    session = _session(adapter_class)
+    try:
+        session.reset()
+        for operation, args in [("start_job", dict(START)), ("begin_turn", {"thread_id": "t1"})]:
+            assert session.call(operation, args)[1] is None
+        assert session.call_concurrently([_outcome("first"), _outcome("second")])[1] is None
+        assert session.call_concurrently(OTHER_GROUP)[1] is None
+        later = [entry for entry in session.trace if "concurrently" in entry][-1]
+        noted = {"order": list(later["order"]), "chosen": [c.get("chosen") for c in later["concurrently"]]}
+        later["order"] = [1, 0] if noted["order"] == [0, 1] else [0, 1]
+        for call in later["concurrently"]:
+            call["chosen"] = ["stale"]
+        _, failure = session.call("turn_boundary", {"thread_id": "t1"})
+        later = [entry for entry in session.trace if "concurrently" in entry][-1]
+        return failure, noted, later
+    finally:
+        session.close()
+
+
+def test_a_group_after_a_race_decided_later_is_noted_in_the_order_found_again():
+    failure, noted, later = _run_with_a_stale_later_group(SecondCallFirst)
+    assert failure is None, failure.message
+    # the first race went the other way; the group after it was checked again from there,
+    # and its entry says what that check found, as when it was first checked
+    assert later["order"] == noted["order"]
+    assert [c.get("chosen") for c in later["concurrently"]] == noted["chosen"]
+
+
+def test_no_order_adopted_leaves_the_trace_as_it_was():
+    failure, noted, later = _run_with_a_stale_later_group(InjectsSomethingElse)
+    assert failure is not None and failure.operation == "turn_boundary"
+    # every other end state was tried and none adopted: the entries are as before the tries
+    assert later["order"] != noted["order"]
+    assert all(c.get("chosen") == ["stale"] for c in later["concurrently"])

@@ -35,8 +35,8 @@ class RaceOutcome:
     it, the calls and answers, the probe answers after it, and the end states
     already tried (the chosen order's first). ``later`` collects the steps
     checked since, each ``(operation, args or now_ms, answer)``, or
-    ``(None, (calls, answers, probe answers), None)`` for a later concurrent
-    group (replayed by finding an order for it again)."""
+    ``(None, (calls, answers, probe answers, trace index), None)`` for a later
+    concurrent group (replayed by finding an order for it again)."""
 
     start: tuple
     calls: list
@@ -48,13 +48,13 @@ class RaceOutcome:
     later: list = field(default_factory=list)
     previous: RaceOutcome | None = None  # the group before, whose orders are still open too
     index: int | None = None  # the group's place in the session's trace (None: a group checked again)
+    made: dict = field(default_factory=dict)  # call -> the values it chose in the order other_end_states gave last
 
     def adopt(self, session, order: list[int]) -> None:
         """Another order of the group explains the steps since: the trace
-        says so (``_note_choices``), so a reduction runs the calls in it."""
-        entry = _group_entry(session, self.index)
-        if entry is not None:
-            entry["order"] = list(order)
+        says so, with the values each call chose in it (``_note_choices``),
+        so a reduction runs the calls in it and renames what they create."""
+        _note_choices(session, self.index, self.made, order)
 
     def chain(self) -> Iterator[RaceOutcome]:
         """This outcome and the earlier ones still open, newest first."""
@@ -88,7 +88,8 @@ def other_end_states(session, outcome: RaceOutcome):
         outcome.tried = [fingerprint(model)]
     for order in itertools.islice(itertools.permutations(range(len(calls))), MAX_ORDERS):
         model.restore(outcome.start)
-        if not all(_matches(model, calls[i][0], calls[i][1], responses[i], acceptor) for i in order):
+        made: dict[int, list] = {}
+        if not all(_made(model, calls[i], responses[i], acceptor, made, i) for i in order):
             continue
         end = model.snapshot()
         if not all(
@@ -99,7 +100,18 @@ def other_end_states(session, outcome: RaceOutcome):
         if mark in outcome.tried:
             continue
         outcome.tried.append(mark)
+        outcome.made = made
         yield end, list(order)
+
+
+def _made(model, call: tuple[str, dict], response, acceptor, made: dict[int, list], i: int) -> bool:
+    """Whether the model predicts call ``i``'s answer (and takes the step); the
+    values it chose go to ``made[i]``."""
+    got: list = []
+    if not _matches(model, call[0], call[1], response, acceptor, chosen=got):
+        return False
+    made[i] = got[0]
+    return True
 
 
 def _matches(model, op, args, response, acceptor, *, keep: bool = True, chosen: list | None = None) -> bool:
@@ -130,8 +142,11 @@ def _note_choices(session, index: int | None, made: dict[int, list], order: list
         return
     group = entry["concurrently"]
     for i, values in made.items():
-        if values and i < len(group):
-            group[i]["chosen"] = values
+        if i < len(group):
+            if values:
+                group[i]["chosen"] = values
+            else:
+                group[i].pop("chosen", None)  # none in this order, whatever an order tried before chose
     if sorted(order) == list(range(len(group))):
         entry["order"] = list(order)
 

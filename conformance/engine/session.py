@@ -517,7 +517,7 @@ class Session:
     def _remember(self, operation: str | None, args: Any, response: Any) -> None:
         """A step that matched, kept while the orders of the last races may
         still change (``operation`` None: a concurrent group, ``args`` its
-        calls, answers and probe answers)."""
+        calls, answers, probe answers and place in the trace)."""
         newer = None
         for outcome in list(self.race_outcome.chain()) if self.race_outcome is not None else ():
             outcome.later.append((operation, args, response))
@@ -534,10 +534,12 @@ class Session:
         takes the step); for a concurrent group (``operation`` None), whether
         some order of its calls does."""
         if operation is None:
-            calls, responses, followups = args
+            calls, responses, followups, at = args
             kept = self.race_outcome
             try:
-                return linearize(self, calls, responses, None, followups) is None
+                # the group's trace entry gets the order found now (and the values it chose):
+                # _reconsider puts the entries back when no other end state is adopted
+                return linearize(self, calls, responses, at, followups) is None
             finally:
                 self.race_outcome = kept
         try:
@@ -567,6 +569,7 @@ class Session:
         if self.race_outcome is None:
             return False
         failing, kept = self.model.snapshot(), self.race_outcome
+        entries = self._group_entries(kept)
         for outcome in list(kept.chain()):
             for end, order in other_end_states(self, outcome):
                 self.model.restore(end)
@@ -576,7 +579,19 @@ class Session:
                     return True
         self.model.restore(failing)
         self.race_outcome = kept
+        for index, entry in entries.items():
+            self.trace[index] = entry
         return False
+
+    def _group_entries(self, outcome: RaceOutcome) -> dict[int, dict]:
+        """Copies of the trace entries of the concurrent groups checked since the
+        oldest open race (their order and chosen values may be found again)."""
+        first = min((o.index for o in outcome.chain() if o.index is not None), default=len(self.trace))
+        return {
+            i: copy.deepcopy(entry)
+            for i, entry in enumerate(self.trace[first:], first)
+            if isinstance(entry, dict) and entry.get("concurrently")
+        }
 
     def acceptor(self, operation: str, args: Any, index: int | None = None, failure: str = "divergence"):
         """What ``compare`` asks about each difference: does an accepted
@@ -954,7 +969,7 @@ class Session:
         if failure:
             return failure
         if earlier is not None:
-            self._keep_open(earlier, (list(calls), list(responses), list(followups)))
+            self._keep_open(earlier, (list(calls), list(responses), list(followups), index))
         return None
 
     def _explained_by_earlier(
