@@ -73,11 +73,12 @@ def test_fresh_keys_take_the_shape_of_the_keys_the_implementation_handed_out():
 def test_near_misses_of_an_issued_key_are_keys_never_issued_that_a_lenient_lookup_accepts():
     from conformance.engine.key_shapes import near_miss
 
-    shapes = [near_miss(["build-0001"], pick) for pick in (0, 1, 3, 5)]
+    shapes = [near_miss(["build-0001"], pick) for pick in (0, 1, 3, 5, 7)]
     # an abbreviation (as git and docker resolve them), the number alone, the number
-    # padded otherwise, another case: every one is an id never issued
-    assert shapes == ["build-000", "0001", "build-1", "BUILD-0001"]
-    assert [near_miss(["build-0001"], pick) for pick in (0, 2, 4)] == ["build-000"] * 3  # half are abbreviations
+    # padded otherwise, another case, white space around it (a lookup that trims):
+    # every one is an id never issued
+    assert shapes == ["build-000", "0001", "build-1", "BUILD-0001", " build-0001"]
+    assert [near_miss(["build-0001"], pick) for pick in (0, 2, 4, 6)] == ["build-000"] * 4  # half are abbreviations
     # the implementation's own keys are the bases; the kit's fresh names only when alone
     assert near_miss(["job-2", "k1"], 1) == "2"
     assert near_miss(["k1"], 3) == "k01"
@@ -257,9 +258,9 @@ def test_a_replay_renames_a_near_miss_along_with_the_id_it_misses():
     from conformance.engine.reduce import _renamed
 
     names = {"build-0005": "build-0004"}
-    args = {"ids": ["build-000", "0005", "5", "build-5", "build-00005", "BUILD-0005", "build-0005", "app"]}
+    args = {"ids": ["build-000", "0005", "5", "build-5", "build-00005", "BUILD-0005", " build-0005", "build-0005"]}
     assert _renamed(args, names) == {
-        "ids": ["build-000", "0004", "4", "build-4", "build-00004", "BUILD-0004", "build-0004", "app"]
+        "ids": ["build-000", "0004", "4", "build-4", "build-00004", "BUILD-0004", " build-0004", "build-0004"]
     }
     assert reshaped("bq4x7k2", "bq4x7k2m", "b9z0c1de") == "b9z0c1d"  # random ids: the same abbreviation length
     assert reshaped("bq4x", "bq4x7k2m", "b9z0c1de") is None  # not the shape a draw gives: left as it is

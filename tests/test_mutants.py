@@ -172,6 +172,7 @@ STEERED_CLASSES = [
     ("thread-jobs", "eviction_keeps_tool_call"),  # an evicted job's tool call stays resolved
     ("thread-jobs", "emitted_at_turn_start"),  # injections dated by their turn's start (inspect only)
     ("task-progress", "abbreviated_task_ids"),  # an abbreviation of a task id finds the task
+    ("task-progress", "trimmed_task_ids"),  # a task id with white space around it finds the task
 ]
 
 

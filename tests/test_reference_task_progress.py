@@ -731,8 +731,16 @@ def _abbreviation(a):
     return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
 
 
+def _white_space(a):
+    """A task's id with a space before it names no task: what get_task finds."""
+    task_id = register(a)
+    answer = a.call("get_task", {"task_id": f" {task_id}"})
+    return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
+
+
 SCENARIOS = {
     "abbreviated_task_ids": _abbreviation,
+    "trimmed_task_ids": _white_space,
     "foreground_reports_evicted": _foreground_after_eviction,
     "auto_background_refires": _timer_due_in_background,
     "auto_background_ties_by_id": _timers_due_together,

@@ -7,7 +7,9 @@ after ``job-3``, ``job-4``). A lookup that is too lenient accepts neither of
 those, but does accept a *near miss* of an issued key (``near_miss``): a
 proper prefix (``build-`` for ``build-0001``, as git and docker resolve
 abbreviations), the number alone (``1``), the number padded otherwise
-(``build-1``, ``build-00001``) or the key in another case. Each of those is
+(``build-1``, ``build-00001``), the key in another case or the key with
+white space around it (`` build-1``, as a lookup that trims its input
+takes it). Each of those is
 an id never issued, so the spec's answer is "not found"; an implementation
 that parses or abbreviates ids answers with someone else's record.
 """
@@ -70,6 +72,8 @@ def reshaped(value: str, before: str, now: str) -> str | None:
         return now[:-1] or None
     if value in (before.upper(), before.swapcase()):
         return now.upper() if value == before.upper() else now.swapcase()
+    if value.strip() == before and value != before:
+        return value.replace(before, now, 1)  # the same white space around the new id
     old, new = _NUMBERED.match(before), _NUMBERED.match(now)
     if old is None or new is None:
         return None
@@ -111,6 +115,11 @@ def _other_case(key: str, seen: set[str]) -> Iterator[str]:
     yield key.swapcase()
 
 
+def _surrounded(key: str, seen: set[str]) -> Iterator[str]:
+    yield f" {key}"
+    yield f"{key} "
+
+
 # Half of the near misses are abbreviations: they tell only while one record
 # has a prefix of its own (with sequential ids, while it is the only one).
 _SHAPES: tuple[Callable[[str, set[str]], Iterator[str]], ...] = (
@@ -120,4 +129,6 @@ _SHAPES: tuple[Callable[[str, set[str]], Iterator[str]], ...] = (
     _padded_otherwise,
     _prefixes,
     _other_case,
+    _prefixes,
+    _surrounded,
 )

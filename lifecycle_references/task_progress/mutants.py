@@ -39,6 +39,12 @@ class _AbbreviatedTaskIds(TaskRuntime):
         return super()._known(hits[0] if len(hits) == 1 else task_id)
 
 
+class _TrimmedTaskIds(TaskRuntime):
+    def _known(self, task_id: str) -> TaskState:
+        # ids pasted from a log or a form come with white space: forgive it
+        return super()._known(task_id.strip())
+
+
 # ------------------------------------------------------------- notification
 
 
@@ -449,6 +455,12 @@ _TABLE = [
         "of not_found.",
     ),
     (
+        "trimmed_task_ids",
+        _TrimmedTaskIds,
+        "A task id never issued that is an issued id with white space around it finds that task instead of "
+        "not_found (the lookup trims its input).",
+    ),
+    (
         "foreground_reports_evicted",
         _ForegroundReportsEvicted,
         "After the foregrounded task is evicted, the next foreground_task reports the evicted id as previous "
@@ -487,6 +499,7 @@ SHORTEST: dict[str, int] = {
     'auto_background_ties_by_id': 3,
     'foreground_reports_evicted': 8,
     'abbreviated_task_ids': 2,
+    'trimmed_task_ids': 1,
 }
 
 MUTANTS: dict[str, Mutant] = {
