@@ -41,6 +41,16 @@ def test_the_right_records_in_the_wrong_order_say_both_orders():
     assert reason.startswith('the right job_ids in the wrong order: expected ["a", "b"], got ["b", "a"]'), reason
 
 
+def test_a_list_with_repeated_items_one_short_is_one_short_not_out_of_order():
+    # five activities of one tool where four came back: a count, not an order
+    expected = Prediction(result={"task_id": "a1", "recent_activities": ["Bash"] * 5})
+    observed = {"result": {"task_id": "a1", "recent_activities": ["Bash"] * 4}}
+    path, _, _, reason = compare(expected, observed, key="task_id")
+    assert path == "result.recent_activities"
+    assert reason.startswith('expected 5 item(s), got 4; missing item "Bash"'), reason
+    assert "wrong order" not in reason
+
+
 def test_a_field_of_the_same_records_is_still_reported_at_its_own_path():
     expected = Prediction(result={"jobs": _jobs("a", "b")})
     observed = {"result": {"jobs": _jobs("a") + _jobs("b", text="boom")}}

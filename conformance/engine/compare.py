@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from statemachines import Matcher, ObservationError, Prediction, first_difference, to_jsonable
@@ -66,8 +67,7 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     exp_keys, obs_keys = keys_of(exp[1]), keys_of(obs[1])
     if len(exp_keys) != len(exp[1]) or len(obs_keys) != len(obs[1]) or None in exp_keys + obs_keys:
         return None
-    missing = [k for k in exp_keys if k not in obs_keys]
-    extra = [k for k in obs_keys if k not in exp_keys]
+    missing, extra = _unmatched(exp_keys, obs_keys), _unmatched(obs_keys, exp_keys)
     if not missing and not extra:
         if exp_keys != obs_keys:
             return (
@@ -87,6 +87,28 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
     if extra:
         parts.append(f"unexpected {label} {', '.join(map(_json, extra))}")
     return exp[0], exp[1], obs[1], "; ".join(parts)
+
+
+def _unmatched(items: list, others: list) -> list:
+    """The items of ``items`` that ``others`` has no match for, one for one:
+    five "Bash" against four leaves one "Bash" unmatched."""
+    unmatched = []
+    try:
+        left = Counter(others)
+    except TypeError:  # a key that is no hashable value: matched by equality
+        rest = list(others)
+        for item in items:
+            if item in rest:
+                rest.remove(item)
+            else:
+                unmatched.append(item)
+        return unmatched
+    for item in items:
+        if left[item] > 0:
+            left[item] -= 1
+        else:
+            unmatched.append(item)
+    return unmatched
 
 
 def records_left(prediction, observation: dict, path: str, key: str | None) -> str | None:
