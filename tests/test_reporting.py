@@ -573,7 +573,7 @@ def test_console_passing():
     for sid, _, _ in SCENARIOS:
         assert re.search(rf"{sid} .* PASS ", text)
     assert "Stateful exploration: PASS (profile ci, seed 123, 150 examples, 4200 steps, 20.1 s, 1 uncovered)" in text
-    assert "Verdict: PASS  (exit code 0; 6 passed, 0 failed, 0 errors, 0 skipped)" in text
+    assert "Verdict: PASS  (exit code 0; scenarios: 6 passed, 0 failed, 0 errors, 0 skipped; exploration: pass)" in text
 
 
 def test_console_failing_shows_failure_blocks():
@@ -586,7 +586,18 @@ def test_console_failing_shows_failure_blocks():
     assert "replay: conformance run spec/thread-jobs.yaml --adapter myrt.adapter:Adapter --scenario E1" in text
     assert "stateful exploration  [linearizability]" in text and f"replay: {REPLAY}" in text
     assert "[bold]not markup[/]" in text
-    assert "Verdict: FAIL  (exit code 1; 4 passed, 1 failed, 0 errors, 1 skipped)" in text
+    assert "Verdict: FAIL  (exit code 1; scenarios: 4 passed, 1 failed, 0 errors, 1 skipped; exploration: fail)" in text
+
+
+def test_an_observed_null_is_shown_beside_what_was_expected():
+    report = failing_report()
+    failure = report["stateful"]["failure"]
+    failure.update(kind="divergence", path="result.task.evict_after", expected=30000, observed=None)
+    block = render_console(report).split("stateful exploration  [divergence]")[1]
+    assert "  expected: 30000\n  observed: null" in block
+    failure.update(expected=None)  # a null expected: not applicable, so neither null is shown
+    block = render_console(report).split("stateful exploration  [divergence]")[1]
+    assert "  observed: null" not in block and "  expected:" not in block
 
 
 def test_console_error_report_and_long_replay_not_wrapped():
@@ -597,7 +608,7 @@ def test_console_error_report_and_long_replay_not_wrapped():
     assert "Conformance: thread-jobs 1.0.0: no scenario was run" in text
     assert "Stateful exploration: not run" in text
     assert "! adapter-error (spec/thread-jobs.yaml:12): cannot import 'myrt.adapter': No module named 'myrt'" in text
-    assert "Verdict: ERROR  (exit code 2; 0 passed, 0 failed, 0 errors, 0 skipped)" in text
+    assert "Verdict: ERROR  (exit code 2; no scenario run)" in text
     assert report["replay"] in text  # soft-wrapped: still one line to copy
 
 

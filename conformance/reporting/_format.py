@@ -125,7 +125,8 @@ def failure_text(failure: dict | None, report: dict) -> str:
     if failure.get("path"):
         out.append(f"path: {failure['path']}")
     for key in ("expected", "observed"):
-        if failure.get(key) is not None:  # null means "not applicable" here
+        # a null expected means "not applicable" here; a null observed beside an expected value is the news
+        if failure.get(key) is not None or (key == "observed" and failure.get("expected") is not None):
             text = pretty_json(failure[key])  # bounded in written reports; a failure straight from a run may not be
             if len(text) > 65536:
                 text = text[:65535] + f"… ({len(text):,} characters in all)"

@@ -167,9 +167,8 @@ def _print_failure(console: Console, label: str, failure: dict, report: dict) ->
     _print_message(console, str(failure.get("message") or ""))
     if failure.get("path"):
         console.print(Text(f"  at {failure['path']}", style="cyan"))
-    for name in ("expected", "observed"):
-        if failure.get(name) is not None:
-            console.print(Text(f"  {name}: {compact_json(failure[name], 300)}"), soft_wrap=True)
+    for name in _values_shown(failure):
+        console.print(Text(f"  {name}: {compact_json(failure.get(name), 300)}"), soft_wrap=True)
     _print_difference(console, failure)
     _print_last_steps(console, failure)
     replay = replay_for(failure, report)
@@ -177,6 +176,17 @@ def _print_failure(console: Console, label: str, failure: dict, report: dict) ->
         # soft_wrap: a hard-wrapped command could not be copied from a log.
         console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
     return replay
+
+
+def _values_shown(failure: dict) -> list[str]:
+    """Which of a failure's expected and observed values to show: each one that
+    is not null (a null expected means "not applicable"), and an observed null
+    beside an expected value (30000 expected, null came: that null is the news)."""
+    return [
+        name
+        for name in ("expected", "observed")
+        if failure.get(name) is not None or (name == "observed" and failure.get("expected") is not None)
+    ]
 
 
 def _print_difference(console: Console, failure: dict) -> None:
@@ -272,11 +282,19 @@ def _print_problems(console: Console, problems: list[dict]) -> None:
 
 
 def _verdict_line(report: dict) -> Text:
-    c = verdict_counts(report.get("scenarios") or [])
+    """The verdict, with what each part of the run came to: the scenarios'
+    counts (or that none ran) and the exploration's verdict."""
+    scenarios = report.get("scenarios") or []
+    c = verdict_counts(scenarios)
+    parts = [
+        f"scenarios: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped"
+        if scenarios
+        else "no scenario run"
+    ]
+    stateful = report.get("stateful") or {}
+    if stateful.get("verdict"):
+        parts.append(f"exploration: {stateful['verdict']}")
     final = Text("\nVerdict: ")
     final.append_text(_verdict(report.get("verdict")))
-    final.append(
-        f"  (exit code {report.get('exit_code')}; {c['pass']} passed, {c['fail']} failed, "
-        f"{c['error']} errors, {c['skip']} skipped)"
-    )
+    final.append(f"  (exit code {report.get('exit_code')}; {'; '.join(parts)})")
     return final
