@@ -738,7 +738,49 @@ def _white_space(a):
     return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
 
 
+def _notified_then_completed(a):
+    """A backgrounded main session marked notified while it runs, then completed: its effects."""
+    task_id = running(a, kind="main_session")
+    ok(a, "mark_notified", task_id=task_id)
+    return kinds(ok(a, "complete_task", task_id=task_id, result="r")[1])
+
+
+def _drained_twice_after_end(a):
+    """A message queued on an ended task, drained twice: the second drain."""
+    task_id = running(a)
+    ok(a, "complete_task", task_id=task_id, result="r")
+    ok(a, "queue_message", task_id=task_id, message="m")
+    ok(a, "drain_messages", task_id=task_id)
+    return ok(a, "drain_messages", task_id=task_id)[0]["messages"]
+
+
+def _retained_root_killed(a):
+    """A retained root killed with its running child: the child's evict_after."""
+    root = running(a)
+    child = running(a, parent_id=root)
+    ok(a, "set_retain", task_id=root, retain=True)
+    ok(a, "kill_task", task_id=root)
+    return task(a, child)["evict_after"]
+
+
+def _kill_through_evicted_child(a):
+    """A root killed after its finished child was evicted: the grandchild's status."""
+    root = running(a)
+    child = running(a, kind="main_session", parent_id=root)
+    grandchild = register(a, parent_id=child)
+    ok(a, "complete_task", task_id=child, result="r")  # a backgrounded main session is notified at once
+    ok(a, "start_task", task_id=grandchild)
+    a.set_clock(30000)
+    ok(a, "evict")
+    ok(a, "kill_task", task_id=root)
+    return task(a, grandchild)["status"]
+
+
 SCENARIOS = {
+    "completion_ignores_notified": _notified_then_completed,
+    "drain_keeps_after_end": _drained_twice_after_end,
+    "cascade_uses_root_retain": _retained_root_killed,
+    "cascade_stops_at_evicted": _kill_through_evicted_child,
     "abbreviated_task_ids": _abbreviation,
     "trimmed_task_ids": _white_space,
     "foreground_reports_evicted": _foreground_after_eviction,

@@ -84,6 +84,14 @@ class _MainSessionForegroundNotifies(TaskRuntime):
             self._sdk.task_terminated(task_id, status)
 
 
+class _CompletionIgnoresNotified(TaskRuntime):
+    def _settle_main_session(self, task_id: str, status: str, was_backgrounded: bool) -> None:
+        if was_backgrounded:
+            # "it has only just finished: nobody can have announced it yet"
+            self._update(task_id, lambda t: replace(t, notified=False))
+        super()._settle_main_session(task_id, status, was_backgrounded)
+
+
 # ----------------------------------------------------------------- progress
 
 
@@ -221,6 +229,15 @@ class _CascadeBreadthFirst(TaskRuntime):
 # ----------------------------------------------------------------- messages
 
 
+class _DrainKeepsAfterEnd(TaskRuntime):
+    def drain_messages(self, task_id: str) -> list[str]:
+        with self._lock:
+            task = self._known(task_id)
+            if self.is_terminal(task):
+                return list(task.pending_messages)  # "nothing will read an ended task's queue again"
+        return super().drain_messages(task_id)
+
+
 class _ProgressWritesBackStaleTask(TaskRuntime):
     def update_progress(self, task_id, usage, tool_uses):
         tool_uses = tuple(tool_uses)
@@ -253,6 +270,30 @@ class _KillCheckThenAct(TaskRuntime):
 class _DrainKeepsQueue(TaskRuntime):
     def _cleared_queue(self, task: TaskState) -> TaskState:
         return task
+
+
+class _CascadeUsesRootRetain(TaskRuntime):
+    _root_retain: bool | None = None
+
+    def kill_task(self, task_id: str) -> TaskState:
+        with self._lock:
+            self._root_retain = self._known(task_id).retain  # read once for the whole cascade...
+            try:
+                return super().kill_task(task_id)
+            finally:
+                self._root_retain = None
+
+    def _evict_after(self, task: TaskState, now: int) -> int | None:
+        if self._root_retain is not None:
+            task = replace(task, retain=self._root_retain)  # ...and used for every task it ends
+        return super()._evict_after(task, now)
+
+
+class _CascadeStopsAtEvicted(TaskRuntime):
+    def _on_parent_aborted(self, task_id: str, controller: AbortController) -> None:
+        if task_id not in self._tasks:
+            return  # "an evicted task's work is long gone": so, wrongly, is the abort to what it started
+        super()._on_parent_aborted(task_id, controller)
 
 
 # ----------------------------------------------------------------- registry
@@ -455,6 +496,30 @@ _TABLE = [
         "of not_found.",
     ),
     (
+        "completion_ignores_notified",
+        _CompletionIgnoresNotified,
+        "A backgrounded main session marked notified while it ran is notified again when it completes or fails "
+        "(it sends nothing: it was already notified).",
+    ),
+    (
+        "drain_keeps_after_end",
+        _DrainKeepsAfterEnd,
+        "Draining an ended task's queue returns its messages but leaves them queued (a second drain returns them "
+        "again).",
+    ),
+    (
+        "cascade_uses_root_retain",
+        _CascadeUsesRootRetain,
+        "A kill's cascade gives every task it ends the killed root's retain flag's evict_after, not the task's "
+        "own.",
+    ),
+    (
+        "cascade_stops_at_evicted",
+        _CascadeStopsAtEvicted,
+        "A kill's cascade stops at a child that was evicted, so the still-running tasks below it are never "
+        "killed (the abort travels through the evicted child).",
+    ),
+    (
         "trimmed_task_ids",
         _TrimmedTaskIds,
         "A task id never issued that is an issued id with white space around it finds that task instead of "
@@ -500,6 +565,10 @@ SHORTEST: dict[str, int] = {
     'foreground_reports_evicted': 8,
     'abbreviated_task_ids': 2,
     'trimmed_task_ids': 1,
+    'completion_ignores_notified': 4,
+    'drain_keeps_after_end': 6,
+    'cascade_uses_root_retain': 7,
+    'cascade_stops_at_evicted': 10,
 }
 
 MUTANTS: dict[str, Mutant] = {
