@@ -1014,3 +1014,16 @@ def test_describe_breaking_the_protocol_is_exit_2(tmp_path, adapter, phrases):
     assert report["verdict"] == "error"
     assert [p["kind"] for p in report["problems"]] == ["adapter-error"]
     assert all(phrase in report["problems"][0]["message"] for phrase in phrases), report["problems"]
+
+
+@pytest.mark.parametrize("command", ["run", "mutants"])
+def test_a_spec_profile_given_as_the_exploration_profile_says_where_it_goes(command):
+    # --profile is how much the exploration runs; task-table is one of async-jobs' own profiles
+    from click.testing import CliRunner
+
+    from conformance.cli import cli
+
+    result = CliRunner().invoke(cli, [command, "async-jobs", "--profile", "task-table"])
+    assert result.exit_code == 2
+    assert "'task-table' is not an exploration profile (one of ci, deep, quick" in result.output
+    assert "--adapter-opt profile=task-table" in result.output and "hello answer" in result.output

@@ -1150,6 +1150,9 @@ def test_what_a_masked_bug_leaves_behind_is_not_reported_as_another_failure(tmp_
     # What it leaves behind may be listed, but only under it, as symptoms of the one cause.
     for symptom in failures[0].get("symptoms", []):
         assert Path(symptom["counterexample_file"]).is_file(), symptom
+        if symptom.get("seed") != config.seed:  # found while looking for more: says so, and why it is a symptom
+            assert f"found with seed {symptom['seed']} while the exploration accepted" in symptom["message"]
+            assert "first fail as one of them" in symptom["message"], symptom["message"]
     assert seen.runs >= 2, seen.runs  # the search for distinct failures did run after the first one
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..engine.output_capture import OutputCapture
 
 __all__ = [
+    "ExplorationProfile",
     "console",
     "errors",
     "cli",
@@ -38,6 +39,30 @@ __all__ = [
     "verbosity",
     "capture_implementation_output",
 ]
+
+class ExplorationProfile(click.Choice):
+    """``--profile``: how much exploration (quick, ci, deep). A name that is
+    none of those is most often one of a spec's profiles (``task-table``),
+    which the implementation chooses: the error says how."""
+
+    def __init__(self) -> None:
+        from ..engine.profiles import PROFILES
+
+        super().__init__(sorted(PROFILES))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value in self.choices:
+            return value
+        self.fail(
+            f"{value!r} is not an exploration profile (one of {', '.join(map(str, self.choices))}: how much "
+            f"the exploration runs). A spec's own profiles (parameters of one real system, such as task-table) "
+            f"are chosen by the implementation: --adapter-opt profile={value} for a Python adapter or a "
+            f"command-line tool's config; a stdio implementation names its profile in its hello answer "
+            f"(conformance docs adapter-protocol).",
+            param,
+            ctx,
+        )
+
 
 # In CI logs (no terminal) rich would wrap at 80 columns; tables get a wide
 # page, and plain lines (paths, file:line, replay commands) are never wrapped.

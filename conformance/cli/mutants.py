@@ -14,11 +14,10 @@ from rich.text import Text
 
 from statemachines import Spec, SpecError, load_spec
 
-from ..engine.profiles import PROFILES
 from ..engine.session import DEFAULT_TIMEOUT_S
 from ..errors import AdapterLoadError
 from ..specs import spec_target_problem
-from .common import Seconds, cli, console, errors, parse_seed, spec_file
+from .common import ExplorationProfile, Seconds, cli, console, errors, parse_seed, spec_file
 
 if TYPE_CHECKING:
     from ..mutants import MutantResult
@@ -30,7 +29,7 @@ __all__ = ["mutants"]
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option(
     "--profile",
-    type=click.Choice(sorted(PROFILES)),
+    type=ExplorationProfile(),
     default="ci",
     show_default=True,
     help="How much stateful exploration: quick, ci or deep.",

@@ -20,6 +20,7 @@ from ..engine.runner import RunConfig, hand_over_spec, run_conformance
 from ..errors import AdapterLoadError
 from ..progress import VERBOSE, progress_for
 from .common import (
+    ExplorationProfile,
     adapter_options,
     capture_implementation_output,
     check_adapter_choice,
@@ -55,7 +56,7 @@ class RunRequest:
 @with_options(adapter_options)
 @click.option(
     "--profile",
-    type=click.Choice(sorted(PROFILES)),
+    type=ExplorationProfile(),
     default="ci",
     show_default=True,
     help="How much stateful exploration: quick, ci or deep.",

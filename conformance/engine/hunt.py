@@ -133,6 +133,10 @@ def more_failures(
             )
             if first is not None and signature(first) in known - {signature(failure)}:
                 met[id(failure)] = {signature(first)}  # a consequence of a failure found already: its symptom
+                failure.message += (
+                    f"\n(found with seed {seed} while the exploration accepted the failure(s) found before it; "
+                    f"its steps, with them no longer accepted, first fail as one of them)"
+                )
             else:
                 distinct += 1
                 failure.message += (
