@@ -40,6 +40,7 @@ __all__ = [
     "capture_implementation_output",
 ]
 
+
 class ExplorationProfile(click.Choice):
     """``--profile``: how much exploration (quick, ci, deep). A name that is
     none of those is most often one of a spec's profiles (``task-table``),

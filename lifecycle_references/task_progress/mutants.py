@@ -510,8 +510,7 @@ _TABLE = [
     (
         "cascade_uses_root_retain",
         _CascadeUsesRootRetain,
-        "A kill's cascade gives every task it ends the killed root's retain flag's evict_after, not the task's "
-        "own.",
+        "A kill's cascade gives every task it ends the killed root's retain flag's evict_after, not the task's own.",
     ),
     (
         "cascade_stops_at_evicted",
