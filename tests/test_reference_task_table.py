@@ -622,6 +622,12 @@ def _wait_after_signal(a):
     return wait(a, 100)
 
 
+def _wait_idle_then_signal(a):
+    wait(a, 1)  # nothing is due: it waits its whole time, unwoken
+    finish(a, start(a))  # the one outcome stores a wake-up permit...
+    return wait(a, 100)  # ...which this wait takes at once
+
+
 def _count_finished_kept(a):
     finished_tasks(a, 65)
     return len(ids(a))
@@ -662,6 +668,7 @@ SCENARIOS = {
     "drain_copy_then_clear": _drains_racing,
     "eviction_drops_outcome": _drain_after_eviction,
     "lost_wakeup": _wait_after_signal,
+    "idle_wait_stays_enrolled": _wait_idle_then_signal,
     "keeps_65_finished": _count_finished_kept,
     "evicts_running": _running_then_full,
     "evicts_newest": _which_evicted,

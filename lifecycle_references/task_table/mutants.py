@@ -120,6 +120,20 @@ class _LostWakeup(BackgroundTasks):
     notify_class = _LosesWakeups
 
 
+class _IdleWaitStaysEnrolled(BackgroundTasks):
+    def wait_for_completion(self, wait_ms: int) -> tuple[bool, int]:
+        start = self._clock.now()
+        if self._clock._next_due(start + wait_ms) is None:
+            # Nothing is due within the wait, so nothing can wake it: skip the waiting.
+            # The early return enrolls the waiter and never withdraws it, so the next
+            # signal wakes this finished wait instead of being stored as a permit.
+            waiter = self._wake.enroll()
+            if waiter.notified:
+                return True, 0
+            return False, self._clock.advance_to(start + wait_ms) - start
+        return super().wait_for_completion(wait_ms)
+
+
 # --------------------------------------------------------------- retention
 
 
@@ -222,6 +236,12 @@ _TABLE = [
         _LostWakeup,
         "The wake-up signal only wakes current waiters: a signal fired while nobody waits is lost.",
     ),
+    (
+        "idle_wait_stays_enrolled",
+        _IdleWaitStaysEnrolled,
+        "A wait with nothing due within it returns without withdrawing its waiter: the next wake-up goes to that "
+        "finished wait instead of being stored, so the following wait is not woken.",
+    ),
     ("keeps_65_finished", _KeepsOneFinishedTooMany, "Eviction keeps max_finished + 1 finished tasks."),
     (
         "evicts_running",
@@ -258,6 +278,7 @@ SHORTEST: dict[str, int] = {
     'fires_in_start_order': 4,
     'keeps_65_finished': 67,
     'lost_wakeup': 3,
+    'idle_wait_stays_enrolled': 3,
     'numeric_sort': 11,
     'status_from_body_result': 2,
 }
