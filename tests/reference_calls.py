@@ -4,7 +4,7 @@ instance (to compare a mutant's behaviour with the reference's)."""
 
 from __future__ import annotations
 
-__all__ = ["err", "observe", "ok"]
+__all__ = ["err", "observe", "ok", "thread_jobs_starts"]
 
 
 def ok(a, op, **args):
@@ -29,3 +29,22 @@ def observe(factory, scenario):
         return scenario(a)
     finally:
         a.close()
+
+
+def thread_jobs_starts(n: int):
+    """``n`` starts of jobs in thread t1, as concurrent calls, answered by a
+    fresh thread-jobs reference runtime; and a session of the thread-jobs
+    model to check those answers with (the caller closes it). Returns
+    (session, runtime, calls, responses)."""
+    from conformance.engine.session import Session
+    from conformance.specs import resolve_spec
+    from lifecycle_references.thread_jobs import ReferenceAdapter
+    from statemachines import load_spec
+
+    spec = load_spec(resolve_spec("thread-jobs"))
+    session = Session(spec, spec.default_parameters(), ReferenceAdapter)
+    session.reset()
+    runtime = ReferenceAdapter()
+    runtime.reset(0)
+    calls = [("start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "shell"}) for i in range(n)]
+    return session, runtime, calls, [runtime.call(op, args) for op, args in calls]

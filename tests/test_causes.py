@@ -272,21 +272,16 @@ def _race_and_its_closest_order() -> Failure:
     """Two starts at once, the second answering status "completed" for the job it
     just started: no order matches, and the closest (call 0 then call 1) first
     differs at call 1's result.status."""
-    from conformance.engine.linearize import linearize
-    from conformance.engine.session import Session
-    from conformance.specs import resolve_spec
-    from lifecycle_references.thread_jobs import ReferenceAdapter
-    from statemachines import load_spec
+    from reference_calls import thread_jobs_starts
 
-    spec = load_spec(resolve_spec("thread-jobs"))
-    session = Session(spec, spec.default_parameters(), ReferenceAdapter)
-    session.reset()
-    runtime = ReferenceAdapter()
-    runtime.reset(0)
-    calls = [("start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "shell"}) for i in range(2)]
-    responses = [runtime.call(op, args) for op, args in calls]
+    from conformance.engine.linearize import linearize
+
+    session, _, calls, responses = thread_jobs_starts(2)
     responses[1]["result"]["status"] = "completed"
-    race = linearize(session, calls, responses, 0)
+    try:
+        race = linearize(session, calls, responses, 0)
+    finally:
+        session.close()
     assert race is not None and race.kind == "linearizability"
     return race
 

@@ -10,17 +10,16 @@ import copy
 import io
 
 import pytest
+from reference_calls import thread_jobs_starts
 from rich.console import Console
 
 from conformance.engine.linearize import linearize
 from conformance.engine.runner import RunConfig, run_conformance
-from conformance.engine.session import Session
 from conformance.mutants import load_mutants
 from conformance.reporting import render_console_summary, render_summary_markdown
 from conformance.reporting.difference import describe_difference, identity_key
 from conformance.reporting.markdown import COUNTS_NOTE, DIAGRAM_LEGEND
 from conformance.specs import resolve_spec
-from lifecycle_references.thread_jobs import ReferenceAdapter
 from statemachines import load_spec
 
 
@@ -85,13 +84,7 @@ def test_a_failure_with_64_job_lists_stays_short():
 
 
 def test_a_race_says_what_its_closest_order_left_missing():
-    spec = load_spec(resolve_spec("thread-jobs"))
-    session = Session(spec, spec.default_parameters(), ReferenceAdapter)
-    session.reset()
-    runtime = ReferenceAdapter()
-    runtime.reset(0)
-    calls = [("start_job", {"thread_id": "t1", "tool_call_id": f"c{i}", "tool_name": "shell"}) for i in range(5)]
-    responses = [runtime.call(op, args) for op, args in calls]
+    session, runtime, calls, responses = thread_jobs_starts(5)
     listed = runtime.call("list_jobs", {"thread_id": "t1"})
     lost = listed["result"]["jobs"].pop(2)["job_id"]
     failure = linearize(session, calls, responses, 0, [("list_jobs", {"thread_id": "t1"}, listed)])
