@@ -5,9 +5,10 @@ source: no network here), and so does the kit's own action; third-party
 actions are pinned by full commit SHA.
 
 A ```yaml block is a workflow when it has `jobs:`; a job when it has
-`steps:` (validated inside a one-job workflow); a list of steps when it is a
-list of mappings with `uses:` or `run:` (validated as a job's steps). Other
-blocks (pre-commit configs, specs) are not GitHub Actions files."""
+`steps:` that are GitHub steps (validated inside a one-job workflow); a list
+of steps when it is a list of mappings with `uses:` or `run:` (validated as
+a job's steps). Other blocks (pre-commit configs, specs, counterexample
+files, whose steps are the kit's `call:`s) are not GitHub Actions files."""
 
 from __future__ import annotations
 
@@ -41,11 +42,19 @@ def _as_workflow(value) -> dict | None:
     if isinstance(value, dict) and "jobs" in value:
         # PyYAML reads YAML 1.1, where a bare `on` is the boolean true; GitHub reads the key `on`
         return {("on" if key is True else key): item for key, item in value.items()}
-    if isinstance(value, dict) and "steps" in value:
+    if isinstance(value, dict) and "steps" in value and _github_steps(value["steps"]):
         return {"on": "push", "jobs": {"job": {"runs-on": "ubuntu-latest", **value}}}
-    if isinstance(value, list) and value and all(isinstance(s, dict) and ({"uses", "run"} & set(s)) for s in value):
+    if _github_steps(value):
         return {"on": "push", "jobs": {"job": {"runs-on": "ubuntu-latest", "steps": value}}}
     return None
+
+
+def _github_steps(value) -> bool:
+    """Whether ``value`` is a list of GitHub Actions steps (each with `uses:`
+    or `run:`), not the kit's own steps (a counterexample file's `call:`)."""
+    return (
+        isinstance(value, list) and bool(value) and all(isinstance(s, dict) and {"uses", "run"} & set(s) for s in value)
+    )
 
 
 def _snippets() -> list[tuple[str, dict]]:
