@@ -210,17 +210,20 @@ class _CascadeBreadthFirst(TaskRuntime):
 
     _waiting: deque | None = None
 
-    def _kill(self, task_id: str, killable) -> bool:
+    def _on_parent_aborted(self, task_id: str, controller: AbortController) -> None:
         if self._waiting is not None:  # reached by a cascade: wait for the tasks queued before it
-            self._waiting.append((task_id, killable))
-            return True
+            self._waiting.append((task_id, controller))
+            return
+        super()._on_parent_aborted(task_id, controller)
+
+    def _kill(self, task_id: str, killable) -> bool:
         self._waiting = deque()
         try:
             killed = super()._kill(task_id, killable)
             while self._waiting:
-                child_id, child_killable = self._waiting.popleft()
-                if not super()._kill(child_id, child_killable):
-                    self._controllers[child_id].propagate()
+                child_id, controller = self._waiting.popleft()
+                if not super()._kill(child_id, lambda t: t.status == RUNNING):
+                    controller.propagate()
             return killed
         finally:
             self._waiting = None
