@@ -314,10 +314,8 @@ def _linearize(
         """The search's first order, tried with no snapshot on the way: most
         groups match it, and the search would choose it first too."""
         for i in order:
-            got: list = []
-            if not _matches(model, calls[i][0], calls[i][1], responses[i], acceptor, chosen=got):
+            if not _made(model, calls[i], responses[i], acceptor, made, i):
                 return False
-            made[i] = got[0]
         return settled(order)
 
     if straight(order_hint):
