@@ -82,11 +82,7 @@ def _same_steps(head: Failure | dict, other: Failure | dict, steps_of: dict[str,
         or "divergence" != _field(other, "kind")
     ):
         return None
-    if not steps_of.get(one) or steps_of.get(one) != steps_of.get(two):
-        return None
-    if signature(head)[2] is None or signature(head)[2] != signature(other)[2]:
-        return None
-    if any(_text(_field(head, name)) != _text(_field(other, name)) for name in ("expected", "observed")):
+    if not _run_same_steps(one, two, steps_of) or not _differ_alike(head, other):
         return None
     first, second = sorted((one, two))
     return (
@@ -105,17 +101,28 @@ def _race_closest_fails_as(head: Failure | dict, other: Failure | dict, steps_of
     operation, at = closest.get("operation"), _field(plain, "operation")
     if _field(race, "kind") != "linearizability" or _field(plain, "kind") != "divergence" or not operation or not at:
         return None
-    if operation != at and (not steps_of.get(at) or steps_of.get(operation) != steps_of.get(at)):
+    if operation != at and not _run_same_steps(operation, at, steps_of):
         return None
-    path = signature(plain)[2]
-    if path is None or path != signature(race)[2]:
-        return None
-    if any(_text(_field(race, name)) != _text(_field(plain, name)) for name in ("expected", "observed")):
+    if not _differ_alike(plain, race):
         return None
     return (
         f"the race's closest sequential order first differs at `{operation}` {_field(plain, 'path')} the way "
         f"`{at}` does (one bug, also seen in a race)"
     )
+
+
+def _run_same_steps(one: str, two: str, steps_of: dict[str, tuple]) -> bool:
+    """Whether two operations run the same (non-empty) steps of the spec."""
+    return bool(steps_of.get(one)) and steps_of.get(one) == steps_of.get(two)
+
+
+def _differ_alike(one: Failure | dict, two: Failure | dict) -> bool:
+    """Whether two failures differ at the same path with the same expected
+    and observed values."""
+    path = signature(one)[2]
+    if path is None or path != signature(two)[2]:
+        return False
+    return all(_text(_field(one, name)) == _text(_field(two, name)) for name in ("expected", "observed"))
 
 
 def _text(value: Any) -> str:
