@@ -62,3 +62,29 @@ def test_values_of_the_wrong_kind_are_named_in_json_terms():
     assert first_difference({"job": {}}, {"job": None}, "result").reason == "expected an object, got null"
     assert first_difference([1], True, "result").reason == "expected a list, got a boolean true"
     assert first_difference({"a": 1}, "x", "result").reason == 'expected an object, got a string "x"'
+
+
+def test_a_record_differing_in_several_fields_names_them_all_under_the_first_path():
+    """The headline's path stays the first differing key in sorted order (the
+    failure's signature), but a wrong status beside a wrong text is named too:
+    the text alone pointed the reader at the wrong code."""
+    expected = Prediction(result={"job": {"job_id": "a", "result_text": "done", "status": "completed", "n": 1}})
+    observed = {"result": {"job": {"job_id": "a", "result_text": None, "status": "running", "n": 2}}}
+    path, exp, obs, reason = compare(expected, observed, key="job_id", siblings=True)
+    assert (path, exp, obs) == ("result.job.n", 1, 2)
+    assert reason == (
+        'expected 1, got 2; also result.job.result_text: expected "done", got null; '
+        'result.job.status: expected "completed", got "running"'
+    ), reason
+    assert compare(expected, observed, key="job_id")[3] == "expected 1, got 2"  # the race check's compare is bare
+
+
+def test_an_accepted_sibling_difference_is_not_named():
+    expected = Prediction(result={"job": {"result_text": "done", "status": "completed"}})
+    observed = {"result": {"job": {"result_text": "other", "status": "running"}}}
+
+    def accept(path, _expected, _observed):
+        return path == "result.job.status"
+
+    path, _, _, reason = compare(expected, observed, accept=accept, siblings=True)
+    assert path == "result.job.result_text" and "status" not in reason, reason

@@ -16,6 +16,9 @@ __all__ = ["compare", "observation_problem", "without_path", "records_left"]
 # How many accepted differences one answer may carry before the rest is
 # reported anyway (each accepted one is masked and the answer compared again).
 _MAX_ACCEPTED = 32
+# Other differing fields of the same object a failure's reason names.
+_SIBLINGS_SHOWN = 3
+_SIBLING_REASON = 80  # characters of a sibling's reason shown (longer: only its path)
 _ANYTHING = Matcher((("any", None),))
 
 
@@ -123,22 +126,69 @@ def records_left(prediction, observation: dict, path: str, key: str | None) -> s
     return None if found is None else f"{found[0]}: {found[3]}"
 
 
-def compare(prediction, observation: dict, key: str | None = None, accept=None):
+def compare(prediction, observation: dict, key: str | None = None, accept=None, *, siblings: bool = False):
     """The first difference between a model prediction and an observation, as
     (path, expected, observed, reason), or None. ``key`` names the entity key,
     so differing lists of records are explained by membership. ``accept``
     (path, expected, observed) -> bool says which differences an accepted
     deviation covers: those are masked and the answer compared again, so a
-    difference the team did not accept is still found behind them."""
+    difference the team did not accept is still found behind them. With
+    ``siblings`` the reason also names the other fields of the same object
+    that differ (a record whose status and text both differ says both; the
+    path stays the first field's, so the failure's signature is unchanged)."""
     diff = _first(prediction, observation, key)
     for _ in range(_MAX_ACCEPTED):
         if diff is None or accept is None or not accept(diff[0], diff[1], diff[2]):
-            return diff
+            break
         prediction = _masked(prediction, diff[0])
         if prediction is None:  # the whole answer was accepted
             return None
         diff = _first(prediction, observation, key)
-    return diff
+    if diff is None or not siblings:
+        return diff
+    also = _sibling_differences(prediction, observation, diff[0], accept)
+    if not also:
+        return diff
+    return (diff[0], diff[1], diff[2], f"{diff[3]}; also {'; '.join(also)}")
+
+
+def _sibling_differences(prediction, observation: dict, path: str, accept) -> list[str]:
+    """The other keys of the object holding ``path``'s last key whose values
+    differ too (the first few, in sorted order), each with its reason; none
+    when ``path`` does not end in an object's key."""
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    if len(parts) < 2 or parts[-1].startswith("["):
+        return []
+    expected = _at({"result": prediction.result, "error": prediction.error, "effects": prediction.effects}, parts[:-1])
+    observed = _at(observation, parts[:-1])
+    if not isinstance(expected, dict) or not isinstance(observed, dict):
+        return []
+    found: list[str] = []
+    for name in sorted(expected, key=str):
+        if name == parts[-1] or name not in observed:
+            continue
+        where = f"{path[: len(path) - len(parts[-1])]}{name}"
+        diff = first_difference(expected[name], observed[name], where)
+        if diff is None or (accept is not None and accept(diff.path, diff.expected, diff.observed)):
+            continue
+        if len(found) == _SIBLINGS_SHOWN:
+            found.append("more fields differ")
+            break
+        short = diff.path == where and len(diff.reason) <= _SIBLING_REASON
+        found.append(f"{diff.path}: {diff.reason}" if short else f"{diff.path} differs")
+    return found
+
+
+def _at(node: Any, parts: list[str]) -> Any:
+    """The value at ``parts`` (keys and ``[n]`` indexes) below ``node``; None
+    when it is not there."""
+    for part in parts:
+        if part.startswith("["):
+            index = int(part[1:-1])
+            node = node[index] if isinstance(node, list) and index < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def _masked(prediction, path: str):

@@ -411,7 +411,11 @@ class Session:
         except ExpressionError as exc:
             return self._fail("spec-error", f"the spec failed while moving the clock: {exc}", index)
         diff = compare(
-            prediction, observed, self.spec.entity.key, accept=self.acceptor("set_clock", {"now_ms": self.now}, index)
+            prediction,
+            observed,
+            self.spec.entity.key,
+            accept=self.acceptor("set_clock", {"now_ms": self.now}, index),
+            siblings=True,
         )
         if diff and self._reconsider(lambda: self._agrees("set_clock", self.now, observed)):
             diff = None  # another order of the last concurrent calls explains it
@@ -482,7 +486,9 @@ class Session:
             )
         if prediction.chosen and index < len(self.trace) and self.trace[index].get("operation") == operation:
             self.trace[index]["chosen"] = list(prediction.chosen)  # what a replay maps to the new choices
-        diff = compare(prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index))
+        diff = compare(
+            prediction, response, self.spec.entity.key, accept=self.acceptor(operation, args, index), siblings=True
+        )
         if diff and self._reconsider(lambda: self._agrees(operation, args, response, index)):
             diff = None  # another order of the last concurrent calls explains it
         if diff:
@@ -501,7 +507,11 @@ class Session:
             return None
         answer = {"result": response["result"]}  # effects may come after the check: not predicted yet
         diff = compare(
-            Prediction(result=exc.result), answer, self.spec.entity.key, accept=self.acceptor(operation, args, index)
+            Prediction(result=exc.result),
+            answer,
+            self.spec.entity.key,
+            accept=self.acceptor(operation, args, index),
+            siblings=True,
         )
         return None if diff is None else self._divergence(operation, index, diff, operation=operation, args=args)
 
