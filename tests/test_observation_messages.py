@@ -109,9 +109,8 @@ def test_a_job_found_for_an_id_never_issued_is_reported_as_that_not_as_a_missing
     failure = _build_then_look(command_spec, MUTANTS["abbreviated_ids"].factory, "build-000")
     assert failure is not None and failure.kind == "divergence"
     # 3: running; the job's record printed where none was expected is named too
-    assert failure.message == (
-        "job_status: result.exit_code: expected 5, got 3; also result.stdout.data differs"
-    ), failure.message
+    expected = "job_status: result.exit_code: expected 5, got 3; also result.stdout.data differs"
+    assert failure.message == expected, failure.message
     assert (failure.expected, failure.observed) == (5, 3)
 
 
