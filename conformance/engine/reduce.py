@@ -298,6 +298,7 @@ class _Reducer:
         self.kept: list[dict] = []  # the last list ``fails`` saw fail
         self.not_failing: set[str] = set()  # replay keys of lists replayed without the failure
         self.named_in_vain: set[str] = set()  # replay keys of lists records_under_own_names left as they were
+        self.timed_in_vain: set[tuple[str, str]] = set()  # (operation, argument) ends_by_time tried in vain
 
     def out_of_budget(self) -> bool:
         return self.budget.spent_out()
@@ -740,6 +741,51 @@ class _Reducer:
                 steps = shorter
         return steps
 
+    def ends_by_time(self, steps: list[dict]) -> list[dict]:
+        """Records ended by time instead of one call each: every call of an
+        operation given the smallest value of an optional integer argument
+        none of them passes (a start given a duration), one clock move of that
+        much after the last of them, then ``drop_kinds`` (the explicit
+        finishes go). Kept only when the list gets shorter: a trace that
+        ended 65 jobs with 65 finishes becomes 65 starts and one clock move.
+        An argument tried in vain is not tried again."""
+        if _races(steps):
+            return steps
+        for operation, arg, value in self.unpassed_integers(steps):
+            if self.out_of_budget():
+                break
+            self.timed_in_vain.add((operation, arg))
+            candidate = [_with_argument(step, operation, arg, value, everywhere=True) for step in steps]
+            last = max((i for i, step in enumerate(candidate[:-1]) if step.get("call") == operation), default=None)
+            if last is None or not all(self.within_schema(step) for step in candidate):
+                continue
+            candidate = [*candidate[: last + 1], {"advance_ms": value}, *candidate[last + 1 :]]
+            if not self.fails(candidate):
+                continue
+            shorter = self.drop_kinds(candidate)
+            if len(shorter) < len(steps):
+                steps = shorter
+                self.timed_in_vain.discard((operation, arg))
+        return steps
+
+    def unpassed_integers(self, steps: list[dict]) -> list[tuple[str, str, int]]:
+        """(operation, argument, smallest value) for each optional integer
+        argument that no call of its operation in ``steps`` passes, the
+        operations in the order the steps first call them."""
+        found = []
+        for operation in dict.fromkeys(step["call"] for step in steps[:-1] if "call" in step):
+            spec_op = self.session.spec.operations.get(operation)
+            schema = getattr(spec_op, "args_schema", None) or {}
+            required = set(schema.get("required") or ())
+            passed = {arg for step in steps if step.get("call") == operation for arg in (step.get("args") or {})}
+            for arg, prop in sorted((schema.get("properties") or {}).items()):
+                if (operation, arg) in self.timed_in_vain or arg in required or arg in passed:
+                    continue
+                if isinstance(prop, dict) and prop.get("type") == "integer":
+                    low = prop.get("minimum")
+                    found.append((operation, arg, low if isinstance(low, int) and low > 0 else 1))
+        return found
+
     def listed_before(self, step: dict, slot: tuple, value: Any) -> list:
         """The values an argument's schema lists before ``value`` (its
         ``enum``, or the exploration pool it is drawn from), first first: the
@@ -961,6 +1007,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             # below alike too: dropping any one of 64 identical starts is one replay, not 64.
             steps = reducer.simplify_together(steps)
             steps = reducer.spread_together(steps)
+            steps = reducer.ends_by_time(steps)
         refreshed = False
         while not reducer.out_of_budget():
             before = (len(steps), _size(steps))
@@ -975,6 +1022,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
             steps = reducer.merge_clock_moves(steps)
             steps = reducer.simplify_together(steps)
             steps = reducer.spread_together(steps)
+            steps = reducer.ends_by_time(steps)
             steps = reducer.leave_out_names(steps)
             steps = reducer.simplify_arguments(steps)
             if (len(steps), _size(steps)) != before:
