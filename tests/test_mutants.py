@@ -177,6 +177,7 @@ STEERED_CLASSES = [
     ("task-progress", "drain_keeps_after_end"),  # a queue used after its task ended
     ("task-progress", "cascade_uses_root_retain"),  # a retained root's kill, seen in a child's record
     ("task-progress", "cascade_stops_at_evicted"),  # a kill through an evicted middle of a tree
+    ("async-jobs", "task-table.idle_wait_stays_enrolled"),  # a wait nothing could wake, then one outcome
 ]
 
 
