@@ -455,6 +455,27 @@ def test_calls_given_the_argument_some_of_them_pass_let_the_explicit_ends_go():
     assert not [s for s in kept if s.get("call") == "finish_job"]
 
 
+def test_jobs_each_ended_by_a_finish_are_ended_by_time_instead():
+    """task-table eviction_drops_outcome at seed 1 once reduced to 131 steps
+    where 67 suffice: 65 starts without a duration, 65 finish_job calls, the
+    drain. No start passes a duration, so none can be spread to the others,
+    and no single drop keeps the failure. Every start given the smallest
+    duration and one clock move after them ends every job: the finishes go."""
+
+    session = _session_for(_mutant_factory("async-jobs", "task-table.eviction_drops_outcome"), "async-jobs")
+    steps = [{"call": "start_job", "args": {"label": ""}, "chosen": [f"bg-{n}"]} for n in range(1, 66)]
+    steps += [
+        {"call": "finish_job", "args": {"job_id": f"bg-{n}", "outcome": "completed", "text": ""}} for n in range(1, 66)
+    ]
+    steps += [{"call": "drain_completed", "args": {}}]
+    kept = _reduce_replayed(session, steps, "drain_completed")
+    assert len(kept) == 67, [s.get("call", s) for s in kept]
+    starts = [s for s in kept if s.get("call") == "start_job"]
+    assert len(starts) == 65 and all(s["args"].get("duration_ms") == 1 for s in starts), starts[:3]
+    assert [s for s in kept if "advance_ms" in s] == [{"advance_ms": 1}], kept[64:]
+    assert not [s for s in kept if s.get("call") == "finish_job"]
+
+
 def test_an_explicit_id_shaped_like_generated_ones_moves_down_with_the_dropped_records():
     """thread-jobs generated_id_collides: the id counter does not skip an id a
     caller chose. The exploration chose job-10 after nine generated starts;
