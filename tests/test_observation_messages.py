@@ -80,6 +80,26 @@ def test_a_missing_effect_the_spec_takes_a_value_from_is_said_as_expected(spec):
     assert "expected a payload_spilled effect (the spec takes its path from it), but the answer reported none" in (
         failure.message
     ), failure.message
+    # why the model spilled it, in the policy's own measures
+    assert f"policy payload spills this payload: {limit + 1} UTF-8 byte(s) > max_bytes {limit}" in failure.message
+
+
+def test_a_spill_by_line_count_says_how_lines_are_counted(spec):
+    """An independent runtime counted a payload's newlines as its lines, so
+    1,000 newlines stayed inline; the spec counts newlines + 1. The message
+    says so, with the count, where the reader had to count by hand."""
+    session = _session(spec, NeverSpills)
+    limit = session.params["max_lines"]
+    try:
+        _, failure = session.call(
+            "start_job", {"thread_id": "t1", "tool_call_id": "c1", "tool_name": "shell", "job_id": "j1"}
+        )
+        assert failure is None
+        _, failure = session.call("observe_outcome", {"job_id": "j1", "outcome": "completed", "payload": "x\n" * limit})
+    finally:
+        session.close()
+    assert failure is not None and failure.kind == "divergence"
+    assert f"{limit + 1} line(s) (newlines + 1) > max_lines {limit}" in failure.message, failure.message
 
 
 # -- a check of the answer comes after the answer's own difference -------------------
