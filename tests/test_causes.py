@@ -315,3 +315,23 @@ def test_a_race_whose_closest_order_differs_as_a_divergence_does_is_one_cause():
     elsewhere = _failure("get_job", "result.status", 3)
     elsewhere.expected, elsewhere.observed = "running", "completed"
     assert group_by_cause([elsewhere, _race_and_its_closest_order()], {})[0].symptoms == []
+
+
+def test_a_failure_the_hunt_called_distinct_no_longer_says_so_once_joined():
+    """An independent runtime's report headed "failure 1, symptom 3 (same
+    cause)" over "(a distinct failure, found with seed 1 ...)": the hunt's
+    word, written before the causes were grouped, contradicted the grouping."""
+    tie, eviction = _failure("turn_boundary", "result.injected", 5), _failure("list_jobs", "result.jobs", 20)
+    lone = _failure("cancel_job", "result.changed", 9)
+    for failure in (eviction, lone):
+        failure.message += (
+            "\n(a distinct failure, found with seed 1 while the exploration accepted the 1 failure(s) found before it)"
+        )
+    causes = group_by_cause([eviction, tie, lone], {id(eviction): {("divergence", "turn_boundary", "result.injected")}})
+    assert causes == [tie, lone] and tie.symptoms == [eviction]
+    assert "distinct" not in eviction.message, eviction.message
+    assert eviction.message.endswith(
+        "\n(found with seed 1 while the exploration accepted the failure(s) found before it; "
+        "one cause with the others listed with it)"
+    ), eviction.message
+    assert "(a distinct failure, found with seed 1" in lone.message  # alone, it is distinct

@@ -595,9 +595,14 @@ def test_an_observed_null_is_shown_beside_what_was_expected():
     failure.update(kind="divergence", path="result.task.evict_after", expected=30000, observed=None)
     block = render_console(report).split("stateful exploration  [divergence]")[1]
     assert "  expected: 30000\n  observed: null" in block
-    failure.update(expected=None)  # a null expected: not applicable, so neither null is shown
+    failure.update(expected=None, observed=0)  # a null expected beside 0: the news, as an independent runtime's was
     block = render_console(report).split("stateful exploration  [divergence]")[1]
-    assert "  observed: null" not in block and "  expected:" not in block
+    assert "  expected: null\n  observed: 0" in block
+    summary = render_summary_markdown(report)
+    assert "**Expected**\n\n```json\nnull\n```" in summary, summary
+    failure.update(kind="schema", observed={"status": 3})  # no expected value: a schema break shows what came
+    block = render_console(report).split("stateful exploration  [schema]")[1]
+    assert "  expected:" not in block and '  observed: {"status": 3}' in block
 
 
 def test_console_error_report_and_long_replay_not_wrapped():

@@ -41,6 +41,7 @@ shortest first: the headline is always the shortest counterexample.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .failures import Failure, same_bug, signature
@@ -49,6 +50,11 @@ __all__ = ["length_of", "group_by_cause", "cause_note", "steps_by_operation", "j
 
 # The line a failure's message gets when others share its cause (cause_note).
 _NOTE_START = "\n(the same cause also showed as "
+# The hunt's note on a failure it found past others (hunt.py); "distinct" no
+# longer holds once the failure is joined to another as one cause.
+_DISTINCT_NOTE = re.compile(
+    r"\n\(a distinct failure, (found with seed \S+ while the exploration accepted the )\d+ (failure\(s\) found before it)\)"
+)
 
 
 def length_of(failure: Failure | dict) -> int:
@@ -195,10 +201,17 @@ def group_by_cause(
             heads.append(failure)
         else:
             ordered[_root(cause, i)].symptoms.append(failure)
+            failure.message = _joined_note(failure.message)
     for i, head in enumerate(ordered):
         if _root(cause, i) == i and head.symptoms:
-            head.message += "\n" + cause_note(head, sorted(why.get(i, ())))
+            head.message = _joined_note(head.message) + "\n" + cause_note(head, sorted(why.get(i, ())))
     return heads
+
+
+def _joined_note(message: str) -> str:
+    """``message`` with the hunt's "(a distinct failure, found with seed N
+    ...)" said without "distinct": the failure is one cause with others."""
+    return _DISTINCT_NOTE.sub(r"\n(\1\2; one cause with the others listed with it)", message)
 
 
 def _root(cause: list[int], i: int) -> int:
@@ -295,7 +308,9 @@ def _one_cause(group: list[dict], reasons: set[str]) -> dict:
     head, *rest = shortest.values()
     head = {**head, "message": _without_note(head.get("message") or "")}
     for symptom in rest:
-        symptom["message"] = _without_note(symptom.get("message") or "")
+        symptom["message"] = _joined_note(_without_note(symptom.get("message") or ""))
+    if rest:
+        head["message"] = _joined_note(head["message"])
     if rest:
         head["symptoms"] = rest
         head["message"] += "\n" + cause_note(head, sorted(r for r in reasons if r) or None)

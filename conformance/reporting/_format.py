@@ -19,6 +19,7 @@ __all__ = [
     "first_line",
     "ordered_scenarios",
     "pretty_json",
+    "values_shown",
     "replay_for",
     "step_text",
     "verdict_counts",
@@ -112,6 +113,22 @@ def replay_for(failure: dict | None, report: dict) -> str | None:
     return (failure or {}).get("replay") or report.get("replay")
 
 
+def values_shown(failure: dict) -> list[str]:
+    """Which of a failure's expected and observed values a report shows. A
+    divergence at a path shows both, null too: null expected beside 0
+    observed is the news. Otherwise (a race, a schema break) each
+    one that is not null (a null expected there means "not applicable"), and
+    an observed null beside an expected value."""
+    both = (failure.get("expected"), failure.get("observed"))
+    if failure.get("path") and failure.get("kind") == "divergence" and both != (None, None):
+        return ["expected", "observed"]
+    return [
+        name
+        for name in ("expected", "observed")
+        if failure.get(name) is not None or (name == "observed" and failure.get("expected") is not None)
+    ]
+
+
 def failure_text(failure: dict | None, report: dict) -> str:
     """The full failure as plain text (JUnit body)."""
     if not failure:
@@ -124,13 +141,11 @@ def failure_text(failure: dict | None, report: dict) -> str:
         out.append(f"first divergence at step {failure['step']}")
     if failure.get("path"):
         out.append(f"path: {failure['path']}")
-    for key in ("expected", "observed"):
-        # a null expected means "not applicable" here; a null observed beside an expected value is the news
-        if failure.get(key) is not None or (key == "observed" and failure.get("expected") is not None):
-            text = pretty_json(failure[key])  # bounded in written reports; a failure straight from a run may not be
-            if len(text) > 65536:
-                text = text[:65535] + f"… ({len(text):,} characters in all)"
-            out.append(f"{key}:\n{text}")
+    for key in values_shown(failure):
+        text = pretty_json(failure.get(key))  # bounded in written reports; a failure straight from a run may not be
+        if len(text) > 65536:
+            text = text[:65535] + f"… ({len(text):,} characters in all)"
+        out.append(f"{key}:\n{text}")
     if failure.get("steps"):
         out.append("steps:")
         for step in failure["steps"]:

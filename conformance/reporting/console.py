@@ -19,6 +19,7 @@ from ._format import (
     ordered_scenarios,
     replay_for,
     step_text,
+    values_shown,
     verdict_counts,
 )
 from .difference import describe_difference
@@ -167,7 +168,7 @@ def _print_failure(console: Console, label: str, failure: dict, report: dict) ->
     _print_message(console, str(failure.get("message") or ""))
     if failure.get("path"):
         console.print(Text(f"  at {failure['path']}", style="cyan"))
-    for name in _values_shown(failure):
+    for name in values_shown(failure):
         console.print(Text(f"  {name}: {compact_json(failure.get(name), 300)}"), soft_wrap=True)
     _print_difference(console, failure)
     _print_last_steps(console, failure)
@@ -176,17 +177,6 @@ def _print_failure(console: Console, label: str, failure: dict, report: dict) ->
         # soft_wrap: a hard-wrapped command could not be copied from a log.
         console.print(Text("  replay: " + replay, style="dim"), soft_wrap=True)
     return replay
-
-
-def _values_shown(failure: dict) -> list[str]:
-    """Which of a failure's expected and observed values to show: each one that
-    is not null (a null expected means "not applicable"), and an observed null
-    beside an expected value (30000 expected, null came: that null is the news)."""
-    return [
-        name
-        for name in ("expected", "observed")
-        if failure.get(name) is not None or (name == "observed" and failure.get("expected") is not None)
-    ]
 
 
 def _print_difference(console: Console, failure: dict) -> None:

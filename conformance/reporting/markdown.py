@@ -12,6 +12,7 @@ from ._format import (
     pretty_json,
     replay_for,
     step_text,
+    values_shown,
     verdict_counts,
 )
 from .difference import describe_difference
@@ -367,20 +368,20 @@ def _small(value: object) -> bool:
 def _failure_values(failure: dict) -> list[str]:
     """What differs between the failure's expected and observed values, and
     the values themselves only when they are short."""
-    present = [key for key in ("expected", "observed") if failure.get(key) is not None]  # null: not applicable
+    present = values_shown(failure)
     lines: list[str] = []
     if len(present) == 2:
-        found = describe_difference(failure["expected"], failure["observed"])
+        found = describe_difference(failure.get("expected"), failure.get("observed"))
         where = f" at {_code(failure['path'])}" if failure.get("path") else ""
         lines += [f"**What differs**{where}", ""] + [f"- {_text(line)}" for line in found.lines]
         if found.left_out:
             lines.append(f"- … {found.left_out} more difference(s): compare the whole values in report.json")
         lines.append("")
     for key in present:
-        if _small(failure[key]):
-            lines += [f"**{key.capitalize()}**", "", _fence(pretty_json(failure[key]), "json"), ""]
-    if any(not _small(failure[key]) for key in present):
-        whole = " and ".join(f"`{key}`" for key in present if not _small(failure[key]))
+        if _small(failure.get(key)):
+            lines += [f"**{key.capitalize()}**", "", _fence(pretty_json(failure.get(key)), "json"), ""]
+    if any(not _small(failure.get(key)) for key in present):
+        whole = " and ".join(f"`{key}`" for key in present if not _small(failure.get(key)))
         lines += [f"The whole {whole} value(s) are in report.json (large ones under `values/`).", ""]
     return lines
 
