@@ -572,7 +572,9 @@ def test_console_passing():
     text = render_console(passing_report())
     for sid, _, _ in SCENARIOS:
         assert re.search(rf"{sid} .* PASS ", text)
-    assert "Stateful exploration: PASS (profile ci, seed 123, 150 examples, 4200 steps, 20.1 s, 1 uncovered)" in text
+    assert (
+        "Stateful exploration: PASS (profile ci, seed 123, 150 examples, 4200 steps, 20.1 s, 1 never exercised)" in text
+    )
     assert "Verdict: PASS  (exit code 0; scenarios: 6 passed, 0 failed, 0 errors, 0 skipped; exploration: pass)" in text
 
 

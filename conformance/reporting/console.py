@@ -50,7 +50,12 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
     console = console or Console()
     _print_matrix(console, report)
     console.print(_stateful_line(report.get("stateful")))
-    _print_pairs(console, report.get("coverage"), explored=bool((report.get("stateful") or {}).get("examples")))
+    stateful = report.get("stateful") or {}
+    # "never reached" after an exploration that ran its whole budget: one that
+    # failed stopped early, so what it did not reach says little.
+    _print_pairs(
+        console, report.get("coverage"), explored=bool(stateful.get("examples")) and stateful.get("verdict") == "pass"
+    )
     checks = list(failed_checks(report))
     _print_stubbed(console, checks)
     shown_replays = _print_failures(console, checks, report)
@@ -86,9 +91,17 @@ def _stateful_details(st: dict) -> list[str]:
         f"{st['examples']} examples" if st.get("examples") is not None else None,
         f"{st['steps']} steps" if st.get("steps") is not None else None,
         f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
-        f"{len((st.get('coverage') or {}).get('uncovered') or [])} uncovered" if st.get("coverage") else None,
+        _never_exercised(st) if st.get("coverage") else None,
     ]
     return [d for d in details if d]
+
+
+def _never_exercised(st: dict) -> str:
+    """How many of the spec's operations, transitions, states ... the
+    exploration never exercised (report.json's coverage.uncovered, listed in
+    summary.md)."""
+    count = len((st.get("coverage") or {}).get("uncovered") or [])
+    return f"{count} never exercised" if count else "all exercised"
 
 
 def _stateful_line(st: dict | None) -> Text:
@@ -198,7 +211,8 @@ def _print_message(console: Console, message: str) -> None:
         # A line of a message can quote an answer: a console line stays readable.
         console.print(Text("  " + _clipped(text, 1000)))
     if len(message_lines) > 3:
-        console.print(Text(f"  ... {len(message_lines) - 3} more lines in summary.md", style="dim"))
+        more = len(message_lines) - 3
+        console.print(Text(f"  ... {more} more line{'' if more == 1 else 's'} in summary.md", style="dim"))
 
 
 # A counterexample this short is printed whole: it reads as the bug report.
