@@ -178,6 +178,7 @@ STEERED_CLASSES = [
     ("task-progress", "cascade_uses_root_retain"),  # a retained root's kill, seen in a child's record
     ("task-progress", "cascade_stops_at_evicted"),  # a kill through an evicted middle of a tree
     ("async-jobs", "task-table.idle_wait_stays_enrolled"),  # a wait nothing could wake, then one outcome
+    ("thread-jobs", "llm_error_clears_cancel"),  # a pending cancel's field only inspect_job shows, lost
 ]
 
 

@@ -460,6 +460,14 @@ def _progress(a):
     return ok(a, "turn_boundary", thread_id=T1)
 
 
+def _llm_error_after_cancel(a):
+    start(a, "j1")
+    a.set_clock(5)
+    ok(a, "cancel_job", thread_id=T1, job_id="j1", requested_by="user")
+    ok(a, "observe_llm_error", job_id="j1")
+    return inspect(a, "j1")["cancel_requested_at"]
+
+
 def _restart(a):
     start(a, "j1")
     ok(a, "restart")
@@ -604,6 +612,7 @@ SCENARIOS = {
     "cancel_check_then_act": _racing_cancels,
     "progress_injects": _progress,
     "restart_keeps_jobs": _restart,
+    "llm_error_clears_cancel": _llm_error_after_cancel,
     "no_idle_wakeup": _idle_wakeup,
     "duplicate_id_accepted": _duplicate_id,
     "injection_newest_first": _newest_first,

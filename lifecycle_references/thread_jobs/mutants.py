@@ -221,6 +221,17 @@ class _CancelFinishedJob(ThreadJobRuntime):
         return job.status != PENDING_CANCEL  # forgets that finished jobs are done
 
 
+class _LlmErrorClearsCancel(ThreadJobRuntime):
+    """A retried LLM error resets the job's cancellation bookkeeping: the
+    request time of a pending cancel is lost (only inspect_job shows it)."""
+
+    def observe_llm_error(self, job_id: str) -> Job:
+        with self._lock:
+            job = self._known_job(job_id)
+            job.cancel_requested_at = None
+            return replace(job)
+
+
 class _RestartKeepsJobs(ThreadJobRuntime):
     def restart(self) -> None:
         with self._lock:
@@ -413,6 +424,11 @@ _TABLE = [
     ),
     ("no_idle_wakeup", _NoIdleWakeup, "A terminal outcome on an idle thread never requests a turn."),
     (
+        "llm_error_clears_cancel",
+        _LlmErrorClearsCancel,
+        "A retried LLM error clears a pending cancel's cancel_requested_at (seen only through inspect_job).",
+    ),
+    (
         "duplicate_id_accepted",
         _DuplicateIdAccepted,
         "start_job with an existing job_id replaces the old job instead of rejecting.",
@@ -482,6 +498,8 @@ SHORTEST: dict[str, int] = {
     'emitted_at_turn_start': 6,
     'inspect_cross_thread': 2,
     'late_report_reopens': 4,
+    # start, cancel, the LLM error, then inspect_job (the probe does not show the field)
+    'llm_error_clears_cancel': 4,
     'list_cross_thread': 2,
     'lost_update_starts': 1,
     'no_idle_wakeup': 2,
