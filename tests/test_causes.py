@@ -335,3 +335,27 @@ def test_a_failure_the_hunt_called_distinct_no_longer_says_so_once_joined():
         "one cause with the others listed with it)"
     ), eviction.message
     assert "(a distinct failure, found with seed 1" in lone.message  # alone, it is distinct
+
+
+def test_a_race_whose_answers_fit_but_whose_probe_differs_says_the_state_may_be_older():
+    """An independent runtime's wrong eviction, unread until a race, came out
+    as "3 concurrent calls match no sequential order": every racing answer
+    fitted an order, only the list read after them differed. The message
+    says so and points at an earlier step."""
+    from reference_calls import thread_jobs_starts
+
+    from conformance.engine.linearize import linearize
+
+    session, runtime, calls, responses = thread_jobs_starts(2)
+    listing = ("list_jobs", {"thread_id": "t1"})
+    answer = runtime.call(*listing)
+    answer["result"]["jobs"] = answer["result"]["jobs"][:1]  # one started job is not listed
+    try:
+        race = linearize(session, calls, responses, 0, [(*listing, answer)])
+    finally:
+        session.close()
+    assert race is not None and race.closest == {"operation": "list_jobs"}, race and race.message
+    assert "(closest: the list_jobs after them:" in race.message
+    assert "Every racing call's answer fits that order; only the list_jobs after them differs." in race.message
+    assert "may have gone wrong at an earlier step" in race.message
+    assert "fits that order" not in _race_and_its_closest_order().message  # a racing answer differed there

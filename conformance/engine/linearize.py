@@ -355,6 +355,14 @@ def _linearize(
         left = records_left(seen[0], seen[1], path, key) if seen else None
         if left:
             lines.append(f"What the closest order leaves missing or extra: {left}")
+        if call is None:
+            # Every racing call's answer fits that order: only the state read after
+            # them differs, and it may have gone wrong before the race.
+            lines.append(
+                f"Every racing call's answer fits that order; only the {operation} after them differs. "
+                f"The state may have gone wrong at an earlier step, not read since: a plain failure of "
+                f"the same difference elsewhere in this report is the likelier cause."
+            )
     if budget[0] <= 0:
         lines.append(f"(the search stopped after {SEARCH_BUDGET} attempts)")
     diff = best["diff"] or (None, None, None, None)
