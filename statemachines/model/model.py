@@ -541,7 +541,7 @@ class Model:
         op = self.spec.operations[operation]
         self._observation = observation
         self._observation_problem = None
-        self._spill_verdicts: list[tuple] = []
+        self._spill_verdicts = []
         self._reading_only = operation in self._read_only
         self.coverage.hit("operations", operation)
         out = Prediction()
