@@ -20,13 +20,14 @@ _MAX_ACCEPTED = 32
 _SIBLINGS_SHOWN = 3
 _SIBLING_REASON = 80  # characters of a sibling's reason shown (longer: only its path)
 _ANYTHING = Matcher((("any", None),))
+_PATH_PART = re.compile(r"[^.\[\]]+|\[\d+\]")
 
 
 def _list_at(root: Any, path: str) -> tuple[str, Any] | None:
     """The innermost list on ``path`` (e.g. ``result.jobs[3].status`` -> the
     ``jobs`` list) and its own path."""
     node, walked, found = root, "", None
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+    for part in _path_parts(path):
         if part.startswith("["):
             if not isinstance(node, list):
                 break
@@ -126,6 +127,16 @@ def records_left(prediction, observation: dict, path: str, key: str | None) -> s
     return None if found is None else f"{found[0]}: {found[3]}"
 
 
+def _path_parts(path: str) -> list[str]:
+    """A difference's path as its keys and ``[n]`` indexes."""
+    return _PATH_PART.findall(path)
+
+
+def _answer_of(prediction) -> dict:
+    """A prediction as the answer it stands for: result, error and effects."""
+    return {"result": prediction.result, "error": prediction.error, "effects": prediction.effects}
+
+
 def compare(prediction, observation: dict, key: str | None = None, accept=None, *, siblings: bool = False):
     """The first difference between a model prediction and an observation, as
     (path, expected, observed, reason), or None. ``key`` names the entity key,
@@ -156,10 +167,10 @@ def _sibling_differences(prediction, observation: dict, path: str, accept) -> li
     """The other keys of the object holding ``path``'s last key whose values
     differ too (the first few, in sorted order), each with its reason; none
     when ``path`` does not end in an object's key."""
-    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    parts = _path_parts(path)
     if len(parts) < 2 or parts[-1].startswith("["):
         return []
-    expected = _at({"result": prediction.result, "error": prediction.error, "effects": prediction.effects}, parts[:-1])
+    expected = _at(_answer_of(prediction), parts[:-1])
     observed = _at(observation, parts[:-1])
     if not isinstance(expected, dict) or not isinstance(observed, dict):
         return []
@@ -195,10 +206,10 @@ def _masked(prediction, path: str):
     """The prediction with nothing demanded at ``path`` (a key dropped, a list
     item or a whole list accepted as it is), or None when the path is the
     whole answer."""
-    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    parts = _path_parts(path)
     if len(parts) < 2 or parts[0] not in ("result", "error", "effects"):
         return None
-    root = {"result": prediction.result, "error": prediction.error, "effects": prediction.effects}
+    root = _answer_of(prediction)
     root = without_path(root, path)
     return Prediction(result=root["result"], error=root["error"], effects=root["effects"])
 
@@ -206,7 +217,7 @@ def _masked(prediction, path: str):
 def without_path(node, path: str):
     """A copy of ``node`` demanding nothing at ``path`` (``result.jobs[2].status``):
     a key there is dropped, a list item there matches anything."""
-    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    parts = _path_parts(path)
     return _without(node, parts) if parts else node
 
 
