@@ -251,7 +251,7 @@ def _scope_fields_read(check: Expression, collection: str) -> frozenset | None:
     return fields_used(re.sub(rf"\(\s*{var}\s*,", "(", check.source), var)
 
 
-def _spill_why(policy: str, inline: bool, lines: int, max_lines: Any, size: int, max_bytes: Any) -> str:
+def _spill_why(policy: str, lines: int, max_lines: Any, size: int, max_bytes: Any) -> str:
     """Why policy ``policy`` spilled a payload, in its measures: a reader
     counting lines by hand needs the rule (newlines + 1) beside the count."""
     over = [
@@ -294,7 +294,7 @@ class Model:
         self._scope_policy = next((p.name for p in spec.policies.values() if p.kind == "scope"), None)
         self._ordering_policy = {p.config["ordering"]: p.name for p in spec.policies.values() if p.kind == "ordering"}
         self._observation_problem: str | None = None
-        self._spill_verdicts: list[tuple] = []  # this prediction's inline_or_spill measures, for messages
+        self._spill_verdicts: list[tuple] = []  # this prediction's spills, measured, for messages
         self._chosen: list | None = None  # the prediction's ``chosen`` while one is made
         self._reading_only = False  # a prediction of an operation that changes nothing is being made
         self._clock_orders: dict | None = None  # while a clock move notes orders: ordering -> keys it ordered
@@ -708,7 +708,7 @@ class Model:
                 return item[field_name]
         self._observation_problem = (
             f"expected a {effect} effect (the spec takes its {field_name} from it), but the answer reported none"
-            + "".join(f"; {_spill_why(*verdict)}" for verdict in self._spill_verdicts if not verdict[1])
+            + "".join(f"; {_spill_why(*spilled)}" for spilled in self._spill_verdicts)
         )
         return None
 
@@ -964,7 +964,8 @@ class Model:
             max_lines = self._eval(policy.exprs["max_lines"], frame)
             max_bytes = self._eval(policy.exprs["max_bytes"], frame)
             inline = lines <= max_lines and size <= max_bytes
-            self._spill_verdicts.append((policy.name, inline, lines, max_lines, size, max_bytes))
+            if not inline:
+                self._spill_verdicts.append((policy.name, lines, max_lines, size, max_bytes))
             self.coverage.hit("policies", f"{policy.name}.{'inline' if inline else 'spilled'}")
             if size == max_bytes or lines == max_lines:
                 self.coverage.hit("policies", f"{policy.name}.at_limit")
