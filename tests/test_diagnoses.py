@@ -88,3 +88,47 @@ def test_an_accepted_sibling_difference_is_not_named():
 
     path, _, _, reason = compare(expected, observed, accept=accept, siblings=True)
     assert path == "result.job.result_text" and "status" not in reason, reason
+
+
+def _failed(job_id, attempt):
+    return {"effect": "delivery_failed", "job_id": job_id, "attempt": attempt}
+
+
+def test_an_effect_list_one_short_writes_out_the_missing_effect():
+    # five refused deliveries expected, four made: which one is missing, not five names against four
+    expected = Prediction(result={}, effects=[_failed("bg_1", 1), _failed("bg_2", 1), _failed("bg_1", 2)])
+    observed = {"result": {}, "effects": [_failed("bg_1", 1), _failed("bg_1", 2)]}
+    path, exp, obs, reason = compare(expected, observed)
+    assert path == "effects[1].attempt"  # the failure's path (its signature) stays the first difference by position
+    assert reason == (
+        'expected 3 effect(s), got 2; missing delivery_failed(job_id="bg_2", attempt=1); by position: expected 1, got 2'
+    ), reason
+
+
+def test_effects_of_other_kinds_are_written_out_as_missing_and_unexpected():
+    expected = Prediction(result={}, effects=[_failed("bg_1", 1)])
+    observed = {"result": {}, "effects": [{"effect": "delivered", "job_id": "bg_1", "text": "x" * 60}]}
+    _, _, _, reason = compare(expected, observed)
+    assert reason.startswith(
+        'expected effects ["delivery_failed"], got ["delivered"]; missing delivery_failed(job_id="bg_1", attempt=1); '
+        'unexpected delivered(job_id="bg_1", text="' + "x" * 38 + "…)"  # a long value cut to 40 characters
+    ), reason
+
+
+def test_the_right_effects_in_the_wrong_order_are_written_out_in_both_orders():
+    first, second = _failed("bg_1", 1), _failed("bg_2", 1)
+    _, _, _, reason = compare(
+        Prediction(result={}, effects=[first, second]), {"result": {}, "effects": [second, first]}
+    )
+    assert reason == (
+        'expected "bg_1", got "bg_2"; the right effects in the wrong order: '
+        'expected delivery_failed(job_id="bg_1", attempt=1), delivery_failed(job_id="bg_2", attempt=1), '
+        'got delivery_failed(job_id="bg_2", attempt=1), delivery_failed(job_id="bg_1", attempt=1)'
+    ), reason
+
+
+def test_effects_differing_in_one_field_only_keep_the_plain_reason():
+    _, _, _, reason = compare(
+        Prediction(result={}, effects=[_failed("bg_1", 1)]), {"result": {}, "effects": [_failed("bg_1", 2)]}
+    )
+    assert reason == "expected 1, got 2"

@@ -272,11 +272,62 @@ def _first(prediction, observation: dict, key: str | None):
     expected_effects, observed_effects = prediction.effects, observation.get("effects", [])
     diff = first_difference(expected_effects, observed_effects, "effects")
     if diff:
-        names = [e.get("effect") for e in expected_effects]
-        got = [e.get("effect") for e in observed_effects]
-        reason = diff.reason if names == got else f"expected effects {_json(names)}, got {_json(got)}"
-        return (diff.path, diff.expected, diff.observed, reason)
+        return (diff.path, diff.expected, diff.observed, _effects_reason(expected_effects, observed_effects, diff))
     return None
+
+
+_EFFECTS_NAMED = 3  # missing or unexpected effects written out in a reason; the rest are counted
+_FIELD_SHOWN = 40  # characters of one field's value in an effect written out
+
+
+def _effects_reason(expected: list, observed: list, diff: Any) -> str:
+    """Why two effect lists differ. Alike in kinds and number: the first
+    differing field. Otherwise which effects are missing and which are
+    unexpected, each written out with its fields (a list of kinds alone,
+    ``delivery_failed`` five times against four, does not say which one is
+    missing), then the first difference by position (the failure's path). The
+    same effects in another order are written out in both orders."""
+    names, got = [_kind(e) for e in expected], [_kind(e) for e in observed]
+    missing, unexpected = _unmatched(expected, observed), _unmatched(observed, expected)
+    if names == got:
+        if missing or unexpected or len(expected) < 2:
+            return diff.reason
+        return f"{diff.reason}; the right effects in the wrong order: expected {_written(expected)}, got {_written(observed)}"
+    if len(expected) != len(observed):
+        head = f"expected {len(expected)} effect(s), got {len(observed)}"
+    else:
+        head = f"expected effects {_json(names)}, got {_json(got)}"
+    if missing or unexpected:
+        parts = [
+            f"{what} {_written(items)}" for what, items in (("missing", missing), ("unexpected", unexpected)) if items
+        ]
+    else:
+        parts = ["the right effects in the wrong order"]
+    return f"{head}; {'; '.join(parts)}; by position: {diff.reason}"
+
+
+def _kind(effect: Any) -> Any:
+    return effect.get("effect") if isinstance(effect, dict) else effect
+
+
+def _written(effects: list) -> str:
+    """Effects written out, ``delivery_failed(job_id="bg_2", attempt=1)``, the
+    first few of them, with how many more there are."""
+    shown = [_effect_text(e) for e in effects[:_EFFECTS_NAMED]]
+    more = len(effects) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def _effect_text(effect: Any) -> str:
+    if not isinstance(effect, dict):
+        return _json(effect)
+    fields = []
+    for name, value in effect.items():
+        if name == "effect":
+            continue
+        text = _json(value)
+        fields.append(f"{name}={text if len(text) <= _FIELD_SHOWN else text[: _FIELD_SHOWN - 1] + '…'}")
+    return f"{effect.get('effect', '?')}({', '.join(fields)})"
 
 
 def observation_problem(exc: ObservationError, response: Any) -> str:
