@@ -145,8 +145,10 @@ def test_the_console_says_what_differs_in_a_few_lines():
     assert 'differs: missing (job_id): "job-64"' in text
 
 
-def _console_with_steps(count: int) -> str:
-    steps = [{"operation": "start_job", "args": {"label": f"job-{i}"}} for i in range(1, count + 1)]
+def _console_with_steps(count: int, operations: tuple[str, ...] = ("start_job", "get_job")) -> str:
+    steps = [
+        {"operation": operations[(i - 1) % len(operations)], "args": {"label": f"job-{i}"}} for i in range(1, count + 1)
+    ]
     failure = {"kind": "divergence", "operation": "list_jobs", "message": "list_jobs: differs", "steps": steps}
     report = {"verdict": "fail", "exit_code": 1, "scenarios": [], "stateful": {"verdict": "fail", "failure": failure}}
     console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
@@ -162,7 +164,17 @@ def test_a_short_counterexample_is_printed_whole_on_the_console():
 
 
 def test_a_long_counterexample_prints_its_last_steps_and_says_so():
-    text = _console_with_steps(12)
-    assert "12 step(s) lead here" in text and "... 9 earlier step(s) in the file; the last 3:" in text
-    assert 'label="job-10"' in text and 'label="job-12"' in text
-    assert 'label="job-9"' not in text
+    text = _console_with_steps(14)  # no run of one operation to fold: too long to print whole
+    assert "14 step(s) lead here" in text and "... 11 earlier step(s) in the file; the last 3:" in text
+    assert 'label="job-12"' in text and 'label="job-14"' in text
+    assert 'label="job-11"' not in text
+
+
+def test_a_long_counterexample_of_runs_of_one_operation_is_printed_folded():
+    # a table filled to its limit, then the step that matters: each run shows its first and last call
+    text = _console_with_steps(20, operations=("start_job",) * 9 + ("job_tool",) + ("start_job",) * 10)
+    assert "20 step(s) lead here" in text and "earlier step(s)" not in text
+    assert 'start_job(label="job-1")' in text and "... 7 more start_job calls" in text
+    assert 'start_job(label="job-9")' in text and 'job_tool(label="job-10")' in text
+    assert 'start_job(label="job-11")' in text and "... 8 more start_job calls" in text
+    assert 'start_job(label="job-20")' in text and 'start_job(label="job-12")' not in text

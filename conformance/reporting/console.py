@@ -227,12 +227,56 @@ def _print_last_steps(console: Console, failure: dict) -> None:
     # the probe calls judging a concurrent group are part of it, as in the counterexample file
     count = sum(1 for step in steps if not step.get("follow_up"))
     console.print(Text(f"  {count} step(s) lead here, listed in summary.md and report.json{where}", style="dim"))
+    if count > _STEPS_SHOWN_WHOLE:
+        folded = _folded(steps)
+        if len(folded) <= _FOLDED_SHOWN:
+            console.print(Text("    (a run of calls of one operation shows its first and last call)", style="dim"))
+            for line, style in folded:
+                console.print(Text("    " + _clipped(line, 240), style=style), soft_wrap=True)
+            return
     shown = steps if count <= _STEPS_SHOWN_WHOLE else steps[-3:]
     if len(shown) < len(steps):
         earlier = count - sum(1 for step in shown if not step.get("follow_up"))  # as the file counts them
         console.print(Text(f"    ... {earlier} earlier step(s) in the file; the last {len(shown)}:", style="dim"))
     for step in shown:
         console.print(Text("    " + _clipped(step_text(step), 240)), soft_wrap=True)
+
+
+# A longer counterexample is printed whole when runs of one operation, folded,
+# leave at most this many lines: a table filled to its limit before the step
+# that matters reads as three lines, not as the last three of twenty.
+_FOLDED_SHOWN = 12
+_FOLD_FROM = 4  # calls of one operation in a row (three show whole: folding saves nothing)
+
+
+def _folded(steps: list[dict]) -> list[tuple[str, str]]:
+    """The steps as lines (text, style), each run of ``_FOLD_FROM`` or more
+    plain calls of one operation in a row shown as its first call, how many
+    more there are, and its last call."""
+    lines: list[tuple[str, str]] = []
+    start = 0
+    while start < len(steps):
+        end = start + 1
+        while end < len(steps) and _plain_call(steps[start]) and _same_operation(steps[start], steps[end]):
+            end += 1
+        run = steps[start:end]
+        if len(run) >= _FOLD_FROM:
+            middle = len(run) - 2
+            lines.append((step_text(run[0]), ""))
+            lines.append((f"... {middle} more {run[0]['operation']} call{'' if middle == 1 else 's'}", "dim"))
+            lines.append((step_text(run[-1]), ""))
+        else:
+            lines.extend((step_text(step), "") for step in run)
+        start = end
+    return lines
+
+
+def _plain_call(step: dict) -> bool:
+    return "operation" in step and not step.get("follow_up") and "concurrently" not in step
+
+
+def _same_operation(first: dict, step: dict) -> bool:
+    return _plain_call(step) and step.get("operation") == first.get("operation")
 
 
 def _print_not_applicable(console: Console, report: dict) -> None:
