@@ -53,6 +53,21 @@ def test_the_reverse_direction_groups_too():
     assert causes == [short] and short.symptoms == [long]
 
 
+def test_a_symptom_that_showed_after_a_clock_move_says_so():
+    short = _failure("get_job", "result.job", 7)
+    clock = Failure(
+        kind="divergence",
+        message="after the clock moved to 300002 ms: effects[30].job_id: expected 1, got 2",
+        operation=None,
+        path="effects[30].job_id",
+        steps=[{"index": i, "operation": "start_job", "args": {}} for i in range(29)] + [{"advance_ms": 1}],
+    )
+    causes = group_by_cause([clock, short], {id(clock): {("divergence", "get_job", "result.job")}})
+    assert causes == [short]
+    assert "divergence after a clock move, in effects[30].job_id (30 steps)" in short.message, short.message
+    assert " at - " not in short.message
+
+
 def test_a_report_lists_symptoms_under_their_cause_and_stays_valid():
     tie, eviction = _failure("turn_boundary", "result.injected", 5), _failure("list_jobs", "result.jobs", 20)
     [cause] = group_by_cause([eviction, tie], {id(eviction): {("divergence", "turn_boundary", "result.injected")}})

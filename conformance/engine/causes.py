@@ -245,15 +245,22 @@ def _joined_because(
     return reasons
 
 
+def _symptom_text(symptom: Failure | dict) -> str:
+    """A symptom in a few words: its kind, where it showed (an operation's
+    answer, or what a clock move returned) and its path."""
+    kind, operation, path = _field(symptom, "kind"), _field(symptom, "operation"), _field(symptom, "path")
+    if operation:
+        return f"{kind} at {operation}" + (f" {path}" if path else "")
+    if (_field(symptom, "message") or "").startswith("after the clock"):
+        return f"{kind} after a clock move" + (f", in {path}" if path else "")
+    return f"{kind} in {path}" if path else kind
+
+
 def cause_note(head: Failure | dict, reasons: list[str] | None = None) -> str:
     """The line a failure's message gets when others share its cause
     (``reasons``: why they were joined, ``_joined_because``)."""
     symptoms = _field(head, "symptoms") or []
-    shown = "; ".join(
-        f"{_field(s, 'kind')} at {_field(s, 'operation') or '-'} {_field(s, 'path') or ''}".rstrip()
-        + f" ({length_of(s)} steps)"
-        for s in symptoms
-    )
+    shown = "; ".join(f"{_symptom_text(s)} ({length_of(s)} steps)" for s in symptoms)
     why = "; ".join(reasons or ["their steps, replayed with this failure no longer accepted, first fail as this one"])
     return (
         f"{_NOTE_START[1:]}{len(symptoms)} longer failure(s), listed under this one as "
