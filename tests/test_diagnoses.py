@@ -132,3 +132,15 @@ def test_effects_differing_in_one_field_only_keep_the_plain_reason():
         Prediction(result={}, effects=[_failed("bg_1", 1)]), {"result": {}, "effects": [_failed("bg_1", 2)]}
     )
     assert reason == "expected 1, got 2"
+
+
+def test_effects_expected_where_none_came_are_written_out():
+    # no effect at all against two: the multiset difference must not need hashable effects
+    expected = Prediction(result={}, effects=[_failed("bg_1", 1), _failed("bg_2", 1)])
+    _, _, _, reason = compare(expected, {"result": {}, "effects": []})
+    assert reason.startswith(
+        'expected 2 effect(s), got 0; missing delivery_failed(job_id="bg_1", attempt=1), '
+        'delivery_failed(job_id="bg_2", attempt=1)'
+    ), reason
+    _, _, _, reason = compare(Prediction(result={}, effects=[]), {"result": {}, "effects": [_failed("bg_1", 1)]})
+    assert reason.startswith('expected 0 effect(s), got 1; unexpected delivery_failed(job_id="bg_1", attempt=1)'), reason

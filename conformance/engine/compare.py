@@ -95,24 +95,25 @@ def _membership(expected_root: Any, observed_root: Any, path: str, key: str | No
 
 def _unmatched(items: list, others: list) -> list:
     """The items of ``items`` that ``others`` has no match for, one for one:
-    five "Bash" against four leaves one "Bash" unmatched."""
-    unmatched = []
+    five "Bash" against four leaves one "Bash" unmatched. Values that cannot
+    be hashed (records, effects) on either side are matched by equality."""
     try:
         left = Counter(others)
-    except TypeError:  # a key that is no hashable value: matched by equality
-        rest = list(others)
+        unmatched = []
+        for item in items:
+            if left[item] > 0:
+                left[item] -= 1
+            else:
+                unmatched.append(item)
+        return unmatched
+    except TypeError:  # a dict or list among them
+        rest, unmatched = list(others), []
         for item in items:
             if item in rest:
                 rest.remove(item)
             else:
                 unmatched.append(item)
         return unmatched
-    for item in items:
-        if left[item] > 0:
-            left[item] -= 1
-        else:
-            unmatched.append(item)
-    return unmatched
 
 
 def records_left(prediction, observation: dict, path: str, key: str | None) -> str | None:
