@@ -179,6 +179,7 @@ STEERED_CLASSES = [
     ("task-progress", "cascade_stops_at_evicted"),  # a kill through an evicted middle of a tree
     ("async-jobs", "task-table.idle_wait_stays_enrolled"),  # a wait nothing could wake, then one outcome
     ("thread-jobs", "llm_error_clears_cancel"),  # a pending cancel's field only inspect_job shows, lost
+    ("async-jobs", "job-manager.cancel_report_outlives_eviction"),  # a cancel list's record kept across a wait
 ]
 
 

@@ -13,7 +13,7 @@ from ..mutant import Mutant
 from .adapter import JobManagerAdapter, _PlayedWork
 from .loop import BODY, AbortController, Future
 from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
-from .tool import JobTool
+from .tool import JobTool, JobToolResult
 
 __all__ = ["MUTANTS", "Mutant"]
 
@@ -149,6 +149,27 @@ class _ListNotAcknowledging(JobTool):
 class _PollNotAcknowledging(JobTool):
     def _acknowledge_reported(self, jobs: list[Job]) -> None:
         pass
+
+
+class _CancelReportOutlivesEviction(JobTool):
+    """The cancel list's records are taken before the wait and reported as
+    taken, even one that retention evicted while the tool waited."""
+
+    _cancel_ids: frozenset[str] = frozenset()
+
+    def execute(
+        self,
+        poll: list[str] | None = None,
+        cancel: list[str] | None = None,
+        list_all: bool = False,
+        wait_ms: int | None = None,
+    ) -> JobToolResult:
+        self._cancel_ids = frozenset(cancel or [])
+        return super().execute(poll, cancel, list_all, wait_ms)
+
+    def _after_wait(self, tracked: list[Job]) -> list[Job]:
+        now = ((self._manager.get(job.id), job) for job in tracked)
+        return [current or job for current, job in now if current is not None or job.id in self._cancel_ids]
 
 
 # ------------------------------------------------------------------ eviction
@@ -356,6 +377,12 @@ _TABLE = [
         "A poll or cancel result does not acknowledge the finished jobs it reports, so they are still delivered.",
     ),
     (
+        "cancel_report_outlives_eviction",
+        _CancelReportOutlivesEviction,
+        "The job tool reports the jobs it was asked to cancel as it found them before its wait, even one that"
+        " retention evicted while it waited.",
+    ),
+    (
         "eviction_one_ms_late",
         _EvictionOneMsLate,
         "A terminal job is evicted retention_ms + 1 after it became terminal, one millisecond late.",
@@ -409,6 +436,9 @@ SHORTEST: dict[str, int] = {
     'ack_does_not_wake': 6,
     'backoff_not_doubling': 3,
     'cancel_not_sticky': 3,
+    # two starts, then job_tool {cancel: [the first], poll: [the second], wait_ms: 300000}:
+    # the cancelled job is evicted as the wait ends and must be left out of the report
+    'cancel_report_outlives_eviction': 3,
     'cancelled_count_as_running': 3,
     'cancelled_delivered': 2,
     'cap_counts_new_job': 15,
