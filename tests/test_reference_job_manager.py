@@ -750,7 +750,15 @@ def _same_instant_ends(a):
     return [e.get("job_id") for e in a.set_clock(1)]
 
 
+def _cancelled_evicted_in_wait(a):
+    """The tool cancels a running job and waits on another past retention:
+    the cancelled job is evicted as the wait ends and left out of the report."""
+    j, keeper = start(a), start(a)
+    return ids(tool(a, cancel=[j], poll=[keeper], wait_ms=300000)[0]["jobs"])
+
+
 SCENARIOS = {
+    "cancel_report_outlives_eviction": _cancelled_evicted_in_wait,
     "stop_delay_ignores_earlier_end": _natural_end_before_stop,
     "ties_by_job_id": _same_instant_ends,
     "ack_does_not_wake": _ack_wakes,
@@ -810,6 +818,7 @@ EXPECTED = {
     _ack_wakes: [{"effect": "delivered", "job_id": "bg_2", "status": "completed", "text": "two"}],
     _evicted_delivery: [],
     _late_body: "running",
+    _cancelled_evicted_in_wait: ["bg_2"],
 }
 
 
