@@ -143,4 +143,6 @@ def test_effects_expected_where_none_came_are_written_out():
         'delivery_failed(job_id="bg_2", attempt=1)'
     ), reason
     _, _, _, reason = compare(Prediction(result={}, effects=[]), {"result": {}, "effects": [_failed("bg_1", 1)]})
-    assert reason.startswith('expected 0 effect(s), got 1; unexpected delivery_failed(job_id="bg_1", attempt=1)'), reason
+    assert reason.startswith('expected 0 effect(s), got 1; unexpected delivery_failed(job_id="bg_1", attempt=1)'), (
+        reason
+    )
