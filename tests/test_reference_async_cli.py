@@ -46,7 +46,7 @@ def test_reference_conforms_scenarios_and_exploration(small_exploration, tmp_pat
     if report.get("stateful") and report["stateful"].get("failure"):
         failures.append(report["stateful"]["failure"]["message"])
     assert report["verdict"] == "pass", (report["problems"], failures)
-    assert len(report["scenarios"]) == 23 and report["stateful"]["examples"] >= 12
+    assert len(report["scenarios"]) == 32 and report["stateful"]["examples"] >= 12
     assert report["implementation"]["name"] == "reference-async-cli"
     coverage = report["stateful"]["coverage"]
     assert {"running -finish-> complete", "running -fail-> failed", "running -cancel-> cancelled"} <= set(
