@@ -435,9 +435,9 @@ _TABLE = [
 SHORTEST: dict[str, int] = {
     'ack_does_not_wake': 6,
     'backoff_not_doubling': 3,
-    # a start whose body stops 1 ms after a cancel, then a job tool call that cancels it and
-    # lets the stop come: the stop completes it (async-jobs 2.2.5's draw found these 2 steps
-    # at seed 1; 3 had been declared)
+    # a start, then the job tool's cancel racing the job's finish_job (tool_cancel_races_finish):
+    # no order of the two explains a completed job (async-jobs 2.2.5's draw found these 2 steps
+    # at seed 1; 3, a cancel then a finish, had been declared)
     'cancel_not_sticky': 2,
     # two starts, then job_tool {cancel: [the first], poll: [the second], wait_ms: 300000}:
     # the cancelled job is evicted as the wait ends and must be left out of the report
