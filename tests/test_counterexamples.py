@@ -1403,27 +1403,33 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
             count[0] += 1
 
     monkeypatch.setattr(stateful, "ConformanceFailure", Raised)
-    factory, clock = _growing_queue(monkeypatch)
-    session = _session_for(factory, "async-jobs")
-    holding: list[int] = []  # per example, the failing examples' exceptions still holding their steps
+    # Which seed's failure meets the slowest calls while shrinking depends on the draw (the
+    # spec's exploration section, and Hypothesis's version): the first of seeds 1-6 that does.
+    for seed in range(1, 7):
+        raised.clear()
+        factory, clock = _growing_queue(monkeypatch)
+        session = _session_for(factory, "async-jobs")
+        holding: list[int] = []  # per example, the failing examples' exceptions still holding their steps
 
-    def on_example(number: int, shrinking: bool) -> None:
-        if shrinking:
-            holding.append(sum(bool(exc.failure.steps) for exc in raised))
+        def on_example(number: int, shrinking: bool, holding: list[int] = holding) -> None:
+            if shrinking:
+                holding.append(sum(bool(exc.failure.steps) for exc in raised))
 
-    try:
-        outcome = stateful.run_stateful(
-            session.spec,
-            session,
-            profile="quick",
-            seed=1,
-            capabilities={},
-            shrink_s=5,
-            shrink_examples=1000,
-            on_example=on_example,
-        )
-    finally:
-        session.close()
+        try:
+            outcome = stateful.run_stateful(
+                session.spec,
+                session,
+                profile="quick",
+                seed=seed,
+                capabilities={},
+                shrink_s=5,
+                shrink_examples=1000,
+                on_example=on_example,
+            )
+        finally:
+            session.close()
+        if outcome.failure is not None and "shrinking stopped after" in outcome.failure.message:
+            break
     message = outcome.failure.message
     assert outcome.verdict == "fail" and outcome.failure.kind == "divergence", message
     assert "shrinking stopped after" in message and "took over the 1 s guard each" in message, message
@@ -1442,22 +1448,25 @@ def test_a_run_against_calls_whose_cost_grows_ends_and_its_reports_say_why(tmp_p
     from where the guard stopped shrinking, and its failure still says so;
     the run's reductions share one guard, which ended the search for more
     failures (--max-failures) too; the reports are written."""
-    factory, clock = _growing_queue(monkeypatch)
-    config = RunConfig(
-        spec_path="async-jobs",
-        adapter_factory=factory,
-        adapter_label="growing",
-        scenarios=False,
-        profile="quick",
-        # a seed whose shrinking meets the slowest calls (under async-jobs 2.2.5's draw; before
-        # it, seed 2: at other seeds the failure's shrinking never reaches them)
-        seed=1,
-        shrink_s=5,
-        max_failures=3,
-        report_dir=str(tmp_path),
-        example_db="none",
-    )
-    report = run_conformance(config)
+    # a seed whose shrinking meets the slowest calls: the first of seeds 1-6 that does (which
+    # one depends on the draw: the spec's exploration section and Hypothesis's version)
+    for seed in range(1, 7):
+        factory, clock = _growing_queue(monkeypatch)
+        config = RunConfig(
+            spec_path="async-jobs",
+            adapter_factory=factory,
+            adapter_label="growing",
+            scenarios=False,
+            profile="quick",
+            seed=seed,
+            shrink_s=5,
+            max_failures=3,
+            report_dir=str(tmp_path),
+            example_db="none",
+        )
+        report = run_conformance(config)
+        if "(shrinking stopped early: " in ((report.get("stateful") or {}).get("failure") or {}).get("message", ""):
+            break
     assert report["verdict"] == "fail" and report["exit_code"] == 1
     failure = report["stateful"]["failure"]
     message = failure["message"]
