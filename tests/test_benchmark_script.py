@@ -227,9 +227,9 @@ def test_seed_kills_measures_a_mutants_counterexample_against_its_declared_short
     the declaration, and every ratio, wrong) and within 1.5 times it; the two
     seeds run at once (``--jobs 2``), each in a process of its own."""
     seed_kills = _seed_kills()
-    selection = {"spec/async-jobs.yaml": ["job-manager.cancel_not_sticky"]}
+    selection = {"spec/async-jobs.yaml": ["job-manager.backoff_not_doubling"]}
     result = seed_kills.measure_seed_kills(selection, seeds=(1, 2), jobs=2)
-    assert result["killed"] == {"async-jobs:job-manager.cancel_not_sticky": [1, 2]}, result
+    assert result["killed"] == {"async-jobs:job-manager.backoff_not_doubling": [1, 2]}, result
     for row in result["lengths"]:
         assert row["shortest"] <= row["steps"] and row["ratio"] == round(row["steps"] / row["shortest"], 3), row
     assert result["length_ratio_max"] <= seed_kills.LENGTH_LIMIT, result["lengths"]
