@@ -1,8 +1,10 @@
 """The hunt for further distinct failures after the first (``--max-failures``).
 
 The exploration runs again, with the next seed, while the failures found so
-far are masked like accepted deviations (``Session.known_failures``); only
-divergences can be masked, so it stops at any other kind. Each new failure
+far are masked like accepted deviations (``Session.known_failures``). Only
+divergences can be masked: after a first failure of another kind (a race no
+order explains, a crash) there is no hunt, and one met later is kept while
+the search goes on under the masks so far. Each new failure
 is reduced like the first, on a shared budget (``HuntBudgets``). A masked
 bug leaves the implementation's state apart from the model's, so later reads
 differ too: a new failure whose steps, replayed with the masks lifted, first
@@ -61,8 +63,9 @@ def more_failures(
 ) -> list[Failure]:
     """Distinct failures after the first (--max-failures): the exploration runs
     again, with the next seed, while the failures found so far are masked like
-    accepted deviations; only divergences can be masked, so it stops at any
-    other kind. Each new failure is reduced like the first. A masked bug
+    accepted deviations; only divergences can be masked (``_maskable``), so
+    it starts after no other kind, and one found later is kept unmasked.
+    Each new failure is reduced like the first. A masked bug
     leaves the implementation's state apart from the model's, so later reads
     differ too: a new failure whose steps, replayed with the masks lifted,
     first fail as one reported already is that bug's consequence. It is
@@ -79,7 +82,9 @@ def more_failures(
     met = {} if met is None else met
     phase = phase or (lambda name: None)  # the progress display's phase (_ExampleWatch.enter)
     known = {signature(outcome.failure)}
-    masked = outcome.failure  # the failure masked next
+    if not _maskable(outcome.failure):
+        return more  # the exploration would meet it again at once
+    masked: Failure | None = outcome.failure  # the failure masked next
     budgets = HuntBudgets(settings.replays, guard)
     # The hunt shares the exploration's examples: a failing run generates no more
     # examples in all than a passing one (shrinking and reduction aside), so
@@ -87,18 +92,13 @@ def more_failures(
     examples_left = settings.examples - outcome.explored
     tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
     try:
-        while (
-            1 + distinct < settings.max_failures
-            and tries < settings.max_failures + 1
-            and masked.kind == "divergence"
-            and masked.path
-            and examples_left > 0
-        ):
+        while 1 + distinct < settings.max_failures and tries < settings.max_failures + 1 and examples_left > 0:
             if guard is not None and guard.slow():
                 outcome.failure.message += f"\n(no further failures were looked for (--max-failures): {guard.why()})"
                 break
-            _, operation, path = signature(masked)
-            session.known_failures.append((operation, path))
+            if masked is not None:
+                _, operation, path = signature(masked)
+                session.known_failures.append((operation, path))
             tries += 1
             seed = settings.seed + tries
             again = run_stateful(
@@ -126,7 +126,11 @@ def more_failures(
                 break  # a race that, one call at a time, shows a failure reported already: the same bug
             failure = budgets.reduce(session, failure, [outcome.failure, *more])  # keeps its signature
             known.add(signature(failure))
-            masked = failure
+            # A failure that cannot be masked (a race no order explains, a crash) is kept, and
+            # the search goes on with the next seed under the masks so far: a race that shows
+            # only when one call wins must not end it before a failure the seed would meet
+            # without that luck. Met again, it is a known signature and the search ends.
+            masked = failure if _maskable(failure) else None
             failure.seed = seed
             first = unmasked(
                 session, functools.partial(replay_or_none, session, steps_of_trace(failure.steps), probe_each=True)
@@ -148,6 +152,12 @@ def more_failures(
     finally:
         session.known_failures.clear()
     return more
+
+
+def _maskable(failure: Failure) -> bool:
+    """Whether the exploration can accept ``failure`` and look past it: only a
+    divergence at a path (``Session.known_failures``)."""
+    return failure.kind == "divergence" and bool(failure.path)
 
 
 class HuntBudgets:
