@@ -13,7 +13,7 @@ from ..mutant import Mutant
 from .adapter import JobManagerAdapter, _PlayedWork
 from .loop import BODY, AbortController, Future
 from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
-from .tool import JobTool, JobToolResult
+from .tool import JobTool
 
 __all__ = ["MUTANTS", "Mutant"]
 
@@ -155,21 +155,9 @@ class _CancelReportOutlivesEviction(JobTool):
     """The cancel list's records are taken before the wait and reported as
     taken, even one that retention evicted while the tool waited."""
 
-    _cancel_ids: frozenset[str] = frozenset()
-
-    def execute(
-        self,
-        poll: list[str] | None = None,
-        cancel: list[str] | None = None,
-        list_all: bool = False,
-        wait_ms: int | None = None,
-    ) -> JobToolResult:
-        self._cancel_ids = frozenset(cancel or [])
-        return super().execute(poll, cancel, list_all, wait_ms)
-
-    def _after_wait(self, tracked: list[Job]) -> list[Job]:
+    def _after_wait(self, tracked: list[Job], cancel: list[str]) -> list[Job]:
         now = ((self._manager.get(job.id), job) for job in tracked)
-        return [current or job for current, job in now if current is not None or job.id in self._cancel_ids]
+        return [current or job for current, job in now if current is not None or job.id in cancel]
 
 
 # ------------------------------------------------------------------ eviction

@@ -77,7 +77,7 @@ class JobTool:
 
         tracked = self._existing(cancel + [job.id for job in watched])  # the records to report, taken now
         waited = self._wait(watched, config.poll_wait_ms if wait_ms is None else wait_ms)
-        return self._build(self._after_wait(tracked), cancelled, waited)
+        return self._build(self._after_wait(tracked, cancel), cancelled, waited)
 
     def _cancel_one(self, job_id: str) -> str:
         job = self._manager.get(job_id)
@@ -87,9 +87,10 @@ class JobTool:
             return ALREADY_COMPLETED
         return CANCELLED if self._manager.cancel(job_id) else ALREADY_COMPLETED
 
-    def _after_wait(self, tracked: list[Job]) -> list[Job]:
+    def _after_wait(self, tracked: list[Job], cancel: list[str]) -> list[Job]:
         """The tracked jobs as they are now; one evicted while the call waited
-        is left out, or reported as it was (evicted_in_wait: last_state)."""
+        is left out, or reported as it was (evicted_in_wait: last_state),
+        whether or not this call cancelled it (``cancel``)."""
         keep_evicted = self._manager.config.evicted_in_wait == "last_state"
         now = ((self._manager.get(job.id), job) for job in tracked)
         return [current or job for current, job in now if current is not None or keep_evicted]
