@@ -75,19 +75,18 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     # replay reduction cannot turn one into the other). A bug whose first failure shows through a
     # clock move and a read (job-manager.cancel_not_sticky: 4 steps) may need the hunt to meet its
     # 3-step form, an explicit call. The scenarios ran once, above.
-    tries = [(0, s) for s in SEEDS[1:]] + [(None, s) for s in SEEDS]
-    for shrink_s, seed in tries:
+    for as_run, seed in [(False, s) for s in SEEDS[1:]] + [(True, s) for s in SEEDS]:
         if best is not None and best.counterexample_steps <= limit:
             break
         config = mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_replays=REPLAYS)
-        if shrink_s is None:
+        if as_run:
             config = as_run_reports(config)
         again = explore_mutant(config, mutant)
         assert again.error is None, again.error
         tried.append(
             (
                 seed,
-                "as run" if shrink_s is None else shrink_s,
+                "as run" if as_run else 0,
                 again.counterexample_steps if again.found_by_exploration else None,
             )
         )

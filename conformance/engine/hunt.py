@@ -84,7 +84,6 @@ def more_failures(
     known = {signature(outcome.failure)}
     if not _maskable(outcome.failure):
         return more  # the exploration would meet it again at once
-    masked: Failure | None = outcome.failure  # the failure masked next
     budgets = HuntBudgets(settings.replays, guard)
     # The hunt shares the exploration's examples: a failing run generates no more
     # examples in all than a passing one (shrinking and reduction aside), so
@@ -92,13 +91,11 @@ def more_failures(
     examples_left = settings.examples - outcome.explored
     tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
     try:
+        _mask(session, outcome.failure)
         while 1 + distinct < settings.max_failures and tries < settings.max_failures + 1 and examples_left > 0:
             if guard is not None and guard.slow():
                 outcome.failure.message += f"\n(no further failures were looked for (--max-failures): {guard.why()})"
                 break
-            if masked is not None:
-                _, operation, path = signature(masked)
-                session.known_failures.append((operation, path))
             tries += 1
             seed = settings.seed + tries
             again = run_stateful(
@@ -130,7 +127,8 @@ def more_failures(
             # the search goes on with the next seed under the masks so far: a race that shows
             # only when one call wins must not end it before a failure the seed would meet
             # without that luck. Met again, it is a known signature and the search ends.
-            masked = failure if _maskable(failure) else None
+            if _maskable(failure):
+                _mask(session, failure)
             failure.seed = seed
             first = unmasked(
                 session, functools.partial(replay_or_none, session, steps_of_trace(failure.steps), probe_each=True)
@@ -152,6 +150,12 @@ def more_failures(
     finally:
         session.known_failures.clear()
     return more
+
+
+def _mask(session: Session, failure: Failure) -> None:
+    """Let the explorations that follow accept ``failure`` and look past it."""
+    _, operation, path = signature(failure)
+    session.known_failures.append((operation, path))
 
 
 def _maskable(failure: Failure) -> bool:
