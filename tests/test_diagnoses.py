@@ -99,10 +99,32 @@ def test_an_effect_list_one_short_writes_out_the_missing_effect():
     expected = Prediction(result={}, effects=[_failed("bg_1", 1), _failed("bg_2", 1), _failed("bg_1", 2)])
     observed = {"result": {}, "effects": [_failed("bg_1", 1), _failed("bg_1", 2)]}
     path, exp, obs, reason = compare(expected, observed)
-    assert path == "effects[1].attempt"  # the failure's path (its signature) stays the first difference by position
+    # an effect more or less is news about the list: the failure is at the list, with both whole lists
+    assert (path, exp, obs) == ("effects", expected.effects, observed["effects"])
     assert reason == (
         'expected 3 effect(s), got 2; missing delivery_failed(job_id="bg_2", attempt=1); by position: expected 1, got 2'
     ), reason
+
+
+def test_effect_lists_of_other_lengths_share_one_path_wherever_they_part():
+    # the same extra effect, first or last: one failure's signature, not two
+    extra = {"effect": "message_injected", "job_id": "j2", "text": "x"}
+    one = {"effect": "message_injected", "job_id": "j1", "text": "y"}
+    first = compare(Prediction(result={}, effects=[one]), {"result": {}, "effects": [extra, one]})
+    last = compare(Prediction(result={}, effects=[one]), {"result": {}, "effects": [one, extra]})
+    assert first[0] == last[0] == "effects", (first, last)
+    assert first[3].startswith('expected 1 effect(s), got 2; unexpected message_injected(job_id="j2"'), first[3]
+    # the same length: the first differing field stays the path
+    same = compare(Prediction(result={}, effects=[one]), {"result": {}, "effects": [extra]})
+    assert same[0] == "effects[0].job_id", same
+
+
+def test_an_accepted_effect_list_length_accepts_the_answer():
+    extra = {"effect": "message_injected", "job_id": "j2", "text": "x"}
+    answer = {"result": {}, "effects": [extra]}
+    assert compare(Prediction(result={}, effects=[]), answer, accept=lambda path, *_: path == "effects") is None
+    # a result that differs is still found before the effects
+    assert compare(Prediction(result={"n": 1}, effects=[]), answer, accept=lambda path, *_: path == "effects")[0] == "result.n"
 
 
 def test_effects_of_other_kinds_are_written_out_as_missing_and_unexpected():

@@ -204,3 +204,30 @@ def test_an_operation_that_reads_the_clock_is_predicted_again_after_a_clock_move
     before = model.read_token(still)
     model.advance(9)
     assert model.read_token(still) == before
+
+
+class ForgetsThreadA(ReferenceAdapter):
+    """The reference, except that thread "a"'s list comes back empty: only a
+    probe of that thread can show it, and the pool lists t1 and t2."""
+
+    def call(self, operation, args):
+        if operation == "list_jobs" and args.get("thread_id") == "a":
+            return {"result": {"jobs": []}, "effects": []}
+        return super().call(operation, args)
+
+
+def test_the_probe_reads_a_thread_the_pool_does_not_list_once_a_call_names_it():
+    # a replay's reduction may rename thread t2 to "a": the probe must still read it
+    session = _session(ForgetsThreadA)
+    try:
+        session.reset()
+        pooled = [args["thread_id"] for _, args in session.probe_calls()]
+        assert pooled == ["t1", "t2"]
+        assert session.call(*_start("a", "c1"))[1] is None
+        assert [args["thread_id"] for _, args in session.probe_calls()] == ["t1", "t2", "a"]
+        failure = session.probe(when_changed=True)
+        assert failure is not None and failure.operation == "list_jobs" and failure.args["thread_id"] == "a", failure
+        session.reset()  # a new example starts from the pool again
+        assert [args["thread_id"] for _, args in session.probe_calls()] == pooled
+    finally:
+        session.close()

@@ -272,9 +272,12 @@ def _first(prediction, observation: dict, key: str | None):
         return (diff.path, diff.expected, diff.observed, diff.reason)
     expected_effects, observed_effects = prediction.effects, observation.get("effects", [])
     diff = first_difference(expected_effects, observed_effects, "effects")
-    if diff:
-        return (diff.path, diff.expected, diff.observed, _effects_reason(expected_effects, observed_effects, diff))
-    return None
+    if diff is None:
+        return None
+    reason = _effects_reason(expected_effects, observed_effects, diff)
+    if len(expected_effects) != len(observed_effects):  # an effect more or less: that is the news, at the list
+        return ("effects", expected_effects, observed_effects, reason)
+    return (diff.path, diff.expected, diff.observed, reason)
 
 
 _EFFECTS_NAMED = 3  # missing or unexpected effects written out in a reason; the rest are counted

@@ -55,6 +55,8 @@ DEFAULT_TIMEOUT_S = 10.0
 # close() may take longer than an operation (a program saying bye and exiting,
 # workers joined): it gets the timeout, but never less than this.
 CLOSE_TIMEOUT_FLOOR_S = 5.0
+# Values of the probe's pool beyond the pool's own the probe reads (each is a probe call more).
+_PROBE_EXTRA_MAX = 8
 
 
 class _CallTimeout(BaseException):
@@ -246,7 +248,11 @@ class Session:
         # last call): a replay that retries a race (engine/reduce.py) gives each call the lead in turn.
         self.head_start = -1
         self._probed_revision: int | None = None  # the model's revision the last passing probe saw
-        self._probe_calls: tuple | None = None  # (the parameters, the probe calls they give)
+        self._probe_calls: tuple | None = None  # (the parameters, the extra values, the probe calls they give)
+        # Values of the probe's pool that calls passed although the pool does not list
+        # them (a replay's reduction renames a thread "t2" to "a"): the probe reads them too.
+        self._probe_extra: list = []
+        self._probe_pool_args = _pool_arguments(spec)
         # Per probe call (operation, arguments' text): what passed last time (Session._probe_one).
         self._probe_passed: dict[tuple[str, str], _Passed] = {}
         self._plain_answer: Any = None  # the answer call() just found plain (check_response need not walk it again)
@@ -311,6 +317,7 @@ class Session:
         self.now = 0
         self.trace = []
         self.race_outcome = None
+        self._probe_extra = []
         for seen in self._seen.values():
             seen.clear()
         self.model.reset(0)
@@ -449,6 +456,7 @@ class Session:
 
     def _call(self, operation: str, args: dict, record: bool) -> tuple[dict | None, Failure | None]:
         index = len(self.trace)  # where the call stands (or would stand) in the trace
+        self._note_pool_values(operation, args)
         response, problem = self._invoke(operation, args)
         # One walk tells both the trace and the answer check that the answer is plain JSON.
         plain = problem is None and is_plain_answer(response)
@@ -828,6 +836,8 @@ class Session:
 
     def _call_concurrently(self, calls: list[tuple[str, dict]]) -> tuple[list[dict | None], Failure | None]:
         index = len(self.trace)
+        for operation, args in calls:
+            self._note_pool_values(operation, args)
         responses, failure = self._collect(calls, self._race(calls), index)
         if failure is None:
             failure = self._check_group_answers(calls, responses, index)
@@ -1020,17 +1030,41 @@ class Session:
 
     # -- probes -------------------------------------------------------------------
     def probe_calls(self) -> list[tuple[str, dict]]:
-        """The spec's read-only probe calls (one per pool value), which show the
-        implementation's whole visible state."""
+        """The spec's read-only probe calls (one per pool value, and one per
+        other value of the pool's arguments the calls so far passed), which
+        show the implementation's whole visible state."""
         return [(op, args) for op, args, _ in self._probe_plan()]
+
+    def _note_pool_values(self, operation: str, args: Any) -> None:
+        """Note a value the call passes for the probe's pool that the pool does
+        not list (a thread a replay renamed), so the probe reads its scope too."""
+        names = self._probe_pool_args.get(operation)
+        if not names or not isinstance(args, dict):
+            return
+        listed = self.spec.exploration.pools.get(self.spec.exploration.probe["for_pool"], [])
+        for name in names:
+            value = args.get(name)
+            if (
+                isinstance(value, (str, int))
+                and not isinstance(value, bool)
+                and value not in listed
+                and value not in self._probe_extra
+                and len(self._probe_extra) < _PROBE_EXTRA_MAX
+            ):
+                self._probe_extra.append(value)
 
     def _probe_plan(self) -> list[tuple[str, dict, str | None]]:
         """The probe calls, each with a fresh copy of its arguments (an
         implementation may change what it is handed) and a text naming it."""
-        if self._probe_calls is None or self._probe_calls[0] is not self.params:  # built once per parameters
+        cached = self._probe_calls
+        if (
+            cached is None or cached[0] is not self.params or len(cached[1]) != len(self._probe_extra)
+        ):  # built once per parameters, and again when a call passed another value of the pool
             probe, calls = self.spec.exploration.probe, []
             if probe and probe["call"] in self.spec.offered_operations(self.params):
                 values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
+                if probe["for_pool"]:
+                    values = [*values, *self._probe_extra]
                 for v in values:
                     args = probe["args"].evaluate({"params": self.params, "pool_value": v})
                     try:
@@ -1038,10 +1072,10 @@ class Session:
                     except (TypeError, ValueError):
                         text = None
                     calls.append((probe["call"], args, text))
-            self._probe_calls = (self.params, calls)
+            self._probe_calls = (self.params, tuple(self._probe_extra), calls)
         return [
             (op, json.loads(text) if text is not None else copy.deepcopy(args), text)
-            for op, args, text in self._probe_calls[1]
+            for op, args, text in self._probe_calls[2]
         ]
 
     def probe(self, *, when_changed: bool = False) -> Failure | None:
@@ -1126,6 +1160,22 @@ class Session:
     def _fail(self, kind: str, message: str, index: int | None, **evidence) -> Failure:
         evidence.setdefault("expected", None)
         return Failure(kind=kind, message=message, step=index, steps=[dict(s) for s in self.trace], **evidence)
+
+
+def _pool_arguments(spec: Spec) -> dict[str, list[str]]:
+    """Per operation, its arguments drawn from the probe's pool (``x-draw:
+    {pool: thread_id}``), whose values the probe must read."""
+    probe = spec.exploration.probe
+    pool = probe.get("for_pool") if probe else None
+    if not pool:
+        return {}
+    found: dict[str, list[str]] = {}
+    for name, operation in spec.operations.items():
+        for arg, schema in sorted(((operation.args_schema or {}).get("properties") or {}).items()):
+            draw = schema.get("x-draw") if isinstance(schema, dict) else None
+            if isinstance(draw, dict) and draw.get("pool") == pool:
+                found.setdefault(name, []).append(arg)
+    return found
 
 
 def _group(calls, responses, plain=()) -> list[dict]:
