@@ -1,5 +1,6 @@
 """The hunt for more failures (conformance/engine/hunt.py): what it masks,
-and that a failure it cannot mask does not end it."""
+and that a failure it cannot mask does not end it; a race whose steps did
+not fail again, met again with the next seed."""
 
 from __future__ import annotations
 
@@ -96,3 +97,102 @@ def test_each_divergence_found_is_masked_for_the_next_seed(explorations):
         ("get_job", "result.job.status"),
         ("list_jobs", "result.jobs[*].status"),
     ]  # indexes aside
+
+
+# ---------------------------------------------------------------- met again
+def _met_again(first: Failure):
+    """hunt.met_again for ``first``, found with seed 1, with 100 examples of
+    which 10 were explored."""
+    session = SimpleNamespace(known_failures=[])
+    outcome = SimpleNamespace(failure=first, explored=10)
+    settings = HuntSettings(max_failures=1, seed=1, profile="ci", examples=100, replays=40)
+    return hunt.met_again(None, session, outcome, settings, capabilities={}), outcome
+
+
+def _race_of(steps: int) -> Failure:
+    race = _race()
+    race.steps = [{"index": i, "operation": "start_job", "args": {}} for i in range(steps - 1)] + [
+        {**race.steps[0], "index": steps - 1}
+    ]
+    return race
+
+
+def test_a_race_that_did_not_fail_again_is_met_again_with_the_next_seed(explorations, monkeypatch):
+    runs = explorations([_race_of(24)])
+    monkeypatch.setattr(reduce, "reduce_failure", lambda session, failure, budget: _race_of(2))
+    again, outcome = _met_again(_race_of(26))
+    assert runs.seeds == [2] and runs.masks_seen == [[]]  # no masks: nothing can accept a race
+    assert again is not None and len(again.steps) == 2 and again.seed == 2
+    assert "met again with seed 2" in again.message and "with seed 1, in 26 step(s)" in again.message
+    assert outcome.explored == 15  # the examples it explored count against the part's
+
+
+def test_met_again_keeps_nothing_but_the_same_failure(explorations, monkeypatch):
+    monkeypatch.setattr(reduce, "reduce_failure", lambda session, failure, budget: _race_of(2))
+    explorations([_divergence("list_jobs", "result.jobs")])
+    assert _met_again(_race_of(26))[0] is None  # another bug: left to another run
+    explorations([None])
+    assert _met_again(_race_of(26))[0] is None  # not met again
+
+
+def test_a_failure_the_hunt_can_mask_is_not_met_again(explorations):
+    runs = explorations([_divergence("get_job", "result.job.status")])
+    assert _met_again(_divergence("get_job", "result.job.status"))[0] is None and runs.seeds == []
+
+
+class _CrashesOnCancelOfFinished:
+    """The thread-jobs reference, except that cancelling a finished job
+    raises: a crash, which nothing can mask."""
+
+    def __new__(cls):
+        from lifecycle_references.thread_jobs.adapter import ReferenceAdapter
+
+        class Crashing(ReferenceAdapter):
+            def call(self, operation, args):
+                if operation == "cancel_job":
+                    job = super().call("inspect_job", {"thread_id": args["thread_id"], "job_id": args["job_id"]})
+                    if (job.get("result") or {}).get("job", {}).get("status") in ("completed", "failed"):
+                        raise RuntimeError("cancel of a finished job")
+                return super().call(operation, args)
+
+        return Crashing()
+
+
+@pytest.mark.slow
+def test_a_run_whose_first_failure_did_not_fail_again_reports_it_met_again(tmp_path, monkeypatch):
+    """The run's wiring: the first failure's steps are made not to fail again
+    when replayed (as a race lost by luck would), so it stays unreduced; the
+    run meets it again with the next seed, and that instance, reduced, heads
+    the report."""
+    from conformance.engine.runner import RunConfig, run_conformance
+
+    real_reduce, real_explore = reduce.reduce_failure, stateful.run_stateful
+    seeds = []  # of the explorations run
+
+    def exploring(*args, **kwargs):
+        seeds.append(kwargs.get("seed"))
+        return real_explore(*args, **kwargs)
+
+    def reducing(session, failure, budget=None):
+        if len(seeds) == 1:  # the first exploration's failure: "did not fail again"
+            budget.unreplayed = True
+            return failure
+        return real_reduce(session, failure, budget)
+
+    monkeypatch.setattr(stateful, "run_stateful", exploring)
+    monkeypatch.setattr(reduce, "reduce_failure", reducing)
+    config = RunConfig(
+        spec_path="thread-jobs",
+        adapter_factory=_CrashesOnCancelOfFinished,
+        adapter_label="crashes",
+        scenarios=False,
+        profile="quick",
+        seed=1,
+        report_dir=str(tmp_path / "r"),
+    )
+    report = run_conformance(config)
+    failure = report["stateful"]["failure"]
+    assert seeds == [1, 2], seeds
+    assert failure["kind"] == "implementation-error" and failure["seed"] == 2, failure
+    assert "met again with seed 2" in failure["message"], failure["message"]
+    assert len([s for s in failure["steps"] if "advance_ms" not in s]) <= 3, failure["steps"]

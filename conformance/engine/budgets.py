@@ -140,6 +140,9 @@ class ReplayBudget:
     spent: int = 0
     parent: ReplayBudget | None = None
     stopped: str | None = None  # why a reduction on this budget stopped early (engine/reduce.py)
+    # A reduction on this budget found that its failure's steps, replayed, did not fail again
+    # (a race won by luck, an implementation that behaves nondeterministically): nothing was reduced.
+    unreplayed: bool = False
 
     def left(self) -> int:
         return max(0, self.replays - self.spent)

@@ -11,6 +11,11 @@ differ too: a new failure whose steps, replayed with the masks lifted, first
 fail as one reported already is that bug's consequence (``met``, for
 engine/causes.py). The run path (engine/runner.py) calls it and keeps what
 it found through interrupts and faults.
+
+A first failure that cannot be masked and whose steps did not fail again
+when replayed (a race the implementation lost by luck) could not be
+reduced: ``met_again`` explores on with the next seed to meet it again, in
+an instance that replays and so reduces.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
 
     from .session import Session
 
-__all__ = ["HuntSettings", "HuntBudgets", "more_failures", "unmasked"]
+__all__ = ["HuntSettings", "HuntBudgets", "met_again", "more_failures", "unmasked"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,63 @@ def more_failures(
     finally:
         session.known_failures.clear()
     return more
+
+
+def met_again(
+    spec: Spec,
+    session: Session,
+    outcome: Any,
+    settings: HuntSettings,
+    *,
+    capabilities: dict,
+    on_example: Callable | None = None,
+    guard: CallGuard | None = None,
+) -> Failure | None:
+    """The part's first failure met again, reduced: for a failure whose steps,
+    replayed, did not fail again (``ReplayBudget.unreplayed``: a race won by
+    luck, a crash that comes and goes), which no reduction could shorten. The
+    exploration runs once more, with the next seed and the examples it has
+    left, without masks (such a failure cannot be masked, so the hunt for
+    others would not start after it). A failure of the same signature it
+    meets is reduced with a whole budget and returned, its message saying
+    why; None when it meets none, meets another failure (left to another
+    run), or the guard found the calls slow. A failure that can be masked is
+    left to the hunt, which looks past it."""
+    from .causes import length_of
+    from .reduce import explain_race, reduce_failure
+    from .stateful import run_stateful
+
+    first = outcome.failure
+    examples_left = settings.examples - outcome.explored
+    if _maskable(first) or examples_left <= 0 or (guard is not None and guard.slow()):
+        return None
+    seed = settings.seed + 1
+    again = run_stateful(
+        spec,
+        session,
+        profile=settings.profile,
+        seed=seed,
+        capabilities=capabilities,
+        on_example=on_example,
+        shrink_s=settings.shrink_s,
+        database=settings.database,
+        max_examples=examples_left,
+        shrink_examples=0,  # reduced by replaying it
+    )
+    outcome.explored += again.explored
+    if again.verdict != "fail" or again.failure is None or not again.failure.steps:
+        return None
+    if signature(again.failure) != signature(first):
+        return None
+    budget = ReplayBudget(settings.replays, guard if guard is not None else CallGuard())
+    reduced = reduce_failure(session, explain_race(session, again.failure), budget)
+    reduced.seed = seed
+    reduced.message += (
+        f"\n(met again with seed {seed}: the failure the exploration met first, with seed {settings.seed}, "
+        f"in {length_of(first)} step(s), did not fail again when its steps were replayed, so it could "
+        "not be reduced)"
+    )
+    return reduced
 
 
 def _mask(session: Session, failure: Failure) -> None:

@@ -995,6 +995,7 @@ def reduce_failure(session: Session, failure: Failure, budget: ReplayBudget | No
         if not reducer.replays(steps):
             # It does not replay as a plain step list (e.g. it needs the exploration's probe), or its race
             # did not show again.
+            budget.unreplayed = True
             note = race_note(reducer.race_seen, reducer.race_tries)
             return dataclasses.replace(failure, message=f"{failure.message}\n({note})") if note else failure
         steps = reducer.keep_tail(steps)

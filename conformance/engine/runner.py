@@ -44,7 +44,7 @@ from .budgets import REDUCE_REPLAYS, CallGuard, ReplayBudget
 from .causes import group_by_cause, length_of, steps_by_operation
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
-from .hunt import HuntSettings, more_failures
+from .hunt import HuntSettings, met_again, more_failures
 from .interrupts import acknowledge, checkpoint, deferred, pending
 from .loaded_specs import load_spec_once
 from .profiles import PROFILES
@@ -785,6 +785,7 @@ class _Run:
         self.faces: list[Failure] = []  # shorter faces of a part's first failure (engine/faces.py)
         self.found_more: list[Failure] = []  # a part's further distinct failures, as they are found
         self.reduced = False  # whether the part's first failure has been reduced
+        self.unreplayed = False  # whether its steps, replayed, did not fail again (so it was not reduced)
         self.guard = _reduction_guard(config)  # one time guard for all the run's reductions
 
     def describe(self) -> None:
@@ -1018,9 +1019,12 @@ class _Run:
         met: dict[int, set[tuple]] = {}  # per failure (id): the failure found before it that it shows first
         if outcome.failure is not None and outcome.verdict == "fail":
             watch.enter("reducing")  # counts the failure found
+            self.unreplayed = False
             if outcome.failure.steps:
                 self.reduce_found(outcome)
             self.reduced = True
+            if self.unreplayed:
+                self.meet_again(outcome, watch, seed, examples)
             if self.config.max_failures > 1:
                 watch.enter("looking for more")
             _search_more(
@@ -1088,6 +1092,7 @@ class _Run:
         try:
             outcome.failure = explain_race(self.session, outcome.failure)  # a sequential bug seen in a race
             outcome.failure = reduce_failure(self.session, outcome.failure, budget)
+            unreduced = outcome.failure if budget.unreplayed else None  # its steps did not fail again
             if outcome.failure.kind == "linearizability" and budget.replays:
                 # After a long trace, the race's calls one at a time may not show the bug; after
                 # the few steps left now they may: then the plain failure is reduced in its turn.
@@ -1095,6 +1100,7 @@ class _Run:
                 if explained.kind != "linearizability":
                     outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays, self.guard))
             outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
+            self.unreplayed = unreduced is not None and outcome.failure is unreduced
             if outcome.guarded and outcome.guarded not in outcome.failure.message:
                 outcome.failure.message += (
                     f"\n(shrinking stopped early: {outcome.guarded}; the reduction went on from where it "
@@ -1123,6 +1129,29 @@ class _Run:
             return
         if face is not None:
             self.faces.append(face)
+
+    def meet_again(self, outcome: Any, watch: _ExampleWatch, seed: int, examples: int | None) -> None:
+        """A failure whose steps did not fail again when replayed could not be
+        reduced: the exploration runs on with the next seed to meet it again
+        (hunt.met_again), and an instance that replays, shorter, takes its place."""
+        settings = _hunt_settings(self.config, self.prepared, seed, examples)
+        watch.enter("looking again")
+        try:
+            again = met_again(
+                self.spec,
+                self.session,
+                outcome,
+                settings,
+                capabilities=self.capabilities,
+                on_example=watch.on_example,
+                guard=self.guard,
+            )
+        except KeyboardInterrupt as exc:
+            _carry_so_far(exc, stateful_so_far=outcome, more_so_far=list(self.found_more))
+            self.tracker.phase = "searching"
+            raise
+        if again is not None and length_of(again) < length_of(outcome.failure):
+            outcome.failure = again
 
     def shorter_from_first(self, outcome: Any, replays: int) -> Failure:
         """The reduced failure, or the same bug reduced from where the exploration
@@ -1390,6 +1419,19 @@ def _record(record_dir: str, prepared: Prepared, name: str, outcome: ScenarioOut
         result.add_problem("report-error", f"could not write the trace: {exc}", str(path))
 
 
+def _hunt_settings(config: RunConfig, prepared: Prepared, seed: int, max_examples: int | None) -> HuntSettings:
+    """What the explorations after the part's first may do (engine/hunt.py)."""
+    return HuntSettings(
+        max_failures=config.max_failures,
+        seed=seed,
+        profile=config.profile,
+        examples=max_examples or PROFILES[config.profile]["max_examples"],
+        replays=_reduce_replays(config),
+        shrink_s=config.shrink_s,
+        database=_example_db(config, prepared),
+    )
+
+
 def _search_more(
     config: RunConfig,
     spec: Spec,
@@ -1413,15 +1455,7 @@ def _search_more(
     the failures found before it are complete, so an interrupt reports them
     (with those it found so far), and a fault of the kit's own while it
     searches becomes a problem in the report beside them."""
-    settings = HuntSettings(
-        max_failures=config.max_failures,
-        seed=seed,
-        profile=config.profile,
-        examples=max_examples or PROFILES[config.profile]["max_examples"],
-        replays=_reduce_replays(config),
-        shrink_s=config.shrink_s,
-        database=_example_db(config, prepared),
-    )
+    settings = _hunt_settings(config, prepared, seed, max_examples)
     try:
         more_failures(
             spec,
