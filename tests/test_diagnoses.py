@@ -124,7 +124,10 @@ def test_an_accepted_effect_list_length_accepts_the_answer():
     answer = {"result": {}, "effects": [extra]}
     assert compare(Prediction(result={}, effects=[]), answer, accept=lambda path, *_: path == "effects") is None
     # a result that differs is still found before the effects
-    assert compare(Prediction(result={"n": 1}, effects=[]), answer, accept=lambda path, *_: path == "effects")[0] == "result.n"
+    assert (
+        compare(Prediction(result={"n": 1}, effects=[]), answer, accept=lambda path, *_: path == "effects")[0]
+        == "result.n"
+    )
 
 
 def test_effects_of_other_kinds_are_written_out_as_missing_and_unexpected():

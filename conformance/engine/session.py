@@ -1041,7 +1041,8 @@ class Session:
         names = self._probe_pool_args.get(operation)
         if not names or not isinstance(args, dict):
             return
-        listed = self.spec.exploration.pools.get(self.spec.exploration.probe["for_pool"], [])
+        probe = self.spec.exploration.probe or {}
+        listed = self.spec.exploration.pools.get(probe.get("for_pool") or "", [])
         for name in names:
             value = args.get(name)
             if (
@@ -1057,9 +1058,8 @@ class Session:
         """The probe calls, each with a fresh copy of its arguments (an
         implementation may change what it is handed) and a text naming it."""
         cached = self._probe_calls
-        if (
-            cached is None or cached[0] is not self.params or len(cached[1]) != len(self._probe_extra)
-        ):  # built once per parameters, and again when a call passed another value of the pool
+        if cached is None or cached[0] is not self.params or len(cached[1]) != len(self._probe_extra):
+            # built once per parameters, and again when a call passed another value of the pool
             probe, calls = self.spec.exploration.probe, []
             if probe and probe["call"] in self.spec.offered_operations(self.params):
                 values = self.spec.exploration.pools.get(probe["for_pool"], [None]) if probe["for_pool"] else [None]
@@ -1072,10 +1072,9 @@ class Session:
                     except (TypeError, ValueError):
                         text = None
                     calls.append((probe["call"], args, text))
-            self._probe_calls = (self.params, tuple(self._probe_extra), calls)
+            cached = self._probe_calls = (self.params, tuple(self._probe_extra), calls)
         return [
-            (op, json.loads(text) if text is not None else copy.deepcopy(args), text)
-            for op, args, text in self._probe_calls[2]
+            (op, json.loads(text) if text is not None else copy.deepcopy(args), text) for op, args, text in cached[2]
         ]
 
     def probe(self, *, when_changed: bool = False) -> Failure | None:
