@@ -47,10 +47,17 @@ class _Counts:
         if self.scenarios_total:
             parts.append(f"scenarios {self.scenarios_done}/{self.scenarios_total}")
         if self.examples_total:
-            parts.append(f"examples {self.examples_done}/{self.examples_total}")
+            parts.append(f"examples {self.examples_done}/{self.examples_total}{self._past_the_profile()}")
         parts.append(f"failures {self.failures + self.stateful_failures}")
         parts.append(f"elapsed {time.monotonic() - self.started:.0f}s")
         return "progress: " + ", ".join(parts)
+
+    def _past_the_profile(self) -> str:
+        """Why the examples counted pass the profile's: after a failure,
+        shrinking and the search for more failures run examples of their own."""
+        if self.examples_done <= self.examples_total:
+            return ""
+        return f" (past {self.examples_total}: shrinking a failure and looking for more)"
 
 
 class PlainProgress(RunnerProgress):

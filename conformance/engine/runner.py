@@ -975,7 +975,7 @@ class _Run:
         entry["part"] = {"index": index, "count": count, "seed": seed}
         _faults(session, self.result, "stateful exploration", tracker)
         run_coverage.merge(explored)
-        watch.examples_before += outcome.examples
+        watch.examples_before += max(outcome.examples, watch.in_part)
         return entry
 
     def keep_what_was_found(self, exc: KeyboardInterrupt, outcome: Any) -> None:
@@ -1223,6 +1223,10 @@ class _ExampleWatch:
         self.mark = _mark(config)
         self.output: dict | None = None
         self.examples_before = 0  # examples of the parts already run
+        # This part's examples so far, over its explorations (the first, and those of the
+        # search for more): each exploration counts its own from 1, the display goes on.
+        self.in_part = 0
+        self._run_base = self._last_count = 0
         self.phase = ""
         self.failures = 0  # the exploration's failures found so far, all parts
         self.counted = False  # the failure of the exploration running now is counted
@@ -1231,6 +1235,8 @@ class _ExampleWatch:
         """The exploration's phase, for the progress display: exploring,
         shrinking, reducing, looking for more. A failure is counted when its
         shrinking or its reduction starts (once)."""
+        if phase == "exploring":  # a part starts
+            self.in_part = self._run_base = self._last_count = 0
         if phase in ("exploring", "looking for more"):
             self.counted = False
         elif not self.counted:
@@ -1242,10 +1248,13 @@ class _ExampleWatch:
     def on_example(self, count: int, shrinking: bool = False) -> None:
         if shrinking and self.phase in ("exploring", "looking for more"):
             self.enter("shrinking")
-        self.tracker.examples = self.examples_before + count
+        if count <= self._last_count:  # another exploration of the part began: its count goes on from here
+            self._run_base = self.in_part
+        self._last_count, self.in_part = count, self._run_base + count
+        self.tracker.examples = self.examples_before + self.in_part
         self.output = _output_since(self.config, self.mark) or self.output
         self.mark = _mark(self.config)
-        self.progress.stateful_example(self.examples_before + count)
+        self.progress.stateful_example(self.examples_before + self.in_part)
         checkpoint()
 
     def output_since_last(self) -> dict | None:
