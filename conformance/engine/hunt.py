@@ -81,7 +81,6 @@ def more_failures(
     which the hunt's share too; once it found the calls slow, no further
     exploration starts, and the first failure's message says so."""
     from .reduce import explain_race, replay_or_none, steps_of_trace
-    from .stateful import run_stateful
 
     more = [] if more is None else more  # the distinct failures after the first, appended as found
     met = {} if met is None else met
@@ -103,18 +102,7 @@ def more_failures(
                 break
             tries += 1
             seed = settings.seed + tries
-            again = run_stateful(
-                spec,
-                session,
-                profile=settings.profile,
-                seed=seed,
-                capabilities=capabilities,
-                on_example=on_example,
-                shrink_s=settings.shrink_s,
-                database=settings.database,
-                max_examples=examples_left,
-                shrink_examples=0,  # reduced by replaying it alone (HuntBudgets)
-            )
+            again = _explore_on(spec, session, settings, seed, examples_left, capabilities, on_example)
             examples_left -= again.explored
             if again.verdict != "fail" or again.failure is None or not again.failure.steps:
                 break
@@ -179,25 +167,13 @@ def met_again(
     left to the hunt, which looks past it."""
     from .causes import length_of
     from .reduce import explain_race, reduce_failure
-    from .stateful import run_stateful
 
     first = outcome.failure
     examples_left = settings.examples - outcome.explored
     if _maskable(first) or examples_left <= 0 or (guard is not None and guard.slow()):
         return None
     seed = settings.seed + 1
-    again = run_stateful(
-        spec,
-        session,
-        profile=settings.profile,
-        seed=seed,
-        capabilities=capabilities,
-        on_example=on_example,
-        shrink_s=settings.shrink_s,
-        database=settings.database,
-        max_examples=examples_left,
-        shrink_examples=0,  # reduced by replaying it
-    )
+    again = _explore_on(spec, session, settings, seed, examples_left, capabilities, on_example)
     outcome.explored += again.explored
     if again.verdict != "fail" or again.failure is None or not again.failure.steps:
         return None
@@ -212,6 +188,34 @@ def met_again(
         "not be reduced)"
     )
     return reduced
+
+
+def _explore_on(
+    spec: Spec,
+    session: Session,
+    settings: HuntSettings,
+    seed: int,
+    examples: int,
+    capabilities: dict,
+    on_example: Callable | None,
+) -> Any:
+    """One more exploration after the part's first, with ``seed`` and at most
+    ``examples``: its failure is not shrunk by Hypothesis, since replaying it
+    alone reduces it further per try (HuntBudgets)."""
+    from .stateful import run_stateful
+
+    return run_stateful(
+        spec,
+        session,
+        profile=settings.profile,
+        seed=seed,
+        capabilities=capabilities,
+        on_example=on_example,
+        shrink_s=settings.shrink_s,
+        database=settings.database,
+        max_examples=examples,
+        shrink_examples=0,
+    )
 
 
 def _mask(session: Session, failure: Failure) -> None:
