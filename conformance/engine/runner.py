@@ -785,7 +785,6 @@ class _Run:
         self.faces: list[Failure] = []  # shorter faces of a part's first failure (engine/faces.py)
         self.found_more: list[Failure] = []  # a part's further distinct failures, as they are found
         self.reduced = False  # whether the part's first failure has been reduced
-        self.unreplayed = False  # whether its steps, replayed, did not fail again (so it was not reduced)
         self.guard = _reduction_guard(config)  # one time guard for all the run's reductions
 
     def describe(self) -> None:
@@ -1019,11 +1018,9 @@ class _Run:
         met: dict[int, set[tuple]] = {}  # per failure (id): the failure found before it that it shows first
         if outcome.failure is not None and outcome.verdict == "fail":
             watch.enter("reducing")  # counts the failure found
-            self.unreplayed = False
-            if outcome.failure.steps:
-                self.reduce_found(outcome)
+            unreplayed = bool(outcome.failure.steps) and self.reduce_found(outcome)
             self.reduced = True
-            if self.unreplayed:
+            if unreplayed:
                 self.meet_again(outcome, watch, seed, examples)
             if self.config.max_failures > 1:
                 watch.enter("looking for more")
@@ -1083,8 +1080,10 @@ class _Run:
             return {}
         return {id(f): orderings_in_play(self.session, f) for f in failures if f.kind == "divergence" and f.steps}
 
-    def reduce_found(self, outcome: Any) -> None:
-        """The failure Hypothesis shrank, made smaller by replaying it (engine/reduce.py)."""
+    def reduce_found(self, outcome: Any) -> bool:
+        """The failure Hypothesis shrank, made smaller by replaying it
+        (engine/reduce.py); True when its steps, replayed, did not fail again,
+        so that it stays as the exploration met it."""
         from .reduce import explain_race, reduce_failure
 
         budget = ReplayBudget(_reduce_replays(self.config), self.guard)  # the first failure's own, whole
@@ -1100,7 +1099,7 @@ class _Run:
                 if explained.kind != "linearizability":
                     outcome.failure = reduce_failure(self.session, explained, ReplayBudget(budget.replays, self.guard))
             outcome.failure = self.shorter_from_first(outcome, budget.replays // 2)
-            self.unreplayed = unreduced is not None and outcome.failure is unreduced
+            unreplayed = unreduced is not None and outcome.failure is unreduced
             if outcome.guarded and outcome.guarded not in outcome.failure.message:
                 outcome.failure.message += (
                     f"\n(shrinking stopped early: {outcome.guarded}; the reduction went on from where it "
@@ -1111,6 +1110,7 @@ class _Run:
             _carry_so_far(exc, stateful_so_far=outcome)
             raise
         self.tracker.phase = "verdict"
+        return unreplayed
 
     def look_for_a_shorter_face(self, failure: Failure) -> None:
         """A long failure that turns on one of the spec's orderings may show in
