@@ -253,6 +253,8 @@ class Session:
         # them (a replay's reduction renames a thread "t2" to "a"): the probe reads them too.
         self._probe_extra: list = []
         self._probe_pool_args = _pool_arguments(spec)
+        probe = spec.exploration.probe or {}
+        self._probe_pool = spec.exploration.pools.get(probe.get("for_pool") or "", [])  # the values it lists
         # Per probe call (operation, arguments' text): what passed last time (Session._probe_one).
         self._probe_passed: dict[tuple[str, str], _Passed] = {}
         self._plain_answer: Any = None  # the answer call() just found plain (check_response need not walk it again)
@@ -1041,14 +1043,12 @@ class Session:
         names = self._probe_pool_args.get(operation)
         if not names or not isinstance(args, dict):
             return
-        probe = self.spec.exploration.probe or {}
-        listed = self.spec.exploration.pools.get(probe.get("for_pool") or "", [])
         for name in names:
             value = args.get(name)
             if (
                 isinstance(value, (str, int))
                 and not isinstance(value, bool)
-                and value not in listed
+                and value not in self._probe_pool
                 and value not in self._probe_extra
                 and len(self._probe_extra) < _PROBE_EXTRA_MAX
             ):
