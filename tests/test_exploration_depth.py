@@ -61,6 +61,15 @@ def test_ci_exploration_reaches_full_retention_ties_and_races(tmp_path):
         assert outcomes.get(rejected, 0) > 0, rejected  # forbidden calls were tried and rejected
 
 
+def test_a_replay_renames_a_near_miss_with_the_id_it_misses():
+    from conformance.engine.key_shapes import reshaped
+
+    assert reshaped("./job-5", "job-5", "job-4") == "./job-4"
+    assert reshaped("x/job-5", "job-5", "job-4") == "x/job-4"
+    assert reshaped(" job-5", "job-5", "job-4") == " job-4"
+    assert reshaped("y/job-5", "job-5", "job-4") is None  # no shape of job-5 the kit draws
+
+
 def test_fresh_keys_take_the_shape_of_the_keys_the_implementation_handed_out():
     from conformance.engine.key_shapes import shaped_key
 
@@ -79,6 +88,14 @@ def test_near_misses_of_an_issued_key_are_keys_never_issued_that_a_lenient_looku
     # every one is an id never issued
     assert shapes == ["build-000", "0001", "build-1", "BUILD-0001", " build-0001"]
     assert [near_miss(["build-0001"], pick) for pick in (0, 2, 4, 6)] == ["build-000"] * 4  # half are abbreviations
+    # every other form around the key is a path to it (a tool keeping a file per record that joins
+    # the id to its directory, or keeps its last part): later picks of that shape lead with them
+    assert [near_miss(["build-0001"], pick) for pick in (7, 15, 23, 31)] == [
+        " build-0001",
+        "./build-0001",
+        "build-0001 ",
+        "x/build-0001",
+    ]
     # the implementation's own keys are the bases; the kit's fresh names only when alone
     assert near_miss(["job-2", "k1"], 1) == "2"
     assert near_miss(["k1"], 3) == "k01"
@@ -90,6 +107,22 @@ def test_near_misses_of_an_issued_key_are_keys_never_issued_that_a_lenient_looku
     seen = ["a", "A", "ab", "1", "a1", "a01", "A1"]
     assert all(near_miss(seen, pick) not in seen for pick in range(64))
     assert near_miss([7, ""], 0) is None  # no key to miss
+
+
+def test_a_new_records_name_is_never_drawn_as_a_path():
+    """An explicit id at a start becomes where the implementation keeps the
+    record (thread-jobs spills a payload to a file named with it): ``./job-2``
+    there would fail correct code, so only lookups are given paths."""
+    from conformance.engine.key_shapes import near_miss
+    from statemachines import load_spec, naming_arguments
+
+    names = [near_miss(["build-0001"], pick, paths=False) for pick in range(256)]
+    assert not [name for name in names if "/" in name]
+    assert " build-0001" in names and "build-0001 " in names  # white space around it still comes
+    assert [near_miss(["build-0001"], pick) for pick in (15, 31)] == ["./build-0001", "x/build-0001"]
+    # which arguments name a new record: the create's key takes its value (through a let here)
+    assert naming_arguments(load_spec(ROOT / "spec" / "thread-jobs.yaml")) == {("start_job", "job_id")}
+    assert naming_arguments(load_spec(ROOT / "spec" / "task-progress.yaml")) == frozenset()  # parent_id is a lookup
 
 
 @pytest.mark.slow

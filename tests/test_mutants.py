@@ -182,6 +182,7 @@ STEERED_CLASSES = [
     ("thread-jobs", "emitted_at_turn_start"),  # injections dated by their turn's start (inspect only)
     ("task-progress", "abbreviated_task_ids"),  # an abbreviation of a task id finds the task
     ("task-progress", "trimmed_task_ids"),  # a task id with white space around it finds the task
+    ("task-progress", "path_like_task_ids"),  # a task id given as a path to it finds the task
     ("task-progress", "completion_ignores_notified"),  # a flag set while running, read at the end
     ("task-progress", "drain_keeps_after_end"),  # a queue used after its task ended
     ("task-progress", "cascade_uses_root_retain"),  # a retained root's kill, seen in a child's record

@@ -738,6 +738,13 @@ def _white_space(a):
     return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
 
 
+def _as_path(a):
+    """A task's id with a path before it names no task: what get_task finds."""
+    task_id = register(a)
+    answer = a.call("get_task", {"task_id": f"x/{task_id}"})
+    return (answer.get("error") or {}).get("kind") or answer["result"]["task"]["task_id"] == task_id
+
+
 def _notified_then_completed(a):
     """A backgrounded main session marked notified while it runs, then completed: its effects."""
     task_id = running(a, kind="main_session")
@@ -783,6 +790,7 @@ SCENARIOS = {
     "cascade_stops_at_evicted": _kill_through_evicted_child,
     "abbreviated_task_ids": _abbreviation,
     "trimmed_task_ids": _white_space,
+    "path_like_task_ids": _as_path,
     "foreground_reports_evicted": _foreground_after_eviction,
     "auto_background_refires": _timer_due_in_background,
     "auto_background_ties_by_id": _timers_due_together,

@@ -7,9 +7,11 @@ after ``job-3``, ``job-4``). A lookup that is too lenient accepts neither of
 those, but does accept a *near miss* of an issued key (``near_miss``): a
 proper prefix (``build-`` for ``build-0001``, as git and docker resolve
 abbreviations), the number alone (``1``), the number padded otherwise
-(``build-1``, ``build-00001``), the key in another case or the key with
+(``build-1``, ``build-00001``), the key in another case, the key with
 white space around it (`` build-1``, as a lookup that trims its input
-takes it). Each of those is
+takes it) or the key as a path (``./build-1``, ``x/build-1``, as a tool
+keeping a file per record takes it when it joins the id to its directory
+or keeps the id's last path part). Each of those is
 an id never issued, so the spec's answer is "not found"; an implementation
 that parses or abbreviates ids answers with someone else's record.
 """
@@ -38,23 +40,27 @@ def shaped_key(keys: list, pick: int) -> str | None:
     return f"{prefix}{str(highest + 1 + pick % 3).zfill(len(digits))}"
 
 
-def near_miss(keys: list, pick: int) -> str | None:
+def near_miss(keys: list, pick: int, *, paths: bool = True) -> str | None:
     """A key never seen that a lenient lookup takes for one seen: of the
     newest keys (the implementation's own first, the kit's fresh names only
     when there are no others), the one and the shape ``pick`` selects, or
     the next shape that gives a key not seen. None when no key seen is a
-    string or none of its shapes is new."""
+    string or none of its shapes is new. Without ``paths``, never the key
+    as a path: the name of a new record (an explicit id at a start) ends up
+    where the implementation keeps the record, and ``./job-2`` there is a
+    name no implementation can keep as it is (statemachines.tools.naming)."""
     named = [k for k in keys if isinstance(k, str) and k]
     own = [k for k in named if k not in OWN_FRESH]
     bases = (own or named)[-4:]
     if not bases:
         return None
     base = bases[-1 - (pick // len(_SHAPES)) % len(bases)]
+    variant = pick // len(_SHAPES) // len(bases)  # which form of a shape that has several comes first
     seen = set(named)
     start = pick % len(_SHAPES)
     for offset in range(len(_SHAPES)):
-        for candidate in _SHAPES[(start + offset) % len(_SHAPES)](base, seen):
-            if candidate and candidate not in seen:
+        for candidate in _SHAPES[(start + offset) % len(_SHAPES)](base, seen, variant):
+            if candidate and candidate not in seen and (paths or candidate not in _as_paths(base)):
                 return candidate
     return None
 
@@ -74,6 +80,8 @@ def reshaped(value: str, before: str, now: str) -> str | None:
         return now.upper() if value == before.upper() else now.swapcase()
     if value.strip() == before and value != before:
         return value.replace(before, now, 1)  # the same white space around the new id
+    if value in _as_paths(before):
+        return value[: -len(before)] + now  # the same path to the new id
     old, new = _NUMBERED.match(before), _NUMBERED.match(now)
     if old is None or new is None:
         return None
@@ -86,7 +94,7 @@ def reshaped(value: str, before: str, now: str) -> str | None:
     return next((form(new) for form in forms if form(old) == value), None)
 
 
-def _prefixes(key: str, seen: set[str]) -> Iterator[str]:
+def _prefixes(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:
     """Proper prefixes no other key seen starts with, longest first: an
     abbreviation a lenient lookup resolves to this key alone (one another
     key shares is ambiguous, so every lookup finds nothing: no news)."""
@@ -95,14 +103,14 @@ def _prefixes(key: str, seen: set[str]) -> Iterator[str]:
             yield key[:end]
 
 
-def _number_alone(key: str, seen: set[str]) -> Iterator[str]:
+def _number_alone(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:
     match = _NUMBERED.match(key)
     if match and match.group(1):
         yield match.group(2)
         yield str(int(match.group(2)))
 
 
-def _padded_otherwise(key: str, seen: set[str]) -> Iterator[str]:
+def _padded_otherwise(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:
     match = _NUMBERED.match(key)
     if match:
         prefix, digits = match.group(1), match.group(2)
@@ -110,19 +118,29 @@ def _padded_otherwise(key: str, seen: set[str]) -> Iterator[str]:
         yield f"{prefix}0{digits}"  # build-1 -> build-01
 
 
-def _other_case(key: str, seen: set[str]) -> Iterator[str]:
+def _other_case(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:
     yield key.upper()
     yield key.swapcase()
 
 
-def _surrounded(key: str, seen: set[str]) -> Iterator[str]:
-    yield f" {key}"
-    yield f"{key} "
+def _surrounded(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:
+    """White space around the key, or the key as a path: every other
+    ``variant`` leads with a path (the first variant, white space)."""
+    forms = [f" {key}", f"{key} "]
+    paths = _as_paths(key)
+    ordered = [forms[0], paths[0], forms[1], paths[1]]
+    yield from ordered[variant % len(ordered) :] + ordered[: variant % len(ordered)]
+
+
+def _as_paths(key: str) -> tuple[str, str]:
+    """The key as a path to the same name: a tool that joins the id to its
+    directory finds ``./id``; one that keeps the last path part, ``x/id``."""
+    return f"./{key}", f"x/{key}"
 
 
 # Half of the near misses are abbreviations: they tell only while one record
 # has a prefix of its own (with sequential ids, while it is the only one).
-_SHAPES: tuple[Callable[[str, set[str]], Iterator[str]], ...] = (
+_SHAPES: tuple[Callable[[str, set[str], int], Iterator[str]], ...] = (
     _prefixes,
     _number_alone,
     _prefixes,

@@ -64,6 +64,7 @@ from statemachines import (
     derived_races,
     exploration_applies,
     limit_edges,
+    naming_arguments,
     text_of_size,
 )
 from statemachines.tools.limits import strip_hints
@@ -212,6 +213,9 @@ class Explorer:
         # edge, per target, so a draw can be counted ("boundary-classes").
         self.limits = limit_edges(spec, params)
         self.clock_edges, self.arg_edges, self.batch_edges = _edges_by_target(self.limits)
+        # Arguments naming the record their call creates (statemachines.tools.naming):
+        # their near misses are never paths, which only a lookup may be given.
+        self.naming = naming_arguments(spec)
         self.actions = self._weighted_actions(offered, concurrent)
         self._plans: dict = {}
         self.action_index = choices.integers(0, len(self.actions) - 1)
@@ -310,7 +314,7 @@ class Explorer:
         if draw and "keys" in draw:
             return (
                 choices.tuple_of([choices.integers(0, 99), choices.integers(0, 255)]),
-                ("key", float(draw.get("fresh", 0.1))),
+                ("key", float(draw.get("fresh", 0.1)), (op, prop) not in self.naming),
             )
         if draw and "policy" in draw:
             drawer = self._payloads[draw["policy"]]
@@ -357,7 +361,7 @@ class Explorer:
         # (neither initial nor terminal, such as a job whose cancel is pending):
         # they are short-lived and few, and the rules that break live there.
         roll, pick = raw
-        fresh = kind[1]
+        fresh, lookup = kind[1], kind[2]  # a lookup may be a path; a new record's name never is
         if not keys or roll < fresh * 100:
             # Half of the fresh keys take the shape of the keys the implementation
             # handed out (after "job-3": "job-4", the id it will generate next, or
@@ -367,13 +371,13 @@ class Explorer:
             if pick >= 128:
                 return (keys and shaped_key(keys, pick)) or f"k{pick % 4 + 1}"
             if pick >= NEAR_MISS_PICK:
-                return (keys and near_miss(keys, pick - NEAR_MISS_PICK)) or f"k{pick % 4 + 1}"
+                return (keys and near_miss(keys, pick - NEAR_MISS_PICK, paths=lookup)) or f"k{pick % 4 + 1}"
             return f"k{pick % 4 + 1}"
         if pick % 8 == 7 and len(keys) <= 2 and _one_issued(keys):
             # While the implementation has handed out one key only, an eighth of
             # the draws try a near miss of it: an abbreviation of a key tells only
             # while no other key shares its prefix, with sequential ids that is now.
-            return near_miss(keys, pick >> 3) or keys[0]
+            return near_miss(keys, pick >> 3, paths=lookup) or keys[0]
         if roll < fresh * 100 + 25:
             choices = self.intermediate_keys() or self.live_keys() or keys
         else:

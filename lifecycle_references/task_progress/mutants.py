@@ -7,6 +7,7 @@ ReferenceAdapter only in which runtime it builds.
 
 from __future__ import annotations
 
+import posixpath
 import time
 from collections import deque
 from dataclasses import replace
@@ -43,6 +44,12 @@ class _TrimmedTaskIds(TaskRuntime):
     def _known(self, task_id: str) -> TaskState:
         # ids pasted from a log or a form come with white space: forgive it
         return super()._known(task_id.strip())
+
+
+class _PathLikeTaskIds(TaskRuntime):
+    def _known(self, task_id: str) -> TaskState:
+        # each task's output is a file named after its id: an id given as a path names that file
+        return super()._known(posixpath.basename(task_id))
 
 
 # ------------------------------------------------------------- notification
@@ -528,6 +535,12 @@ _TABLE = [
         "not_found (the lookup trims its input).",
     ),
     (
+        "path_like_task_ids",
+        _PathLikeTaskIds,
+        "A task id never issued that is a path ending in an issued id (./id, x/id) finds that task instead of "
+        "not_found (the lookup keeps the last path part, as the task's output file is named).",
+    ),
+    (
         "foreground_reports_evicted",
         _ForegroundReportsEvicted,
         "After the foregrounded task is evicted, the next foreground_task reports the evicted id as previous "
@@ -567,6 +580,7 @@ SHORTEST: dict[str, int] = {
     'foreground_reports_evicted': 8,
     'abbreviated_task_ids': 2,
     'trimmed_task_ids': 1,
+    'path_like_task_ids': 1,
     'completion_ignores_notified': 4,
     'drain_keeps_after_end': 6,
     'cascade_uses_root_retain': 7,
