@@ -657,6 +657,13 @@ def _finish_order(a):
     return drained_ids(a)
 
 
+def _finished_at_one_instant(a):
+    first, second = start(a), start(a)
+    finish(a, second)
+    finish(a, first)  # at the same instant: drained second, then first
+    return drained_ids(a)
+
+
 SCENARIOS = {
     "cancel_flips_status_early": _cancel_then_look,
     "status_from_body_result": _cancel_ignored_then_finish,
@@ -674,6 +681,7 @@ SCENARIOS = {
     "evicts_newest": _which_evicted,
     "numeric_sort": _list_ten,
     "fires_in_start_order": _finish_order,
+    "outcome_ties_by_id": _finished_at_one_instant,
 }
 
 

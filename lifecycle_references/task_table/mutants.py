@@ -102,6 +102,22 @@ class _DrainCopyThenClear(BackgroundTasks):
         return drained
 
 
+class _OutcomeTiesById(BackgroundTasks):
+    """The outcome queue is kept sorted by (finish instant, id): a priority
+    queue, where outcomes of one instant come out by id as a string."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._stamps: dict[str, tuple[int, str]] = {}
+
+    def _enqueue_outcome(self, snapshot: TaskSnapshot, result: BackgroundResult) -> None:
+        super()._enqueue_outcome(snapshot, result)
+        outcome = self._completed.pop()
+        stamp = self._stamps[outcome["job_id"]] = (self._clock.now(), outcome["job_id"])
+        at = next((i for i, o in enumerate(self._completed) if self._stamps[o["job_id"]] > stamp), None)
+        self._completed.insert(len(self._completed) if at is None else at, outcome)
+
+
 class _EvictionDropsOutcome(BackgroundTasks):
     def _forget(self, job_id: str) -> None:
         del self._tasks[job_id]
@@ -227,6 +243,12 @@ _TABLE = [
         "drain_completed copies the queue, releases the lock, then clears it: two racing drains return the same outcomes.",
     ),
     (
+        "outcome_ties_by_id",
+        _OutcomeTiesById,
+        "The outcome queue is a priority queue on (finish instant, id): outcomes of tasks that finished at one "
+        "instant are drained by id as a string (bg-10 before bg-9) instead of in the order they finished.",
+    ),
+    (
         "eviction_drops_outcome",
         _EvictionDropsOutcome,
         "Evicting a finished task also removes its outcome from the queue before it was drained.",
@@ -280,6 +302,7 @@ SHORTEST: dict[str, int] = {
     'lost_wakeup': 3,
     'idle_wait_stays_enrolled': 3,
     'numeric_sort': 11,
+    'outcome_ties_by_id': 5,
     'status_from_body_result': 2,
 }
 
