@@ -56,7 +56,7 @@ def explorations(monkeypatch):
 
 
 def _hunt(first: Failure, max_failures: int = 3) -> tuple[list[Failure], SimpleNamespace]:
-    session = SimpleNamespace(known_failures=[])
+    session = SimpleNamespace(known_failures=[], mask_hits={})
     outcome = SimpleNamespace(failure=first, explored=10)
     settings = HuntSettings(max_failures=max_failures, seed=1, profile="ci", examples=100, replays=40)
     return more_failures(None, session, outcome, settings, capabilities={}), session
@@ -103,7 +103,7 @@ def test_each_divergence_found_is_masked_for_the_next_seed(explorations):
 def _met_again(first: Failure):
     """hunt.met_again for ``first``, found with seed 1, with 100 examples of
     which 10 were explored."""
-    session = SimpleNamespace(known_failures=[])
+    session = SimpleNamespace(known_failures=[], mask_hits={})
     outcome = SimpleNamespace(failure=first, explored=10)
     settings = HuntSettings(max_failures=1, seed=1, profile="ci", examples=100, replays=40)
     return hunt.met_again(None, session, outcome, settings, capabilities={}), outcome
@@ -196,3 +196,94 @@ def test_a_run_whose_first_failure_did_not_fail_again_reports_it_met_again(tmp_p
     assert failure["kind"] == "implementation-error" and failure["seed"] == 2, failure
     assert "met again with seed 2" in failure["message"], failure["message"]
     assert len([s for s in failure["steps"] if "advance_ms" not in s]) <= 3, failure["steps"]
+
+
+# -- a shorter face met while hunting (hunt.shorter_met) ---------------------------------------------
+def _hit_session(hits: list[int]) -> SimpleNamespace:
+    """A session whose hunt met the mask of ``drain_completed result.outcomes``
+    in examples of these many steps (with seeds 2, 3, ...)."""
+
+    def trace(n: int) -> list[dict]:  # two records made, then reads
+        return [{"index": i, "operation": "start_job" if i < 2 else "list_jobs", "args": {}} for i in range(n)]
+
+    return SimpleNamespace(
+        spec=SimpleNamespace(operations={}),
+        known_failures=[],
+        mask_hits={("drain_completed", "result.outcomes"): [(2 + i, trace(n)) for i, n in enumerate(hits)]},
+    )
+
+
+@pytest.fixture(autouse=True)
+def _start_job_creates(monkeypatch):
+    monkeypatch.setattr(hunt, "_creating_operations", lambda spec: frozenset({"start_job"}))
+
+
+def test_a_long_failure_met_again_in_another_face_takes_the_shorter_instance(monkeypatch):
+    first = _divergence("drain_completed", "result.outcomes", steps=12)
+    reduced_to = iter([12, 5])  # the first instance met reduces to the same long face, the second does not
+    monkeypatch.setattr(
+        reduce,
+        "replay_or_none",
+        lambda session, steps, **_: _divergence("drain_completed", "result.outcomes", steps=len(steps)),
+    )
+    monkeypatch.setattr(
+        reduce,
+        "reduce_failure",
+        lambda session, failure, budget: _divergence("drain_completed", "result.outcomes", steps=next(reduced_to)),
+    )
+    shorter = hunt.shorter_met(_hit_session([14, 26]), first, first_seed=1, replays=40)
+    assert shorter is not None and len(shorter.steps) == 5 and shorter.seed == 3
+    assert "met again in 26 step(s) with seed 3" in shorter.message
+    assert "with seed 1, was reduced to no fewer than 12 step(s)" in shorter.message
+
+
+def test_only_a_long_failure_met_again_with_the_same_signature_is_replaced(monkeypatch):
+    monkeypatch.setattr(
+        reduce,
+        "reduce_failure",
+        lambda session, failure, budget: _divergence("drain_completed", "result.outcomes", steps=2),
+    )
+    # short enough already: no search (engine/faces.py LONG_ENOUGH)
+    short = _divergence("drain_completed", "result.outcomes", steps=8)
+    assert hunt.shorter_met(_hit_session([20]), short, first_seed=1, replays=40) is None
+    long = _divergence("drain_completed", "result.outcomes", steps=12)
+    # the steps met replay as another failure, or pass: nothing replaces it
+    monkeypatch.setattr(reduce, "replay_or_none", lambda session, steps, **_: _divergence("list_jobs", "result.jobs"))
+    assert hunt.shorter_met(_hit_session([20]), long, first_seed=1, replays=40) is None
+    monkeypatch.setattr(reduce, "replay_or_none", lambda session, steps, **_: None)
+    assert hunt.shorter_met(_hit_session([20]), long, first_seed=1, replays=40) is None
+    # met where as many records were made as in the failure (12 starts): not tried
+    monkeypatch.setattr(
+        reduce,
+        "replay_or_none",
+        lambda session, steps, **_: _divergence("drain_completed", "result.outcomes", steps=len(steps)),
+    )
+    few_made = _divergence("drain_completed", "result.outcomes", steps=12)
+    few_made.steps = _hit_session([12]).mask_hits[("drain_completed", "result.outcomes")][0][1]  # 2 starts, 10 reads
+    assert hunt.shorter_met(_hit_session([9]), few_made, first_seed=1, replays=40) is None
+    # a failure the hunt did not mask was never met again
+    assert hunt.shorter_met(_hit_session([20]), _race(), first_seed=1, replays=40) is None
+
+
+@pytest.mark.slow
+def test_a_failure_reported_in_its_long_face_is_replaced_by_the_short_face_the_hunt_met():
+    """task-table outcome_ties_by_id (outcomes of one instant drained by id as
+    text) at seed 3: the exploration first meets its 12-step face (ten bodies
+    ending at one clock move, bg-10 before bg-9), which no reduction turns
+    into the 5-step one (two finish_job calls in one instant); the hunt meets
+    that one while the first is masked, and it heads the report."""
+    import dataclasses
+
+    from conformance.engine.runner import run_conformance
+    from conformance.mutants import as_run_reports, load_mutants, mutant_config
+    from conformance.specs import resolve_spec
+    from statemachines import load_spec
+
+    spec = str(resolve_spec("async-jobs"))
+    name = "task-table.outcome_ties_by_id"
+    mutant = load_mutants(load_spec(spec).implementations["mutants"])[name]
+    config = as_run_reports(mutant_config(spec, name, mutant, profile="ci", seed=3, timeout_s=10))
+    failure = run_conformance(dataclasses.replace(config, scenarios=False))["stateful"]["failure"]
+    assert failure["operation"] == "drain_completed", failure["message"]
+    assert len([s for s in failure["steps"] if "advance_ms" not in s]) <= 5, failure["message"]
+    assert "while the exploration looked for other failures" in failure["message"]

@@ -12,6 +12,12 @@ fail as one reported already is that bug's consequence (``met``, for
 engine/causes.py). The run path (engine/runner.py) calls it and keeps what
 it found through interrupts and faults.
 
+A long first failure may be met again while it is masked, in another face
+that reduces to fewer steps (a queue ordered by instant and id shows in
+two finishes at one instant, or in ten bodies ending at one clock move):
+``shorter_met`` reduces the shortest examples that met it, and a shorter
+instance heads the report.
+
 A first failure that cannot be masked and whose steps did not fail again
 when replayed (a race the implementation lost by luck) could not be
 reduced: ``met_again`` explores on with the next seed to meet it again, in
@@ -25,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from statemachines.model import steps as S
+
 from .budgets import CallGuard, ReplayBudget
 from .failures import Failure, signature
 
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
 
     from .session import Session
 
-__all__ = ["HuntSettings", "HuntBudgets", "met_again", "more_failures", "unmasked"]
+__all__ = ["HuntSettings", "HuntBudgets", "met_again", "more_failures", "shorter_met", "unmasked"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,7 @@ def more_failures(
     # looking for more failures never makes it take many times as long.
     examples_left = settings.examples - outcome.explored
     tries = distinct = 0  # explorations run; failures found that are no symptom of an earlier one
+    session.mask_hits.clear()
     try:
         _mask(session, outcome.failure)
         while 1 + distinct < settings.max_failures and tries < settings.max_failures + 1 and examples_left > 0:
@@ -190,6 +199,72 @@ def met_again(
     return reduced
 
 
+def shorter_met(
+    session: Session, failure: Failure, first_seed: int, replays: int, guard: CallGuard | None = None
+) -> Failure | None:
+    """``failure`` in fewer steps, as the hunt met it: while it was masked, an
+    example of a later exploration met it in fewer steps than it was reduced
+    to (``Session.mask_hits``). A bug can show in faces no reduction turns
+    into one another: a queue ordered by (instant, id) shows in two finishes
+    at one instant, or in ten bodies ending at one clock move, where ids cross
+    a digit (``bg-10`` before ``bg-9``); removing steps from the long face
+    never gives the short one. Only for a failure longer than faces'
+    LONG_ENOUGH: the examples that met it in the fewest steps (at most
+    MASK_HITS), with fewer calls that create records than its steps make,
+    replayed unmasked, must fail with the same signature; each
+    is reduced on half of what is left of a quarter of the first failure's
+    replays, and the first shorter than ``failure`` is returned. None
+    otherwise."""
+    from .causes import length_of
+    from .faces import LONG_ENOUGH
+    from .reduce import reduce_failure, replay_or_none, steps_of_trace
+
+    if not _maskable(failure) or (guard is not None and guard.slow()):
+        return None
+    if length_of(failure) <= LONG_ENOUGH:
+        return None
+    _, operation, path = signature(failure)
+    # A quarter of the first failure's replays for all of them, each half of what is left:
+    # a failing run stays within a small multiple of a passing one whatever it meets.
+    budget = ReplayBudget(replays // 4, guard if guard is not None else CallGuard())
+    # A shorter face needs fewer records: met where as many were made as in the
+    # failure (a thread filled past its retention limit), it would reduce no further.
+    creating = _creating_operations(session.spec)
+    made = _calls_of(steps_of_trace(failure.steps or []), creating)
+    for seed, trace in session.mask_hits.get((operation, path), []):
+        steps = steps_of_trace(trace)
+        if _calls_of(steps, creating) >= made:
+            continue
+        again = unmasked(session, functools.partial(replay_or_none, session, steps, probe_each=True, budget=budget))
+        if again is None or signature(again) != signature(failure):
+            continue
+        reduced = reduce_failure(session, again, budget.share(0.5))
+        if length_of(reduced) < length_of(failure):
+            reduced.seed = seed
+            reduced.message += (
+                f"\n(met again in {len(steps)} step(s) with seed {seed} while the exploration looked for "
+                f"other failures; the instance it met first, with seed {first_seed}, was reduced to no fewer "
+                f"than {length_of(failure)} step(s))"
+            )
+            return reduced
+        if budget.guard.slow() or budget.left() < 1:
+            break
+    return None
+
+
+def _creating_operations(spec: Spec) -> frozenset[str]:
+    """The operations with a step that creates a record."""
+    return frozenset(
+        name for name, op in spec.operations.items() if any(isinstance(s, S.Create) for s in S.walk_steps(op.steps))
+    )
+
+
+def _calls_of(steps: list[dict], operations: frozenset[str]) -> int:
+    """How many calls of ``operations`` ``steps`` make, one at a time or at once."""
+    calls = [call for step in steps for call in step.get("concurrently") or [step]]
+    return sum(call.get("call") in operations for call in calls)
+
+
 def _explore_on(
     spec: Spec,
     session: Session,
@@ -204,6 +279,7 @@ def _explore_on(
     alone reduces it further per try (HuntBudgets)."""
     from .stateful import run_stateful
 
+    session.exploring_seed = seed  # a mask met in this exploration was met with it (Session.mask_hits)
     return run_stateful(
         spec,
         session,

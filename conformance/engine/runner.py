@@ -44,7 +44,7 @@ from .budgets import REDUCE_REPLAYS, CallGuard, ReplayBudget
 from .causes import group_by_cause, length_of, steps_by_operation
 from .deviations import DeviationsError
 from .failures import DATA_ERRORS, Failure, same_bug, signature
-from .hunt import HuntSettings, met_again, more_failures
+from .hunt import HuntSettings, met_again, more_failures, shorter_met
 from .interrupts import acknowledge, checkpoint, deferred, pending
 from .loaded_specs import load_spec_once
 from .profiles import PROFILES
@@ -1042,6 +1042,7 @@ class _Run:
                 phase=watch.enter,
                 guard=self.guard,
             )
+            self.take_shorter_met(outcome, seed, examples)
         if outcome.failure is None:
             return more
         found = _shortest_of_each([outcome.failure, *more, *self.faces])
@@ -1152,6 +1153,17 @@ class _Run:
             raise
         if again is not None and length_of(again) < length_of(outcome.failure):
             outcome.failure = again
+
+    def take_shorter_met(self, outcome: Any, seed: int, examples: int | None) -> None:
+        """The first failure in fewer steps, as the hunt met it while it was
+        masked (hunt.shorter_met), takes its place: another face of the bug
+        that no reduction of the first reaches."""
+        if outcome.failure is None or not self.session.mask_hits:
+            return
+        settings = _hunt_settings(self.config, self.prepared, seed, examples)
+        shorter = shorter_met(self.session, outcome.failure, seed, settings.replays, self.guard)
+        if shorter is not None:
+            outcome.failure = shorter
 
     def shorter_from_first(self, outcome: Any, replays: int) -> Failure:
         """The reduced failure, or the same bug reduced from where the exploration

@@ -49,6 +49,9 @@ from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
 from .linearize import MAX_LATER_STEPS, MAX_OPEN_RACES, RaceOutcome, linearize, other_end_states
 
+# The examples that met a masked failure in the fewest steps, kept per mask (Session.mask_hits).
+MASK_HITS = 3
+
 __all__ = ["Session", "compare", "check_shape", "describe_exception", "DEFAULT_TIMEOUT_S", "launch_order"]
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -275,6 +278,12 @@ class Session:
         # indexes as [*]): masked like accepted deviations while it looks for
         # distinct ones (--max-failures).
         self.known_failures: list[tuple[str | None, str]] = []
+        # Per mask of known_failures, the steps of the examples that met it in the
+        # fewest steps (MASK_HITS of them, shortest first), each with the seed it was
+        # explored with (``exploring_seed``): the same failure met again, perhaps in
+        # another face that reduces to fewer steps (hunt.shorter_met).
+        self.mask_hits: dict[tuple[str | None, str], list[tuple[int | None, list[dict]]]] = {}
+        self.exploring_seed: int | None = None
         # After concurrent calls, observe the visible state (the probe) so the
         # chosen sequential order must explain it too; a recorded trace that
         # did not observe it switches this off.
@@ -637,9 +646,20 @@ class Session:
             ):
                 return True
             general = re.sub(r"\[\d+\]", "[*]", path)
-            return any(op in (None, operation) and general == where for op, where in known)
+            mask = next(((op, where) for op, where in known if op in (None, operation) and general == where), None)
+            if mask is not None and index is not None:
+                self._met_mask(mask, index)
+            return mask is not None
 
         return accept
+
+    def _met_mask(self, mask: tuple[str | None, str], index: int) -> None:
+        """Keep the steps to ``index`` when they are among the fewest yet to meet ``mask``."""
+        held = self.mask_hits.setdefault(mask, [])
+        if len(held) < MASK_HITS or index + 1 < len(held[-1][1]):
+            held.append((self.exploring_seed, [dict(step) for step in self.trace[: index + 1]]))
+            held.sort(key=lambda hit: len(hit[1]))
+            del held[MASK_HITS:]
 
     def avoided(self, operation: str, args: Any):
         """The deviation that says not to send this call, or None."""
