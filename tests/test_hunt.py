@@ -215,7 +215,7 @@ def _hit_session(hits: list[int]) -> SimpleNamespace:
 
 @pytest.fixture(autouse=True)
 def _start_job_creates(monkeypatch):
-    monkeypatch.setattr(hunt, "_creating_operations", lambda spec: frozenset({"start_job"}))
+    monkeypatch.setattr(hunt, "creating_operations", lambda spec: frozenset({"start_job"}))
 
 
 def test_a_long_failure_met_again_in_another_face_takes_the_shorter_instance(monkeypatch):

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from statemachines.model import steps as S
+from statemachines.tools.naming import creating_operations
 
 from .budgets import CallGuard, ReplayBudget
 from .failures import Failure, signature
@@ -229,7 +229,7 @@ def shorter_met(
     budget = ReplayBudget(replays // 4, guard if guard is not None else CallGuard())
     # A shorter face needs fewer records: met where as many were made as in the
     # failure (a thread filled past its retention limit), it would reduce no further.
-    creating = _creating_operations(session.spec)
+    creating = creating_operations(session.spec)
     made = _calls_of(steps_of_trace(failure.steps or []), creating)
     for seed, trace in session.mask_hits.get((operation, path), []):
         steps = steps_of_trace(trace)
@@ -250,13 +250,6 @@ def shorter_met(
         if budget.guard.slow() or budget.left() < 1:
             break
     return None
-
-
-def _creating_operations(spec: Spec) -> frozenset[str]:
-    """The operations with a step that creates a record."""
-    return frozenset(
-        name for name, op in spec.operations.items() if any(isinstance(s, S.Create) for s in S.walk_steps(op.steps))
-    )
 
 
 def _calls_of(steps: list[dict], operations: frozenset[str]) -> int:

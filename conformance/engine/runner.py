@@ -1042,7 +1042,7 @@ class _Run:
                 phase=watch.enter,
                 guard=self.guard,
             )
-            self.take_shorter_met(outcome, seed, examples)
+            self.take_shorter_met(outcome, seed)
         if outcome.failure is None:
             return more
         found = _shortest_of_each([outcome.failure, *more, *self.faces])
@@ -1154,14 +1154,13 @@ class _Run:
         if again is not None and length_of(again) < length_of(outcome.failure):
             outcome.failure = again
 
-    def take_shorter_met(self, outcome: Any, seed: int, examples: int | None) -> None:
+    def take_shorter_met(self, outcome: Any, seed: int) -> None:
         """The first failure in fewer steps, as the hunt met it while it was
         masked (hunt.shorter_met), takes its place: another face of the bug
         that no reduction of the first reaches."""
         if outcome.failure is None or not self.session.mask_hits:
             return
-        settings = _hunt_settings(self.config, self.prepared, seed, examples)
-        shorter = shorter_met(self.session, outcome.failure, seed, settings.replays, self.guard)
+        shorter = shorter_met(self.session, outcome.failure, seed, _reduce_replays(self.config), self.guard)
         if shorter is not None:
             outcome.failure = shorter
 

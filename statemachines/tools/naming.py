@@ -23,7 +23,7 @@ from ..language.expressions import Expression
 from ..load.spec import Spec
 from ..model import steps as S
 
-__all__ = ["naming_arguments"]
+__all__ = ["creating_operations", "naming_arguments"]
 
 _ARGUMENT = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -41,6 +41,13 @@ def naming_arguments(spec: Spec) -> frozenset[tuple[str, str]]:
             if isinstance(step, S.Create) and spec.entity.key in step.fields:
                 named.update((name, arg) for arg in _arguments_in(step.fields[spec.entity.key], lets, set()))
     return frozenset(named)
+
+
+def creating_operations(spec: Spec) -> frozenset[str]:
+    """The operations with a step that creates a record."""
+    return frozenset(
+        name for name, op in spec.operations.items() if any(isinstance(s, S.Create) for s in S.walk_steps(op.steps))
+    )
 
 
 def _arguments_in(expr: Expression, lets: dict[str, Expression], visited: set[str]) -> set[str]:
