@@ -19,6 +19,7 @@ keeps the verdict, a bug in a writer makes it ``error``. A run in parts
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -47,6 +48,7 @@ from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .hunt import HuntSettings, met_again, more_failures, shorter_met
 from .interrupts import acknowledge, checkpoint, deferred, pending
 from .loaded_specs import load_spec_once
+from .model_trail import add_model_trail
 from .profiles import PROFILES
 from .run_result import ImplementationInfo, NotApplicable, Problem, RunResult, ScenarioEntry, SpecInfo
 from .scenarios import NOT_APPLICABLE, RACE_RUNS, ScenarioOutcome, not_applicable_reason, run_scenario, scenario_cost
@@ -127,6 +129,11 @@ class RunConfig:
     # Where the default example databases go (None: REPORT_DIR/example-db);
     # worker processes write theirs under the final report directory.
     example_db_base: str | None = None
+    # Hypothesis's observability (docs/running.md): every test case of the
+    # exploration appended to this file as a JSON line, with each step's
+    # operation, outcome and transitions as features (None: only when
+    # Hypothesis's own switch is on, into its own directory).
+    observations: str | None = None
 
 
 def _reduce_replays(config: RunConfig) -> int:
@@ -887,6 +894,7 @@ class _Run:
         """The scenario's entry of the result, a failure with the command that replays it."""
         config = self.config
         if outcome.failure is not None:
+            add_model_trail(outcome.failure, self.spec, self.session.model.params)
             outcome.failure.replay = (
                 f"conformance replay {shlex.quote(config.spec_path)} {shlex.quote(config.replay_file)} "
                 f"{self.adapter_args}"
@@ -916,7 +924,8 @@ class _Run:
         tracker.phase, tracker.profile, tracker.seed = "stateful", config.profile, config.seed
         tracker.started = time.perf_counter()
         watch = _ExampleWatch(config, tracker, self.progress)
-        part_reports = [self.explore_part(index, count, multi, watch, run_coverage) for index, count in parts]
+        with _observations(config):
+            part_reports = [self.explore_part(index, count, multi, watch, run_coverage) for index, count in parts]
         if not multi:
             self.result.stateful = part_reports[0]
             del part_reports[0]["part"]
@@ -1187,6 +1196,7 @@ class _Run:
         return other
 
     def describe_failure(self, failure: Failure, number: int = 1, part: tuple | None = None) -> None:
+        add_model_trail(failure, self.spec, self.session.model.params)
         _describe_stateful_failure(
             self.config, self.spec, failure, self.base_cmd, self.adapter_args, number=number, part=part
         )
@@ -1270,6 +1280,16 @@ class _ExampleWatch:
 
     def output_since_last(self) -> dict | None:
         return _output_since(self.config, self.mark) or self.output
+
+
+def _observations(config: RunConfig) -> contextlib.AbstractContextManager:
+    """While the exploration runs: Hypothesis's observations into the run's
+    file, when one was asked for (``RunConfig.observations``)."""
+    if not config.observations:
+        return contextlib.nullcontext()
+    from .hypothesis_support import observations_to  # Hypothesis is loaded only by a run that explores
+
+    return observations_to(config.observations)
 
 
 def _explain_scenario_race(session: Session, scenario: Any, outcome: ScenarioOutcome) -> None:

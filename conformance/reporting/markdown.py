@@ -313,6 +313,7 @@ def _failure(label: str, failure: dict | None, report: dict) -> list[str]:
         lines += _failure_facts(failure) + ["", _fence(_clipped_message(failure.get("message", "")), "text"), ""]
         lines += _failure_steps(failure)
         lines += _failure_values(failure)
+        lines += _model_lines(failure)
     replay = replay_for(failure, report)
     if replay:
         lines += ["**Replay**", "", _fence(replay, "sh"), ""]
@@ -358,6 +359,41 @@ def _failure_steps(failure: dict) -> list[str]:
             continue
         mark = " ← **first divergence**" if step.get("index") == failure.get("step") else ""
         lines.append(f"{n}. step {step.get('index')}: {_code(_clip(step_text(step), STEP_CHARS))}{mark}")
+    return lines + [""]
+
+
+MODEL_RECORDS = 3  # records of the model shown at the diverging step (report.json has up to six)
+
+
+def _model_lines(failure: dict) -> list[str]:
+    """What the model held at the step where the implementation parted from
+    it: the transitions its records took along the steps, and the records
+    that step read or changed (report.json has each step's)."""
+    steps = [s for s in failure.get("steps") or [] if isinstance(s, dict)]
+    at = next((s for s in steps if s.get("index") == failure.get("step")), steps[-1] if steps else None)
+    model = (at or {}).get("model")
+    if at is None or not isinstance(model, dict):
+        return []
+    taken = [t for s in steps if s is not at for t in (s.get("model") or {}).get("transitions") or []]
+    lines = [
+        f"**The model at step {at.get('index')}** (what it held after the step; the step read or changed the first)",
+        "",
+    ]
+    if taken:
+        lines.append(f"- Transitions before it: {', '.join(_code(t) for t in taken)}")
+    if model.get("transitions"):
+        lines.append(f"- Transitions of this step: {', '.join(_code(t) for t in model['transitions'])}")
+    touched = list(dict.fromkeys([*(model.get("read") or []), *(model.get("changed") or [])]))
+    if touched:
+        lines.append(f"- Records the step read or changed: {', '.join(_code(k) for k in touched)}")
+    if model.get("note"):
+        lines.append(f"- {_text(model['note'])}")
+    lines.append("")
+    for record in (model.get("records") or [])[:MODEL_RECORDS]:
+        lines.append(f"- {_code(_clip(compact_json(record), STEP_CHARS))}")
+    more = len(model.get("records") or []) - MODEL_RECORDS + int(model.get("more_records") or 0)
+    if more > 0:
+        lines.append(f"- … {more} more record(s) of the model")
     return lines + [""]
 
 
