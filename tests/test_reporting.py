@@ -280,16 +280,18 @@ def test_failed_scenario_must_carry_a_failure():
 
 
 @pytest.mark.parametrize("name", REPORTS)
-def test_write_reports_writes_all_three_files(tmp_path, name):
+def test_write_reports_writes_all_four_files(tmp_path, name):
     report = REPORTS[name]()
     paths = write_reports(report, tmp_path / "nested" / "reports")
-    assert set(paths) == {"json", "junit", "markdown"}
-    assert {p.name for p in paths.values()} == {"report.json", "junit.xml", "summary.md"}
+    assert set(paths) == {"json", "junit", "markdown", "html"}
+    assert {p.name for p in paths.values()} == {"report.json", "junit.xml", "summary.md", "report.html"}
     assert all(p.is_file() for p in paths.values())
     assert json.loads(paths["json"].read_text(encoding="utf-8")) == report
     ET.parse(paths["junit"])
     assert paths["markdown"].read_text(encoding="utf-8").startswith("# ")
-    assert sorted(p.name for p in paths["json"].parent.iterdir()) == ["junit.xml", "report.json", "summary.md"]
+    assert paths["html"].read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    names = ["junit.xml", "report.html", "report.json", "summary.md"]
+    assert sorted(p.name for p in paths["json"].parent.iterdir()) == names
 
 
 def test_write_reports_refuses_invalid_report_and_writes_nothing(tmp_path):

@@ -1,4 +1,4 @@
-"""Report writers: report.json, junit.xml, summary.md and a console summary.
+"""Report writers: report.json, junit.xml, summary.md, report.html and a console summary.
 
 Everything is rendered from one JSON-compatible report dict (the shape is
 ``conformance/schemas/report.schema.json``); nothing here imports other kit
@@ -14,6 +14,7 @@ from pathlib import Path
 from .bounded import VALUES_DIR, bound_report
 from .console import render_console_summary
 from .errors import InvalidReportError, ReportingError, ReportWriteError
+from .html_report import render_html_report
 from .json_report import SCHEMA_PATH, load_report, render_json, validate_report
 from .junit import render_junit_xml
 from .markdown import render_summary_markdown
@@ -30,6 +31,7 @@ __all__ = [
     "load_report",
     "mermaid_state_diagram",
     "render_console_summary",
+    "render_html_report",
     "render_json",
     "render_junit_xml",
     "render_summary_markdown",
@@ -48,7 +50,7 @@ __all__ = [
     "write_atomic",
 ]
 
-FILE_NAMES = {"json": "report.json", "junit": "junit.xml", "markdown": "summary.md"}
+FILE_NAMES = {"json": "report.json", "junit": "junit.xml", "markdown": "summary.md", "html": "report.html"}
 STALE_NAME = "STALE"  # written beside reports that are not the last run's, when they could not be replaced
 
 
@@ -116,9 +118,9 @@ def clear_reports(report_dir: str | os.PathLike, keep: Iterable[str | os.PathLik
 
 
 def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool = True) -> dict[str, Path]:
-    """Write report.json, junit.xml and summary.md into ``report_dir``.
+    """Write report.json, junit.xml, summary.md and report.html into ``report_dir``.
 
-    Returns ``{"json": ..., "junit": ..., "markdown": ...}``. With
+    Returns ``{"json": ..., "junit": ..., "markdown": ..., "html": ...}``. With
     ``validate`` (the default) a report that does not match the schema raises
     ``InvalidReportError`` before anything is written. All three documents are
     rendered before the first write, so a rendering error leaves no mixed set.
@@ -138,6 +140,7 @@ def write_reports(report: dict, report_dir: str | os.PathLike, *, validate: bool
         "json": render_json(report),
         "junit": render_junit_xml(report),
         "markdown": render_summary_markdown(report),
+        "html": render_html_report(report),
     }
     return _write_texts(out_dir, texts)
 
@@ -159,7 +162,13 @@ def write_documents(report: dict, report_dir: str | os.PathLike) -> tuple[dict[s
     out_dir = Path(report_dir)
     report = _public(report, out_dir)
     texts, failed = {}, {}
-    for kind, render in (("json", render_json), ("junit", render_junit_xml), ("markdown", render_summary_markdown)):
+    renders = (
+        ("json", render_json),
+        ("junit", render_junit_xml),
+        ("markdown", render_summary_markdown),
+        ("html", render_html_report),
+    )
+    for kind, render in renders:
         try:
             texts[kind] = render(report)
         except Exception as exc:
