@@ -90,6 +90,12 @@ class RunRequest:
     "`conformance check-trace`, attach a failing one to a bug report).",
 )
 @click.option(
+    "--observability",
+    is_flag=True,
+    help="Write Hypothesis's observations of the exploration (JSON lines, each test case with its steps' "
+    "operations, outcomes and transitions as features, for Tyche) to REPORT_DIR/observed/testcases.jsonl.",
+)
+@click.option(
     "--max-failures",
     "max_failures",
     type=click.IntRange(1, 50),
@@ -203,8 +209,21 @@ def run_request(options: Mapping[str, Any]) -> RunRequest:
         example_db_base=options["example_db_base"],
         scenario_claims=options["scenario_claims"],
         deviations=options["deviations"],
+        observations=_observations_file(options),
     )
     return RunRequest(config, workers, level)
+
+
+def _observations_file(options: Mapping[str, Any]) -> str | None:
+    """--observability: the file every process of the run appends to, begun afresh."""
+    if not options["observability"]:
+        return None
+    path = os.path.abspath(os.path.join(options["report_dir"], "observed", "testcases.jsonl"))
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return path
 
 
 def _adapter_options(pairs: tuple[str, ...]) -> dict[str, str]:

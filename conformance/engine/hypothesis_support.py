@@ -20,6 +20,11 @@ anything runs; everything else here has a fallback:
   ``key_database``, ``quiet_arguments``) are set in one place; the public
   ``@seed`` would switch the example database off.
 
+Hypothesis's observability (its JSON-lines test case observations, which
+Tyche reads) is asked whether it is on (``observing``) and given a callback
+that writes the observations to a file of the run's (``observations_to``);
+both fall back to "off" on a Hypothesis without them.
+
 Hypothesis's draws of constants from loaded modules are switched off in
 ``stateful._draws_of_the_seed_alone``, itself guarded; its generation-time
 mutator (``fresh_examples_only``) here, likewise.
@@ -27,7 +32,11 @@ mutator (``fresh_examples_only``) here, likewise.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -50,6 +59,8 @@ __all__ = [
     "key_database",
     "quiet_arguments",
     "fresh_examples_only",
+    "observing",
+    "observations_to",
 ]
 
 LOWEST_TESTED = "6.140.2"  # pyproject's lower bound (HypoFuzz 25.11's too)
@@ -156,3 +167,60 @@ def fresh_examples_only(enabled: bool = True) -> Iterator[None]:
         yield
     finally:
         ConjectureRunner.generate_mutations_from = mutate  # type: ignore[method-assign]  # as it was
+
+
+def observing() -> bool:
+    """Whether Hypothesis's observability is on (its own switch, the
+    environment variable, or ``observations_to``): then each step of the
+    exploration names its features (``stateful``)."""
+    try:
+        from hypothesis.internal import observability
+    except ImportError:  # pragma: no cover - every tested release has it
+        return False
+    enabled = getattr(observability, "observability_enabled", None)
+    if enabled is not None:
+        return bool(enabled())
+    return bool(getattr(observability, "TESTCASE_CALLBACKS", None))  # releases before the function
+
+
+def _observation_json(observation: Any) -> Any:
+    try:
+        from hypothesis.strategies._internal.utils import to_jsonable
+
+        return to_jsonable(observation, avoid_realization=False)
+    except (ImportError, TypeError):  # an older signature, or none: the dataclass as it is
+        plain = dataclasses.is_dataclass(observation) and not isinstance(observation, type)
+        return dataclasses.asdict(observation) if plain else observation
+
+
+@contextmanager
+def observations_to(path: str) -> Iterator[bool]:
+    """While inside: every observation Hypothesis makes is appended to
+    ``path`` as one JSON line (Hypothesis's observability format; processes of
+    one run append to the same file). Yields False, writing nothing, on a
+    Hypothesis without observability callbacks."""
+    try:
+        from hypothesis.internal import observability
+    except ImportError:  # pragma: no cover
+        yield False
+        return
+    add = getattr(observability, "add_observability_callback", None)
+    remove = getattr(observability, "remove_observability_callback", None)
+    if add is None or remove is None:
+        yield False
+        return
+    lock = threading.Lock()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+
+    def deliver(observation: Any, thread_id: int | None = None) -> None:
+        line = (json.dumps(_observation_json(observation), default=str) + "\n").encode()
+        with lock:
+            os.write(fd, line)  # one write per line: lines of processes appending together stay whole
+
+    add(deliver, all_threads=True)
+    try:
+        yield True
+    finally:
+        remove(deliver)
+        os.close(fd)

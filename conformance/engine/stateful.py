@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, reject
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, reject
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis import target as hypothesis_target
@@ -898,6 +898,7 @@ def build_example(
             self.group_answers = None  # the answers of the concurrent group this step ran, in call order
             self.unprobed = False  # a step ran whose probe was skipped
             stats.failing = False
+            self.observing = hypothesis_support.observing()  # each step then names its features
             if stats.first_failure_at is not None:
                 explorer.steering.freeze()  # shrinking reads its choices as the failing example did
             explorer.begin_example()
@@ -922,7 +923,11 @@ def build_example(
         def step(self, step):
             stats.steps += 1
             self.unprobed = True  # until this step's probe has passed
+            moved = dict(session.model.coverage.counts["transitions"]) if self.observing else None
+            at = len(session.trace)
             carry_out(explorer, step, self, driver)
+            if moved is not None:
+                name_features(session, at, moved)
             if step[0] == "concurrent" and self.group_answers and len(self.group_answers) > 1:
                 session.model.coverage.hit("races", step[1]["name"])  # the calls really raced
             self._note_keys()
@@ -947,6 +952,27 @@ def build_example(
 
 
 _RARITY_LABEL = "pairs and triples reached that earlier examples reached rarely"
+
+
+def name_features(session: Session, at: int, moved: dict[str, int]) -> None:
+    """Hypothesis's observability is on: the step's calls (the trace from
+    ``at``) name their operation and outcome, and the model's transitions
+    since ``moved`` (the counts before the step) theirs, as the test case's
+    features (``hypothesis.event``), which Tyche shows."""
+    for entry in session.trace[at:]:
+        if "advance_ms" in entry:
+            event("operation: set_clock")
+        for call in entry.get("concurrently") or [entry]:
+            operation = call.get("operation")
+            if operation is None:
+                continue
+            observed = call.get("observed")
+            error = observed.get("error") if isinstance(observed, dict) else None
+            event(f"operation: {operation}")
+            event(f"outcome: {operation} -> {error.get('kind') if isinstance(error, dict) else 'ok'}")
+    for name, count in session.model.coverage.counts["transitions"].items():
+        if count > moved.get(name, 0):
+            event(f"transition: {name}")
 
 
 # One step of an example is one span of Hypothesis's choices, led by the
