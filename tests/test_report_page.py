@@ -205,3 +205,14 @@ def test_observability_writes_hypothesis_test_cases_with_the_steps_features(tmp_
     assert any(f.startswith("operation: start_job") for f in features)
     assert any(f.startswith("outcome: ") for f in features)
     assert any(f.startswith("transition: running -") for f in features)
+
+
+def test_every_term_names_a_section_the_docs_have():
+    from importlib import resources
+
+    from conformance.reporting.html_report import GLOSSARY
+
+    for term, (_, doc, section) in GLOSSARY.items():
+        text = resources.files("conformance.docs").joinpath(f"{doc}.md").read_text(encoding="utf-8")
+        headings = {line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")}
+        assert section in headings, (term, doc, section)
