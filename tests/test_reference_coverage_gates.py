@@ -28,6 +28,8 @@ CASES = [
     ("async-command", "timeout-exit-code"),
     ("async-command", "strict-envelope"),
 ]
+
+
 def _case(spec, profile):
     marks = [pytest.mark.slow, pytest.mark.hypothesis]
     return pytest.param(spec, profile, marks=marks, id=f"{spec}[{profile or 'default'}]")
