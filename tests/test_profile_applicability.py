@@ -375,3 +375,17 @@ def test_a_pair_with_a_transition_that_never_happens_is_not_applicable():
     assert pairs["total"] == 0 and not any("pause" in p for p in pairs["missed"])
     with_types = coverage_categories(spec, {}, {**params_of(spec, "task-table"), "job_types": True})
     assert with_types["transition-pairs"]["not_applicable"] == []
+
+
+def test_a_refusal_a_transition_always_prevents_is_not_applicable():
+    # under job-tool a pending task can be killed: kill_task never answers not_running on one
+    spec = _bundled("task-progress.yaml")
+    triple = "pending: kill_task -> not_running"
+    job_tool = coverage_categories(spec, {}, params_of(spec, "job-tool"))["triples"]
+    ruled_out = {e["item"]: e["reason"] for e in job_tool["not_applicable"]}
+    assert "pending -kill-> killed" in ruled_out[triple] and "params.kill_pending` holds" in ruled_out[triple]
+    assert triple not in job_tool["missed"]
+    default = coverage_categories(spec, {}, params_of(spec, None))["triples"]
+    assert triple in default["missed"] and default["not_applicable"] == []  # kill_pending false: it can happen
+    reached = coverage_categories(spec, {"triples": {triple: 1}}, params_of(spec, "job-tool"))["triples"]
+    assert reached["not_applicable"] == []  # what a run reached is never excused

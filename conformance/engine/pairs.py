@@ -21,8 +21,9 @@ met none). What is reachable is derived from the spec, never from the run:
 A pair with a transition, and a triple with a state or an error kind, that
 the model cannot reach under the run's parameters
 (``statemachines.tools.reach``: a guard on parameters alone that is false, a
-branch never taken) is not counted: it is listed as ``not_applicable``, with
-why.
+branch never taken), or a triple whose refusal a transition always prevents
+(``reach.never_answers``), is not counted: it is listed as
+``not_applicable``, with why.
 
 ``run --min-coverage transition-pairs=N`` (or ``triples=N``) gates on them
 (``engine/coverage.py`` checks the gates).
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from statemachines import Spec
 from statemachines.model import steps as S
 from statemachines.tools.check import search_counts
-from statemachines.tools.reach import unreachable_items
+from statemachines.tools.reach import never_answers, unreachable_items
 
 __all__ = [
     "PAIR_CATEGORIES",
@@ -91,7 +92,9 @@ def _pairs(spec: Spec, params: dict, dead: dict[str, str]) -> tuple[tuple[str, .
     return tuple(live), ruled_out
 
 
-def _triple_ruled_out(triple: str, dead_states: dict[str, str], dead_errors: dict[str, str]) -> str | None:
+def _triple_ruled_out(
+    spec: Spec, params: dict, triple: str, dead_states: dict[str, str], dead_errors: dict[str, str]
+) -> str | None:
     """Why the triple ``state: op -> outcome`` cannot occur, or None."""
     state, _, rest = triple.partition(": ")
     operation, _, outcome = rest.partition(" -> ")
@@ -100,7 +103,8 @@ def _triple_ruled_out(triple: str, dead_states: dict[str, str], dead_errors: dic
     error = f"{operation}: {outcome}"
     if error in dead_errors:
         return f"{operation} never answers {outcome}: {dead_errors[error]}"
-    return None
+    why = never_answers(spec, params, state, operation, outcome) if outcome != "ok" else None
+    return f"{operation} never answers {outcome} on a {state} record: {why}" if why else None
 
 
 _SEARCHED: dict[int, tuple[weakref.ref, tuple[str, ...]]] = {}  # id(spec) -> (the spec, its triples)
@@ -130,7 +134,11 @@ def reachable(spec: Spec, params: dict, counts: dict | None = None) -> Reachable
     for triple in _searched_triples(spec):
         if triple.split(": ", 1)[1].split(" -> ", 1)[0] not in offered:
             continue
-        why = None if reached.get(triple) else _triple_ruled_out(triple, dead["states"], dead["error-kinds"])
+        why = (
+            None
+            if reached.get(triple)
+            else _triple_ruled_out(spec, params, triple, dead["states"], dead["error-kinds"])
+        )
         if why is None:
             triples.append(triple)
         else:

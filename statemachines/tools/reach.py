@@ -40,7 +40,7 @@ from ..language.expressions import MODEL_FUNCTIONS, Expression, compile_expressi
 from ..load.spec import Spec, Transition
 from ..model import steps as S
 
-__all__ = ["Bound", "Unreachable", "unreachable_items", "creates_per_call"]
+__all__ = ["Bound", "Unreachable", "unreachable_items", "creates_per_call", "never_answers"]
 
 
 @dataclass(frozen=True)
@@ -387,3 +387,56 @@ def unreachable_items(spec: Spec, params: dict, bound: Bound | None = None) -> l
     (None: no bound is known, so only the parameters decide)."""
     transitions = _transitions(spec, _sites(spec, params, bound), params)
     return _error_kinds(spec, params, bound) + transitions + _states(spec, transitions)
+
+
+# -- one operation on a record in one state ------------------------------------------------------------
+def _subject_find(steps: list) -> S.Find | None:
+    """The ``find`` whose record's state is an operation's "state" (Coverage
+    triples): its first step that finds, when it is written at the top."""
+    first = next((step for step in S.walk_steps(steps) if isinstance(step, S.Find)), None)
+    return first if first is not None and any(step is first for step in steps) else None
+
+
+def _always_fires(spec: Spec, trigger: str, state: str, params: dict) -> str | None:
+    """The transition by ``trigger`` out of ``state`` that fires on every
+    call under these parameters (no guard, or one on parameters that holds), or None."""
+    for t in spec.lifecycle.transitions:
+        if t.trigger != trigger or state not in t.sources:
+            continue
+        if t.guard is None:
+            return f"{state} -{trigger}-> {t.dest}"
+        if _constant(t.guard, params) is True:
+            return f"{state} -{trigger}-> {t.dest} (its guard `{t.guard.source}` holds here)"
+    return None
+
+
+def never_answers(spec: Spec, params: dict, state: str, operation: str, kind: str) -> str | None:
+    """Why ``operation``, meeting a record in ``state``, never answers the
+    error ``kind`` under these parameters, or None. Sound for one shape: the
+    only step that raises ``kind`` is the ``otherwise`` of the one ``fire``
+    on the record the operation found first, nothing else sets that
+    record's state before it, and the lifecycle has a transition by that
+    trigger out of ``state`` that always fires."""
+    op = spec.operations.get(operation)
+    found = _subject_find(op.steps) if op is not None else None
+    if found is None or state not in spec.lifecycle.states:
+        return None
+    raising = [step for step in S.walk_steps(op.steps) if _raised(step) == kind]
+    fires = [step for step in S.walk_steps(op.steps) if isinstance(step, S.Fire) and step.target == found.bind]
+    if len(fires) != 1 or raising != fires:
+        return None
+    rebinds = any(
+        getattr(step, "bind", None) == found.bind and step is not found
+        for step in S.walk_steps(op.steps)
+        if isinstance(step, (S.Find, S.Create, S.ForEach))
+    )
+    sets_state = any(
+        isinstance(step, S.SetFields) and step.target == found.bind and spec.lifecycle.field in step.fields
+        for step in S.walk_steps(op.steps)
+    )
+    move = None if rebinds or sets_state else _always_fires(spec, fires[0].trigger, state, params)
+    if move is None:
+        return None
+    return (
+        f"{fires[0].where}: its only `{kind}` is the fire of {fires[0].trigger}, and {move} always fires"
+    )
