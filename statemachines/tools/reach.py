@@ -418,25 +418,24 @@ def never_answers(spec: Spec, params: dict, state: str, operation: str, kind: st
     record's state before it, and the lifecycle has a transition by that
     trigger out of ``state`` that always fires."""
     op = spec.operations.get(operation)
-    found = _subject_find(op.steps) if op is not None else None
+    steps = op.steps if op is not None else []
+    found = _subject_find(steps)
     if found is None or state not in spec.lifecycle.states:
         return None
-    raising = [step for step in S.walk_steps(op.steps) if _raised(step) == kind]
-    fires = [step for step in S.walk_steps(op.steps) if isinstance(step, S.Fire) and step.target == found.bind]
+    raising = [step for step in S.walk_steps(steps) if _raised(step) == kind]
+    fires = [step for step in S.walk_steps(steps) if isinstance(step, S.Fire) and step.target == found.bind]
     if len(fires) != 1 or raising != fires:
         return None
     rebinds = any(
         getattr(step, "bind", None) == found.bind and step is not found
-        for step in S.walk_steps(op.steps)
+        for step in S.walk_steps(steps)
         if isinstance(step, (S.Find, S.Create, S.ForEach))
     )
     sets_state = any(
         isinstance(step, S.SetFields) and step.target == found.bind and spec.lifecycle.field in step.fields
-        for step in S.walk_steps(op.steps)
+        for step in S.walk_steps(steps)
     )
     move = None if rebinds or sets_state else _always_fires(spec, fires[0].trigger, state, params)
     if move is None:
         return None
-    return (
-        f"{fires[0].where}: its only `{kind}` is the fire of {fires[0].trigger}, and {move} always fires"
-    )
+    return f"{fires[0].where}: its only `{kind}` is the fire of {fires[0].trigger}, and {move} always fires"
