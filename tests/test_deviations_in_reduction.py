@@ -109,3 +109,32 @@ def test_no_counterexample_of_a_failing_run_holds_an_avoided_call(tmp_path, spec
     assert report["stateful"]["verdict"] == "fail", report["stateful"]
     starts = [call for call in _calls(report) if call["call"] == "start_job"]
     assert starts and all("job_id" in call["args"] for call in starts), starts
+
+
+CANCEL_LIST = {
+    "id": "CANCEL-LIST",
+    "reason": "Our job tool is always called with a cancel list; calls without one are out of scope.",
+    "avoid": {"operation": "job_tool", "when": "!has(args.cancel)"},
+}
+
+
+@pytest.mark.slow  # an exploration with its reduction and hunt (about 12 s)
+@pytest.mark.hypothesis
+def test_no_counterexample_holds_a_job_tool_call_without_the_argument_the_file_requires(tmp_path):
+    # Without the file the counterexample's job_tool call leaves its cancel list out.
+    from lifecycle_references.async_jobs import MUTANTS as ASYNC_MUTANTS
+
+    config = RunConfig(
+        spec_path=resolve_spec("async-jobs"),
+        adapter_factory=ASYNC_MUTANTS["job-manager.watch_not_suppressing"].factory,
+        profile="quick",
+        scenarios=False,
+        report_dir=str(tmp_path / "reports"),
+        deviations=str(_file(tmp_path, [CANCEL_LIST])),
+        example_db="none",
+        max_failures=3,
+    )
+    report = run_conformance(config)
+    assert report["stateful"]["verdict"] == "fail", report["stateful"]
+    tool_calls = [call for call in _calls(report) if call["call"] == "job_tool"]
+    assert tool_calls and all("cancel" in call["args"] for call in tool_calls), tool_calls
