@@ -322,3 +322,70 @@ def test_merged_shards_judge_applicability_as_one_run(tmp_path):
         {"category": "error-kinds", "minimum": 100.0, "percent": 100.0, "passed": True}
     ]
     assert validate_report(merged) == []
+
+
+# -- a transition whose guard the parameters make false (issue 61) ------------------------------------------------
+def test_a_guard_on_parameters_that_is_false_rules_its_transition_out():
+    spec = _bundled("task-progress.yaml")
+    default = {(u.category, u.item): u.reason for u in unreachable_items(spec, params_of(spec, None))}
+    reason = default[("transitions", "pending -kill-> killed")]
+    lines = (ROOT / "spec" / "task-progress.yaml").read_text(encoding="utf-8").splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if "guard: \"params.kill_pending\"" in text)
+    assert f"task-progress.yaml:{line}" in reason and "kill_pending = false" in reason
+    job_tool = {u.item for u in unreachable_items(spec, params_of(spec, "job-tool"))}
+    assert "pending -kill-> killed" not in job_tool  # kill_pending: true
+
+
+def test_a_transition_the_parameters_rule_out_is_not_counted_and_says_why():
+    spec = _bundled("task-progress.yaml")
+    params = params_of(spec, None)
+    transitions = coverage_categories(spec, {"transitions": {}}, params, True, None)["transitions"]
+    assert "pending -kill-> killed" not in transitions["missed"]
+    assert [e["item"] for e in transitions["not_applicable"]] == ["pending -kill-> killed"]
+    assert transitions["total"] == len(spec.lifecycle.transitions) - 1
+
+
+def test_pairs_and_triples_the_parameters_rule_out_are_listed_with_why():
+    spec = _bundled("thread-jobs.yaml")
+    psi = coverage_categories(spec, {}, params_of(spec, "psi-runtime"))["triples"]
+    ruled_out = {e["item"]: e["reason"] for e in psi["not_applicable"]}
+    triple = "running: start_job -> job_exists_for_tool_call"
+    assert triple in ruled_out and 'second_start_error = "tool_call_resolved"' in ruled_out[triple]
+    assert triple not in psi["missed"]
+    default = coverage_categories(spec, {}, params_of(spec, None))["triples"]
+    assert triple in default["missed"] and default["not_applicable"] == []
+
+
+def test_a_pair_with_a_transition_that_never_happens_is_not_applicable():
+    guarded = {"trigger": "pause", "source": "running", "dest": "running", "guard": "params.job_types"}
+    path = ROOT / "spec" / "async-jobs.yaml"
+    raw, smap = _async_jobs_data()
+    raw = copy.deepcopy(raw)
+    raw.pop("include", None)
+    raw.pop("scenarios", None)
+    steps = raw["operations"]["start_job"]["steps"]
+    steps[-1:-1] = [{"fire": {"trigger": "pause", "on": "t"}}]
+    raw["lifecycle"]["transitions"].append(guarded)
+    spec = compile_spec(raw, smap, str(path))
+    pairs = coverage_categories(spec, {}, params_of(spec, "task-table"))["transition-pairs"]
+    ruled_out = {e["item"]: e["reason"] for e in pairs["not_applicable"]}
+    assert "running -pause-> running then running -complete-> completed" in ruled_out
+    assert all("running -pause-> running never happens" in why for why in ruled_out.values())
+    assert all("job_types = false" in why for why in ruled_out.values())
+    assert pairs["total"] == 0 and not any("pause" in p for p in pairs["missed"])
+    with_types = coverage_categories(spec, {}, {**params_of(spec, "task-table"), "job_types": True})
+    assert with_types["transition-pairs"]["not_applicable"] == []
+
+
+def test_a_refusal_a_transition_always_prevents_is_not_applicable():
+    # under job-tool a pending task can be killed: kill_task never answers not_running on one
+    spec = _bundled("task-progress.yaml")
+    triple = "pending: kill_task -> not_running"
+    job_tool = coverage_categories(spec, {}, params_of(spec, "job-tool"))["triples"]
+    ruled_out = {e["item"]: e["reason"] for e in job_tool["not_applicable"]}
+    assert "pending -kill-> killed" in ruled_out[triple] and "params.kill_pending` holds" in ruled_out[triple]
+    assert triple not in job_tool["missed"]
+    default = coverage_categories(spec, {}, params_of(spec, None))["triples"]
+    assert triple in default["missed"] and default["not_applicable"] == []  # kill_pending false: it can happen
+    reached = coverage_categories(spec, {"triples": {triple: 1}}, params_of(spec, "job-tool"))["triples"]
+    assert reached["not_applicable"] == []  # what a run reached is never excused

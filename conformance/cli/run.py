@@ -110,8 +110,8 @@ class RunRequest:
     "example_db",
     default=None,
     metavar="DIR",
-    help="Where Hypothesis keeps the failing examples it found, so the next run tries them first "
-    "(default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).",
+    help="Where Hypothesis keeps the failing examples it found, so the next run tries them again "
+    "after its own examples found nothing (default: REPORT_DIR/example-db/<spec>-<digest>; 'none' keeps nothing).",
 )
 @click.option(
     "--race-runs",

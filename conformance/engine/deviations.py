@@ -190,11 +190,14 @@ class Deviations:
         args: Any,
         where: str | None = None,
         addressed: Callable[[], list[dict]] | None = None,
+        *,
+        count: bool = True,
     ) -> Deviation | None:
-        """The entry that says not to send this call (counted), or None.
-        ``addressed`` gives the model's records the call addresses (read only
-        when an entry's ``when`` needs them): its ``record`` (the first, or
-        null) and ``records``."""
+        """The entry that says not to send this call (counted, unless
+        ``count`` is False: a replay that reduces a failure asks, it does not
+        explore), or None. ``addressed`` gives the model's records the call
+        addresses (read only when an entry's ``when`` needs them): its
+        ``record`` (the first, or null) and ``records``."""
         env: dict = {"args": args, "operation": operation}
         for d in self._avoids:
             if d.operation != operation:
@@ -204,12 +207,27 @@ class Deviations:
                 env.update(record=records[0] if records else None, records=records)
             if not d._holds(env):
                 continue
+            if not count:
+                return d
             d.count += 1
             if d.example is None:
                 d.example = {"operation": operation, "args": args, "where": where}
                 if env.get("record") is not None:
                     d.example["record"] = env["record"]
             return d
+        return None
+
+    def avoids_by_arguments(self, operation: str, args: Any) -> Deviation | None:
+        """The entry that says not to send this call whatever the state (its
+        ``when`` reads no ``record``), not counted; None when no such entry
+        applies (one that reads ``record`` may still, at the time of the call)."""
+        for d in self._avoids:
+            if d.operation != operation:
+                continue
+            if d.when is not None and d.when.variables & _AVOID_NAMES:
+                continue
+            if d._holds({"args": args, "operation": operation}):
+                return d
         return None
 
     def expired_problems(self) -> list[dict]:

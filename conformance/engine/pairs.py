@@ -9,13 +9,21 @@ met none). What is reachable is derived from the spec, never from the run:
 
 - transition pairs: from the lifecycle's transitions table, every ``a -x-> b``
   followed by a ``b -y-> c`` whose triggers some operation offered under the
-  parameters (or the clock) fires. Guards are not followed, so a pair a guard
-  forbids is listed too; a gate on ``transition-pairs`` is set below 100 %.
+  parameters (or the clock) fires. Guards that read more than the parameters
+  are not followed, so a pair such a guard forbids is listed too; a gate on
+  ``transition-pairs`` is set below 100 %.
 - triples: those the bounded breadth-first search of ``check-spec`` reaches
   (``statemachines.tools.check.search_counts``: the spec's ``check.scope``,
   at most ``SEARCH_STATES`` states, so the answer is the same on every
   machine), of operations offered under the run's parameters, plus any the
   run reached that the small scope does not.
+
+A pair with a transition, and a triple with a state or an error kind, that
+the model cannot reach under the run's parameters
+(``statemachines.tools.reach``: a guard on parameters alone that is false, a
+branch never taken), or a triple whose refusal a transition always prevents
+(``reach.never_answers``), is not counted: it is listed as
+``not_applicable``, with why.
 
 ``run --min-coverage transition-pairs=N`` (or ``triples=N``) gates on them
 (``engine/coverage.py`` checks the gates).
@@ -23,12 +31,14 @@ met none). What is reachable is derived from the spec, never from the run:
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass
 
 from statemachines import Spec
 from statemachines.model import steps as S
 from statemachines.tools.check import search_counts
+from statemachines.tools.reach import never_answers, unreachable_items
 
 __all__ = [
     "PAIR_CATEGORIES",
@@ -52,6 +62,8 @@ class Reachable:
 
     pairs: tuple[str, ...]
     triples: tuple[str, ...]
+    # the pairs and triples the parameters rule out: item -> why (not counted)
+    not_applicable: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
 
 def fireable_triggers(spec: Spec, params: dict) -> set[str]:
@@ -61,10 +73,38 @@ def fireable_triggers(spec: Spec, params: dict) -> set[str]:
     return {step.trigger for steps in lists for step in S.walk_steps(steps) if isinstance(step, S.Fire)}
 
 
-def _pairs(spec: Spec, params: dict) -> tuple[str, ...]:
+def _pairs(spec: Spec, params: dict, dead: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The pairs reachable under ``params``, and those a transition that
+    never happens (``dead``: transition -> why) rules out, with why."""
     fireable = fireable_triggers(spec, params)
     moves = [(src, t.trigger, t.dest) for t in spec.lifecycle.transitions if t.trigger in fireable for src in t.sources]
-    return tuple(f"{a} -{x}-> {b} then {b2} -{y}-> {c}" for a, x, b in moves for b2, y, c in moves if b == b2)
+    live, ruled_out = [], {}
+    for a, x, b in moves:
+        for b2, y, c in moves:
+            if b != b2:
+                continue
+            first, second = f"{a} -{x}-> {b}", f"{b} -{y}-> {c}"
+            never = next((f"{half} never happens: {dead[half]}" for half in (first, second) if half in dead), None)
+            if never is None:
+                live.append(f"{first} then {second}")
+            else:
+                ruled_out[f"{first} then {second}"] = never
+    return tuple(live), ruled_out
+
+
+def _triple_ruled_out(
+    spec: Spec, params: dict, triple: str, dead_states: dict[str, str], dead_errors: dict[str, str]
+) -> str | None:
+    """Why the triple ``state: op -> outcome`` cannot occur, or None."""
+    state, _, rest = triple.partition(": ")
+    operation, _, outcome = rest.partition(" -> ")
+    if state in dead_states:
+        return f"state {state} is never reached: {dead_states[state]}"
+    error = f"{operation}: {outcome}"
+    if error in dead_errors:
+        return f"{operation} never answers {outcome}: {dead_errors[error]}"
+    why = never_answers(spec, params, state, operation, outcome) if outcome != "ok" else None
+    return f"{operation} never answers {outcome} on a {state} record: {why}" if why else None
 
 
 _SEARCHED: dict[int, tuple[weakref.ref, tuple[str, ...]]] = {}  # id(spec) -> (the spec, its triples)
@@ -83,15 +123,33 @@ def _searched_triples(spec: Spec) -> tuple[str, ...]:
 
 def reachable(spec: Spec, params: dict, counts: dict | None = None) -> Reachable:
     """The pairs and triples reachable under ``params``; triples the run
-    reached (``counts``, Coverage counts) are reachable whatever the search says."""
+    reached (``counts``, Coverage counts) are reachable whatever the search
+    says. Those the model cannot reach under ``params`` are ``not_applicable``."""
+    dead: dict[str, dict[str, str]] = {"transitions": {}, "states": {}, "error-kinds": {}}
+    for item in unreachable_items(spec, params):
+        dead[item.category][item.item] = item.reason
     offered = spec.offered_operations(params)
-    triples = [t for t in _searched_triples(spec) if t.split(": ", 1)[1].split(" -> ", 1)[0] in offered]
+    reached = (counts or {}).get("triples") or {}
+    triples, ruled_out = [], {}
+    for triple in _searched_triples(spec):
+        if triple.split(": ", 1)[1].split(" -> ", 1)[0] not in offered:
+            continue
+        why = (
+            None
+            if reached.get(triple)
+            else _triple_ruled_out(spec, params, triple, dead["states"], dead["error-kinds"])
+        )
+        if why is None:
+            triples.append(triple)
+        else:
+            ruled_out[triple] = why
     seen = set(triples)
-    triples += sorted(t for t in ((counts or {}).get("triples") or {}) if t not in seen)
-    return Reachable(_pairs(spec, params), tuple(triples))
+    triples += sorted(t for t in reached if t not in seen)
+    pairs, pairs_out = _pairs(spec, params, dead["transitions"])
+    return Reachable(pairs, tuple(triples), {"transition-pairs": pairs_out, "triples": ruled_out})
 
 
-def _category(items: tuple[str, ...], hit: dict) -> dict:
+def _category(items: tuple[str, ...], hit: dict, ruled_out: dict[str, str]) -> dict:
     missed = [name for name in items if not hit.get(name)]
     total = len(items)
     covered = total - len(missed)
@@ -100,16 +158,17 @@ def _category(items: tuple[str, ...], hit: dict) -> dict:
         "covered": covered,
         "percent": round(100.0 * covered / total, 1) if total else 100.0,
         "missed": missed,
+        "not_applicable": [{"item": item, "reason": why} for item, why in ruled_out.items()],
     }
 
 
 def pair_categories(spec: Spec, counts: dict, params: dict) -> dict:
     """The ``transition-pairs`` and ``triples`` categories (total, covered,
-    percent, missed), in the shape of ``coverage.coverage_categories``."""
+    percent, missed, not_applicable), in the shape of ``coverage.coverage_categories``."""
     found = reachable(spec, params, counts)
     return {
-        "transition-pairs": _category(found.pairs, counts.get("pairs") or {}),
-        "triples": _category(found.triples, counts.get("triples") or {}),
+        "transition-pairs": _category(found.pairs, counts.get("pairs") or {}, found.not_applicable["transition-pairs"]),
+        "triples": _category(found.triples, counts.get("triples") or {}, found.not_applicable["triples"]),
     }
 
 

@@ -234,7 +234,11 @@ def replay_steps(
     virtual clock after each step that passed. ``probe_each``: after each
     step, the spec's probe looks at what the step changed, as the exploration
     does, so the replay fails where the implementation's visible state first
-    parts from the model's, not only where a step's own answer shows it."""
+    parts from the model's, not only where a step's own answer shows it.
+
+    A call the deviations file ``avoid``s is never sent: the replay stops
+    before it and answers None (the steps do not show the failure), so no
+    reduced or hunted counterexample holds one."""
     session.reset()
     names = {} if names is None else names
     for step in steps:
@@ -243,6 +247,8 @@ def replay_steps(
             failure = session.advance(step["advance_ms"])
         elif "concurrently" in step:
             calls = [(c["call"], _renamed(c["args"], names) if names else c["args"]) for c in step["concurrently"]]
+            if any(session.avoided(op, args, count=False) is not None for op, args in calls):
+                return None
             at = len(session.trace)
             failure = session.call_concurrently(calls)[1]
             if failure is None and at < len(session.trace):
@@ -250,7 +256,10 @@ def replay_steps(
                 for call, again in zip(step["concurrently"], replayed):
                     _rename_chosen(call, again, names)
         else:
-            failure = session.call(step["call"], _renamed(step["args"], names) if names else step["args"])[1]
+            args = _renamed(step["args"], names) if names else step["args"]
+            if session.avoided(step["call"], args, count=False) is not None:
+                return None
+            failure = session.call(step["call"], args)[1]
             if failure is None and session.trace:
                 _rename_chosen(step, session.trace[-1], names)
         if failure is None and probe_each:
@@ -322,7 +331,7 @@ class _Reducer:
         not to fail (engine/replay_keys.py) is not replayed again: the
         rounds that confirm nothing more can go meet most of theirs twice."""
         key = replay_key(steps)
-        if key is not None and key in self.not_failing:
+        if key is not None and key in self.not_failing or self.avoids(steps):
             return False
         for attempt in range(self.race_tries if _races(steps) else 1):
             if self.replay_fails(steps, attempt):
@@ -333,6 +342,17 @@ class _Reducer:
         if key is not None and choices_made(steps, steps_of_trace(self.session.trace)):
             self.not_failing.add(key)
         return False
+
+    def avoids(self, steps: list[dict]) -> bool:
+        """Whether a call of ``steps`` is one the deviations file avoids
+        whatever the state: such a candidate is rejected unreplayed (one
+        avoided only in some state is stopped before it is sent: replay_steps)."""
+        deviations = self.session.deviations
+        return deviations is not None and any(
+            deviations.avoids_by_arguments(call["call"], call["args"]) is not None
+            for step in steps
+            for call in _calls_of(step)
+        )
 
     def replay_fails(self, steps: list[dict], attempt: int = 0, clocks: list | None = None) -> bool:
         """One replay of ``steps`` (call ``-1 - attempt`` of each group leads;

@@ -1416,7 +1416,8 @@ def _output_since(config: RunConfig, mark) -> dict | None:
 
 
 def _example_db(config: RunConfig, prepared: Prepared) -> str | None:
-    """Where Hypothesis keeps this run's failing examples, so a re-run tries them first."""
+    """Where Hypothesis keeps this run's failing examples, so a re-run tries
+    them again (after its own examples found nothing)."""
     if config.example_db is not None:
         return None if config.example_db.lower() == "none" else config.example_db
     if config.example_db_base:

@@ -661,11 +661,14 @@ class Session:
             held.sort(key=lambda hit: len(hit[1]))
             del held[MASK_HITS:]
 
-    def avoided(self, operation: str, args: Any):
-        """The deviation that says not to send this call, or None."""
+    def avoided(self, operation: str, args: Any, *, count: bool = True):
+        """The deviation that says not to send this call, or None (``count``:
+        counted in the report; a reduction's replay asks without counting)."""
         if self.deviations is None:
             return None
-        return self.deviations.avoid(operation, args, addressed=lambda: self.model.addressed(operation, args))
+        return self.deviations.avoid(
+            operation, args, addressed=lambda: self.model.addressed(operation, args), count=count
+        )
 
     def check_response(self, operation: str, args: dict, response: Any, index: int) -> Failure | None:
         plain, self._plain_answer = response is self._plain_answer and response is not None, None

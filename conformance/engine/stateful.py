@@ -26,7 +26,10 @@ pytest or a worker) and collects the young GC generation less often.
 Failures shrink for a number of examples per profile (not wall time), only
 the first failure's bug (``failures.same_bug``); then ``reduce`` replays
 them smaller. The example database is kept under the report directory, per
-spec, parameters and implementation. ``Explorer.draw_step`` and
+spec, parameters and implementation; the failures it saved are replayed
+after an exploration that found nothing, never before it, and what they
+exercise is not counted (a run with saved failures counts what one without
+them counts). ``Explorer.draw_step`` and
 ``carry_out`` are the one action generator the kit and the benchmark share.
 Steering (``engine/steering.py``, each choice off by default: measured, none
 helped): each example may draw which kinds of action it leaves out (swarm
@@ -37,12 +40,14 @@ pairs and triples it reached.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import gc
 import math
 import time
+import unittest
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1122,6 +1127,32 @@ def phases_without_explain(phases: Any) -> tuple:
     return tuple(phase for phase in phases if phase is not Phase.explain)
 
 
+def _explored_first(phases: tuple) -> tuple:
+    """The exploration's phases without replaying saved failures: the seed's
+    examples are drawn first, so a run that has saved failures explores, and
+    counts coverage, as one without them."""
+    return tuple(phase for phase in phases if phase is not Phase.reuse)
+
+
+def _saved_failures(phases: tuple) -> tuple:
+    """The phases of the second pass, after an exploration that found
+    nothing: the failures an earlier run saved, replayed (and shrunk)."""
+    return tuple(phase for phase in phases if phase in (Phase.reuse, Phase.shrink))
+
+
+@contextmanager
+def _coverage_kept(session: Session):
+    """The coverage counts as they stand, back in place afterwards: replaying
+    saved failures is not exploring (a run that has them counts what one
+    without them counts)."""
+    kept = session.model.coverage.copy()
+    try:
+        yield
+    finally:
+        now = session.model.coverage
+        now.counts, now.last, now.orders = kept.counts, kept.last, kept.orders
+
+
 def _shrink_note(stats: _Stats) -> str:
     """What the failure's message says of shrinking that its budget ended."""
     note = (
@@ -1161,7 +1192,8 @@ def run_stateful(
     many examples of shrinking instead of the profile's (a later failure's
     share: engine/runner.py).
     ``database``: a directory for Hypothesis's example database, so a re-run
-    tries the failures found before first (None: none kept)."""
+    tries the failures found before, after its own examples found nothing
+    (None: none kept)."""
     config = PROFILES[profile]
     started = time.perf_counter()
     stats = _Stats(
@@ -1175,6 +1207,7 @@ def run_stateful(
     explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
     session.defer_model_invariants = True
     example = build_example(spec, session, explorer, stats, on_example)
+    phases = phases_without_explain(Settings().phases)  # a loaded profile's, but explain
     settings = Settings(
         max_examples=config["max_examples"] if max_examples is None else max_examples,
         stateful_step_count=config["stateful_step_count"],
@@ -1184,7 +1217,7 @@ def run_stateful(
         database=DirectoryBasedExampleDatabase(database) if database else None,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
-        phases=phases_without_explain(Settings().phases),  # a loaded profile's, but explain
+        phases=_explored_first(phases),
     )
     test = exploration_test(
         example,
@@ -1194,12 +1227,27 @@ def run_stateful(
         key=f"exploration:{spec.id}",
         seed=seed,
     )
+    saved = (
+        exploration_test(
+            example,
+            explorer.draw_step,
+            step_count=config["stateful_step_count"],
+            settings=Settings(settings, phases=_saved_failures(phases)),
+            key=f"exploration:{spec.id}",
+            seed=seed,
+        )
+        if database and Phase.reuse in phases
+        else None
+    )
     outcome = StatefulOutcome("pass", profile, seed)
     try:
         # Hypothesis's own work between examples allocates as much as an example; every
         # example is drawn afresh (hypothesis_support.fresh_examples_only)
         with _exploring(), hypothesis_support.fresh_examples_only(explorer.steering.choices.fresh_examples):
             test()
+            if saved is not None:
+                with _coverage_kept(session), contextlib.suppress(unittest.SkipTest):
+                    saved()  # SkipTest: nothing was saved, so Hypothesis ran no example
     except ConformanceFailure as exc:
         outcome.verdict, outcome.failure = "fail", exc.failure
     except _ShrinkBudgetSpent:

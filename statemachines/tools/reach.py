@@ -19,8 +19,10 @@ rules that are sound (what it calls unreachable really is), never by a list:
   engine from the exploration's step bound, its batches and the scenarios).
 - An error kind is unreachable when every step that can raise it is dead or
   never raises it; a transition when every ``fire`` of its trigger is (in an
-  operation not offered, or in a dead branch); a state (not the initial one)
-  when every transition into it is.
+  operation not offered, or in a dead branch), or when its ``guard`` never
+  holds (it reads only ``params`` and is false, or one operand of its ``&&``
+  is, or every operand of its ``||``); a state (not the initial one) when
+  every transition into it is.
 
 Anything the rules cannot decide counts as reachable: a gate may still ask
 for what a run cannot do, but never excuses what it can.
@@ -35,10 +37,10 @@ from dataclasses import dataclass, field
 
 from ..errors import ExpressionError
 from ..language.expressions import MODEL_FUNCTIONS, Expression, compile_expression
-from ..load.spec import Spec
+from ..load.spec import Spec, Transition
 from ..model import steps as S
 
-__all__ = ["Bound", "Unreachable", "unreachable_items", "creates_per_call"]
+__all__ = ["Bound", "Unreachable", "unreachable_items", "creates_per_call", "never_answers"]
 
 
 @dataclass(frozen=True)
@@ -324,15 +326,44 @@ def _error_kinds(spec: Spec, params: dict, bound: Bound | None) -> list[Unreacha
     return out
 
 
-def _transitions(spec: Spec, sites: _Sites) -> list[Unreachable]:
-    out = []
+def _never_holds(text: str, where: str, params: dict) -> str | None:
+    """Why the guard ``text`` is false on every call under these parameters, or None."""
+    text = _unwrapped(text)
+    try:
+        expr = compile_expression(text, where)
+    except ExpressionError:
+        return None
+    if _constant(expr, params) is False:
+        here = _shown_params(text, params)
+        return f"`{text}` is false here" + (f" ({here})" if here else "")
+    both = _split(text, "&&")
+    if len(both) > 1:
+        return next((why for part in both if (why := _never_holds(part, where, params))), None)
+    either = _split(text, "||")
+    if len(either) > 1:
+        reasons = [_never_holds(part, where, params) for part in either]
+        return "; ".join(r for r in reasons if r) if all(reasons) else None
+    return None
+
+
+def _transition_why_not(t: Transition, sites: _Sites, params: dict) -> str | None:
+    """Why the transition ``t`` never happens under these parameters, or None."""
+    if t.guard is not None:
+        why = _never_holds(t.guard.source, t.where, params)
+        if why is not None:
+            return f"its guard never holds: {t.where}: {why}"
+    reasons = sites.why_not.get(("fire", t.trigger))
+    if t.trigger in sites.fired or not reasons:
+        return None
+    return f"trigger {t.trigger} is never fired: {_because(reasons)}"
+
+
+def _transitions(spec: Spec, sites: _Sites, params: dict) -> list[Unreachable]:
+    out: list[Unreachable] = []
     for t in spec.lifecycle.transitions:
-        reasons = sites.why_not.get(("fire", t.trigger))
-        if t.trigger in sites.fired or not reasons:
-            continue
-        for src in t.sources:
-            why = f"trigger {t.trigger} is never fired: {_because(reasons)}"
-            out.append(Unreachable("transitions", f"{src} -{t.trigger}-> {t.dest}", why))
+        why = _transition_why_not(t, sites, params)
+        if why is not None:
+            out.extend(Unreachable("transitions", f"{src} -{t.trigger}-> {t.dest}", why) for src in t.sources)
     return out
 
 
@@ -354,5 +385,57 @@ def unreachable_items(spec: Spec, params: dict, bound: Bound | None = None) -> l
     """The error kinds, transitions and states the model cannot reach under
     ``params`` when no test creates more than ``bound.max_records`` records
     (None: no bound is known, so only the parameters decide)."""
-    transitions = _transitions(spec, _sites(spec, params, bound))
+    transitions = _transitions(spec, _sites(spec, params, bound), params)
     return _error_kinds(spec, params, bound) + transitions + _states(spec, transitions)
+
+
+# -- one operation on a record in one state ------------------------------------------------------------
+def _subject_find(steps: list) -> S.Find | None:
+    """The ``find`` whose record's state is an operation's "state" (Coverage
+    triples): its first step that finds, when it is written at the top."""
+    first = next((step for step in S.walk_steps(steps) if isinstance(step, S.Find)), None)
+    return first if first is not None and any(step is first for step in steps) else None
+
+
+def _always_fires(spec: Spec, trigger: str, state: str, params: dict) -> str | None:
+    """The transition by ``trigger`` out of ``state`` that fires on every
+    call under these parameters (no guard, or one on parameters that holds), or None."""
+    for t in spec.lifecycle.transitions:
+        if t.trigger != trigger or state not in t.sources:
+            continue
+        if t.guard is None:
+            return f"{state} -{trigger}-> {t.dest}"
+        if _constant(t.guard, params) is True:
+            return f"{state} -{trigger}-> {t.dest} (its guard `{t.guard.source}` holds here)"
+    return None
+
+
+def never_answers(spec: Spec, params: dict, state: str, operation: str, kind: str) -> str | None:
+    """Why ``operation``, meeting a record in ``state``, never answers the
+    error ``kind`` under these parameters, or None. Sound for one shape: the
+    only step that raises ``kind`` is the ``otherwise`` of the one ``fire``
+    on the record the operation found first, nothing else sets that
+    record's state before it, and the lifecycle has a transition by that
+    trigger out of ``state`` that always fires."""
+    op = spec.operations.get(operation)
+    steps = op.steps if op is not None else []
+    found = _subject_find(steps)
+    if found is None or state not in spec.lifecycle.states:
+        return None
+    raising = [step for step in S.walk_steps(steps) if _raised(step) == kind]
+    fires = [step for step in S.walk_steps(steps) if isinstance(step, S.Fire) and step.target == found.bind]
+    if len(fires) != 1 or raising != fires:
+        return None
+    rebinds = any(
+        getattr(step, "bind", None) == found.bind and step is not found
+        for step in S.walk_steps(steps)
+        if isinstance(step, (S.Find, S.Create, S.ForEach))
+    )
+    sets_state = any(
+        isinstance(step, S.SetFields) and step.target == found.bind and spec.lifecycle.field in step.fields
+        for step in S.walk_steps(steps)
+    )
+    move = None if rebinds or sets_state else _always_fires(spec, fires[0].trigger, state, params)
+    if move is None:
+        return None
+    return f"{fires[0].where}: its only `{kind}` is the fire of {fires[0].trigger}, and {move} always fires"
