@@ -25,6 +25,7 @@ PROFILES: dict[str, type[JobManagerAdapter] | type[TaskTableAdapter]] = {
     "job-manager": JobManagerAdapter,
     "task-table": TaskTableAdapter,
     "oh-my-pi": JobManagerAdapter,
+    "oh-my-pi-18": JobManagerAdapter,
     "defect": TaskTableAdapter,
 }
 

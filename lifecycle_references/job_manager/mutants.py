@@ -164,18 +164,18 @@ class _CancelReportOutlivesEviction(JobTool):
 
 
 class _EvictionOneMsLate(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._loop.now() + self.config.retention_ms + 1
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._loop.now() + retention_ms + 1
 
 
 class _EvictionOneMsEarly(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._loop.now() + self.config.retention_ms - 1  # "kept for less than retention_ms"
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._loop.now() + retention_ms - 1  # "kept for less than retention_ms"
 
 
 class _EvictionFromStart(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._registry.jobs[job_id].started_at + self.config.retention_ms
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._registry.jobs[job_id].started_at + retention_ms
 
 
 # ------------------------------------------- bugs a real job manager shipped
