@@ -151,6 +151,7 @@ class JobManagerAdapter(Adapter):
     work_class: type[_PlayedWork] = _PlayedWork  # how a job's body is played (mutants vary it)
     loop_class: type[VirtualLoop] = VirtualLoop
 
+    default_profile = PROFILE  # the profile described when none is asked for
     # Named parameter sets: the real job tools this runtime can behave as.
     PROFILES: dict[str, dict[str, Any]] = {
         PROFILE: {},
@@ -173,7 +174,7 @@ class JobManagerAdapter(Adapter):
     }
 
     def __init__(self, profile: str | None = None, **params: Any) -> None:
-        self._profile = profile or PROFILE
+        self._profile = profile or self.default_profile
         if self._profile not in self.PROFILES:
             raise ValueError(f"unknown profile {self._profile!r}; choose one of: {', '.join(self.PROFILES)}")
         self._params = _coerce_params(params)
