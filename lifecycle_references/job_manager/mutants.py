@@ -12,7 +12,7 @@ from collections import deque
 from ..mutant import Mutant
 from .adapter import JobManagerAdapter, _PlayedWork
 from .loop import BODY, AbortController, Future
-from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
+from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, DeliveryRefused, Job, JobError
 from .tool import JobTool
 from .wait import Reported, WaitResult, WaitTool
 
@@ -334,6 +334,28 @@ class _WaitSkipsUndelivered(WaitTool):
                 job.consumed = False
 
 
+class _LastAttemptFollowsId(AsyncJobManager):
+    """oh-my-pi 18.3.4: an evicted job's queued delivery looks its record up
+    by id at each attempt; once a new job has taken the id, the attempt
+    carries the new job's record and, refused, is requeued for as long as
+    that job exists (retried without end)."""
+
+    def _make_last_attempts(self) -> None:
+        now = self._loop.now()
+        due = sorted((k for k in self._last_attempts if k[0].next_attempt_at <= now), key=lambda k: k[0].position)
+        self._last_attempts = [k for k in self._last_attempts if k[0].next_attempt_at > now]
+        for delivery, record in due:
+            holder = self._registry.jobs.get(delivery.job_id)
+            try:
+                self._deliver(holder or record, delivery.text)
+            except DeliveryRefused:
+                delivery.attempt += 1
+                self._on_delivery_failed(delivery.job_id, delivery.attempt)
+                if holder is not None:  # "the job still exists": tried again
+                    delivery.next_attempt_at = self._retry_at(delivery.attempt)
+                    self._last_attempts.append((delivery, record))
+
+
 def _adapter_for(cls: type) -> type[JobManagerAdapter]:
     if issubclass(cls, _PlayedWork):
         return type(
@@ -342,20 +364,29 @@ def _adapter_for(cls: type) -> type[JobManagerAdapter]:
     slot = "tool_class" if issubclass(cls, JobTool) else "wait_class" if issubclass(cls, WaitTool) else "manager_class"
     name = cls.__name__.lstrip("_") + "Adapter"
     attributes: dict = {slot: cls, "__module__": __name__}
-    if cls in _OMP18_RULES:  # a rule of oh-my-pi 18.x: the mutant is that runtime, under its profile only
-        attributes["default_profile"] = "oh-my-pi-18"
-        attributes["PROFILES"] = {"oh-my-pi-18": JobManagerAdapter.PROFILES["oh-my-pi-18"]}
+    profiles = _ONLY_UNDER.get(cls)
+    if profiles:  # a bug only these profiles' readings can show: the mutant offers them alone
+        attributes["default_profile"] = profiles[-1]
+        attributes["PROFILES"] = {p: JobManagerAdapter.PROFILES[p] for p in profiles}
     return type(name, (JobManagerAdapter,), attributes)
 
 
-_OMP18_RULES = (
-    _CounterIgnoresPreferred,
-    _ConsumedKeepsRetention,
-    _DueTimeInQueueOrder,
-    _CancelArmsEviction,
-    _ConsumedTextShown,
-    _WaitSkipsUndelivered,
-)
+# Mutants of rules only some profiles read: oh-my-pi 18.x's design, and the
+# last attempt of an evicted job's delivery (evicted_delivery: last_attempt).
+_ONLY_UNDER: dict[type, tuple[str, ...]] = {
+    **{
+        cls: ("oh-my-pi-18",)
+        for cls in (
+            _CounterIgnoresPreferred,
+            _ConsumedKeepsRetention,
+            _DueTimeInQueueOrder,
+            _CancelArmsEviction,
+            _ConsumedTextShown,
+            _WaitSkipsUndelivered,
+        )
+    },
+    _LastAttemptFollowsId: ("oh-my-pi", "oh-my-pi-18"),
+}
 
 
 _TABLE = [
@@ -491,6 +522,12 @@ _TABLE = [
         _TiesByJobId,
         "Bodies due at the same instant return in job id order (as strings) instead of start order.",
     ),
+    (
+        "last_attempt_follows_id",
+        _LastAttemptFollowsId,
+        "An evicted job's last delivery attempt looks the record up by id: once a new job took the id, it carries "
+        "the new job's record and, refused, is retried for as long as that job exists.",
+    ),
     # Rules of oh-my-pi 18.x's design (profile oh-my-pi-18), one mutant each.
     (
         "counter_ignores_preferred",
@@ -562,6 +599,8 @@ SHORTEST: dict[str, int] = {
     'watch_not_suppressing': 2,
     'stop_delay_ignores_earlier_end': 3,
     'ties_by_job_id': 3,
+    # refuse, start x, finish x, retention, start x again, the last attempt's retry, the next
+    'last_attempt_follows_id': 7,
     # oh-my-pi-18's rules
     'counter_ignores_preferred': 1,  # a start naming its id
     'consumed_keeps_retention': 3,  # start, finish (delivered), the clock past consumed_retention_ms
