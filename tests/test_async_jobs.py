@@ -16,7 +16,11 @@ from conformance.engine.runner import RunConfig, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "async-jobs.yaml"
-FRAGMENTS = ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.scenarios.yaml"]
+FRAGMENTS = [
+    "async-jobs.job-manager.scenarios.yaml",
+    "async-jobs.task-table.scenarios.yaml",
+    "async-jobs.oh-my-pi-18.scenarios.yaml",
+]
 
 
 def _run(spec=SPEC, profile=None, report_dir=None, stateful=True, **options):
