@@ -45,7 +45,13 @@ OUTCOMES = (COMPLETED, FAILED)
 
 
 def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
-    return arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUM)
+    coerced = arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUM)
+    if "preferred_ids" in coerced:  # a flag: true or false, as given or as text
+        text = coerced["preferred_ids"].lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"preferred_ids must be true or false, not {params['preferred_ids']!r}")
+        coerced["preferred_ids"] = text == "true"
+    return coerced
 
 
 # -------------------------------------------------------------- arguments

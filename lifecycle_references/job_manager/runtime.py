@@ -72,6 +72,7 @@ class JobManagerConfig:
     evicted_in_wait: str = "dropped"  # "last_state": the tool reports a job evicted while it waited as it was
     evicted_delivery: str = "dropped"  # "last_attempt": an evicted job's queued delivery is tried once more
     ids: str = "smallest_free"  # "counter": generated numbers count up and are never reused
+    preferred_ids: bool = True  # False: a start's own id is ignored
     consumed_retention_ms: int = -1  # a consumed result (delivered or reported) is kept this long; -1: retention
     consumed_text: str = "kept"  # "omitted": the wait/cancel snapshots leave out a text consumed before
     delivery_order: str = "queue"  # "due_time": the earliest due entry first, never held back by a later one
@@ -176,7 +177,7 @@ class AsyncJobManager:
             raise JobError("limit_reached", message)
 
     def _resolve_id(self, preferred_id: str | None) -> str:
-        base = (preferred_id or "").strip()
+        base = (preferred_id or "").strip() if self.config.preferred_ids else ""
         if not base:
             return self._free_generated_id()
         if base not in self._registry.jobs:

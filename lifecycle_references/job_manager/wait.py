@@ -61,9 +61,13 @@ class WaitTool:
         ids = [job.id for job in running]
         started = self._loop.now()
         settled: Future = self._loop.create_future()
+
+        def settle(how: str) -> None:
+            settled.set_result(how)  # the first one wins; later ones change nothing
+
         for job in running:
-            job.done.add_done_callback(lambda _: settled.set_result(True))
-        limit = self._loop.call_later(manager.config.wait_limit_ms, WAKE, lambda: settled.set_result(False))
+            job.done.add_done_callback(lambda _: settle("settled"))
+        limit = self._loop.call_later(manager.config.wait_limit_ms, WAKE, lambda: settle("limit"))
         manager.watch(ids)
         try:
             self._loop.run_until(settled, started + manager.config.wait_limit_ms)
