@@ -1183,7 +1183,9 @@ def run_stateful(
         return outcome
 
 
-def _nothing_to_draw(session: Session, profile: str, seed: int, examples: int, steps: int, started: float):
+def _nothing_to_draw(
+    session: Session, profile: str, seed: int, examples: int, steps: int, started: float
+) -> StatefulOutcome:
     said = ", ".join(sorted(session.unimplemented)) or "none"
     failure = Failure(
         kind="not-implemented",
