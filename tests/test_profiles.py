@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
         # The real systems behind the seeds (issue 11, docs/real-systems.md).
         ("thread-jobs", "psi-runtime"),
         ("async-jobs", "oh-my-pi"),
+        ("async-jobs", "oh-my-pi-18"),
         ("async-jobs", "defect"),
     ],
 )

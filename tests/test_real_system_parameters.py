@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "spec"
 FRAGMENTS = {
     "thread-jobs": ["thread-jobs.scenarios.yaml"],
-    "async-jobs": ["async-jobs.job-manager.scenarios.yaml", "async-jobs.task-table.scenarios.yaml"],
+    "async-jobs": [
+        "async-jobs.job-manager.scenarios.yaml",
+        "async-jobs.task-table.scenarios.yaml",
+        "async-jobs.oh-my-pi-18.scenarios.yaml",
+    ],
 }
 
 # (spec, parameter, the default in the copy, what the YAML says today, options of the

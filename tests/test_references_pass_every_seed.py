@@ -23,6 +23,7 @@ REFERENCES = [
     ("task-progress", None),
     ("async-jobs", "job-manager"),
     ("async-jobs", "task-table"),
+    ("async-jobs", "oh-my-pi-18"),  # the wait tool surface and 18.x's readings (issue 62)
 ]
 SEEDS = (1, 2, 3, 4, 5)
 CASES = [(spec, profile, seed) for spec, profile in REFERENCES for seed in SEEDS]

@@ -32,6 +32,10 @@ CASES = [
     # The scenarios that used to pass these bugs by coincidence.
     ("async-jobs", "JM-E10", "job-manager.evicted_still_delivered", None),
     ("async-jobs", "JM-E11", "job-manager.late_body_reschedules_eviction", None),
+    # oh-my-pi 18.x: JM-R6 is JM-R1's rule under due-time delivery; JM-R7 a bug 18.3.4 ships.
+    ("async-jobs", "JM-R6", "oh-my-pi-18.due_time_in_queue_order", "oh-my-pi-18"),
+    ("async-jobs", "JM-R7", "oh-my-pi-18.last_attempt_follows_id", "oh-my-pi-18"),
+    ("async-jobs", "JM-R7", "oh-my-pi-18.last_attempt_follows_id", "oh-my-pi"),
 ]
 
 
@@ -83,6 +87,7 @@ UNDER_THEIR_PROFILE = [
     ("async-jobs", "job-manager.ack_does_not_wake", "oh-my-pi"),
     ("async-jobs", "job-manager.evicted_still_delivered", "oh-my-pi"),
     ("async-jobs", "job-manager.late_body_reschedules_eviction", "oh-my-pi"),
+    ("async-jobs", "oh-my-pi-18.last_attempt_follows_id", "oh-my-pi-18"),
 ]
 
 

@@ -119,13 +119,19 @@ class ScenarioEntry:
 
 @dataclass
 class NotApplicable:
-    """Scenarios that do not apply under the implementation's profile, each with why."""
+    """Scenarios that do not apply under the implementation's profile, each
+    with why, and the operations the implementation does not offer (each
+    answered not_implemented)."""
 
     profile: str
     scenarios: list[dict] = field(default_factory=list)  # {id, title, reason}
+    operations: list[dict] = field(default_factory=list)  # {operation, message}
 
     def to_dict(self) -> dict:
-        return {"profile": self.profile, "scenarios": self.scenarios}
+        out: dict[str, Any] = {"profile": self.profile, "scenarios": self.scenarios}
+        if self.operations:
+            out["operations"] = self.operations
+        return out
 
 
 def _now() -> str:

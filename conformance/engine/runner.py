@@ -1206,6 +1206,7 @@ class _Run:
         """The verdict: every case's, the coverage gates', expired deviations' and
         faults of the implementation; a failed run gets the command that replays it."""
         config, result, session = self.config, self.result, self.session
+        self.list_unimplemented()
         verdicts = [entry.outcome.verdict for entry in result.scenarios]
         if result.stateful:
             verdicts.append(result.stateful["verdict"])
@@ -1223,6 +1224,16 @@ class _Run:
         if result.shard is not None:
             result.shard["rerun"] = f"{self.base_cmd} {_selection_args(config)}"
         _data_errors(result)
+
+    def list_unimplemented(self) -> None:
+        """The operations that answered not_implemented, listed with the scenarios not applicable."""
+        if not self.session.unimplemented:
+            return
+        if self.result.not_applicable is None:
+            self.result.not_applicable = NotApplicable(self.prepared.identity.get("profile") or "default")
+        self.result.not_applicable.operations = [
+            {"operation": name, "message": message} for name, message in sorted(self.session.unimplemented.items())
+        ]
 
     def replay_command(self) -> str:
         config = self.config

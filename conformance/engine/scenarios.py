@@ -34,6 +34,7 @@ __all__ = [
     "ScenarioOutcome",
     "not_applicable_ids",
     "not_applicable_reason",
+    "not_offered_reason",
     "race_runs_of",
     "scenario_applicability",
     "run_scenario",
@@ -63,6 +64,20 @@ def not_applicable_reason(spec, scenario: Scenario, params: dict) -> str | None:
     if absent:
         return f"it calls {', '.join(absent)}, which these parameters do not offer"
     return None
+
+
+def not_offered_reason(unimplemented: dict[str, str], operations) -> str | None:
+    """Why a scenario calling ``operations`` is not applicable to an
+    implementation that answered ``not_implemented`` for some of them
+    (``Session.unimplemented``: operation -> its message), or None."""
+    absent = sorted(set(operations) & set(unimplemented))
+    if not absent:
+        return None
+    said = "; ".join(f"{op}: {unimplemented[op]}" for op in absent if unimplemented[op])
+    return (
+        f"it calls {', '.join(absent)}, which the implementation does not offer "
+        f"(it answers not_implemented{': ' + said if said else ''})"
+    )
 
 
 def scenario_applicability(spec, scenario: Scenario, params: dict, capabilities: dict) -> tuple[str, str | None]:
@@ -186,6 +201,9 @@ def run_scenario(
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     if verdict != "run":
         return ScenarioOutcome(scenario, verdict, None, 0.0, reason)
+    absent = not_offered_reason(getattr(session, "unimplemented", {}), scenario_operations(scenario.steps))
+    if absent:  # an operation it calls answered not_implemented before: not run again
+        return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, absent)
     runs, run = race_runs_of(scenario, race_runs), 0
     try:
         for run in range(1, runs + 1):
@@ -203,6 +221,10 @@ def run_scenario(
         )
         return ScenarioOutcome(scenario, "skip", None, time.perf_counter() - started, note)
     except _Stop as stop:
+        if stop.failure.kind == NOT_IMPLEMENTED_KIND:  # the operation is not offered: no verdict on it
+            absent = not_offered_reason(session.unimplemented, [stop.failure.operation or ""])
+            why = absent or stop.failure.message.splitlines()[0]
+            return ScenarioOutcome(scenario, NOT_APPLICABLE, None, time.perf_counter() - started, why)
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
         if runs > 1:
@@ -225,6 +247,9 @@ def run_scenario(
     passed = f"passed all {runs} runs (it races calls)" if runs > 1 else None
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed)
 
+
+# The failure kind of an answer of error kind not_implemented (engine/session.py).
+NOT_IMPLEMENTED_KIND = "not-implemented"
 
 # Failures that are evidence by themselves: a race that broke an invariant
 # need not recur to be real.

@@ -262,6 +262,10 @@ class Session:
         self._probe_passed: dict[tuple[str, str], _Passed] = {}
         self._plain_answer: Any = None  # the answer call() just found plain (check_response need not walk it again)
         self.faults: list[tuple[str, str]] = []  # close() failures: (failure kind, message)
+        # Operations the implementation does not offer: each answered not_implemented once
+        # (operation -> its message). Never cleared: scenarios calling them are not applicable,
+        # the exploration stops drawing them.
+        self.unimplemented: dict[str, str] = {}
         self.adapter = self._build_adapter()
         self.trace: list[dict] = []
         self.now = 0
@@ -699,6 +703,7 @@ class Session:
         if "error" in response and response["error"]["kind"] == NOT_IMPLEMENTED:
             # A stub (e.g. from `conformance init`) says so plainly instead of being judged.
             detail = response["error"]["message"]
+            self.unimplemented.setdefault(operation, detail or "")
             return self._fail(
                 "not-implemented",
                 f"operation {operation} is not implemented" + (f" ({detail})" if detail else ""),
@@ -1080,6 +1085,9 @@ class Session:
     def _probe_plan(self) -> list[tuple[str, dict, str | None]]:
         """The probe calls, each with a fresh copy of its arguments (an
         implementation may change what it is handed) and a text naming it."""
+        probe = self.spec.exploration.probe
+        if probe and probe["call"] in self.unimplemented:
+            return []  # the implementation does not offer it: nothing to look through
         cached = self._probe_calls
         if cached is None or cached[0] is not self.params or len(cached[1]) != len(self._probe_extra):
             # built once per parameters, and again when a call passed another value of the pool

@@ -567,12 +567,18 @@ def _merged_scenarios(reports: list[dict], order: dict[str, int]) -> dict:
     scenarios = [s for r in reports for s in r.get("scenarios") or []]
     out: dict[str, Any] = {"scenarios": sorted(scenarios, key=lambda s: order.get(s["id"], len(order)))}
     not_applicable = [s for r in reports for s in (r.get("not_applicable") or {}).get("scenarios") or []]
-    if not_applicable:
+    operations: dict[str, dict] = {}
+    for r in reports:
+        for entry in (r.get("not_applicable") or {}).get("operations") or []:
+            operations.setdefault(entry["operation"], entry)
+    if not_applicable or operations:
         profile = next(r["not_applicable"]["profile"] for r in reports if r.get("not_applicable"))
         out["not_applicable"] = {
             "profile": profile,
             "scenarios": sorted(not_applicable, key=lambda s: order.get(s["id"], len(order))),
         }
+        if operations:
+            out["not_applicable"]["operations"] = [operations[name] for name in sorted(operations)]
     return out
 
 

@@ -109,6 +109,15 @@ _NOT_REPLAYED = (
 )
 
 
+class _NotOffered(BaseException):
+    """An operation answered not_implemented: the exploration starts again
+    without drawing it (a BaseException so Hypothesis does not shrink it)."""
+
+    def __init__(self, failure: Failure, examples: int, steps: int) -> None:
+        super().__init__(failure.operation)
+        self.failure, self.examples, self.steps = failure, examples, steps
+
+
 class _ShrinkBudgetSpent(BaseException):
     """Ends Hypothesis' shrinking early (a BaseException so it is not taken
     for a test failure); the shortest failure seen so far is reported."""
@@ -205,9 +214,10 @@ def _edges_by_target(
 class Explorer:
     """Strategies for one spec and one set of parameter values."""
 
-    def __init__(self, spec: Spec, params: dict, concurrent: bool):
+    def __init__(self, spec: Spec, params: dict, concurrent: bool, absent: frozenset[str] = frozenset()):
         self.spec, self.params = spec, params
-        offered = spec.offered_operations(params)  # a profile may expose only some operations
+        # a profile may expose only some operations; ``absent``: those the implementation does not offer
+        offered = spec.offered_operations(params) - absent
         _check_drawable(spec, offered)  # a schema keyword the kit cannot draw: said now, not mid-run
         # Races the spec implies (each operation writing a record twice at once,
         # each conflicting pair on one record: statemachines.tools.races).
@@ -641,6 +651,8 @@ class _Checked(Driver):
 
     def check(self, failure: Failure | None) -> None:
         if failure is not None:
+            if failure.kind == "not-implemented" and self.stats.first is None:
+                raise _NotOffered(failure, self.stats.examples, self.stats.steps)
             self.stats.failing = True
             if not self.stats.failed(failure):
                 # Another bug met while shrinking the first: not the failure being
@@ -1193,7 +1205,75 @@ def run_stateful(
     share: engine/runner.py).
     ``database``: a directory for Hypothesis's example database, so a re-run
     tries the failures found before, after its own examples found nothing
-    (None: none kept)."""
+    (None: none kept).
+    An operation that answers not_implemented is not drawn again: the
+    exploration starts over without it (``Session.unimplemented``); with no
+    operation left to draw, it fails saying so (a stub checks nothing)."""
+    started, examples, steps = time.perf_counter(), 0, 0
+    while True:
+        absent = frozenset(session.unimplemented)
+        left = spec.offered_operations(session.params) - absent
+        if not left:
+            return _nothing_to_draw(session, profile, seed, examples, steps, started)
+        try:
+            outcome = _explore_drawing(
+                spec,
+                session,
+                absent,
+                profile=profile,
+                seed=seed,
+                capabilities=capabilities,
+                on_example=on_example,
+                shrink_s=shrink_s,
+                database=database,
+                max_examples=max_examples,
+                shrink_examples=shrink_examples,
+            )
+        except _NotOffered as stop:
+            session.defer_model_invariants = False
+            examples, steps = examples + stop.examples, steps + stop.steps
+            if stop.failure.operation in left:
+                continue  # drawn no more
+            # not drawn (a probe's call): nothing to leave out, a failure as before
+            outcome = StatefulOutcome("fail", profile, seed, failure=stop.failure)
+        outcome.examples, outcome.steps = outcome.examples + examples, outcome.steps + steps
+        outcome.duration_s = time.perf_counter() - started
+        return outcome
+
+
+def _nothing_to_draw(
+    session: Session, profile: str, seed: int, examples: int, steps: int, started: float
+) -> StatefulOutcome:
+    said = ", ".join(sorted(session.unimplemented)) or "none"
+    failure = Failure(
+        kind="not-implemented",
+        seed=seed,
+        steps=[],
+        message=(
+            "the exploration has no operation to draw: every operation these parameters offer answers "
+            f"not_implemented ({said})"
+        ),
+    )
+    outcome = StatefulOutcome("fail", profile, seed, examples, steps, failure=failure)
+    outcome.duration_s = time.perf_counter() - started
+    return outcome
+
+
+def _explore_drawing(
+    spec: Spec,
+    session: Session,
+    absent: frozenset[str],
+    *,
+    profile: str,
+    seed: int,
+    capabilities: dict,
+    on_example=None,
+    shrink_s: float | None = None,
+    database: str | None = None,
+    max_examples: int | None = None,
+    shrink_examples: int | None = None,
+) -> StatefulOutcome:
+    """One exploration drawing the offered operations but ``absent``."""
     config = PROFILES[profile]
     started = time.perf_counter()
     stats = _Stats(
@@ -1204,7 +1284,7 @@ def run_stateful(
         calls=lambda: session.calls,
         slow_calls=session.slow_calls.now,
     )
-    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")))
+    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")), absent)
     session.defer_model_invariants = True
     example = build_example(spec, session, explorer, stats, on_example)
     phases = phases_without_explain(Settings().phases)  # a loaded profile's, but explain

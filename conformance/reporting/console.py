@@ -57,7 +57,7 @@ def render_console_summary(report: dict, console: Console | None = None) -> None
         console, report.get("coverage"), explored=bool(stateful.get("examples")) and stateful.get("verdict") == "pass"
     )
     checks = list(failed_checks(report))
-    _print_stubbed(console, checks)
+    _print_stubbed(console, report, checks)
     shown_replays = _print_failures(console, checks, report)
     _print_not_applicable(console, report)
     _print_deviations(console, report)
@@ -144,21 +144,27 @@ def _is_stub(failure: dict | None) -> bool:
     return (failure or {}).get("kind") == "not-implemented"
 
 
-def _print_stubbed(console: Console, checks: list[tuple[str, dict | None]]) -> None:
-    """A stub's answers (failure kind not-implemented) say one thing per operation:
-    list them once instead of a page of identical failures."""
-    stubbed: dict[str, list[str]] = {}
-    for label, failure in checks:
-        if failure is not None and _is_stub(failure):
-            stubbed.setdefault(str(failure.get("operation")), []).append(
-                label.split(" ", 1)[0] if label != "stateful exploration" else "the exploration"
-            )
-    if not stubbed:
+def _print_stubbed(console: Console, report: dict, checks: list[tuple[str, dict | None]]) -> None:
+    """The operations the implementation does not offer (each answered
+    not_implemented): listed once, as not applicable, instead of a page of
+    identical failures; the scenarios calling them are not applicable."""
+    operations = (report.get("not_applicable") or {}).get("operations") or []
+    if not operations:
         return
     console.print()
-    console.print(Text(f"Not implemented: {len(stubbed)} operation(s) answer not_implemented", style="bold red"))
-    for operation, labels in sorted(stubbed.items()):
-        console.print(Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"), soft_wrap=True)
+    console.print(
+        Text(
+            f"Not implemented: {len(operations)} operation(s) answer not_implemented "
+            "(the scenarios calling them are not applicable; the exploration stopped drawing them)",
+            style="bold yellow",
+        ),
+        soft_wrap=True,
+    )
+    for entry in operations:
+        detail = f" ({entry['message']})" if entry.get("message") else ""
+        console.print(Text(f"  operation {entry['operation']} is not implemented{detail}"), soft_wrap=True)
+    if any(_is_stub(failure) for _, failure in checks):
+        console.print(Text("  nothing left to check: no operation answers otherwise", style="bold red"))
 
 
 def _print_failures(console: Console, checks: list[tuple[str, dict | None]], report: dict) -> set[str]:
@@ -285,7 +291,9 @@ def _print_not_applicable(console: Console, report: dict) -> None:
         console.print(
             Text(
                 f"{len(not_applicable['scenarios'])} scenario(s) not applicable to profile "
-                f"{not_applicable.get('profile')} (written for other parameters; listed in report.json)",
+                f"{not_applicable.get('profile')} (written for other parameters"
+                + (", or calling an operation not implemented" if not_applicable.get("operations") else "")
+                + "; listed in report.json)",
                 style="dim",
             )
         )

@@ -154,9 +154,16 @@ def _matrix(report: dict) -> list[str]:
 
 def _not_applicable(report: dict) -> list[str]:
     entries = (report.get("not_applicable") or {}).get("scenarios") or []
-    if not entries:
-        return []
+    operations = (report.get("not_applicable") or {}).get("operations") or []
     lines = [
+        f"Not implemented (not applicable): operation {_code(o['operation'])}"
+        + (f" ({_text(o['message'])})" if o.get("message") else "")
+        for o in operations
+    ]
+    lines += [""] if lines else []
+    if not entries:
+        return lines
+    lines += [
         "<details><summary>"
         + f"{len(entries)} scenario(s) not applicable to profile "
         + _text(str(report["not_applicable"].get("profile")))

@@ -3,7 +3,8 @@
 ``ReferenceAdapter(profile=...)`` builds the job manager (profile
 ``job-manager``, the default) or the task table (profile ``task-table``);
 other options are that implementation's parameter overrides. ``MUTANTS`` holds
-the faulty variants of both, named ``<profile>.<bug>``.
+the faulty variants of both, named ``<profile>.<bug>`` after the profile each
+describes by default.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ PROFILES: dict[str, type[JobManagerAdapter] | type[TaskTableAdapter]] = {
     "job-manager": JobManagerAdapter,
     "task-table": TaskTableAdapter,
     "oh-my-pi": JobManagerAdapter,
+    "oh-my-pi-18": JobManagerAdapter,
     "defect": TaskTableAdapter,
 }
 
@@ -42,7 +44,16 @@ def _prefixed(prefix: str, mutants) -> dict[str, Mutant]:
     return {f"{prefix}.{m.name}": replace(m, name=f"{prefix}.{m.name}") for m in items}
 
 
+def _by_profile(mutants: dict[str, Mutant]) -> dict[str, Mutant]:
+    """Each mutant named after the profile it describes (a bug of a rule only one
+    runtime's profile reads is that runtime: oh-my-pi 18.x's are ``oh-my-pi-18.*``)."""
+    out: dict[str, Mutant] = {}
+    for mutant in mutants.values():
+        out.update(_prefixed(getattr(mutant.factory, "default_profile", "job-manager"), [mutant]))
+    return out
+
+
 MUTANTS: dict[str, Mutant] = {
-    **_prefixed("job-manager", _JOB_MANAGER_MUTANTS),
+    **_by_profile(_JOB_MANAGER_MUTANTS),
     **_prefixed("task-table", _TASK_TABLE_MUTANTS),
 }

@@ -20,6 +20,7 @@ from .. import arguments as arg
 from .loop import BODY, Future, VirtualLoop
 from .runtime import COMPLETED, FAILED, AsyncJobManager, BodyFailed, DeliveryRefused, Job, JobError, JobManagerConfig
 from .tool import WAIT_CHOICES_MS, JobTool
+from .wait import Reported, WaitTool
 
 __all__ = ["JobManagerAdapter"]
 
@@ -36,13 +37,21 @@ _INT_MINIMUM = {
     "retry_max_doublings": 0,
     "retry_jitter_ms": 0,
     "poll_wait_ms": 1,
+    "consumed_retention_ms": -1,
+    "wait_limit_ms": 1,
 }
 JOB_TYPES = ("bash", "task")
 OUTCOMES = (COMPLETED, FAILED)
 
 
 def _coerce_params(params: dict[str, Any]) -> dict[str, Any]:
-    return arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUM)
+    coerced = arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUM)
+    if "preferred_ids" in coerced:  # a flag: true or false, as given or as text
+        text = coerced["preferred_ids"].lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"preferred_ids must be true or false, not {params['preferred_ids']!r}")
+        coerced["preferred_ids"] = text == "true"
+    return coerced
 
 
 # -------------------------------------------------------------- arguments
@@ -144,9 +153,11 @@ class JobManagerAdapter(Adapter):
     # Mutants swap in faulty classes; everything else stays the same.
     manager_class: type[AsyncJobManager] = AsyncJobManager
     tool_class: type[JobTool] = JobTool
+    wait_class: type[WaitTool] = WaitTool
     work_class: type[_PlayedWork] = _PlayedWork  # how a job's body is played (mutants vary it)
     loop_class: type[VirtualLoop] = VirtualLoop
 
+    default_profile = PROFILE  # the profile described when none is asked for
     # Named parameter sets: the real job tools this runtime can behave as.
     PROFILES: dict[str, dict[str, Any]] = {
         PROFILE: {},
@@ -157,10 +168,19 @@ class JobManagerAdapter(Adapter):
             "evicted_delivery": "last_attempt",
             "msg_list_combined": "`list` cannot be combined with `poll` or `cancel`.",
         },
+        "oh-my-pi-18": {
+            "ids": "counter",
+            "empty_text": "omitted_by_tool",
+            "evicted_delivery": "last_attempt",
+            "consumed_retention_ms": 30000,
+            "consumed_text": "omitted",
+            "delivery_order": "due_time",
+            "cancel_eviction": "on_return",
+        },
     }
 
     def __init__(self, profile: str | None = None, **params: Any) -> None:
-        self._profile = profile or PROFILE
+        self._profile = profile or self.default_profile
         if self._profile not in self.PROFILES:
             raise ValueError(f"unknown profile {self._profile!r}; choose one of: {', '.join(self.PROFILES)}")
         self._params = _coerce_params(params)
@@ -173,6 +193,8 @@ class JobManagerAdapter(Adapter):
             "get_job": self._get_job,
             "list_jobs": self._list_jobs,
             "job_tool": self._job_tool,
+            "wait_tool": self._wait_tool,
+            "cancel_jobs": self._cancel_jobs,
             "set_delivery": self._set_delivery,
         }
         self.reset(0)
@@ -197,6 +219,7 @@ class JobManagerAdapter(Adapter):
                 self.loop, self._config, self._channel.deliver, self._channel.delivery_failed
             )
             self._tool = self.tool_class(self._manager, self.loop)
+            self._wait = self.wait_class(self._manager, self.loop)
             self._bodies: dict[int, _PlayedWork] = {}  # by job serial
             self._starts = 0
 
@@ -277,6 +300,29 @@ class JobManagerAdapter(Adapter):
             "jobs": [_snapshot(job, self._config.empty_text != "returned") for job in outcome.jobs],
             "waited_ms": outcome.waited_ms,
         }
+
+    def _wait_tool(self, a: dict) -> dict:
+        if a:
+            raise arg.BadArguments("wait takes no arguments")
+        outcome = self._wait.wait()
+        return {"message": outcome.message, "jobs": self._reported(outcome.jobs), "waited_ms": outcome.waited_ms}
+
+    def _cancel_jobs(self, a: dict) -> dict:
+        ids = _ids(a, "ids")
+        if not ids:
+            raise arg.BadArguments("ids must name at least one job")
+        outcome = self._wait.cancel(ids)
+        return {"cancelled": outcome.cancelled, "jobs": self._reported(outcome.jobs)}
+
+    def _reported(self, jobs: list[Reported]) -> list[dict]:
+        """The wait and cancel snapshots: no empty text, and no text of a result consumed before."""
+        out = []
+        for entry in jobs:
+            snapshot = _snapshot(entry.job, self._config.empty_text != "returned")
+            if entry.consumed_before and self._config.consumed_text == "omitted":
+                snapshot["result_text"] = snapshot["error_text"] = None
+            out.append(snapshot)
+        return out
 
     def _set_delivery(self, a: dict) -> dict:
         value = a.get("accept")

@@ -12,8 +12,9 @@ from collections import deque
 from ..mutant import Mutant
 from .adapter import JobManagerAdapter, _PlayedWork
 from .loop import BODY, AbortController, Future
-from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, Job, JobError
+from .runtime import CANCELLED, COMPLETED, RUNNING, AsyncJobManager, DeliveryRefused, Job, JobError
 from .tool import JobTool
+from .wait import Reported, WaitResult, WaitTool
 
 __all__ = ["MUTANTS", "Mutant"]
 
@@ -164,18 +165,18 @@ class _CancelReportOutlivesEviction(JobTool):
 
 
 class _EvictionOneMsLate(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._loop.now() + self.config.retention_ms + 1
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._loop.now() + retention_ms + 1
 
 
 class _EvictionOneMsEarly(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._loop.now() + self.config.retention_ms - 1  # "kept for less than retention_ms"
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._loop.now() + retention_ms - 1  # "kept for less than retention_ms"
 
 
 class _EvictionFromStart(AsyncJobManager):
-    def _eviction_at(self, job_id: str) -> int:
-        return self._registry.jobs[job_id].started_at + self.config.retention_ms
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._registry.jobs[job_id].started_at + retention_ms
 
 
 # ------------------------------------------- bugs a real job manager shipped
@@ -272,14 +273,120 @@ class _TiesByJobId(_PlayedWork):
 # ------------------------------------------------------------------ registry
 
 
+# --------------------------------------------- oh-my-pi 18.x's designed rules
+
+
+class _CounterIgnoresPreferred(AsyncJobManager):
+    """Under counter ids a preferred id is ignored: every start gets the next number."""
+
+    def _resolve_id(self, preferred_id: str | None) -> str:
+        if self.config.ids == "counter":
+            return self._free_generated_id()
+        return super()._resolve_id(preferred_id)
+
+
+class _ConsumedKeepsRetention(AsyncJobManager):
+    """A consumed result is marked consumed but keeps the whole retention."""
+
+    def consume(self, job: Job) -> None:
+        if job.status != RUNNING and (job.result_text is not None or job.error_text is not None):
+            job.consumed = True
+
+
+class _DueTimeInQueueOrder(AsyncJobManager):
+    """Deliveries join the back of the queue whatever their due time: an entry
+    due now waits behind a head waiting for its retry."""
+
+    def _join_queue(self, delivery) -> None:
+        self._queued += 1
+        delivery.position = self._queued
+        self._queue.append(delivery)
+
+
+class _CancelArmsEviction(AsyncJobManager):
+    """A cancel starts the cancelled job's retention even when only the body's return should."""
+
+    def cancel(self, job_id: str) -> bool:
+        cancelled = super().cancel(job_id)
+        if cancelled:
+            self._schedule_eviction(job_id)
+        return cancelled
+
+
+class _ConsumedTextShown(WaitTool):
+    """The wait and cancel snapshots show a result's text though it was consumed before."""
+
+    def _report(self, jobs: list[Job]) -> list[Reported]:
+        return [Reported(entry.job, False) for entry in super()._report(jobs)]
+
+
+class _WaitSkipsUndelivered(WaitTool):
+    """A wait does not return the settled results not delivered yet: it waits on the running jobs."""
+
+    def wait(self) -> WaitResult:
+        unreceived = [job for job in self._manager.all_jobs() if job.status != RUNNING and not job.consumed]
+        for job in unreceived:
+            job.consumed = True  # hidden from the check below
+        try:
+            return super().wait()
+        finally:
+            for job in unreceived:
+                job.consumed = False
+
+
+class _LastAttemptFollowsId(AsyncJobManager):
+    """oh-my-pi 18.3.4: an evicted job's queued delivery looks its record up
+    by id at each attempt; once a new job has taken the id, the attempt
+    carries the new job's record and, refused, is requeued for as long as
+    that job exists (retried without end)."""
+
+    def _make_last_attempts(self) -> None:
+        now = self._loop.now()
+        due = sorted((k for k in self._last_attempts if k[0].next_attempt_at <= now), key=lambda k: k[0].position)
+        self._last_attempts = [k for k in self._last_attempts if k[0].next_attempt_at > now]
+        for delivery, record in due:
+            holder = self._registry.jobs.get(delivery.job_id)
+            try:
+                self._deliver(holder or record, delivery.text)
+            except DeliveryRefused:
+                delivery.attempt += 1
+                self._on_delivery_failed(delivery.job_id, delivery.attempt)
+                if holder is not None:  # "the job still exists": tried again
+                    delivery.next_attempt_at = self._retry_at(delivery.attempt)
+                    self._last_attempts.append((delivery, record))
+
+
 def _adapter_for(cls: type) -> type[JobManagerAdapter]:
     if issubclass(cls, _PlayedWork):
         return type(
             cls.__name__.lstrip("_") + "Adapter", (JobManagerAdapter,), {"work_class": cls, "__module__": __name__}
         )
-    slot = "tool_class" if issubclass(cls, JobTool) else "manager_class"
+    slot = "tool_class" if issubclass(cls, JobTool) else "wait_class" if issubclass(cls, WaitTool) else "manager_class"
     name = cls.__name__.lstrip("_") + "Adapter"
-    return type(name, (JobManagerAdapter,), {slot: cls, "__module__": __name__})
+    attributes: dict = {slot: cls, "__module__": __name__}
+    profiles = _ONLY_UNDER.get(cls)
+    if profiles:  # a bug only these profiles' readings can show: the mutant offers them alone
+        attributes["default_profile"] = profiles[-1]
+        attributes["PROFILES"] = {p: JobManagerAdapter.PROFILES[p] for p in profiles}
+    return type(name, (JobManagerAdapter,), attributes)
+
+
+# Mutants of rules only some profiles read: oh-my-pi 18.x's design, and the
+# last attempt of an evicted job's delivery (evicted_delivery: last_attempt).
+_ONLY_UNDER: dict[type, tuple[str, ...]] = {
+    **{
+        cls: ("oh-my-pi-18",)
+        for cls in (
+            _CounterIgnoresPreferred,
+            _ConsumedKeepsRetention,
+            _DueTimeInQueueOrder,
+            _CancelArmsEviction,
+            _ConsumedTextShown,
+            _WaitSkipsUndelivered,
+        )
+    },
+    _LastAttemptFollowsId: ("oh-my-pi", "oh-my-pi-18"),
+}
 
 
 _TABLE = [
@@ -415,6 +522,43 @@ _TABLE = [
         _TiesByJobId,
         "Bodies due at the same instant return in job id order (as strings) instead of start order.",
     ),
+    (
+        "last_attempt_follows_id",
+        _LastAttemptFollowsId,
+        "An evicted job's last delivery attempt looks the record up by id: once a new job took the id, it carries "
+        "the new job's record and, refused, is retried for as long as that job exists.",
+    ),
+    # Rules of oh-my-pi 18.x's design (profile oh-my-pi-18), one mutant each.
+    (
+        "counter_ignores_preferred",
+        _CounterIgnoresPreferred,
+        "Under counter ids a preferred id is ignored: a start that names its id gets the next number.",
+    ),
+    (
+        "consumed_keeps_retention",
+        _ConsumedKeepsRetention,
+        "A delivered or reported result keeps the whole retention instead of consumed_retention_ms.",
+    ),
+    (
+        "due_time_in_queue_order",
+        _DueTimeInQueueOrder,
+        "Deliveries are worked first in, first out: a result due now waits behind a head waiting for its retry.",
+    ),
+    (
+        "cancel_arms_eviction",
+        _CancelArmsEviction,
+        "A cancel starts the job's retention, so a cancelled job whose body never returns is evicted.",
+    ),
+    (
+        "consumed_text_shown",
+        _ConsumedTextShown,
+        "The wait and cancel snapshots show the text of a result consumed before the call.",
+    ),
+    (
+        "wait_skips_undelivered",
+        _WaitSkipsUndelivered,
+        "A wait does not return settled results not delivered yet first: it waits on the running jobs.",
+    ),
 ]
 
 # Steps of the shortest counterexample for each bug (Mutant.shortest), as a
@@ -455,6 +599,15 @@ SHORTEST: dict[str, int] = {
     'watch_not_suppressing': 2,
     'stop_delay_ignores_earlier_end': 3,
     'ties_by_job_id': 3,
+    # refuse, start x, finish x, retention, start x again, the last attempt's retry, the next
+    'last_attempt_follows_id': 7,
+    # oh-my-pi-18's rules
+    'counter_ignores_preferred': 1,  # a start naming its id
+    'consumed_keeps_retention': 3,  # start, finish (delivered), the clock past consumed_retention_ms
+    'due_time_in_queue_order': 6,  # refuse, start, finish (refused), accept, start, finish
+    'cancel_arms_eviction': 3,  # start, cancel, the clock past retention_ms
+    'consumed_text_shown': 3,  # start, finish (delivered), cancel reporting it
+    'wait_skips_undelivered': 4,  # refuse, start, finish (refused), wait
 }
 
 MUTANTS: dict[str, Mutant] = {

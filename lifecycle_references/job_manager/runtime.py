@@ -71,6 +71,13 @@ class JobManagerConfig:
     empty_text: str = "returned"  # "omitted": snapshots leave an empty text out; "omitted_by_tool": the tool's only
     evicted_in_wait: str = "dropped"  # "last_state": the tool reports a job evicted while it waited as it was
     evicted_delivery: str = "dropped"  # "last_attempt": an evicted job's queued delivery is tried once more
+    ids: str = "smallest_free"  # "counter": generated numbers count up and are never reused
+    preferred_ids: bool = True  # False: a start's own id is ignored
+    consumed_retention_ms: int = -1  # a consumed result (delivered or reported) is kept this long; -1: retention
+    consumed_text: str = "kept"  # "omitted": the wait/cancel snapshots leave out a text consumed before
+    delivery_order: str = "queue"  # "due_time": the earliest due entry first, never held back by a later one
+    cancel_eviction: str = "on_cancel"  # "on_return": only the body's return starts a cancelled job's retention
+    wait_limit_ms: int = 1800000  # the wait tool's fixed limit
 
 
 class JobError(Exception):
@@ -105,6 +112,7 @@ class Job:
     status: str = RUNNING
     result_text: str | None = None
     error_text: str | None = None
+    consumed: bool = False  # its result reached the agent (delivered, or reported settled)
     done: Future = field(kw_only=True)  # settles once the body's outcome was handled
 
 
@@ -145,6 +153,7 @@ class AsyncJobManager:
         self._wake: Timer | None = None
         self._serial = 0
         self._queued = 0  # deliveries that joined the queue so far
+        self._next_number = 1  # the next generated number tried (ids: counter)
 
     # ------------------------------------------------------------ register
 
@@ -168,7 +177,7 @@ class AsyncJobManager:
             raise JobError("limit_reached", message)
 
     def _resolve_id(self, preferred_id: str | None) -> str:
-        base = (preferred_id or "").strip()
+        base = (preferred_id or "").strip() if self.config.preferred_ids else ""
         if not base:
             return self._free_generated_id()
         if base not in self._registry.jobs:
@@ -176,9 +185,12 @@ class AsyncJobManager:
         return self._free_suffixed_id(base)
 
     def _free_generated_id(self) -> str:
-        n = 1
+        counting = self.config.ids == "counter"
+        n = self._next_number if counting else 1
         while f"bg_{n}" in self._registry.jobs:
             n += 1
+        if counting:
+            self._next_number = n + 1  # never handed out again, even once it is free
         return f"bg_{n}"
 
     def _free_suffixed_id(self, base: str) -> str:
@@ -226,7 +238,8 @@ class AsyncJobManager:
             return False
         job.status = CANCELLED
         job.abort.abort()
-        self._schedule_eviction(job_id)
+        if self.config.cancel_eviction == "on_cancel":
+            self._schedule_eviction(job_id)
         return True
 
     # ------------------------------------------------------------ queries
@@ -253,6 +266,15 @@ class AsyncJobManager:
         self._registry.acknowledged.update(job_ids)
         self._drop_queued(lambda d: self.is_suppressed(d.job_id))
 
+    def consume(self, job: Job) -> None:
+        """The job's result reached the agent: with a consumed retention, it
+        is kept only that long (unless its delivery is still queued)."""
+        if job.status == RUNNING or job.consumed or (job.result_text is None and job.error_text is None):
+            return
+        job.consumed = True
+        if self.config.consumed_retention_ms >= 0 and not any(d.job_id == job.id for d in self._queue):
+            self._schedule_eviction(job.id, self.config.consumed_retention_ms)
+
     def is_suppressed(self, job_id: str) -> bool:
         return job_id in self._registry.acknowledged or job_id in self._registry.watched
 
@@ -267,6 +289,12 @@ class AsyncJobManager:
     def _join_queue(self, delivery: _Delivery) -> None:
         self._queued += 1
         delivery.position = self._queued
+        if self.config.delivery_order == "due_time":
+            # behind every entry due no later than it, ahead of those due later
+            later = next((i for i, d in enumerate(self._queue) if d.next_attempt_at > delivery.next_attempt_at), None)
+            if later is not None:
+                self._queue.insert(later, delivery)
+                return
         self._queue.append(delivery)
 
     def _kick(self) -> None:
@@ -316,6 +344,7 @@ class AsyncJobManager:
         job = self._registry.jobs[delivery.job_id]
         try:
             self._deliver(job, delivery.text)
+            self.consume(job)
         except DeliveryRefused:
             delivery.attempt += 1
             self._on_delivery_failed(delivery.job_id, delivery.attempt)
@@ -349,18 +378,23 @@ class AsyncJobManager:
 
     # ----------------------------------------------------------- eviction
 
-    def _schedule_eviction(self, job_id: str) -> None:
+    def _schedule_eviction(self, job_id: str, delay_ms: int | None = None) -> None:
+        """(Re)arm the job's eviction: after retention_ms, or after ``delay_ms``
+        when that is shorter (a consumed result)."""
         previous = self._registry.eviction_timers.pop(job_id, None)
         if previous is not None:
             previous.cancel()
-        if self.config.retention_ms < 0:
+        retention = self.config.retention_ms
+        if delay_ms is not None:
+            retention = delay_ms if retention < 0 else min(retention, delay_ms)
+        if retention < 0:
             return  # kept for good
         self._registry.eviction_timers[job_id] = self._loop.call_at(
-            self._eviction_at(job_id), EVICTION, lambda: self._evict(job_id)
+            self._eviction_at(job_id, retention), EVICTION, lambda: self._evict(job_id)
         )
 
-    def _eviction_at(self, job_id: str) -> int:
-        return self._loop.now() + self.config.retention_ms
+    def _eviction_at(self, job_id: str, retention_ms: int) -> int:
+        return self._loop.now() + retention_ms
 
     def _evict(self, job_id: str) -> None:
         registry = self._registry

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // The kit's stdio adapter (docs/adapter-protocol.md) around the job manager
-// and `job` tool of @oh-my-pi/pi-coding-agent, run unchanged: `node
-// build.mjs` bundles them from the unpacked package into dist/, and this
-// adapter drives that bundle on a virtual clock (clock.mjs).
+// of @oh-my-pi/pi-coding-agent and its agent-facing control (the `job` tool
+// up to 17.x; the `wait` tool and job control's executeCancel from 18.x),
+// run unchanged: `node build.mjs` bundles them from the unpacked package
+// into dist/, and this adapter drives that bundle on a virtual clock
+// (clock.mjs).
 //
-//   node adapter.mjs [--bundle-dir DIR] [--profile oh-my-pi|none]
+//   node adapter.mjs [--bundle-dir DIR] [--profile oh-my-pi|oh-my-pi-18|none]
 //                    [--max-running N] [--retention-ms N] [--jitter-ms N]
 //
 // What the adapter plays (the kit's side of the world):
@@ -35,6 +37,7 @@ const SPEC = { id: 'async-jobs', version: '2.1.0' };
 const WAIT_SETTING = { 5000: '5s', 10000: '10s', 30000: '30s', 60000: '1m', 300000: '5m' };
 const DELIVERY_FAILED_LOG = 'Async job completion delivery failed';
 const LIMIT_REACHED = /^Background job limit reached \(/;
+const PROFILES = ['oh-my-pi', 'oh-my-pi-18', 'none'];
 
 function log(...parts) {
   process.stderr.write(`[oh-my-pi-adapter] ${parts.join(' ')}\n`);
@@ -42,7 +45,7 @@ function log(...parts) {
 
 function usage(problem) {
   process.stderr.write(
-    `adapter.mjs: ${problem}\nusage: node adapter.mjs [--bundle-dir DIR] [--profile oh-my-pi|none] ` +
+    `adapter.mjs: ${problem}\nusage: node adapter.mjs [--bundle-dir DIR] [--profile oh-my-pi|oh-my-pi-18|none] ` +
       '[--max-running N] [--retention-ms N] [--jitter-ms N]\n',
   );
   process.exit(2);
@@ -56,7 +59,8 @@ function parseInteger(flag, text, minimum, maximum) {
 }
 
 function parseArgs(argv) {
-  const options = { bundleDir: path.join(HERE, 'dist'), profile: 'oh-my-pi', parameters: {} };
+  // profile null: the bundle's (oh-my-pi-18 for a build with the wait tool, else oh-my-pi)
+  const options = { bundleDir: path.join(HERE, 'dist'), profile: null, parameters: {} };
   for (let i = 0; i < argv.length; i += 1) {
     const flag = argv[i];
     const value = () => {
@@ -71,7 +75,9 @@ function parseArgs(argv) {
     else if (flag === '--declare') declare(options.parameters, value());
     else usage(`unknown argument ${JSON.stringify(flag)}`);
   }
-  if (!['oh-my-pi', 'none'].includes(options.profile)) usage(`unknown profile ${JSON.stringify(options.profile)}`);
+  if (options.profile !== null && !PROFILES.includes(options.profile)) {
+    usage(`unknown profile ${JSON.stringify(options.profile)}`);
+  }
   return options;
 }
 
@@ -202,7 +208,7 @@ class Session {
     this.accepting = true;
     this.bodies = new Map(); // job record -> its played body
     this.starts = 0;
-    const { AsyncJobManager, JobTool } = this.upstream;
+    const { AsyncJobManager, JobTool, WaitTool } = this.upstream;
     const options = {
       onJobComplete: async (jobId, resultText, job) => {
         if (!this.accepting) throw new Error('the follow-up channel refuses deliveries');
@@ -220,11 +226,19 @@ class Session {
     this.tool = JobTool
       ? new JobTool({ settings: { get: (key) => settings[key] }, getAgentId: () => undefined })
       : null;
+    // 18.x: the tool session the wait tool and job control read (no agent
+    // registry, so no peer messaging; the jobs are the unowned ones).
+    this.toolSession = {
+      asyncJobManager: this.manager,
+      settings: { get: (key) => settings[key] },
+      getAgentId: () => undefined,
+    };
+    this.waitTool = WaitTool ? new WaitTool(this.toolSession) : null;
   }
 
   hello(request) {
     if (request.protocol !== PROTOCOL) log(`the kit speaks protocol ${JSON.stringify(request.protocol)}`);
-    const profile = this.options.profile === 'none' ? null : this.options.profile;
+    const profile = this.options.profile === 'none' ? null : this.options.profile ?? defaultProfile(this.upstream);
     return {
       id: request.id,
       protocol: PROTOCOL,
@@ -379,12 +393,46 @@ const OPERATIONS = {
     };
   },
 
+  // 18.x: the `wait` tool as the agent calls it (no arguments).
+  async wait_tool(s, a) {
+    if (!s.waitTool) {
+      throw new KnownError('not_implemented', `@oh-my-pi/pi-coding-agent ${s.info.version} has no src/tools/wait.ts`);
+    }
+    if (Object.keys(a).length > 0) throw new BadArguments('wait takes no arguments');
+    const started = s.clock.now();
+    const outcome = await s.clock.runUntilSettled(s.waitTool.execute('call', {}));
+    return { ...reportOf(outcome), waited_ms: s.clock.now() - started };
+  },
+
+  // 18.x: job control's executeCancel, what `write proc://<id>/kill` runs, with the ids given.
+  async cancel_jobs(s, a) {
+    if (!s.upstream.executeCancel) {
+      throw new KnownError('not_implemented', `@oh-my-pi/pi-coding-agent ${s.info.version} has no src/async/job-control.ts`);
+    }
+    const named = ids(a, 'ids');
+    if (!named || named.length === 0) throw new BadArguments('ids must name at least one job');
+    const outcome = await s.clock.runUntilSettled(s.upstream.executeCancel(s.toolSession, s.manager, undefined, named));
+    const details = outcome.details ?? { jobs: [] };
+    return { cancelled: details.cancelled ?? [], jobs: details.jobs.map(snapshot) };
+  },
+
   async set_delivery(s, a) {
     if (typeof a.accept !== 'boolean') throw new BadArguments('accept must be true or false');
     s.accepting = a.accept;
     return { accepting: a.accept };
   },
 };
+
+/** A wait's answer: its job snapshots, or its text alone when it reports no job. */
+function reportOf(outcome) {
+  const details = outcome.details ?? { jobs: [] };
+  const content = (outcome.content ?? []).find((c) => c.type === 'text')?.text ?? '';
+  return { message: details.jobs.length === 0 && content !== '' ? content : null, jobs: details.jobs.map(snapshot) };
+}
+
+function defaultProfile(upstream) {
+  return upstream.WaitTool ? 'oh-my-pi-18' : 'oh-my-pi';
+}
 
 async function loadUpstream(bundleDir) {
   const bundle = path.join(bundleDir, 'upstream.mjs');

@@ -45,8 +45,10 @@ function parseArgs(argv) {
 
 /** The files of one upstream layout the adapter needs, relative to the package. */
 const LAYOUTS = [
-  { manager: 'src/async/job-manager.ts', tool: 'src/tools/job.ts' },
-  { manager: 'src/async/job-manager.ts', tool: null },
+  { manager: 'src/async/job-manager.ts', tool: 'src/tools/job.ts', wait: null, control: null },
+  // 18.x: the `job` tool is gone; the agent waits with `wait` and cancels through job control
+  { manager: 'src/async/job-manager.ts', tool: null, wait: 'src/tools/wait.ts', control: 'src/async/job-control.ts' },
+  { manager: 'src/async/job-manager.ts', tool: null, wait: null, control: null },
 ];
 
 function readPackage(dir) {
@@ -54,7 +56,9 @@ function readPackage(dir) {
   if (!fs.existsSync(manifest)) usage(`${manifest} does not exist: is ${dir} the unpacked package?`);
   const pkg = JSON.parse(fs.readFileSync(manifest, 'utf8'));
   if (pkg.name !== '@oh-my-pi/pi-coding-agent') usage(`${manifest} is ${pkg.name}, not @oh-my-pi/pi-coding-agent`);
-  const layout = LAYOUTS.find((l) => [l.manager, l.tool].every((f) => f === null || fs.existsSync(path.join(dir, f))));
+  const layout = LAYOUTS.find((l) =>
+    [l.manager, l.tool, l.wait, l.control].every((f) => f === null || fs.existsSync(path.join(dir, f))),
+  );
   if (!layout) usage(`${dir} has no src/async/job-manager.ts`);
   return { version: pkg.version, layout };
 }
@@ -66,6 +70,22 @@ const STUBBED = {
 };
 // Relative imports of job.ts that only its TUI renderer uses.
 const STUBBED_RELATIVE = { '../tui': 'tui.mjs', './render-utils': 'tui.mjs' };
+// What 18.x's wait.ts and job-control.ts import beside the manager (stubs/coordination.mjs).
+const STUBBED_COORDINATION = new Set([
+  '@oh-my-pi/omptype',
+  '@oh-my-pi/pi-agent-core',
+  '../irc/bus',
+  '../irc/messaging',
+  '../launch/services',
+  './settings',
+  '../session/async-job-delivery',
+  '../session/messages',
+]);
+const COORDINATION_IMPORTERS = [
+  path.join('src', 'tools', 'wait.ts'),
+  path.join('src', 'async', 'job-control.ts'),
+  path.join('src', 'tools', 'tool-errors.ts'),
+];
 
 function standIns() {
   return {
@@ -74,6 +94,10 @@ function standIns() {
       build.onResolve({ filter: /.*/ }, (args) => {
         if (args.kind === 'entry-point') return undefined;
         if (args.path in STUBBED) return { path: path.join(STUBS, STUBBED[args.path]) };
+        const coordination = COORDINATION_IMPORTERS.some((f) => args.importer.endsWith(f));
+        if (coordination && (STUBBED_COORDINATION.has(args.path) || args.path.startsWith('@oh-my-pi/pi-tui/'))) {
+          return { path: path.join(STUBS, 'coordination.mjs') };
+        }
         if (args.path.endsWith('.md')) return { path: args.path, namespace: 'prompt-text' };
         const fromTool = args.importer.endsWith(path.join('src', 'tools', 'job.ts'));
         if (fromTool && args.path in STUBBED_RELATIVE) return { path: path.join(STUBS, STUBBED_RELATIVE[args.path]) };
@@ -91,6 +115,8 @@ async function main() {
   const { version, layout } = readPackage(options.upstream);
   const exports = [`export { AsyncJobManager } from ${JSON.stringify(`./${layout.manager}`)};`];
   if (layout.tool) exports.push(`export { JobTool } from ${JSON.stringify(`./${layout.tool}`)};`);
+  if (layout.wait) exports.push(`export { WaitTool } from ${JSON.stringify(`./${layout.wait}`)};`);
+  if (layout.control) exports.push(`export { executeCancel } from ${JSON.stringify(`./${layout.control}`)};`);
   exports.push(`export { logger } from "@oh-my-pi/pi-utils";`);
   fs.mkdirSync(options.out, { recursive: true });
   const outfile = path.join(options.out, 'upstream.mjs');
