@@ -7,6 +7,8 @@ ReferenceAdapter only in which runtime it builds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..mutant import Mutant
 from .adapter import ReferenceAdapter
 from .runtime import RUNNING, Delivery, ProcessRuntime, Session
@@ -92,6 +94,38 @@ class _NoticeWithoutAsking(ProcessRuntime):
         return super().end(session_id, outcome)
 
 
+class _RemovedRunningReappears(ProcessRuntime):
+    # remove deletes the visible record only; the exec side still retains the session at its end
+    def remove(self, session_id: str) -> bool:
+        with self._lock:
+            session = self.visible(session_id)
+            was_background = session.backgrounded
+            running = super().remove(session_id)
+            if running and was_background:
+                session.backgrounded = True
+                self._started.append(session)
+            return running
+
+
+class _AckClearsAnyStaged(ProcessRuntime):
+    # acknowledging a poll releases whatever delivery is staged, not the one it made
+    def _acknowledgement(self, session: Session, delivery: Delivery | None) -> Callable[[], None]:
+        inner = super()._acknowledgement(session, delivery)
+
+        def acknowledge() -> None:
+            if delivery is not None:
+                session.staged = None
+            inner()
+
+        return acknowledge
+
+
+class _ListOldestFirst(ProcessRuntime):
+    # the list comes out in registration order
+    def listed(self) -> list[Session]:
+        return list(reversed(super().listed()))
+
+
 def _mutant(runtime: type[ProcessRuntime]) -> type[ReferenceAdapter]:
     return type(f"{runtime.__name__.lstrip('_')}Adapter", (ReferenceAdapter,), {"runtime_class": runtime})
 
@@ -138,6 +172,24 @@ _LIST = [
         "Past the cap of finished sessions, the one that just finished is dropped instead of the oldest.",
         _mutant(_CapDropsNewest),
         shortest=None,
+    ),
+    Mutant(
+        "removed_running_reappears",
+        "A background session removed while running is retained and listed again when its process ends.",
+        _mutant(_RemovedRunningReappears),
+        shortest=3,
+    ),
+    Mutant(
+        "ack_clears_any_staged",
+        "Acknowledging a poll releases whatever delivery is staged then, also a newer one another scope has not committed.",
+        _mutant(_AckClearsAnyStaged),
+        shortest=9,
+    ),
+    Mutant(
+        "list_oldest_first",
+        "The list comes out oldest started first.",
+        _mutant(_ListOldestFirst),
+        shortest=2,
     ),
     Mutant(
         "notice_without_asking",

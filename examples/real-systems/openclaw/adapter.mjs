@@ -95,6 +95,8 @@ function parseArgs(argv) {
   return options;
 }
 
+const EXPORTS_ADD_SESSION = /\bexport\s*\{[^}]*\baddSession\b|\bexport\s+function\s+addSession\b/;
+
 /** The published registry module: the dist file exporting addSession by name. */
 function findRegistry(packageDir) {
   const dist = path.join(packageDir, 'dist');
@@ -106,7 +108,7 @@ function findRegistry(packageDir) {
   const named = fs
     .readdirSync(dist)
     .filter((name) => /^bash-process-registry-[A-Za-z0-9_-]+\.mjs$/.test(name))
-    .filter((name) => /\bexport \{[^}]*\baddSession\b/.test(fs.readFileSync(path.join(dist, name), 'utf8')))
+    .filter((name) => EXPORTS_ADD_SESSION.test(fs.readFileSync(path.join(dist, name), 'utf8')))
     .sort();
   if (named.length === 0) usage(`${info.name}@${info.version}: no dist/bash-process-registry-*.mjs exports addSession`);
   return { file: path.join(dist, named[0]), info };
