@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("thread-jobs", "psi-runtime"),
         ("async-jobs", "oh-my-pi"),
         ("async-jobs", "defect"),
+        ("process-sessions", "openclaw"),
     ],
 )
 def test_reference_conforms_in_each_profile(spec, profile, tmp_path):

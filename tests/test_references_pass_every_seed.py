@@ -21,6 +21,7 @@ from conformance.specs import resolve_spec
 REFERENCES = [
     ("thread-jobs", None),
     ("task-progress", None),
+    ("process-sessions", None),
     ("async-jobs", "job-manager"),
     ("async-jobs", "task-table"),
 ]
