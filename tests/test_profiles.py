@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("async-jobs", "oh-my-pi"),
         ("async-jobs", "defect"),
         ("process-sessions", "openclaw"),
+        ("process-sessions", "codex"),
     ],
 )
 def test_reference_conforms_in_each_profile(spec, profile, tmp_path):

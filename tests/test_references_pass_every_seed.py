@@ -22,6 +22,7 @@ REFERENCES = [
     ("thread-jobs", None),
     ("task-progress", None),
     ("process-sessions", None),
+    ("process-sessions", "codex"),
     ("async-jobs", "job-manager"),
     ("async-jobs", "task-table"),
 ]

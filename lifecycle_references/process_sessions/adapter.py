@@ -18,11 +18,42 @@ NAME = "reference-process-sessions"
 VERSION = "1.0.0"
 
 # Named parameter sets: "openclaw" is the spec's defaults.
-PROFILES: dict[str | None, dict[str, Any]] = {None: {}, "openclaw": {}}
+PROFILES: dict[str | None, dict[str, Any]] = {
+    None: {},
+    "openclaw": {},
+    "codex": {
+        "retention": "until_polled",
+        "staged_polls": False,
+        "max_sessions": 64,
+        "protected_recent": 8,
+        "max_finished": 100000,
+    },
+}
 
-_INT_MINIMUMS = {"default_ttl_ms": 1, "min_ttl_ms": 1, "max_ttl_ms": 1, "max_finished": 1}
+_INT_MINIMUMS = {
+    "default_ttl_ms": 1,
+    "min_ttl_ms": 1,
+    "max_ttl_ms": 1,
+    "max_finished": 1,
+    "max_sessions": 0,
+    "protected_recent": 0,
+}
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 _PARAM_NAMES = {f.name for f in fields(RegistryConfig)}
 _SCOPES = ("s1", "s2")
+
+
+def _coerce(params: dict[str, Any]) -> dict[str, Any]:
+    staged = params.pop("staged_polls", None)
+    coerced = arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUMS)
+    if staged is not None:
+        text = str(staged).strip().lower()
+        if not isinstance(staged, bool) and text not in _TRUE | _FALSE:
+            raise ValueError(f"staged_polls must be a boolean, not {staged!r}")
+        coerced["staged_polls"] = staged if isinstance(staged, bool) else text in _TRUE
+    if coerced.get("retention", "ttl") not in ("ttl", "until_polled"):
+        raise ValueError("retention must be ttl or until_polled")
+    return coerced
 
 
 class _Notices:
@@ -145,7 +176,7 @@ class ReferenceAdapter(Adapter):
         if profile not in PROFILES:
             raise ValueError(f"unknown profile: {profile!r}")
         self._profile = profile
-        self._params = arg.coerce_params(params, _PARAM_NAMES, _INT_MINIMUMS)
+        self._params = _coerce(params)
         self._config = RegistryConfig(**{**PROFILES[profile], **self._params})
         self._effects = EffectRecorder()
         self._clock_lock = threading.Lock()

@@ -171,7 +171,7 @@ _LIST = [
         "cap_drops_newest",
         "Past the cap of finished sessions, the one that just finished is dropped instead of the oldest.",
         _mutant(_CapDropsNewest),
-        shortest=None,
+        shortest=102,
     ),
     Mutant(
         "removed_running_reappears",

@@ -60,6 +60,10 @@ class RegistryConfig:
     min_ttl_ms: int = 60_000
     max_ttl_ms: int = 10_800_000
     max_finished: int = 50
+    retention: str = "ttl"  # or "until_polled": kept until a poll reports the end
+    staged_polls: bool = True
+    max_sessions: int = 0  # 0: no cap on kept sessions
+    protected_recent: int = 0
     msg_id_taken: str = "Session id {session_id} is taken"
     msg_no_session: str = "No session found for {session_id}"
     msg_no_active_session: str = "No active session found for {session_id}"
@@ -116,6 +120,7 @@ class Session:
     staged: Delivery | None = None
     notice_removal: Callable[[], None] | None = None
     terminal_poll_seen: bool = False
+    last_used: int = 0  # a use count: later uses are larger
 
     def record(self) -> dict:
         return {
@@ -157,6 +162,7 @@ class ProcessRuntime:
         self._live: dict[str, Session] = {}  # every process not yet ended, visible or not
         self._started: list[Session] = []  # start order, for the list
         self._scopes: dict[str, _Scope] = {}
+        self._uses = 0
         self._sweeper: Any = None  # the clock's timer handle
 
     # ------------------------------------------------------------ lookups
@@ -192,6 +198,7 @@ class ProcessRuntime:
         with self._lock:
             if self.is_taken(session_id):
                 raise self._error("id_taken", self.config.msg_id_taken, session_id)
+            self._prune_if_full()
             session = Session(
                 session_id=session_id,
                 started_at=self._clock.now(),
@@ -199,10 +206,37 @@ class ProcessRuntime:
                 notify_on_exit=notify_on_exit,
                 backgrounded=background,
             )
+            self._touch(session)
             self._running[session_id] = session
             self._live[session_id] = session
             self._started.append(session)
             return session
+
+    def _touch(self, session: Session) -> None:
+        self._uses += 1
+        session.last_used = self._uses
+
+    def _prune_if_full(self) -> None:
+        """At the cap, drop one kept session: never one of the most recently
+        used few; an ended one first, the least recently used of each kind."""
+        kept = self._started
+        if self.config.max_sessions == 0 or len(kept) < self.config.max_sessions:
+            return
+        by_recency = sorted(kept, key=lambda s: s.last_used, reverse=True)
+        protected = {id(s) for s in by_recency[: self.config.protected_recent]}
+        candidates = sorted((s for s in kept if id(s) not in protected), key=lambda s: s.last_used)
+        ended = [s for s in candidates if s.status != RUNNING]
+        if candidates:
+            self._drop((ended or candidates)[0])
+
+    def _drop(self, session: Session) -> None:
+        if session.status == RUNNING:
+            self._supervisor.request_termination(session.session_id)
+            self._live.pop(session.session_id, None)
+            self._running.pop(session.session_id, None)
+        else:
+            self._finished.pop(session.session_id, None)
+        self._forget(session)
 
     def yield_call(self, session_id: str) -> Session:
         with self._lock:
@@ -241,7 +275,8 @@ class ProcessRuntime:
 
     def _retain(self, session: Session) -> None:
         assert session.ended_at is not None
-        session.expires_at = session.ended_at + session.cleanup_ms
+        if self.config.retention == "ttl":
+            session.expires_at = session.ended_at + session.cleanup_ms
         self._finished[session.session_id] = session
         while len(self._finished) > self.config.max_finished:
             oldest = next(iter(self._finished))
@@ -278,9 +313,15 @@ class ProcessRuntime:
             session = self.visible(session_id)
             if session.status == RUNNING and not session.backgrounded:
                 raise self._error("not_backgrounded", self.config.msg_not_backgrounded, session_id)
-            output, delivery = self._take_output(session, scope)
-            acks = self._scopes.setdefault(scope, _Scope()).acks
-            acks.append(self._acknowledgement(session, delivery))
+            self._touch(session)
+            if not self.config.staged_polls:
+                output, session.pending = session.pending, ""
+            else:
+                output, delivery = self._take_output(session, scope)
+                acks = self._scopes.setdefault(scope, _Scope()).acks
+                acks.append(self._acknowledgement(session, delivery))
+            if session.status != RUNNING and self.config.retention == "until_polled":
+                self._drop(session)  # the end is reported: nothing more to keep
             return PollResult(session, output)
 
     def _take_output(self, session: Session, scope: str) -> tuple[str, Delivery | None]:
