@@ -133,3 +133,24 @@ def test_the_readme_command_passes_against_the_standin(tmp_path):
     assert report["implementation"]["profile"] == "openclaw"
     assert {s["verdict"] for s in report["scenarios"]} == {"pass"}
     assert report["stateful"]["verdict"] == "pass"
+
+
+def test_the_figures_the_docs_give_follow_from_the_spec():
+    """docs/real-systems.md and the example's README give the OpenClaw run's
+    scenario counts; those that follow from the spec (its version, how many
+    scenarios apply under the profile, PS-R1 the one failing) are read from it."""
+    from conformance.engine.scenarios import not_applicable_reason
+    from statemachines import load_spec, resolve_parameters
+
+    spec = load_spec(ROOT / "spec" / "process-sessions.yaml")
+    params, _ = resolve_parameters(spec, "openclaw", None)
+    applies = [s.id for s in spec.scenarios if not_applicable_reason(spec, s, params) is None]
+    assert "PS-R1" in applies
+    passing, not_applicable = len(applies) - 1, len(spec.scenarios) - len(applies)
+    docs = (ROOT / "docs" / "real-systems.md").read_text(encoding="utf-8")
+    readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    assert (
+        f"under process-sessions {spec.version}, ci, seeds 1-3: {passing} scenarios pass, "
+        f"{not_applicable} are not applicable"
+    ) in docs
+    assert f"Scenarios (process-sessions {spec.version}, ci): {passing} pass; {not_applicable} are not" in readme
