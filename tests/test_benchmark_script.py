@@ -193,7 +193,7 @@ def test_seed_kills_selects_the_subset_every_in_process_spec_or_named_specs():
     for wrong in ("thread-jobz", "thread-jobs.scenarios", "../README"):
         problem = seed_kills._selection(False, [wrong])
         assert isinstance(problem, str) and f"--spec {wrong}: no such bundled spec" in problem
-        assert "async-command, async-jobs, task-progress, thread-jobs" in problem  # says what exists
+        assert "async-command, async-jobs, process-sessions, task-progress, thread-jobs" in problem  # says what exists
 
 
 def test_seed_kills_logs_each_mutant_as_soon_as_its_last_seed_is_in():

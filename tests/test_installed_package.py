@@ -33,7 +33,7 @@ def kit(tmp_path, *args, timeout=900):
 
 
 def test_the_bundled_specs_are_all_installed():
-    assert NAMES == ["async-command", "async-jobs", "task-progress", "thread-jobs"]
+    assert NAMES == ["async-command", "async-jobs", "process-sessions", "task-progress", "thread-jobs"]
     for spec in bundled_specs():
         assert not spec.path.resolve().is_relative_to(ROOT), spec.path
 
@@ -57,12 +57,14 @@ def test_specs_lists_them_with_what_they_offer(tmp_path):
 # for async-command a scenario kill, a timer bug and a race; for async-jobs mutants of both its
 # references (a cancel that does not stick, same-instant timers out of order, a lost wake-up); for
 # thread-jobs a cross-thread leak, a race and a retention bug; for task-progress a cascade, a timer
-# that fires twice and a race.
+# that fires twice and a race; for process-sessions OpenClaw's lost terminal output, an expiry
+# one ms late and an id freed too early.
 MUTANTS_BY_NAME = {
     "async-command": ("not_found_exits_one", "timeout_not_failed", "cancel_check_then_act"),
     "async-jobs": ("job-manager.cancel_not_sticky", "task-table.fires_in_start_order", "task-table.lost_wakeup"),
     "thread-jobs": ("list_cross_thread", "double_inject_race", "spill_off_by_one"),
     "task-progress": ("child_not_killed", "auto_background_refires", "double_notify_race"),
+    "process-sessions": ("terminal_poll_drops_later_output", "expires_one_late", "removed_id_freed"),
 }
 
 

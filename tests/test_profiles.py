@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
         ("async-jobs", "oh-my-pi"),
         ("async-jobs", "oh-my-pi-18"),
         ("async-jobs", "defect"),
+        ("process-sessions", "openclaw"),
+        ("process-sessions", "codex"),
     ],
 )
 def test_reference_conforms_in_each_profile(spec, profile, tmp_path):

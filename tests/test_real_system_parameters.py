@@ -20,6 +20,7 @@ FRAGMENTS = {
         "async-jobs.task-table.scenarios.yaml",
         "async-jobs.oh-my-pi-18.scenarios.yaml",
     ],
+    "process-sessions": ["process-sessions.scenarios.yaml"],
 }
 
 # (spec, parameter, the default in the copy, what the YAML says today, options of the
@@ -37,6 +38,8 @@ CASES = [
     ("async-jobs", "evicted_in_wait", "last_state", "dropped", {}, False),
     ("async-jobs", "drained_cancel_status", "body_outcome", "table_status", {"profile": "task-table"}, False),
     ("async-jobs", "id_counter_start", "0", "1", {"profile": "task-table"}, False),
+    ("process-sessions", "retention", "until_polled", "ttl", {}, False),
+    ("process-sessions", "staged_polls", "false", "true", {}, False),
 ]
 
 

@@ -18,7 +18,7 @@ from statemachines.load.params import resolve_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "real-systems.md"
-SPECS = ("async-jobs", "thread-jobs")
+SPECS = ("async-jobs", "thread-jobs", "process-sessions")
 
 
 def _rows() -> list[list[str]]:
@@ -41,7 +41,7 @@ ROWS = _rows()
 
 def test_the_table_lists_every_real_systems_profile():
     profiles = {row[1].strip("`") for row in ROWS}
-    assert {"oh-my-pi", "oh-my-pi-18", "psi-runtime", "defect"} <= profiles
+    assert {"oh-my-pi", "oh-my-pi-18", "psi-runtime", "defect", "openclaw"} <= profiles
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r[1].strip('`')}:{r[0][:40]}" for r in ROWS])

@@ -21,6 +21,8 @@ from conformance.specs import resolve_spec
 REFERENCES = [
     ("thread-jobs", None),
     ("task-progress", None),
+    ("process-sessions", None),
+    ("process-sessions", "codex"),
     ("async-jobs", "job-manager"),
     ("async-jobs", "task-table"),
     ("async-jobs", "oh-my-pi-18"),  # the wait tool surface and 18.x's readings (issue 62)

@@ -26,6 +26,8 @@ CASES = [
     ("async-jobs", "JM-R1", "job-manager.ack_does_not_wake", None),
     ("async-jobs", "JM-R2", "job-manager.evicted_still_delivered", None),
     ("async-jobs", "JM-R3", "job-manager.late_body_reschedules_eviction", None),
+    ("process-sessions", "PS-R1", "terminal_poll_drops_later_output", None),
+    ("process-sessions", "PS-R1", "terminal_poll_drops_later_output", "openclaw"),
     # Under the fixed upstream's reading (evicted_delivery: last_attempt) too.
     ("async-jobs", "JM-R2", "job-manager.evicted_still_delivered", "oh-my-pi"),
     ("async-jobs", "JM-E22", "job-manager.evicted_still_delivered", "oh-my-pi"),
@@ -47,10 +49,10 @@ def _scenario(name: str, scenario_id: str):
     return next(s for s in load_spec(_spec(name)).scenarios if s.id == scenario_id)
 
 
-@pytest.mark.parametrize("spec", ["thread-jobs", "async-jobs"])
+@pytest.mark.parametrize("spec", ["thread-jobs", "async-jobs", "process-sessions"])
 def test_each_regression_scenario_names_its_class_of_bug(spec):
     regressions = [s for s in load_spec(_spec(spec)).scenarios if s.id.split("-")[-1].startswith("R")]
-    assert len(regressions) >= 2
+    assert len(regressions) >= (1 if spec == "process-sessions" else 2)
     for scenario in regressions:
         assert scenario.description.startswith("Bug class: "), scenario.id
 
@@ -88,6 +90,7 @@ UNDER_THEIR_PROFILE = [
     ("async-jobs", "job-manager.evicted_still_delivered", "oh-my-pi"),
     ("async-jobs", "job-manager.late_body_reschedules_eviction", "oh-my-pi"),
     ("async-jobs", "oh-my-pi-18.last_attempt_follows_id", "oh-my-pi-18"),
+    ("process-sessions", "terminal_poll_drops_later_output", "openclaw"),
 ]
 
 

@@ -1,0 +1,5 @@
+"""A reference runtime for process sessions: a shell tool's background exec sessions."""
+
+from .adapter import ReferenceAdapter
+
+__all__ = ["ReferenceAdapter"]
