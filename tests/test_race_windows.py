@@ -21,6 +21,8 @@ from conformance.reporting import validate_report
 from conformance.reporting.console import render_console_summary
 from lifecycle_references.thread_jobs import ReferenceAdapter
 
+pytest_plugins = ["pytester"]
+
 
 def _line(*spans):
     line = StartLine(len(spans))
@@ -116,3 +118,17 @@ def test_the_console_says_whether_the_race_was_exercised(tmp_path, monkeypatch, 
     render_console_summary(report, console=Console(file=out, width=200))
     said = out.getvalue()
     assert ("race window met in 3/3 runs" in said) is met and ("race not exercised (0/3 runs)" in said) is not met, said
+
+
+def test_a_pytest_item_of_a_race_not_exercised_is_a_skip_with_the_reason(pytester, monkeypatch):
+    monkeypatch.setattr(crew.StartLine, "overlapped", lambda self: False)
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
+    pytester.makepyfile(
+        test_mine="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tj = conformance_suite("thread-jobs")
+    """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "B12", "-rs", "-n", "0")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *race not exercised: in none of its 20 runs*"])
