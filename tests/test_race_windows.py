@@ -82,7 +82,7 @@ def test_a_race_that_met_its_window_says_in_how_many_runs(tmp_path):
     report = _run(tmp_path, _CancelsMeet, "races=10")
     [b12] = report["scenarios"]
     assert b12["verdict"] == "pass" and b12["race_windows"] == {"met": 3, "runs": 3}, b12
-    assert "the race window was met in 3 of them" in b12["note"]
+    assert b12["note"] == "passed all 3 runs (it races calls; the race window was met in 3 of 3)"
     assert "race window met in 3/3 runs" in (tmp_path / "summary.md").read_text(encoding="utf-8")
     races = report["coverage"]["categories"]["races"]
     assert "scenario B12 (races calls)" not in races["missed"] and races["covered"] == 1, races

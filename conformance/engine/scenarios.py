@@ -156,13 +156,13 @@ class _Avoided(Exception):
 RACE_RUNS = 20
 
 
-def races_calls(scenario: Scenario) -> bool:
+def _races_calls(scenario: Scenario) -> bool:
     return any(isinstance(step, ConcurrentStep) for step in _flatten(scenario.steps))
 
 
 def race_runs_of(scenario: Scenario, default: int = RACE_RUNS) -> int:
     """Runs of ``scenario``: 1 without concurrent steps, else its own race_runs or ``default``."""
-    if not races_calls(scenario):
+    if not _races_calls(scenario):
         return 1
     return max(1, int(getattr(scenario, "race_runs", None) or default))
 
@@ -214,7 +214,7 @@ def run_scenario(
     if verdict != "run":
         return ScenarioOutcome(scenario, verdict, None, 0.0, reason)
     runs, run = race_runs_of(scenario, race_runs), 0
-    windows = RaceWindowRuns() if races_calls(scenario) else None
+    windows = RaceWindowRuns() if _races_calls(scenario) else None
     try:
         for run in range(1, runs + 1):
             if run > 1:
@@ -260,11 +260,10 @@ def run_scenario(
         return ScenarioOutcome(
             scenario, "skip", None, time.perf_counter() - started, _not_exercised(windows), race_windows=windows
         )
-    passed = (
-        f"passed all {runs} runs (it races calls; the race window was met in {windows.met} of them)"
-        if windows is not None
-        else None
-    )
+    passed = None
+    if windows is not None:
+        ran = f"all {runs} runs" if runs > 1 else "its one run"
+        passed = f"passed {ran} (it races calls; the race window was met in {windows.met} of {runs})"
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed, race_windows=windows)
 
 
