@@ -28,6 +28,7 @@ the same day). Tests that must not share the machine with others would carry
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -62,20 +63,30 @@ def parallel_defaults(argv: list[str]) -> tuple[str, ...]:
     return PARALLEL
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 tests/run_installed.py",
+        description="Run the test suite against the kit built as a wheel and installed in a fresh "
+        "virtual environment. Every argument this script does not know goes to pytest.",
+        epilog="examples: -k stdio | -n 0 | --hypothesis lowest -m 'hypothesis and not slow'",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--hypothesis",
+        metavar="VERSION",
+        help="install this Hypothesis beside the kit ('lowest': the lower bound pyproject.toml declares; "
+        "default: the newest)",
+    )
+    return parser
+
+
 def hypothesis_option(argv: list[str]) -> tuple[str | None, list[str]]:
     """``--hypothesis VERSION`` (or ``--hypothesis=VERSION``) taken out of the
     arguments: (VERSION or None, the rest, for pytest). ``lowest`` becomes
-    the lower bound pyproject.toml declares."""
-    rest, version = list(argv), None
-    for i, arg in enumerate(rest):
-        if arg == "--hypothesis" and i + 1 < len(rest):
-            version = rest[i + 1]
-            del rest[i : i + 2]
-            break
-        if arg.startswith("--hypothesis="):
-            version = arg.split("=", 1)[1]
-            del rest[i]
-            break
+    the lower bound pyproject.toml declares. ``--help`` prints the usage and
+    exits, before anything is built."""
+    options, rest = _parser().parse_known_args(argv)
+    version = options.hypothesis
     if version == "lowest":
         version = declared_lowest_hypothesis()
     return version, rest

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import pytest
 from cli_result import Result
+from fixtures.bad_adapters import HANG_S
 
 from conformance.reporting import validate_report
 from statemachines.load.source import MAX_SPEC_BYTES
@@ -601,7 +602,6 @@ def test_file_over_the_size_limit(tmp):
     assert f"{path}: file is {path.stat().st_size} bytes, over the {MAX_SPEC_BYTES}-byte limit" in flat(
         result.stderr
     ), result.describe()
-    assert result.seconds < 20, f"refusing an oversized file took {result.seconds:.1f}s"
 
 
 def _validate_fits_in(megabytes: int) -> bool:
@@ -782,10 +782,12 @@ def test_raising_operation_is_an_implementation_error(tmp_path):
 
 @pytest.mark.slow
 def test_hanging_operation_times_out_and_the_run_goes_on(tmp_path):
-    result, report_dir = run_adapter(tmp_path, "HangsOnInspect", *only("N2", "N1", "N10"), "--timeout", "0.5")
+    # Each hang outlasts the whole run's limit: a kit that waited for one would be killed by it.
+    result, report_dir = run_adapter(
+        tmp_path, "HangsOnInspect", *only("N2", "N1", "N10"), "--timeout", "0.5", timeout=HANG_S / 2
+    )
     assert result.returncode == 1, result.describe()
     assert_clean(result)
-    assert result.seconds < 25, f"three 0.5 s timeouts took {result.seconds:.1f}s"
     report = load_report(report_dir)
     assert [s["id"] for s in report["scenarios"]] == ["N1", "N2", "N10"]
     assert scenario(report, "N1")["verdict"] == "pass"
@@ -822,15 +824,15 @@ def test_hang_that_swallows_the_timeout_is_still_a_timeout(tmp_path):
 
 @pytest.fixture(scope="module")
 def concurrent_hang(tmp_path_factory):
-    """One run (shared by two tests: it takes a while) against an implementation
-    whose start_job hangs for 10 s when called concurrently."""
+    """One run (shared by two tests) against an implementation whose start_job
+    hangs when called concurrently, for longer than the run may take."""
     return run_adapter(
         tmp_path_factory.mktemp("concurrent-hang"),
         "HangsWhenConcurrent",
         *only("N1", "B1"),
         "--timeout",
         "0.5",
-        timeout=60,
+        timeout=HANG_S / 2,
     )
 
 
@@ -843,13 +845,13 @@ def test_concurrent_hang_is_reported_as_a_timeout(concurrent_hang):
     failure = scenario(report, "B1")["failure"]
     assert failure["kind"] == "timeout"
     assert "start_job (concurrent) did not answer within 0.5s" in failure["message"]
-    assert report["duration_s"] < 5
 
 
 def test_concurrent_hang_does_not_keep_the_kit_alive(concurrent_hang):
+    # The hang outlasts the run's limit (the fixture's subprocess timeout), so a
+    # kit that waited for it would not have exited at all.
     result, _ = concurrent_hang
     assert result.returncode == 1, result.describe()
-    assert result.seconds < 7, f"the kit took {result.seconds:.1f}s to exit after a 0.5 s timeout"
 
 
 @pytest.mark.parametrize(

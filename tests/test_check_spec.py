@@ -73,7 +73,6 @@ def test_bundled_scope_explored_completely_without_violation(path):
     assert not report.problems
     assert report.stats.complete and report.stats.stopped is None
     assert report.violations == [], [f.to_dict() for f in report.violations]
-    assert report.stats.seconds < 60
     assert report.stats.states > 100
 
 

@@ -145,6 +145,36 @@ def test_action_runs_a_bundled_spec_and_gates_on_the_verdict(tmp_path, fresh_pyt
     assert "::error title=conformance::verdict fail (exit code 1)" in action.log
 
 
+@pytest.mark.slow
+def test_action_installs_the_project_into_the_python_the_kit_runs_with(tmp_path, fresh_python):
+    # A src layout: the adapter is importable only once the project is installed.
+    package = tmp_path / "project" / "src" / "my_runtime"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "conformance.py").write_text(
+        "from lifecycle_references.thread_jobs import ReferenceAdapter as Adapter\n"
+    )
+    (tmp_path / "project" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "my-runtime"\nversion = "0.1.0"\n'
+        '[tool.setuptools.packages.find]\nwhere = ["src"]\n'
+    )
+    inputs = {
+        "spec": "thread-jobs",
+        "profile": "quick",
+        "adapter": "my_runtime.conformance:Adapter",
+        "working-directory": "project",
+        "args": "--no-stateful --scenario N1",
+    }
+    without = _Action(tmp_path, fresh_python, inputs)
+    assert without.run() == 2, without.log  # the kit's Python has no my_runtime
+    assert without.outputs["run"]["exit-code"] == "2"
+
+    action = _Action(tmp_path, fresh_python, {**inputs, "install": "-e ."})
+    assert action.run() == 0, action.log
+    assert (action.outputs["run"]["exit-code"], action.outputs["run"]["verdict"]) == ("0", "pass")
+
+
 def _recording_conformance(tmp_path: Path) -> Path:
     """A directory to put first on PATH: a `conformance` that writes the arguments it got
     (one JSON list) and exits 0, and the Python the action's steps call."""

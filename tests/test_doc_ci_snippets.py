@@ -125,3 +125,65 @@ def test_the_vendored_schemas_name_their_source():
     for name in ("github-workflow.json", "github-action.json"):
         assert f"https://json.schemastore.org/{name}" in source
         assert json.loads((SCHEMAS / name).read_text(encoding="utf-8"))["$id"].endswith(name)
+
+
+def _snippet_jobs() -> list[tuple[str, str, dict]]:
+    """(where, job name, job) of every job the snippets write out (a whole
+    workflow's jobs, or a block that is one job); a list of steps has no job."""
+    found = []
+    for path in _blocks.DOCUMENTS:
+        for line, info, body in _blocks.yaml_blocks(path.read_text(encoding="utf-8")):
+            value = yaml.safe_load(body)
+            if "fragment" in info.split() or _as_workflow(value) is None:
+                continue
+            where = f"{path.relative_to(ROOT).as_posix()}:{line}"
+            if isinstance(value, dict) and "jobs" in value:
+                found += [(where, name, job) for name, job in value["jobs"].items()]
+            elif isinstance(value, dict) and "steps" in value:
+                found.append((where, "(the job)", value))
+    return found
+
+
+JOBS = _snippet_jobs()
+ACTION_INPUTS = set(yaml.safe_load(ACTION.read_text(encoding="utf-8"))["inputs"])
+
+
+def _own_action_steps(workflow: dict) -> list[dict]:
+    return [
+        step
+        for job in workflow["jobs"].values()
+        for step in job.get("steps", [])
+        if isinstance(step, dict) and str(step.get("uses", "")).startswith(OWN_ACTION)
+    ]
+
+
+def test_every_job_in_the_snippets_sets_a_timeout():
+    assert len(JOBS) >= 4, JOBS
+    missing = [f"{where} {name}" for where, name, job in JOBS if "timeout-minutes" not in job]
+    assert not missing, f"jobs without timeout-minutes (a hung run holds the runner for 6 hours): {missing}"
+
+
+@pytest.mark.parametrize("name, workflow", SNIPPETS, ids=[name for name, _ in SNIPPETS])
+def test_the_kits_action_gets_only_inputs_it_declares(name, workflow):
+    for step in _own_action_steps(workflow):
+        unknown = set(step.get("with", {})) - ACTION_INPUTS
+        assert not unknown, f"{name}: the action has no input(s) {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("name, workflow", SNIPPETS, ids=[name for name, _ in SNIPPETS])
+def test_an_in_process_adapter_is_installed_into_the_kits_python(name, workflow):
+    # The action sets up its own Python: a `pip install` step before it installs
+    # into another one. Only its `install` input reaches the kit's Python.
+    for step in _own_action_steps(workflow):
+        given = step.get("with", {})
+        if given.get("adapter"):
+            assert given.get("install"), f"{name}: an in-process adapter needs the action's `install` input"
+    # A job that runs `conformance run --adapter` itself installs the kit and the project in one go.
+    for job in workflow["jobs"].values():
+        runs = [str(s["run"]) for s in job.get("steps", []) if isinstance(s, dict) and "run" in s]
+        for i, run in enumerate(runs):
+            if "conformance run" in run and "--adapter " in run:
+                installs = [r.split() for r in runs[:i] if "pip install" in r]
+                assert any("lifecycle-conformance" in words and "." in words for words in installs), (
+                    f"{name}: `{run.strip()[:60]}...` needs the project installed beside the kit"
+                )

@@ -1,11 +1,14 @@
 """The generated exploration reaches the deep states on its own (default ci profile)."""
 
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from conformance.engine.runner import RunConfig, run_conformance
+from lifecycle_references.thread_jobs import ReferenceAdapter
 
 pytestmark = pytest.mark.hypothesis  # drives Hypothesis: tests/hypothesis_marker.py
 
@@ -139,10 +142,23 @@ def test_a_generated_id_that_collides_with_an_explicit_one_is_found_by_the_explo
     assert "generated job id" in result.exploration_message, result.exploration_message
 
 
+class _SlowConcurrentCalls(ReferenceAdapter):
+    """The reference, whose calls of a concurrent group take a while (and let
+    the interpreter go meanwhile): the group's other calls go before it
+    answers, so the groups meet the race window (docs/running.md)."""
+
+    def call(self, operation, args):
+        if threading.current_thread().name == "kit-concurrent":
+            time.sleep(0.005)
+        return super().call(operation, args)
+
+
 def test_coverage_says_which_races_the_exploration_reached(tmp_path):
     report = run_conformance(
         RunConfig(
             spec_path=str(ROOT / "spec" / "thread-jobs.yaml"),
+            adapter_factory=_SlowConcurrentCalls,
+            adapter_label="slow concurrent calls",
             profile="quick",
             scenarios=False,
             report_dir=str(tmp_path),

@@ -24,7 +24,6 @@ import resource
 import shlex
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -244,9 +243,8 @@ def test_a_10_mb_answer_is_stored_once_and_truncated_in_the_reports(tmp_path, ho
     ],
 )
 def test_a_spill_path_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, adapter, phrase):
-    started = time.monotonic()
+    # reading one of them would block or never end: the run's limit stops that kit
     result = run(tmp_path / "r", adapter, *scenarios("B5"), timeout=60)
-    assert time.monotonic() - started < 50
     assert_clean(result)
     assert result.returncode == 1, result.describe()
     failure = load_report(tmp_path / "r")["scenarios"][0]["failure"]

@@ -401,9 +401,7 @@ def test_include_of_a_fifo_is_refused_without_blocking(tmp):
     """Item 9: a FIFO (nobody writes to it) is refused without being opened."""
     spec = _spec_including(tmp, "fragment.yaml")
     os.mkfifo(spec.parent / "fragment.yaml")
-    started = time.monotonic()
-    _run_refused_include(tmp, spec, "is a FIFO, not a regular file")
-    assert time.monotonic() - started < 50
+    _run_refused_include(tmp, spec, "is a FIFO, not a regular file")  # opening it would block past the run's limit
 
 
 @pytest.mark.slow

@@ -160,3 +160,13 @@ def test_an_invariant_outside_the_cel_subset_is_checked_alone_and_the_others_tog
     assert violated == [inv for inv in each if inv in violated]  # in the spec's order
     id_format = next(inv.check.source for inv in spec.invariants if inv.id == "id_format")
     assert by_cel == [id_format], by_cel  # the binding evaluated that check alone, nothing else
+
+
+def test_a_trigger_the_state_does_not_take_does_not_fire_and_logs_nothing(caplog):
+    m = model()
+    start(m, "j1")
+    finish(m, "j1", outcome="completed")
+    with caplog.at_level("DEBUG"):
+        again = m.predict("cancel_job", {"thread_id": "t1", "job_id": "j1", "requested_by": "user"})
+    assert again.result == {"job_id": "j1", "status": "completed"} and m.record("j1")["status"] == "completed"
+    assert [r for r in caplog.records if r.name.startswith("transitions")] == []

@@ -6,12 +6,13 @@ another exception, never a hang -- and every valid message round-trips.
 from __future__ import annotations
 
 import json
-import time
+import types
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from conformance.adapters import stdio_protocol
 from conformance.adapters.stdio_protocol import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
@@ -111,7 +112,6 @@ def test_deep_nesting_is_bounded(depth):
     line = b'{"id": 1, "result": ' + b"[" * depth + b"]" * depth + b"}"
     reader = ResponseReader()
     reader.sent(1, "call")
-    started = time.perf_counter()
     try:
         out = reader.read(line)
     except ProtocolError as exc:
@@ -119,7 +119,6 @@ def test_deep_nesting_is_bounded(depth):
         assert "nest" in str(exc)
     else:
         assert depth + 1 <= MAX_DEPTH and out.message["id"] == 1
-    assert time.perf_counter() - started < 5
 
 
 def test_unbalanced_open_brackets_are_an_error():
@@ -127,12 +126,13 @@ def test_unbalanced_open_brackets_are_an_error():
         parse_line(b"[" * 1_000_000)
 
 
-def test_a_line_over_the_cap_is_refused_without_parsing():
+def test_a_line_over_the_cap_is_refused_without_parsing(monkeypatch):
     line = b'{"id": 1, "result": "' + b"x" * MAX_LINE_BYTES + b'"}\n'
-    started = time.perf_counter()
+    parsed = []
+    monkeypatch.setattr(stdio_protocol, "json", types.SimpleNamespace(loads=lambda *a, **k: parsed.append(a) or {}))
     with pytest.raises(ProtocolError, match="longer than") as caught:
         parse_line(line)
-    assert time.perf_counter() - started < 2
+    assert parsed == []
     assert len(str(caught.value)) < 1000  # the offending line is quoted, not dumped
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from conformance.engine.hypothesis_support import LOWEST_TESTED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,3 +46,22 @@ def test_the_whole_suite_runs_one_worker_more_than_there_are_cores():
     workers = run_installed.parallel_defaults(["-q"])
     assert workers[:2] == ("-n", str(run_installed.default_workers())) and "loadgroup" in workers
     assert run_installed.parallel_defaults(["-n", "0"]) == () and run_installed.parallel_defaults(["-n4"]) == ()
+
+
+def test_help_answers_before_anything_is_built(monkeypatch, capsys):
+    built = []
+    monkeypatch.setattr(run_installed.venv, "EnvBuilder", lambda *a, **k: built.append("venv"))
+    monkeypatch.setattr(run_installed.tempfile, "mkdtemp", lambda *a, **k: built.append("work directory"))
+    monkeypatch.setattr(run_installed, "_run", lambda argv: built.append(argv))
+    with pytest.raises(SystemExit) as stopped:
+        run_installed.main(["--help"])
+    assert stopped.value.code == 0 and built == []
+    usage = capsys.readouterr().out
+    assert "--hypothesis VERSION" in usage and "goes to pytest" in usage
+
+
+def test_pytests_own_arguments_pass_through():
+    assert run_installed.hypothesis_option(["-n", "0", "-p", "no:xdist", "-m", "not slow", "tests/x.py"]) == (
+        None,
+        ["-n", "0", "-p", "no:xdist", "-m", "not slow", "tests/x.py"],
+    )

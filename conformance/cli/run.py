@@ -120,7 +120,8 @@ class RunRequest:
     default=20,
     show_default=True,
     help="How many times each scenario that races calls runs (unless it sets `race_runs:`): a "
-    "lost-update race may pass one run and fail the next.",
+    "lost-update race may pass one run and fail the next. One whose calls never met the race window "
+    "(never in flight together) in any run is reported as not exercised.",
 )
 @click.option(
     "--workers",

@@ -6,7 +6,9 @@ The categories: transitions, states, operations, error kinds, policies (each
 act of ``POLICY_ACTS``), boundary classes (``BOUNDARY_CLASSES``, and one
 below, at and one above each declared ``exploration.limits`` edge, from
 ``statemachines.tools.limits``) and races (declared concurrent groups and
-those ``statemachines.tools.races`` derives), and transition pairs and
+those ``statemachines.tools.races`` derives, each counted when its calls met
+the race window, ``crew.StartLine.overlapped``; and each scenario that races
+calls and ran, covered when one of its runs met the window), and transition pairs and
 (state, operation, outcome) triples (``engine/pairs.py``). ``run --min-coverage
 CATEGORY=PERCENT`` fails the run with failure kind ``coverage``.
 
@@ -27,6 +29,7 @@ from statemachines.tools.reach import Bound
 from .applicability import not_applicable_items
 from .failures import Failure
 from .pairs import PAIR_CATEGORIES, pair_categories
+from .scenarios import race_coverage_key
 
 __all__ = ["CATEGORIES", "parse_min_coverage", "coverage_categories", "check_gates", "failure_focus"]
 
@@ -109,6 +112,17 @@ def _declared(spec: Spec, params: dict, concurrent: bool) -> dict[str, list[tupl
     return items
 
 
+def _racing_scenarios(counts: dict) -> list[tuple[str, Any]]:
+    """The scenarios that race calls and ran in this run (scenarios.race_coverage_key):
+    each an item of ``races``, covered when a run met the race window."""
+    prefix = race_coverage_key("")
+    return [
+        (f"{key} (races calls)", ("races", [key]))
+        for key in sorted(counts.get("races") or {})
+        if key.startswith(prefix)
+    ]
+
+
 def coverage_categories(
     spec: Spec, counts: dict, params: dict, concurrent: bool = True, bound: Bound | None = None
 ) -> dict:
@@ -119,7 +133,9 @@ def coverage_categories(
     creates (``applicability.run_bound``; None: unknown)."""
     out = {}
     excluded = _not_applicable_by_category(spec, params, concurrent, bound)
-    for category, declared in _declared(spec, params, concurrent).items():
+    declared_items = _declared(spec, params, concurrent)
+    declared_items["races"] += _racing_scenarios(counts)
+    for category, declared in declared_items.items():
         items = [item for item in declared if item[0] not in excluded[category]]
         missed = [name for name, (where, keys) in items if not all((counts.get(where) or {}).get(k) for k in keys)]
         total = len(items)

@@ -28,9 +28,10 @@ import threading
 from _thread import allocate_lock
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RACE_SWITCH_INTERVAL_S", "Crew", "StartLine", "fine_switching", "launch_order"]
+__all__ = ["RACE_SWITCH_INTERVAL_S", "Crew", "RaceWindows", "StartLine", "fine_switching", "launch_order"]
 
 # The interpreter's thread switch interval while a concurrent group runs.
 RACE_SWITCH_INTERVAL_S = 2e-5
@@ -57,6 +58,19 @@ def fine_switching() -> Iterator[None]:
             _switching_groups -= 1
             if _switching_groups == 0:
                 sys.setswitchinterval(_switching_restore)
+
+
+@dataclass
+class RaceWindows:
+    """How many concurrent groups ran, and how many of them met the race
+    window (``StartLine.overlapped``)."""
+
+    groups: int = 0
+    met: int = 0
+
+    def hit(self, met: bool) -> None:
+        self.groups += 1
+        self.met += int(met)
 
 
 class Crew:
@@ -116,15 +130,18 @@ class StartLine:
 
     ``start()`` blocks until all ``n`` threads have called it (or ``timeout``
     passed: then every thread waiting goes, as from a broken barrier).
-    ``finish(i, outcome)`` hands back call ``i``'s outcome, ``(True, answer)``
-    or ``(False, exception)``. ``wait(timeout)`` returns once every call has
-    finished, or once a call failed and every call before it has finished
-    (the first failure in call order is then known); False on timeout.
-    ``outcomes[i]`` is None for a call still running."""
+    ``finish(i, outcome, span)`` hands back call ``i``'s outcome, ``(True, answer)``
+    or ``(False, exception)``, and when it was in flight (``span``: the clock
+    before the call went and after its answer came, as the kit saw them).
+    ``wait(timeout)`` returns once every call has finished, or once a call
+    failed and every call before it has finished (the first failure in call
+    order is then known); False on timeout. ``outcomes[i]`` is None for a call
+    still running. ``overlapped()``: whether the calls met the race window."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.outcomes: list[tuple[bool, Any] | None] = [None] * n
+        self.spans: list[tuple[float, float] | None] = [None] * n
         self._mutex = allocate_lock()
         self._waiting: list = []  # the gates of the threads at the line, in the order they arrived
         self._open = False
@@ -154,9 +171,10 @@ class StartLine:
                 if waiting is not gate:
                     waiting.release()
 
-    def finish(self, i: int, outcome: tuple[bool, Any]) -> None:
+    def finish(self, i: int, outcome: tuple[bool, Any], span: tuple[float, float] | None = None) -> None:
         with self._mutex:
             self.outcomes[i] = outcome
+            self.spans[i] = span
             settled = False
             if not self._said:
                 for each in self.outcomes:
@@ -173,6 +191,23 @@ class StartLine:
 
     def wait(self, timeout: float) -> bool:
         return self._settled.acquire(True, timeout)
+
+    def overlapped(self) -> bool:
+        """Whether the race window was met: two of the group's calls were in
+        flight at one instant (one went before the other had answered), as
+        the kit saw them. Needed for calls to interleave inside the
+        implementation, though not proof that they did; a group whose calls
+        went one after another, each answered before the next went, raced
+        nothing."""
+        with self._mutex:
+            spans = sorted(span for span in self.spans if span is not None)
+        # sorted by when each went: some call went before an earlier one answered
+        latest_end = None
+        for went, answered in spans:
+            if latest_end is not None and went < latest_end:
+                return True
+            latest_end = answered if latest_end is None else max(latest_end, answered)
+        return False
 
 
 def launch_order(n: int, head_start: int) -> list[int]:

@@ -31,7 +31,9 @@ from .session import Session
 __all__ = [
     "NOT_APPLICABLE",
     "RACE_RUNS",
+    "RaceWindowRuns",
     "ScenarioOutcome",
+    "race_coverage_key",
     "not_applicable_ids",
     "not_applicable_reason",
     "not_offered_reason",
@@ -119,9 +121,12 @@ class ScenarioOutcome:
     failure: Failure | None
     duration_s: float
     note: str | None = None
+    # A scenario that races calls: in how many of its runs a concurrent group
+    # met the race window (crew.StartLine.overlapped), of how many runs.
+    race_windows: RaceWindowRuns | None = None
 
     def to_dict(self) -> dict:
-        return {
+        entry = {
             "id": self.scenario.id,
             "title": self.scenario.title,
             "category": self.scenario.category,
@@ -129,6 +134,24 @@ class ScenarioOutcome:
             "duration_s": round(self.duration_s, 4),
             "failure": self.failure.to_dict() if self.failure else None,
         }
+        if self.race_windows is not None:
+            entry["race_windows"] = {"met": self.race_windows.met, "runs": self.race_windows.runs}
+        return entry
+
+
+@dataclass
+class RaceWindowRuns:
+    """Runs of a racing scenario, and those in which one of its concurrent
+    groups met the race window."""
+
+    runs: int = 0
+    met: int = 0
+
+
+def race_coverage_key(scenario_id: str) -> str:
+    """The key of a racing scenario in the coverage's ``races`` counts (its
+    count: the runs that met the race window; 0 when none did)."""
+    return f"scenario {scenario_id}"
 
 
 class _Stop(Exception):
@@ -148,9 +171,13 @@ class _Avoided(Exception):
 RACE_RUNS = 20
 
 
+def _races_calls(scenario: Scenario) -> bool:
+    return any(isinstance(step, ConcurrentStep) for step in _flatten(scenario.steps))
+
+
 def race_runs_of(scenario: Scenario, default: int = RACE_RUNS) -> int:
     """Runs of ``scenario``: 1 without concurrent steps, else its own race_runs or ``default``."""
-    if not any(isinstance(step, ConcurrentStep) for step in _flatten(scenario.steps)):
+    if not _races_calls(scenario):
         return 1
     return max(1, int(getattr(scenario, "race_runs", None) or default))
 
@@ -205,6 +232,7 @@ def run_scenario(
     if absent:  # an operation it calls answered not_implemented before: not run again
         return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, absent)
     runs, run = race_runs_of(scenario, race_runs), 0
+    windows = RaceWindowRuns() if _races_calls(scenario) else None
     try:
         for run in range(1, runs + 1):
             if run > 1:
@@ -213,7 +241,11 @@ def run_scenario(
             # Each run lets another of a group's calls lead (it tends to run first):
             # a check-then-act window opens only when the checking call leads.
             session.head_start = -run
-            run_steps(session, scenario.steps, {"params": session.params})
+            before = session.race_windows.met
+            try:
+                run_steps(session, scenario.steps, {"params": session.params})
+            finally:
+                _count_run(windows, session, before)
     except _Avoided as avoided:
         d = avoided.deviation
         note = (
@@ -233,7 +265,8 @@ def run_scenario(
                 f"{'it passed the runs before' if run > 1 else 'the first run failed'})"
             )
         verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
-        return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started)
+        _count_coverage(session, scenario, windows)
+        return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started, race_windows=windows)
     except AdapterLoadError as exc:
         failure = Failure(
             kind="implementation-error", message=f"scenario {scenario.id}: {exc}", steps=list(session.trace)
@@ -244,8 +277,41 @@ def run_scenario(
         return ScenarioOutcome(scenario, "error", failure, time.perf_counter() - started)
     finally:
         session.head_start = -1
-    passed = f"passed all {runs} runs (it races calls)" if runs > 1 else None
-    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed)
+    _count_coverage(session, scenario, windows)
+    if windows is not None and windows.met == 0:
+        return ScenarioOutcome(
+            scenario, "skip", None, time.perf_counter() - started, _not_exercised(windows), race_windows=windows
+        )
+    passed = None
+    if windows is not None:
+        ran = f"all {runs} runs" if runs > 1 else "its one run"
+        passed = f"passed {ran} (it races calls; the race window was met in {windows.met} of {runs})"
+    return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed, race_windows=windows)
+
+
+def _count_run(windows: RaceWindowRuns | None, session: Session, before: int) -> None:
+    """One run of a racing scenario counted: it met the race window when one
+    of its concurrent groups did."""
+    if windows is None:
+        return
+    windows.runs += 1
+    windows.met += int(session.race_windows.met > before)
+
+
+def _count_coverage(session: Session, scenario: Scenario, windows: RaceWindowRuns | None) -> None:
+    """A racing scenario that ran is an item of the ``races`` coverage,
+    covered when a run met the race window."""
+    if windows is not None and windows.runs:
+        session.model.coverage.hit("races", race_coverage_key(scenario.id), windows.met)
+
+
+def _not_exercised(windows: RaceWindowRuns) -> str:
+    runs = f"{windows.runs} run" + ("s" if windows.runs != 1 else "")
+    return (
+        f"race not exercised: in none of its {runs} were the racing calls in flight together "
+        "(each answered before the next one went), so no race was tested; "
+        "on a busy or one-core machine, raise --race-runs or give the implementation more cores"
+    )
 
 
 # The failure kind of an answer of error kind not_implemented (engine/session.py).

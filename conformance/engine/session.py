@@ -43,7 +43,7 @@ from ..errors import AdapterLoadError, InputRefused
 from .answer_schemas import AnswerSchema
 from .budgets import SlowCalls
 from .compare import compare, observation_problem
-from .crew import Crew, StartLine, fine_switching, launch_order
+from .crew import Crew, RaceWindows, StartLine, fine_switching, launch_order
 from .deviations import Deviations
 from .failures import INPUT_REFUSED, NOT_IMPLEMENTED, Failure
 from .interrupts import checkpoint, stops_the_run
@@ -250,6 +250,10 @@ class Session:
         # Which call of a concurrent group is started last, and so usually runs first (-1: the
         # last call): a replay that retries a race (engine/reduce.py) gives each call the lead in turn.
         self.head_start = -1
+        # Whether the calls of concurrent groups met the race window (StartLine.overlapped):
+        # the last group's, and how many of all groups did (counts, never reset).
+        self.last_race_met = False
+        self.race_windows = RaceWindows()
         self._probed_revision: int | None = None  # the model's revision the last passing probe saw
         self._probe_calls: tuple | None = None  # (the parameters, the extra values, the probe calls they give)
         # Values of the probe's pool that calls passed although the pool does not list
@@ -868,7 +872,10 @@ class Session:
         index = len(self.trace)
         for operation, args in calls:
             self._note_pool_values(operation, args)
-        responses, failure = self._collect(calls, self._race(calls), index)
+        line = self._race(calls)
+        self.last_race_met = line.overlapped()
+        self.race_windows.hit(self.last_race_met)
+        responses, failure = self._collect(calls, line, index)
         if failure is None:
             failure = self._check_group_answers(calls, responses, index)
         if failure is not None:
@@ -900,12 +907,14 @@ class Session:
         def run(i: int, op: str, args: dict, release: Callable[[], None]) -> None:
             line.start(self.timeout_s)
             outcome: tuple[bool, Any]
+            went = time.perf_counter()
             try:
                 outcome = (True, self.adapter.call(op, args))
             except BaseException as exc:
                 outcome = (False, exc)
+            span = (went, time.perf_counter())
             release()
-            line.finish(i, outcome)
+            line.finish(i, outcome, span)
 
         # Daemon threads: a call that never returns must not keep the kit alive.
         # The thread that reaches the start line last runs first (it holds the

@@ -945,8 +945,8 @@ def build_example(
             carry_out(explorer, step, self, driver)
             if moved is not None:
                 name_features(session, at, moved)
-            if step[0] == "concurrent" and self.group_answers and len(self.group_answers) > 1:
-                session.model.coverage.hit("races", step[1]["name"])  # the calls really raced
+            if step[0] == "concurrent" and self.group_answers and len(self.group_answers) > 1 and session.last_race_met:
+                session.model.coverage.hit("races", step[1]["name"])  # the calls met the race window
             self._note_keys()
             driver.check(session.check_model_invariants())
             # The probe looks again only when the model's state changed; a step

@@ -19,6 +19,7 @@ __all__ = [
     "first_line",
     "ordered_scenarios",
     "pretty_json",
+    "race_windows_text",
     "values_shown",
     "replay_for",
     "step_text",
@@ -165,6 +166,19 @@ def ordered_scenarios(report: dict) -> list[dict]:
     """Scenarios grouped nominal, edge, boundary (others last), matrix order kept within a group."""
     rank = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     return sorted(report.get("scenarios") or [], key=lambda s: rank.get(s.get("category"), len(rank)))
+
+
+def race_windows_text(scenario: dict) -> str:
+    """What a racing scenario's runs came to, beside its verdict: "race not
+    exercised (0/20 runs)" or "race window met in 7/20 runs"; "" for a
+    scenario that races no calls."""
+    windows = scenario.get("race_windows")
+    if not isinstance(windows, dict):
+        return ""
+    met, runs = windows.get("met"), windows.get("runs")
+    if not met:
+        return f"race not exercised ({met}/{runs} runs)"
+    return f"race window met in {met}/{runs} runs"
 
 
 def verdict_counts(scenarios: list[dict]) -> dict[str, int]:

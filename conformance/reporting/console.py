@@ -17,6 +17,7 @@ from ._format import (
     failed_checks,
     first_line,
     ordered_scenarios,
+    race_windows_text,
     replay_for,
     step_text,
     values_shown,
@@ -78,7 +79,7 @@ def _print_matrix(console: Console, report: dict) -> None:
             Text(str(s.get("id"))),
             Text(str(s.get("category") or "")),
             Text(str(s.get("title") or "")),
-            _verdict(s.get("verdict")),
+            _verdict(s.get("verdict")).append(f" {race_windows_text(s)}" if race_windows_text(s) else ""),
         )
     # An empty table reads like a rendering bug; say what happened.
     console.print(table if table.row_count else Text(f"Conformance: {title}: no scenario was run"))

@@ -10,6 +10,7 @@ from ._format import (
     failed_checks,
     ordered_scenarios,
     pretty_json,
+    race_windows_text,
     replay_for,
     step_text,
     values_shown,
@@ -146,7 +147,7 @@ def _matrix(report: dict) -> list[str]:
     lines += ["| ID | Category | Scenario | Verdict |", "|---|---|---|---|"]
     lines += [
         f"| {_cell(s.get('id'))} | {_cell(s.get('category') or '')} | {_cell(s.get('title') or '')} "
-        f"| {_verdict(s.get('verdict'))} |"
+        f"| {_verdict(s.get('verdict'))}{_text(' · ' + race_windows_text(s)) if race_windows_text(s) else ''} |"
         for s in scenarios
     ]
     return lines + [""]
