@@ -148,24 +148,40 @@ def _is_stub(failure: dict | None) -> bool:
 def _print_stubbed(console: Console, report: dict, checks: list[tuple[str, dict | None]]) -> None:
     """The operations the implementation does not offer (each answered
     not_implemented): listed once, as not applicable, instead of a page of
-    identical failures; the scenarios calling them are not applicable."""
+    identical failures; the scenarios calling them are not applicable. A
+    report that still has such answers as failures (an older kit's, or a
+    stub with nothing else to draw) lists them once too, with what they stop."""
     operations = (report.get("not_applicable") or {}).get("operations") or []
-    if not operations:
-        return
-    console.print()
-    console.print(
-        Text(
-            f"Not implemented: {len(operations)} operation(s) answer not_implemented "
-            "(the scenarios calling them are not applicable; the exploration stopped drawing them)",
-            style="bold yellow",
-        ),
-        soft_wrap=True,
-    )
-    for entry in operations:
-        detail = f" ({entry['message']})" if entry.get("message") else ""
-        console.print(Text(f"  operation {entry['operation']} is not implemented{detail}"), soft_wrap=True)
-    if any(_is_stub(failure) for _, failure in checks):
-        console.print(Text("  nothing left to check: no operation answers otherwise", style="bold red"))
+    stubbed: dict[str, list[str]] = {}
+    for label, failure in checks:
+        if failure is not None and _is_stub(failure) and failure.get("operation"):
+            stubbed.setdefault(str(failure.get("operation")), []).append(
+                label.split(" ", 1)[0] if label != "stateful exploration" else "the exploration"
+            )
+    if operations:
+        console.print()
+        console.print(
+            Text(
+                f"Not implemented: {len(operations)} operation(s) answer not_implemented "
+                "(the scenarios calling them are not applicable; the exploration stopped drawing them)",
+                style="bold yellow",
+            ),
+            soft_wrap=True,
+        )
+        for entry in operations:
+            detail = f" ({entry['message']})" if entry.get("message") else ""
+            console.print(Text(f"  operation {entry['operation']} is not implemented{detail}"), soft_wrap=True)
+        if any(_is_stub(failure) for _, failure in checks):
+            console.print(Text("  nothing left to check: no operation answers otherwise", style="bold red"))
+    listed = {str(entry.get("operation")) for entry in operations}
+    failing = {op: labels for op, labels in sorted(stubbed.items()) if op not in listed}
+    if failing:
+        console.print()
+        console.print(Text(f"Not implemented: {len(failing)} operation(s) answer not_implemented", style="bold red"))
+        for operation, labels in failing.items():
+            console.print(
+                Text(f"  operation {operation} is not implemented (stops {', '.join(labels)})"), soft_wrap=True
+            )
 
 
 def _print_failures(console: Console, checks: list[tuple[str, dict | None]], report: dict) -> set[str]:
