@@ -130,7 +130,8 @@ def spec_target_problem(target: str, key: str = "reference") -> str | None:
     A spec is data (docs/trust-model.md): it may name only the kit's own
     references (``lifecycle_references``) or code of an installed package
     that contributes specs through the ``lifecycle_conformance.specs`` entry
-    point, and only a plain attribute of that module. Any other code runs
+    point, and only a plain attribute of that module (never a ``__main__``
+    module: importing one runs its program). Any other code runs
     only when the user names it (``--adapter``)."""
     module, _, attr = str(target).partition(":")
     top = module.split(".", 1)[0]
@@ -141,7 +142,9 @@ def spec_target_problem(target: str, key: str = "reference") -> str | None:
         }
     except Exception:
         pass
-    if top in trusted and attr.isidentifier():
+    parts = module.split(".")
+    plain = all(part.isidentifier() and part != "__main__" for part in parts)  # a library, not a program
+    if top in trusted and plain and attr.isidentifier():
         return None
     fix = (
         f"if you trust that code, name it yourself: --adapter {target}"
