@@ -454,7 +454,9 @@ class ConformanceItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailed):
-            return str(excinfo.value)
+            from .reporting._format import visible
+
+            return visible(str(excinfo.value))  # received text's control characters show escaped
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

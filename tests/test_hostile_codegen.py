@@ -245,3 +245,12 @@ def test_visible_escapes_every_unprintable_character(text):
     shown = visible(text, keep="")
     assert shown.isprintable()
     assert visible(text) == text or not text.isprintable()
+
+
+def test_plain_progress_lines_show_control_characters_escaped():
+    from conformance.progress import PlainProgress
+
+    stream = io.StringIO()
+    PlainProgress(stream)._say(f"scenario {CONTROL}: fail")
+    _assert_no_controls(stream.getvalue().removesuffix("\n"))
+    assert stream.getvalue().count("\n") == 1
