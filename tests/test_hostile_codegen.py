@@ -254,3 +254,11 @@ def test_plain_progress_lines_show_control_characters_escaped():
     PlainProgress(stream)._say(f"scenario {CONTROL}: fail")
     _assert_no_controls(stream.getvalue().removesuffix("\n"))
     assert stream.getvalue().count("\n") == 1
+
+
+def test_the_cli_consoles_read_no_markup_in_received_text():
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=200, highlight=False)
+    console.print("profile [link=https://evil.example]x[/link] [bold red]PASS[/] :warning:")
+    text = out.getvalue()
+    assert "[link=https://evil.example]x[/link]" in text and "\x1b]8" not in text and ":warning:" in text

@@ -8,6 +8,7 @@ as markup (or reject), and ":name:" that it would turn into emoji.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.segment import Segment
@@ -46,7 +47,14 @@ class SafeConsole(Console):
     escaped (``\\x1b``, ``\\u202e``; :func:`visible`): received text (a spec's
     title, an implementation's message) cannot colour the terminal, set its
     window title, ring its bell or overwrite a line. The escape codes of the
-    kit's own styles are added after this, and are kept."""
+    kit's own styles are added after this, and are kept. Strings are never
+    read as markup or emoji codes (``[link=...]`` in a spec's text stays
+    text); the kit styles what it prints with ``Text`` objects."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(
