@@ -176,3 +176,30 @@ def test_the_kit_s_own_import_guard_lets_a_real_signal_through(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(Interrupted):
         resolve_target("signalled_import:Adapter")
+
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize("key", [f"job-{HUGE}", "job-٣", "job-²", f"{HUGE}", "job-" + "1" * 19])
+def test_keys_an_implementation_issues_never_break_the_key_shapes(key):
+    """Keys come from the implementation's answers: a 5,000-digit or
+    non-ASCII number in one is a key like any other, never a ValueError."""
+    from conformance.engine.key_shapes import near_miss, reshaped, shaped_key
+
+    for pick in range(3):
+        shaped = shaped_key([key, "job-7"], pick)
+        assert shaped is None or isinstance(shaped, str)
+        miss = near_miss([key], pick)
+        assert miss is None or isinstance(miss, str)
+    for value in (key[:-1], key[-1], f"0{key}", key.upper(), f"x{key}"):
+        again = reshaped(value, key, "job-8")
+        assert again is None or isinstance(again, str)
+
+
+@pytest.mark.parametrize("path", [f"jobs[{HUGE}].id", "jobs[٣].id", "jobs[²]", "jobs[99999999999999999999]"])
+def test_paths_with_odd_indexes_are_looked_up_not_crashed_on(path):
+    from conformance.engine.compare import without_path
+
+    answer = {"jobs": [{"id": "a"}]}
+    assert without_path(answer, path) == answer
