@@ -164,6 +164,7 @@ def test_a_spec_naming_a_program_module_as_its_reference_is_refused(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(tmp_path / "t.yaml"), "--report-dir", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
     assert "internal error" not in result.output and "a spec cannot choose code" in result.output
+    assert f"{tmp_path / 't.yaml'}:" in result.output  # file:line of implementations.reference
     assert json.loads((tmp_path / "r/report.json").read_text())["verdict"] == "error"
 
 
