@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .engine.runner import Progress as RunnerProgress
+from .reporting._format import visible
 
 __all__ = ["QUIET", "NORMAL", "VERBOSE", "progress_for", "PlainProgress", "BarProgress"]
 
@@ -74,7 +75,7 @@ class PlainProgress(RunnerProgress):
     def _say(self, text: str) -> None:
         with self._lock:
             try:
-                self.stream.write(text + "\n")
+                self.stream.write(visible(text, keep="") + "\n")  # received names show escaped
                 self.stream.flush()
             except (OSError, ValueError):  # a closed log must not end the run
                 pass

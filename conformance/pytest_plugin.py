@@ -194,11 +194,11 @@ def parse_suite_entry(entry: str) -> SuiteDefinition:
                 raise SuiteEntryError(f"profile={value!r} is not one of {', '.join(PROFILE_NAMES)}")
             suite.profile = value
         elif key == "seed":
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit() and len(value) <= 19):  # isdigit alone takes "²"
                 raise SuiteEntryError(f"seed={value!r} must be a whole number")
             suite.seed = int(value)
         elif key == "max-failures":
-            if not value.isdigit() or not 1 <= int(value) <= 50:
+            if not (value.isascii() and value.isdigit() and len(value) <= 2) or not 1 <= int(value) <= 50:
                 raise SuiteEntryError(f"max-failures={value!r} must be a whole number from 1 to 50")
             suite.max_failures = int(value)
         elif key == "timeout":
@@ -454,7 +454,9 @@ class ConformanceItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailed):
-            return str(excinfo.value)
+            from .reporting._format import visible
+
+            return visible(str(excinfo.value))  # received text's control characters show escaped
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

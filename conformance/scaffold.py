@@ -5,6 +5,13 @@ its result and its declared errors (read from the compiled spec), and which
 answers an error of kind ``not_implemented`` until the user connects it: the
 kit reports each as "operation X is not implemented". A pytest file using the
 plugin comes with it, so the scaffold runs before the user writes a line.
+
+Everything the spec says (its title, summaries, names, schemas) reaches the
+files only through a literal encoder: ``repr`` for Python values,
+``json.dumps`` for JavaScript ones, :func:`comment_line` (one line, control
+characters escaped) in comments, and ASCII identifiers checked as such. No
+template pastes spec text into code or into a string's quotes, so a title
+holding quotes, newlines or ``*/`` stays text (docs/trust-model.md).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from statemachines import Spec
 
 from .engine.failures import NOT_IMPLEMENTED
 from .errors import ConformanceError
+from .reporting._format import visible
 from .reporting.safe_files import refuse_symlinks, write_atomic
 
 __all__ = [
@@ -36,6 +44,8 @@ __all__ = [
     "check_scaffold",
     "render_schema",
     "profile_summary",
+    "comment_line",
+    "method_names",
 ]
 
 TRANSPORTS = {
@@ -259,41 +269,75 @@ def profile_summary(spec: Spec, chosen: str) -> str:
     return f"profile {chosen}: declaring it sets {sets or 'no parameter'}"
 
 
+def comment_line(text: str) -> str:
+    """``text`` safe inside a ``#`` or ``//`` comment: one line whatever it
+    holds (newlines, carriage returns, U+2028 and every other control or
+    format character escaped, :func:`visible`)."""
+    return visible(text, keep="")
+
+
 def _comment(lines: list[str], marker: str, indent: str = "") -> str:
-    return "\n".join(f"{indent}{marker} {line}".rstrip() for line in lines)
+    return "\n".join(f"{indent}{marker} {comment_line(line)}".rstrip() for line in lines)
 
 
 def _identifier(name: str) -> str:
-    ident = re.sub(r"\W", "_", name)
-    return ident if ident.isidentifier() and not keyword.iskeyword(ident) else f"_{ident}"
+    """An ASCII Python identifier made of ``name`` (other characters become ``_``)."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    ident = ident if ident.isidentifier() and not keyword.iskeyword(ident) else f"_{ident}"
+    if not (ident.isascii() and ident.isidentifier()):  # checked, not assumed
+        raise ScaffoldError(f"cannot make an identifier of {name!r}")
+    return ident
+
+
+def method_names(spec: Spec) -> dict[str, str]:
+    """Each operation's stub method name (``op_...``), distinct even where two
+    operation names differ only in characters an identifier cannot hold."""
+    names: dict[str, str] = {}
+    for operation in spec.operations:
+        base = f"op_{_identifier(operation)}"
+        name, n = base, 2
+        while name in names.values():
+            name, n = f"{base}_{n}", n + 1
+        names[operation] = name
+    return names
 
 
 # ------------------------------------------------------------------ templates
 
 
+def _run_lines(run_command: str, test_command: str, marker: str) -> str:
+    return _comment(["Run it:", f"    {run_command}", f"    {test_command}"], marker)
+
+
+def _spec_literal(spec: Spec) -> str:
+    """The spec's id and version as a Python dict literal (repr: data, never code)."""
+    return f"{{'id': {spec.id!r}, 'version': {spec.version!r}}}"
+
+
 def _python_adapter(spec: Spec, run_command: str, test_command: str, profile: str | None = None) -> str:
+    methods = method_names(spec)
     stubs = []
     for name in spec.operations:
         stubs.append(
-            f"    def op_{_identifier(name)}(self, args: dict) -> dict:\n"
+            f"    def {methods[name]}(self, args: dict) -> dict:\n"
             f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
             "        return not_implemented()\n"
         )
-    table = ",\n".join(f"        {name!r}: op_{_identifier(name)}" for name in spec.operations)
-    return f'''"""Adapter for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
+    table = ",\n".join(f"        {name!r}: {methods[name]}" for name in spec.operations)
+    return f'''"""Adapter written by `conformance init` for the spec named below.
 
 Connect each op_* method to your implementation. Until you do, it answers an
 error of kind "{NOT_IMPLEMENTED}" and the kit reports "operation X is not implemented".
 
-    {run_command}
-    {test_command}
-
 Answers are JSON data: {{"result": ..., "effects": [...]}} or
 {{"error": {{"kind": ..., "message": ...}}, "effects": [...]}} (conformance.adapters.adapter).
 """
+{_run_lines(run_command, test_command, "#")}
+
 from conformance.adapters.adapter import Adapter as AdapterBase
 from conformance.adapters.adapter import EffectRecorder, error_response, result_response  # noqa: F401  # for the methods you add
 
+SPEC = {_spec_literal(spec)}
 NOT_IMPLEMENTED = "{NOT_IMPLEMENTED}"  # the kit reports this kind as "operation X is not implemented"
 
 {_comment(_header(spec, profile, "python"), "#")}
@@ -311,7 +355,7 @@ class Adapter(AdapterBase):
 
     def describe(self) -> dict:
         return {{"name": "my-implementation", "version": "0.0.0",
-                "profile": {_value(profile) if profile else "None"},  # one of the spec's profiles sets its values (see above)
+                "profile": {profile!r},  # one of the spec's profiles sets its values (see above)
                 "parameters": {{}},     # the values your implementation uses, where they differ
                 "capabilities": {{"concurrent": False}}}}  # True if call() is safe in parallel: Concurrency, above
 
@@ -326,7 +370,7 @@ class Adapter(AdapterBase):
     def call(self, operation: str, args: dict) -> dict:
         handler = self.OPERATIONS.get(operation)
         if handler is None:
-            return error_response("unknown_operation", f"{spec.id} has no operation {{operation!r}}")
+            return error_response("unknown_operation", f"{{SPEC['id']}} has no operation {{operation!r}}")
         return handler(self, args)
 
 {chr(10).join(stubs)}
@@ -337,30 +381,30 @@ class Adapter(AdapterBase):
 
 
 def _stdio_python_adapter(spec: Spec, run_command: str, test_command: str, profile: str | None = None) -> str:
+    methods = method_names(spec)
     stubs = []
     for name in spec.operations:
         stubs.append(
-            f"    def op_{_identifier(name)}(self, args):\n"
+            f"    def {methods[name]}(self, args):\n"
             f"{_comment(_operation_doc(spec, name), '#', '        ')}\n"
             "        return not_implemented()\n"
         )
-    table = ",\n".join(f"    {name!r}: Implementation.op_{_identifier(name)}" for name in spec.operations)
+    table = ",\n".join(f"    {name!r}: Implementation.{methods[name]}" for name in spec.operations)
     return f'''#!/usr/bin/env python3
-"""Adapter program for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
+"""Adapter program written by `conformance init` for the spec named below.
 
 It speaks the kit's stdio protocol: one JSON request per line on stdin, one
 JSON answer per line on stdout (`conformance schema protocol` prints the
 schema). Standard library only. Connect each op_* method to your
 implementation; until you do, it answers an error of kind "{NOT_IMPLEMENTED}"
 and the kit reports "operation X is not implemented".
-
-    {run_command}
-    {test_command}
 """
+{_run_lines(run_command, test_command, "#")}
+
 import json
 import sys
 
-SPEC = {{"id": {json.dumps(spec.id)}, "version": {json.dumps(spec.version)}}}
+SPEC = {_spec_literal(spec)}
 NOT_IMPLEMENTED = "{NOT_IMPLEMENTED}"  # the kit reports this kind as "operation X is not implemented"
 
 {_comment(_header(spec, profile, "stdio"), "#")}
@@ -394,7 +438,7 @@ def handle(implementation, request):
     kind = request["type"]
     if kind == "hello":
         return {{"protocol": 1, "implementation": {{"name": "my-implementation", "version": "0.0.0"}},
-                "specs": [{{**SPEC, "profile": {_value(profile) if profile else "None"}, "parameters": {{}}}}],  # profile/parameters: see above
+                "specs": [{{**SPEC, "profile": {profile!r}, "parameters": {{}}}}],  # profile/parameters: see above
                 "capabilities": {{"concurrent": False}}}}  # this loop may declare True: Concurrency, above
     if kind == "reset":
         implementation.reset(request["now_ms"])
@@ -436,7 +480,7 @@ def _node_adapter(spec: Spec, run_command: str, test_command: str, profile: str 
         )
     return f'''#!/usr/bin/env node
 'use strict';
-// Adapter program for {spec.title} ({spec.id} {spec.version}), written by `conformance init`.
+// Adapter program written by `conformance init` for the spec named below.
 //
 // It speaks the kit's stdio protocol: one JSON request per line on stdin, one
 // JSON answer per line on stdout (`conformance schema protocol` prints the
@@ -444,8 +488,7 @@ def _node_adapter(spec: Spec, run_command: str, test_command: str, profile: str 
 // implementation; until you do, it answers an error of kind "{NOT_IMPLEMENTED}"
 // and the kit reports "operation X is not implemented".
 //
-//   {run_command}
-//   {test_command}
+{_run_lines(run_command, test_command, "//")}
 
 const readline = require('readline');
 
@@ -508,16 +551,17 @@ lines.on('line', (line) => {{
 
 def _test_file(spec: Spec, spec_ref: str, transport: str, adapter_file: str, suite_name: str) -> str:
     if transport == "python":
-        imports, argument = "", f'adapter="{Path(adapter_file).stem}:Adapter"'
+        imports, argument = "", f"adapter={f'{Path(adapter_file).stem}:Adapter'!r}"
     elif transport == "stdio-python":
         imports = "import shlex\nimport sys\n\n"
         argument = f"adapter_cmd=shlex.join([sys.executable, {adapter_file!r}])"
     else:
-        imports, argument = "", f'adapter_cmd="node {adapter_file}"'
+        imports, argument = "", f"adapter_cmd={f'node {adapter_file}'!r}"
     where = "" if transport == "python" else " The adapter program runs in this file's directory."
-    return f'''"""Conformance of this implementation to {spec.title} ({spec.id} {spec.version}):
-one test per scenario of the spec, plus a generated stateful exploration.
+    return f'''"""Conformance of this implementation to the spec named below: one test
+per scenario of the spec, plus a generated stateful exploration.
 Written by `conformance init`.{where}"""
+{_comment([f"Spec: {spec.id} {spec.version}: {spec.title}"], "#")}
 {imports}from conformance.pytest_plugin import conformance_suite
 
 {suite_name} = conformance_suite({spec_ref!r}, {argument})
@@ -546,7 +590,7 @@ def plan_scaffold(
     if profile is not None and profile not in spec.profiles:
         known = ", ".join(spec.profiles) or "none"
         raise ScaffoldError(f"{spec.id} has no profile {profile!r}; its profiles: {known}")
-    slug = _identifier(spec.id.replace("-", "_"))
+    slug = _identifier(spec.id.replace("-", "_"))  # ASCII, checked: it names the files
     test_file = f"test_{slug}_conformance.py"
     if transport == "python":
         adapter_file = f"{slug}_adapter.py"

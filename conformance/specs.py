@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
+from typing import Any
 
 from .errors import ConformanceError
 
@@ -123,14 +124,15 @@ def resolve_spec(name_or_path: str, *, relative_to: str | os.PathLike | None = N
 KIT_REFERENCES = "lifecycle_references"  # the kit's own reference implementations and mutants
 
 
-def spec_target_problem(target: str, key: str = "reference") -> str | None:
+def spec_target_problem(target: str, key: str = "reference", spec: Any = None) -> str | None:
     """Why a spec may not choose ``target`` (``module:attr``, its
     ``implementations.<key>``) as code for the kit to import and run, or None.
 
     A spec is data (docs/trust-model.md): it may name only the kit's own
     references (``lifecycle_references``) or code of an installed package
     that contributes specs through the ``lifecycle_conformance.specs`` entry
-    point, and only a plain attribute of that module. Any other code runs
+    point, and only a plain attribute of that module (never a ``__main__``
+    module: importing one runs its program). Any other code runs
     only when the user names it (``--adapter``)."""
     module, _, attr = str(target).partition(":")
     top = module.split(".", 1)[0]
@@ -141,15 +143,19 @@ def spec_target_problem(target: str, key: str = "reference") -> str | None:
         }
     except Exception:
         pass
-    if top in trusted and attr.isidentifier():
+    parts = module.split(".")
+    plain = all(part.isidentifier() and part != "__main__" for part in parts)  # a library, not a program
+    if top in trusted and plain and attr.isidentifier():
         return None
     fix = (
         f"if you trust that code, name it yourself: --adapter {target}"
         if key == "reference"
         else "if you trust that code, ship the spec from a package with that entry point"
     )
+    file, line = spec.source_map.locate(("implementations", key)) if spec is not None else (None, None)
+    where = f"{file}:{line}: " if file else ""
     return (
-        f"the spec names {target!r} as its {key} implementation, but a spec cannot choose code for the kit to "
+        f"{where}the spec names {target!r} as its {key} implementation, but a spec cannot choose code for the kit to "
         f"run (only the kit's own references or a package that ships specs through the "
         f"{ENTRY_POINT_GROUP} entry point); {fix}"
     )

@@ -83,12 +83,38 @@ class _Action:
             )
             self.log = getattr(self, "log", "") + proc.stdout + proc.stderr
             if step.get("id"):
-                self.outputs[step["id"]] = dict(
-                    line.split("=", 1) for line in output.read_text().splitlines() if "=" in line
-                )
+                self.outputs[step["id"]] = parse_github_output(output.read_text(encoding="utf-8"))
             if proc.returncode != 0:
                 return proc.returncode
         return 0
+
+
+def parse_github_output(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT read as the Actions runner reads it: ``name=value`` lines
+    and ``name<<DELIMITER`` blocks ending at a line that is the delimiter;
+    empty lines skipped; a later value of a name replaces an earlier one."""
+    outputs: dict[str, str] = {}
+    lines = iter(re.split("\r\n|\r|\n", text))  # .NET's ReadLine: \r, \n and \r\n end a line
+    for line in lines:
+        if not line:
+            continue
+        equals, heredoc = line.find("="), line.find("<<")
+        if equals >= 0 and (heredoc < 0 or equals < heredoc):
+            name, value = line[:equals], line[equals + 1 :]
+        else:
+            assert heredoc >= 0, f"invalid GITHUB_OUTPUT line {line!r}"
+            name, delimiter = line[:heredoc], line[heredoc + 2 :]
+            block = []
+            for value_line in lines:
+                if value_line == delimiter:
+                    break
+                block.append(value_line)
+            else:
+                raise AssertionError(f"GITHUB_OUTPUT: no line {delimiter!r} ends {name}")
+            value = "\n".join(block)
+        assert name, f"invalid GITHUB_OUTPUT line {line!r}"
+        outputs[name] = value
+    return outputs
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +242,58 @@ def test_action_args_that_cannot_be_split_are_an_error_not_a_run(tmp_path):
     assert not (tmp_path / "argv.json").exists()
     assert action.outputs["run"]["exit-code"] == "2"
     assert "the args input cannot be split into words" in action.log
+
+
+def _failing_conformance(tmp_path: Path, verdict: str = "fail") -> Path:
+    """A `conformance` that writes a report with ``verdict`` into its --report-dir and exits 1."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    tool = bin_dir / "conformance"
+    tool.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "out = sys.argv[sys.argv.index('--report-dir') + 1]\n"
+        "os.makedirs(out, exist_ok=True)\n"
+        f"open(os.path.join(out, 'report.json'), 'w').write(json.dumps({{'verdict': {verdict!r}}}))\n"
+        "sys.exit(1)\n"
+    )
+    tool.chmod(0o755)
+    return bin_dir
+
+
+HOSTILE_REPORT_DIRS = [
+    "out\nexit-code=0\nverdict=pass",
+    "out\rexit-code=0\rverdict=pass",
+    "out\nexit-code<<EOF\n0\nEOF\nverdict<<EOF\npass\nEOF",
+    "out\nreport-dir=/etc\nexit-code=0",
+    "out\u2028exit-code=0",
+    "exit-code=0",
+    "out<<x\nexit-code=0",
+]
+
+
+@pytest.mark.parametrize("report_dir", HOSTILE_REPORT_DIRS)
+def test_no_input_adds_or_overrides_an_output_of_the_action(tmp_path, report_dir):
+    """Issue 64: a line break in report-dir appended exit-code=0 / verdict=pass
+    to GITHUB_OUTPUT after the real values, and the gate passed a failed run."""
+    action = _Action(tmp_path, _failing_conformance(tmp_path), {"spec": "thread-jobs", "report-dir": report_dir})
+    assert action.run(skip=("Install the conformance kit",)) != 0, action.log  # the gate fails the job
+    out = action.outputs["run"]
+    assert set(out) <= {"exit-code", "verdict", "report-dir"}, out
+    assert out["exit-code"] in ("1", "2") and out["verdict"] in ("fail", "error"), out
+    assert "\n" not in out.get("report-dir", "") and "/etc" != out.get("report-dir")
+
+
+def test_a_forged_verdict_in_the_report_is_no_output(tmp_path):
+    action = _Action(
+        tmp_path, _failing_conformance(tmp_path, verdict="fail\nexit-code=0\nverdict=pass"), {"spec": "thread-jobs"}
+    )
+    assert action.run(skip=("Install the conformance kit",)) == 1, action.log
+    assert action.outputs["run"] == {
+        "exit-code": "1",
+        "verdict": "error",
+        "report-dir": str(tmp_path / "conformance-reports"),
+    }
 
 
 def test_action_inputs_are_documented_and_used():

@@ -452,6 +452,43 @@ def test_a_tool_echoing_its_input_does_not_launder_it_into_a_command(printer, tm
     assert not (tmp_path / "PWNED").exists()
 
 
+def _trust_check(trust, command: str) -> list[str]:
+    return trust.check("run", ["{*command}"], {"command": command}, {}, shlex.split(command), [], "cli.yaml")
+
+
+def test_the_trust_check_never_forgets_a_tainted_word(tmp_path):
+    """Issue 64: many argument words after a tainted one used to evict it, and
+    the tool echoing the old input later was trusted. Nothing is evicted now:
+    past the bound no printed line is trusted until the next reset."""
+    from conformance.adapters.command_trust import MAX_REMEMBERED, CommandTrust
+
+    evil = f"touch {tmp_path / 'PWNED'}"
+    trust = CommandTrust()
+    trust.note_arguments({"text": evil})
+    for start in range(0, MAX_REMEMBERED + 10, 5_000):  # a flood of distinct words, call after call
+        trust.note_arguments({"text": " ".join(f"w{i}" for i in range(start, start + 5_000))})
+    trust.note_output({"echo_command": evil})  # a later answer echoing the first input
+    with pytest.raises(InputRefused, match="more than the check remembers"):
+        _trust_check(trust, evil)
+    trust.note_output({"own_command": "tool status 1"})  # even the tool's own lines: fail closed
+    with pytest.raises(InputRefused, match="no printed line is trusted"):
+        _trust_check(trust, "tool status 1")
+    trust.clear()  # a reset starts a new run
+    trust.note_output({"own_command": "tool status 1"})
+    assert _trust_check(trust, "tool status 1") == ["command"]
+
+
+def test_the_trust_check_bounds_printed_lines_failing_closed():
+    from conformance.adapters.command_trust import MAX_REMEMBERED, CommandTrust
+
+    trust = CommandTrust()
+    trust.note_output({"own_command": "tool first"})
+    trust.note_output({"list": [{"x_command": f"tool {i}"} for i in range(MAX_REMEMBERED)]})
+    assert trust.full
+    with pytest.raises(InputRefused):
+        _trust_check(trust, "tool first")  # remembered, but the check no longer trusts anything
+
+
 @pytest.mark.parametrize("quoted", ["'to''uch' {x}", '"touch" {x}', "to\\uch {x}", "'touch' '{x}'"])
 def test_an_echo_laundered_through_quoting_is_not_a_command(printer, tmp_path, quoted):
     """The words handed in are compared with the printed words: quoting that

@@ -186,7 +186,7 @@ def test_init_with_a_profile_shows_its_values_and_declares_it(tmp_path):
     header = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
     assert "declaring `profile: task-table` alone sets every value below" in header
     assert "max_running: integer, 1000000 (set by task-table; spec default 15)" in header
-    assert '{**SPEC, "profile": "task-table", "parameters": {}}' in text
+    assert '{**SPEC, "profile": \'task-table\', "parameters": {}}' in text
     py_compile.compile(str(tmp_path / "a/async_jobs_adapter.py"), doraise=True)
     assert "starts and answers the kit's handshake" in proc.stdout  # the declared profile is accepted
 

@@ -38,7 +38,11 @@ from .command_config import expand_argv, placeholders, program_element
 
 __all__ = ["CommandTrust", "check_carriable", "is_command_field", "MAX_REMEMBERED", "MAX_ARGUMENT_BYTES"]
 
-MAX_REMEMBERED = 20_000  # printed strings (and argument strings) kept per run
+# At most this many printed command lines, and as many argument words, are kept
+# per run (since the last reset). Nothing is ever forgotten to make room: past
+# the bound the check fails closed (no further printed line is trusted), since
+# a forgotten argument word would let an echoed line be trusted again.
+MAX_REMEMBERED = 20_000
 _MAX_COMMAND_CHARS = 16_384  # longer strings are not taken as command lines
 _SHOWN = 120
 
@@ -102,13 +106,15 @@ class CommandTrust:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._printed: dict[Any, None] = {}  # insertion-ordered set of strings and tuples of strings
-        self._given: dict[str, None] = {}  # words of the argument strings the tool received in this run
+        self._printed: set[Any] = set()  # strings and tuples of strings
+        self._given: set[str] = set()  # words of the argument strings the tool received in this run
+        self.full = False  # a store reached MAX_REMEMBERED: no printed line is trusted until the reset
 
     def clear(self) -> None:
         with self._lock:
             self._printed.clear()
             self._given.clear()
+            self.full = False
 
     # -- what the tool saw and said ---------------------------------------------
     def note_arguments(self, args: dict, skip: Collection[str] = frozenset()) -> None:
@@ -116,7 +122,7 @@ class CommandTrust:
         command line already trusted)."""
         with self._lock:
             for name, value in (args or {}).items():
-                if name in skip:
+                if name in skip or self.full:
                     continue
                 for text in _strings(value):
                     words = _split(text) if isinstance(text, str) else list(text)
@@ -129,18 +135,21 @@ class CommandTrust:
         with self._lock:
             for value in _command_values(stdout):
                 words = self._words(value)
-                if not words or self._tainted(words):
+                if self.full or not words or self._tainted(words):
                     continue
                 self._remember(self._printed, value)
                 if isinstance(value, str):
                     self._remember(self._printed, tuple(words))
 
-    @staticmethod
-    def _remember(store: dict, value: Any) -> None:
-        store.pop(value, None)
-        store[value] = None
-        while len(store) > MAX_REMEMBERED:
-            del store[next(iter(store))]
+    def _remember(self, store: set, value: Any) -> None:
+        """Keep ``value``; a store that is full keeps nothing more and marks the
+        whole check untrusting (fail closed), never forgetting an older value."""
+        if value in store:
+            return
+        if len(store) >= MAX_REMEMBERED:
+            self.full = True
+            return
+        store.add(value)
 
     @staticmethod
     def _words(value: Any) -> list[str] | None:
@@ -191,7 +200,7 @@ class CommandTrust:
         if not names:
             return names
         with self._lock:
-            printed = all(self._was_printed(args[name]) for name in names)
+            printed = not self.full and all(self._was_printed(args[name]) for name in names)
         if printed:
             return names
         for prefix in prefixes:
@@ -211,9 +220,19 @@ class CommandTrust:
         raise InputRefused(
             f"{operation}: refused to run the command line in argument `{name}` ({_short(args[name])}): "
             f"the program of this operation comes from that argument, and the value is not a command the tool "
-            f"printed earlier in this run (e.g. a job descriptor's status_command){allowed}. Nothing was run. "
+            f"printed earlier in this run (e.g. a job descriptor's status_command){allowed}.{self._full_note()} "
+            f"Nothing was run. "
             f"A replay, counterexample or scenario file is data: it may pass only commands the tool itself "
             f"prints (docs/trust-model.md)"
+        )
+
+    def _full_note(self) -> str:
+        if not self.full:
+            return ""
+        return (
+            f" This run handed the tool or had it print more than {MAX_REMEMBERED} distinct argument words "
+            f"or command lines since its last reset, more than the check remembers, so from then on no "
+            f"printed line is trusted (the check never forgets what it depends on)."
         )
 
     @staticmethod

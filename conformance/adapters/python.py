@@ -29,8 +29,11 @@ def resolve_target(target: str) -> Any:
         raise AdapterLoadError(
             f"cannot import module {module_name!r} for adapter {target!r}: {exc}; is it installed or on PYTHONPATH?"
         ) from None
-    except Exception as exc:  # the user's module failed while importing
-        raise AdapterLoadError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    except BaseException as exc:  # the module failed while importing: sys.exit() and Ctrl-C of its own too
+        if getattr(exc, "signum", None) is not None:
+            raise  # a signal the kit received (engine.interrupts.Interrupted): it stops the run
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise AdapterLoadError(f"importing {module_name!r} failed: {what}") from None
     value: Any = module
     for part in attr.split("."):
         if not hasattr(value, part):

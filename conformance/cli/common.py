@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.text import Text
 
 from ..engine.runner import KIT_VERSION
 from ..engine.session import DEFAULT_TIMEOUT_S
 from ..progress import NORMAL, QUIET, VERBOSE
+from ..reporting.console import SafeConsole
 from ..specs import SpecNotFound, resolve_spec
 
 if TYPE_CHECKING:
@@ -67,8 +67,9 @@ class ExplorationProfile(click.Choice):
 
 # In CI logs (no terminal) rich would wrap at 80 columns; tables get a wide
 # page, and plain lines (paths, file:line, replay commands) are never wrapped.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+# Both show received text's control characters escaped (SafeConsole).
+console = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+errors = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

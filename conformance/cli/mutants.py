@@ -131,7 +131,9 @@ def _spec_with_mutants(spec: str) -> tuple[Spec, str]:
     if not target:
         errors.print(f"spec {loaded.id} ships no mutants (implementations.mutants)", markup=False)
         sys.exit(2)
-    problem = spec_target_problem(target, "mutants")  # a spec is data: it names only trusted code (docs/trust-model.md)
+    problem = spec_target_problem(
+        target, "mutants", loaded
+    )  # a spec is data: it names only trusted code (docs/trust-model.md)
     if problem:
         errors.print(problem, markup=False)
         sys.exit(2)

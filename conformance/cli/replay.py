@@ -11,7 +11,14 @@ import click
 
 from statemachines import SpecError, load_spec
 
-from ..engine.runner import RunConfig, clear_report_files, new_report, run_conformance, write_report_files
+from ..engine.runner import (
+    RunConfig,
+    clear_report_files,
+    mark_interrupted,
+    new_report,
+    run_conformance,
+    write_report_files,
+)
 from .common import (
     adapter_options,
     capture_implementation_output,
@@ -185,52 +192,76 @@ def merge_reports_command(
     Exit codes: 0 conforms, 1 does not conform, 2 shards that cannot be
     merged (of different runs, missing or given twice) or a shard that
     could not run, 130/143 a shard was interrupted."""
-    from ..engine.shards import ShardError, load_shard_report
+    from ..engine.interrupts import deferred
 
     level = verbosity(quiet, verbose)
+    _refuse_a_shard_directory(out_dir, shards)
+    # The previous merged report goes first, as `run` does: a merge that is
+    # interrupted or fails leaves this merge's report (verdict error or
+    # interrupted), never an older verdict.
+    report = new_report(RunConfig(spec_path=""))
+    clear_report_files(report, out_dir)
+    with deferred():  # a signal while the reports are written is kept: it must not stop them
+        try:
+            with deferred(False):  # loading and merging: a signal stops them
+                report = _merged_or_refused(shards, spec_name, out_dir, report["problems"])
+        except KeyboardInterrupt as exc:
+            mark_interrupted(report, exc, "the shards were not merged")
+        except Exception as exc:  # a bug of the kit: the reports are written all the same, verdict error
+            report["verdict"], report["exit_code"] = "error", 2
+            report["problems"].append(
+                {
+                    "kind": "internal-error",
+                    "where": None,
+                    "message": f"internal error in the conformance kit while merging the shards: "
+                    f"{type(exc).__name__}: {str(exc)[:300]}",
+                }
+            )
+        write_report_files(report, out_dir)
+    finish(report, level)
+
+
+def _refuse_a_shard_directory(out_dir: str, shards: tuple[str, ...]) -> None:
+    """A usage error when OUT_DIR is the directory of one of the shards
+    (checked before the old merged report in OUT_DIR is removed)."""
+    target = os.path.realpath(out_dir)
+    for path in shards:
+        directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        if os.path.lexists(path) and os.path.realpath(directory) == target:
+            raise click.UsageError(
+                f"OUT_DIR {out_dir} is the report directory of a shard; write the merged "
+                f"report to a directory of its own"
+            )
+
+
+def _merged_or_refused(shards: tuple[str, ...], spec_name: str | None, out_dir: str, problems: list) -> dict:
+    """The merged report (counterexample files copied into ``out_dir``); when
+    a shard is refused (or cannot be merged), a report with verdict ``error``
+    (exit 2) naming it. ``problems``: those of clearing ``out_dir``."""
+    from ..engine.shards import ShardError, load_shard_report, merge_reports
+
     loaded, refused = [], []
     for path in shards:
         try:
             loaded.append(load_shard_report(path))
         except ShardError as exc:
             refused.append(str(exc))
-    target = os.path.realpath(out_dir)
-    for _, directory in loaded:
-        if os.path.realpath(directory) == target:
-            raise click.UsageError(
-                f"OUT_DIR {out_dir} is the report directory of a shard; write the merged "
-                f"report to a directory of its own"
-            )
     spec = None
     if spec_name is not None:
         try:
             spec = load_spec(spec_file(spec_name))
         except SpecError as exc:
             refused.append(str(exc))
-    report = _merged_or_refused(loaded, refused, out_dir, spec)
-    finish(report, level)
-
-
-def _merged_or_refused(loaded: list, refused: list[str], out_dir: str, spec) -> dict:
-    """The merged report written to ``out_dir``; when a shard is refused (or
-    cannot be merged), a report with verdict ``error`` (exit 2) naming it."""
-    from ..engine.shards import ShardError, merge_reports
-
-    cleared: dict = {"problems": []}
     if not refused:
         try:
             merge_reports(loaded, None, spec=spec)  # refuses (exit 2) before anything is copied
-            clear_report_files(cleared, out_dir)
             report = merge_reports(loaded, out_dir, spec=spec)
-            report["problems"] = cleared["problems"] + report["problems"]
-            write_report_files(report, out_dir)
+            report["problems"] = problems + report["problems"]
             return report
         except ShardError as exc:
             refused.append(str(exc))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             refused.append(f"a shard's report is not one the kit writes ({type(exc).__name__}: {str(exc)[:200]})")
     report = new_report(RunConfig(spec_path=""))
-    report["problems"] = [{"kind": "input-refused", "where": None, "message": m} for m in refused]
-    clear_report_files(report, out_dir)
-    write_report_files(report, out_dir)
+    report["problems"] = problems + [{"kind": "input-refused", "where": None, "message": m} for m in refused]
     return report

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from statemachines import SpecError, load_spec
 
+from ..reporting._format import visible
 from ..reporting.safe_files import open_new
 from ..specs import SpecNotFound, resolve_spec
 from .common import cli, console, errors
@@ -254,7 +255,7 @@ def diff(
             errors.print(Text(f"error {problem}"))
         sys.exit(2)
     result = diff_specs(before, after, behaviour=behaviour, time_limit=time_limit)
-    markdown = render_diff_markdown(result)
+    markdown = visible(render_diff_markdown(result))  # received text shows escaped
     if output:
         with open_new(output) as handle:
             handle.write(markdown)

@@ -32,7 +32,7 @@ from .failures import Failure
 
 __all__ = ["orderings_in_play", "evidence"]
 
-_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_PART = re.compile(r"([^.\[\]]+)|\[([0-9]{1,18})\]")  # ASCII indexes: int() never fails
 
 
 def orderings_in_play(session: Any, failure: Failure) -> frozenset[str]:

@@ -20,7 +20,7 @@ _MAX_ACCEPTED = 32
 _SIBLINGS_SHOWN = 3
 _SIBLING_REASON = 80  # characters of a sibling's reason shown (longer: only its path)
 _ANYTHING = Matcher((("any", None),))
-_PATH_PART = re.compile(r"[^.\[\]]+|\[\d+\]")
+_PATH_PART = re.compile(r"[^.\[\]]+|\[[0-9]{1,18}\]")  # ASCII indexes: int() never fails
 
 
 def _list_at(root: Any, path: str) -> tuple[str, Any] | None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 __all__ = ["OWN_FRESH", "near_miss", "reshaped", "shaped_key"]
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, int() of it never fails
 OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit names itself
 
 

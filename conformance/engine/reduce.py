@@ -1239,7 +1239,7 @@ def _record_names(steps: list[dict], key_field: str) -> list[str]:
     return list(names)
 
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, int() of it never fails
 
 
 def _numbered(value: Any) -> tuple[str, str] | None:

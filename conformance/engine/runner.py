@@ -286,7 +286,7 @@ def _factory(config: RunConfig, spec: Spec, target: str | None) -> Callable:
     if not target:
         raise AdapterLoadError(f"spec {spec.id} names no reference implementation; pass --adapter module:Attribute")
     if not (config.adapter_label or config.adapter):
-        problem = spec_target_problem(target)
+        problem = spec_target_problem(target, spec=spec)
         if problem:
             raise AdapterLoadError(problem)  # a spec is data: it runs no code of its choosing
     return adapter_factory(target, config.adapter_options)

@@ -20,6 +20,7 @@ from statemachines import (
     first_difference,
     render,
 )
+from statemachines.load.source import list_index
 from statemachines.tools.dryrun import scenario_operations
 
 from ..errors import AdapterLoadError
@@ -522,7 +523,7 @@ def _pick(response: dict | None, target: str, step: CallStep) -> Any:
     for part in target.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and list_index(part, len(node)) is not None:
             node = node[int(part)]
         else:
             raise _Stop(

@@ -7,6 +7,7 @@ may carry little more than its problems, and rendering it must still work.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,9 +25,35 @@ __all__ = [
     "replay_for",
     "step_text",
     "verdict_counts",
+    "visible",
 ]
 
 CATEGORY_ORDER = ("nominal", "edge", "boundary")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def visible(text: Any, keep: str = "\n\t") -> str:
+    """``text`` with every character that is not printable escaped (``\\x1b``,
+    ``\\u202e``), except those in ``keep``: control characters (ESC, BEL, CR,
+    the other C0 and C1 codes), line and paragraph separators, format
+    characters such as bidirectional overrides, unassigned code points. Received
+    text (spec titles, implementation answers) goes through this before a
+    terminal, a Markdown file or JUnit XML shows it: it cannot colour the
+    terminal, set a window title, or hide or reorder what a reader sees."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(
+        line if line.isprintable() else "".join(c if c.isprintable() or c in keep else _escape(c) for c in line)
+        for line in _LINES.split(text)
+    )
+
+
+_LINES = re.compile("(\n)")
 
 
 def first_line(text: Any, default: str = "") -> str:

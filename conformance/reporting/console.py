@@ -7,7 +7,11 @@ as markup (or reject), and ":name:" that it would turn into emoji.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -22,10 +26,11 @@ from ._format import (
     step_text,
     values_shown,
     verdict_counts,
+    visible,
 )
 from .difference import describe_difference
 
-__all__ = ["VERDICT_STYLES", "DIFFERENCE_LINES", "render_console_summary"]
+__all__ = ["VERDICT_STYLES", "DIFFERENCE_LINES", "SafeConsole", "render_console_summary"]
 
 DIFFERENCE_LINES = 4  # facts of what differs printed under a failure
 
@@ -38,6 +43,27 @@ VERDICT_STYLES = {
 }
 
 
+class SafeConsole(Console):
+    """A rich Console that shows the control characters of what it prints
+    escaped (``\\x1b``, ``\\u202e``; :func:`visible`): received text (a spec's
+    title, an implementation's message) cannot colour the terminal, set its
+    window title, ring its bell or overwrite a line. The escape codes of the
+    kit's own styles are added after this, and are kept. Strings are never
+    read as markup or emoji codes (``[link=...]`` in a spec's text stays
+    text); the kit styles what it prints with ``Text`` objects."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(visible(segment.text, keep="\n"), segment.style)
+            for segment in buffer
+        )
+
+
 def _verdict(verdict: object) -> Text:
     return Text(str(verdict).upper(), style=VERDICT_STYLES.get(str(verdict), ""))
 
@@ -48,7 +74,7 @@ def _clipped(text: str, limit: int) -> str:
 
 def render_console_summary(report: dict, console: Console | None = None) -> None:
     """Print the summary; ``console`` defaults to a new stdout Console."""
-    console = console or Console()
+    console = console or SafeConsole()
     _print_matrix(console, report)
     console.print(_stateful_line(report.get("stateful")))
     stateful = report.get("stateful") or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ._format import deviation_lines, failure_text, first_line, ordered_scenarios, replay_for
+from ._format import deviation_lines, failure_text, first_line, ordered_scenarios, replay_for, visible
 
 __all__ = ["render_junit_xml"]
 
@@ -20,7 +20,8 @@ _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _clean(text) -> str:
-    return _XML_ILLEGAL.sub("\ufffd", "" if text is None else str(text))
+    """Forbidden characters replaced, other control characters escaped (visible)."""
+    return visible(_XML_ILLEGAL.sub("\ufffd", "" if text is None else str(text)))
 
 
 def _seconds(value) -> str:

@@ -15,6 +15,7 @@ from ._format import (
     step_text,
     values_shown,
     verdict_counts,
+    visible,
 )
 from .difference import describe_difference
 from .mermaid import mermaid_state_diagram
@@ -464,4 +465,5 @@ def render_summary_markdown(report: dict) -> str:
 
     if report.get("replay"):
         lines += ["## Replay", "", _fence(report["replay"], "sh"), ""]
-    return "\n".join(lines).rstrip() + "\n"
+    # Received text (titles, descriptions, answers) shows, escaped, never acts.
+    return visible("\n".join(lines).rstrip()) + "\n"

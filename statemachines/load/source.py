@@ -16,9 +16,20 @@ import yaml
 
 from ..errors import Problem, SpecError
 
-__all__ = ["SourceMap", "load_yaml_file", "load_yaml_text", "read_spec_text", "MAX_SPEC_BYTES"]
+__all__ = ["SourceMap", "load_yaml_file", "load_yaml_text", "read_spec_text", "list_index", "MAX_SPEC_BYTES"]
 
 MAX_SPEC_BYTES = 2_000_000  # a lifecycle spec is a few hundred lines; refuse runaway files
+
+
+def list_index(part: str, size: int) -> int | None:
+    """The index that ``part`` (a path or pointer part from a received file)
+    names in a list of ``size`` items, or None: only ASCII digits, at most 18
+    of them (``str.isdigit`` also accepts ``²``, and ``int()`` refuses it or
+    thousands of digits with ValueError), and below ``size``."""
+    if not (0 < len(part) <= 18 and part.isascii() and part.isdigit()):
+        return None
+    index = int(part)
+    return index if index < size else None
 
 
 class SourceMap:

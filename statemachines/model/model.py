@@ -41,6 +41,7 @@ from transitions import Machine
 
 from ..errors import ExpressionError, ObservationError
 from ..language.expressions import Expression, compile_expression, fields_used
+from ..load.source import list_index
 from ..load.spec import Invariant, Spec
 from . import steps as S
 from .matchers import Matcher
@@ -680,7 +681,7 @@ class Model:
         for part in str(path).split("."):
             if isinstance(node, dict) and part in node:
                 node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            elif isinstance(node, list) and list_index(part, len(node)) is not None:
                 node = node[int(part)]
             else:
                 self._observation_problem = (

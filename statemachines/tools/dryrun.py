@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import StatemachinesError
 from ..load.params import resolve_parameters
 from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
+from ..load.source import list_index
 from ..load.spec import Scenario, Spec
 from ..model import steps as S
 from ..model.matchers import Matcher
@@ -127,7 +128,7 @@ def _pick(response: dict, target: str, invent) -> Any:
     for part in target.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and list_index(part, len(node)) is not None:
             node = node[int(part)]
         else:
             return invent()

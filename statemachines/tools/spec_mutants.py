@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import Problem, SpecError
 from ..load.includes import IncludeRefused, resolve_include
 from ..load.schema_check import check_structure
-from ..load.source import SourceMap, load_yaml_text, read_spec_text
+from ..load.source import SourceMap, list_index, load_yaml_text, read_spec_text
 from ..load.spec import Spec
 from ..model.compiler import compile_spec, load_spec_data
 from .check import VIOLATIONS, CheckFinding, CheckReport, check_spec
@@ -207,14 +207,17 @@ def _pointer(at: str) -> list[str]:
 def _index(container: list, part: str, edit: SpecEdit, adding: bool) -> int:
     if adding and part == "-":
         return len(container)
-    if not part.isdigit() or int(part) > len(container) - (0 if adding else 1):
-        raise _EditFailed(edit, f"{part!r} is no index of the list there (it has {len(container)} items)")
-    return int(part)
+    index = list_index(part, len(container) + (1 if adding else 0))
+    if index is None:
+        shown = part if len(part) <= 40 else part[:40] + "..."
+        raise _EditFailed(edit, f"{shown!r} is no index of the list there (it has {len(container)} items)")
+    return index
 
 
 class _EditFailed(Exception):
     def __init__(self, edit: SpecEdit, message: str):
-        super().__init__(f"{edit.where}: edit at {edit.at}: {message}")
+        at = edit.at if len(edit.at) <= 200 else edit.at[:200] + "..."
+        super().__init__(f"{edit.where}: edit at {at}: {message}")
 
 
 def _apply(data: dict, edit: SpecEdit) -> None:
