@@ -23,8 +23,9 @@ from statemachines import (
 from statemachines.tools.dryrun import scenario_operations
 
 from ..errors import AdapterLoadError
+from .bindings import answered, describe_answer
 from .compare import without_path
-from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
+from .failures import DATA_ERRORS, INPUT_REFUSED, NOT_REPRODUCING, Failure
 from .interrupts import checkpoint
 from .session import Session
 
@@ -210,7 +211,8 @@ def run_scenario(
                 f"\n(in run {run} of {runs}: this scenario races calls, so it runs {runs} times; "
                 f"{'it passed the runs before' if run > 1 else 'the first run failed'})"
             )
-        verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
+        # the spec or the input, not the implementation; or a replay that did not reach its state
+        verdict = "error" if failure.kind in DATA_ERRORS or failure.kind == NOT_REPRODUCING else "fail"
         return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started)
     except AdapterLoadError as exc:
         failure = Failure(
@@ -228,7 +230,7 @@ def run_scenario(
 
 # Failures that are evidence by themselves: a race that broke an invariant
 # need not recur to be real.
-_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_REFUSED}
+_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_REFUSED, NOT_REPRODUCING}
 
 
 def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
@@ -361,6 +363,7 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
             failure.message = f"{step.where}: {failure.message}"
         raise _Stop(failure)
     assert response is not None  # a call answers None only with a failure
+    _check_answered(session, step, response)
     if step.expect:
         expect = render(step.expect, env)
         problem = _unmet(
@@ -386,6 +389,37 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
             )
     for name, target in step.save.items():
         env[name] = _pick(response, target, step)
+
+
+def _check_answered(session: Session, step: CallStep, response: dict) -> None:
+    """A call that records the kind of answer it got (``answered``: a
+    counterexample file's calls, engine/bindings.py) and now, with the model
+    agreeing, answers in another kind: the run did not reach the recorded
+    state, and whatever follows proves nothing (``NOT_REPRODUCING``)."""
+    if step.answered is None:
+        return
+    now = answered(response)
+    if now == step.answered:
+        return
+    number = len(session.trace)
+    raise _Stop(
+        Failure(
+            kind=NOT_REPRODUCING,
+            operation=step.operation,
+            args=session.trace[-1].get("args") if session.trace else None,
+            step=number - 1,
+            expected=step.answered,
+            observed=now,
+            message=(
+                f"the replay did not reach the failure's state: step {number} ({step.operation} at {step.where}) "
+                f"answered {describe_answer(now)} where the recording had {describe_answer(step.answered)}, and "
+                f"the spec allows both here. A value the implementation chose may not be bound to the step that "
+                f"chose it (a file written by an older kit names the recorded values), or the implementation "
+                f"now takes another path to this step; the failure was not checked, so this is not a pass"
+            ),
+            steps=list(session.trace),
+        )
+    )
 
 
 def _unmet(expect: dict, response: dict, accept=None):

@@ -147,12 +147,15 @@ def _concurrent_step(calls: list[dict]) -> dict:
     return {"concurrently": [{"call": c["call"], "args": c["args"]} for c in calls], "expect": expect}
 
 
-def write_scenario_file(path: str | Path, scenario: dict) -> None:
-    header = (
-        "# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n"
-        "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
-        "# a spec's scenario matrix (an `include:`d scenarios file).\n"
-    )
+_TRACE_NOTE = (
+    "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
+    "# a spec's scenario matrix (an `include:`d scenarios file).\n"
+)
+
+
+def write_scenario_file(path: str | Path, scenario: dict, note: str = _TRACE_NOTE) -> None:
+    """``scenario`` as a scenarios file (a spec fragment), ``note`` (comment lines) under its schema line."""
+    header = "# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n" + note
     write_atomic(
         path, header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True, width=110)
     )
