@@ -9,6 +9,7 @@ can be kept as a scenario (``replay --to-scenario``, ``run --scenarios-file``)."
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -20,6 +21,8 @@ import yaml
 from cli_result import kit
 
 from conformance.engine.bindings import bind_steps, bound_steps
+
+pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -239,3 +242,93 @@ def test_a_value_the_caller_gave_is_not_bound_and_a_group_saves_each_calls_own()
     ]
     assert all("answered" not in c for c in out[1]["concurrently"])  # a race may answer either way
     assert out[2]["args"] == {"job_id": "${job_id_2}", "other": "mine"}
+
+
+def test_a_traces_scenario_binds_what_the_recorded_system_chose(tmp_path, monkeypatch):
+    """check-trace --to-scenario goes through the same bindings: the id the
+    recorded system chose is saved from its answer and named after it, so the
+    scenario reaches its last step against a program whose ids differ."""
+    from conformance.traces import TraceWriter
+
+    trace = tmp_path / "recorded.jsonl"
+    task = "s0cysbsvr"
+    with TraceWriter(trace, "task-progress", "1.0.8", implementation={"name": "my-runtime"}) as writer:
+        writer.call(
+            "register_task",
+            {"kind": "main_session", "mode": "async", "description": ""},
+            result={"task_id": task, "status": "pending", "is_backgrounded": True},
+            effects=[],
+            at_ms=0,
+        )
+        writer.call("start_task", {"task_id": task}, result={"task_id": task, "status": "running"}, effects=[], at_ms=0)
+        writer.call(
+            "fail_task",
+            {"task_id": task, "error": ""},
+            result={"task_id": task, "status": "failed", "changed": True},
+            effects=[{"effect": "notification", "task_id": task, "status": "failed"}],
+            at_ms=0,
+        )
+        writer.call(
+            "set_retain",
+            {"task_id": task, "retain": True},
+            result={"task_id": task, "retain": True, "evict_after": None},
+            effects=[],
+            at_ms=0,
+        )
+        writer.call("evict", {}, result={"evicted": [task]}, effects=[], at_ms=0)
+    checked = kit(
+        "check-trace", "task-progress", str(trace), "--to-scenario", "from-trace.yaml", "--scenario-id", "T9",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert checked.returncode == 1 and "wrote scenario T9" in checked.stdout, checked.stdout + checked.stderr
+    steps = yaml.safe_load((tmp_path / "from-trace.yaml").read_text())["scenarios"][0]["steps"]
+    assert steps[0]["save"] == {"task_id_1": "result.task_id"}
+    assert "task_id" not in steps[0]["expect"]["result"]  # chosen there: not the same in another run
+    assert steps[1]["args"] == {"task_id": "${task_id_1}"}
+    assert steps[2]["expect"]["effects"] == [{"effect": "notification", "task_id": "${task_id_1}", "status": "failed"}]
+    assert steps[-1]["expect"]["result"] == {"evicted": ["${task_id_1}"]}  # what the trace observed, bound
+    run = "conformance run task-progress --scenarios-file from-trace.yaml --scenario T9 --no-stateful "
+    run += " ".join(IN_PROCESS + ("--adapter-opt", "ids=random"))
+    for fixed, kind in ((False, "divergence"), (True, "expectation")):  # the last step: the author reviews it
+        ran = _paste(run, tmp_path, monkeypatch, fixed=fixed)
+        assert ran.returncode == 1, ran.stdout + ran.stderr
+        failure = json.loads((tmp_path / "reports" / "report.json").read_text())["scenarios"][0]["failure"]
+        assert failure["kind"] == kind and failure["step"] == 4, failure
+
+
+@pytest.mark.slow
+def test_the_pytest_front_door_prints_replays_that_hold(pytester, monkeypatch):
+    monkeypatch.delenv("RANDOM_IDS_FIXED", raising=False)
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
+    shutil.copy(FIXTURES / "random_ids.py", pytester.path / "random_ids.py")
+    pytester.makepyfile(
+        test_tasks="""
+        from conformance.pytest_plugin import conformance_suite
+        test_tp = conformance_suite("task-progress", adapter="random_ids:Program", adapter_options={"ids": "uuid"})
+    """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "stateful", timeout=600)
+    result.assert_outcomes(failed=1)
+    replays = _replays(result.stdout.str())
+    assert replays and all("conformance-reports/test_tp/stateful/counterexample-" in r for r in replays), replays
+    for line in replays:
+        assert _paste(line, pytester.path, monkeypatch, fixed=False).returncode == 1, line
+        assert _paste(line, pytester.path, monkeypatch, fixed=True).returncode == 0, line
+
+
+@pytest.mark.slow
+def test_workers_and_merged_shards_print_replays_that_hold(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANDOM_IDS_FIXED", raising=False)
+    adapter = IN_PROCESS + ("--adapter-opt", "ids=time")
+    common = ("run", "task-progress", *adapter, "--no-scenarios", "--max-failures", "1")
+    workers = kit(*common, "--workers", "2", "--report-dir", "w", cwd=tmp_path, pythonpath=FIXTURES)
+    for index in (1, 2):
+        kit(*common, "--shard", f"{index}/2", "--report-dir", f"s{index}", cwd=tmp_path, pythonpath=FIXTURES)
+    merged = kit("merge-reports", "m", "s1", "s2", cwd=tmp_path)
+    for printed in (workers, merged):
+        assert printed.returncode == 1, printed.stdout + printed.stderr
+        replays = _replays(printed.stdout)
+        assert replays, printed.stdout
+        for line in replays:
+            assert _paste(line, tmp_path, monkeypatch, fixed=False).returncode == 1, line
+            assert _paste(line, tmp_path, monkeypatch, fixed=True).returncode == 0, line

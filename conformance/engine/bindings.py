@@ -30,7 +30,7 @@ from typing import Any
 
 from .reduce import group_checks, steps_of_trace
 
-__all__ = ["answered", "bound_steps", "bind_steps", "describe_answer", "regression_scenario"]
+__all__ = ["answered", "bind_recorded", "bound_steps", "bind_steps", "describe_answer", "regression_scenario"]
 
 _NAME_PART = re.compile(r"[^A-Za-z0-9_]+")
 _MIN_INSIDE = 3  # a chosen value this long or longer is renamed where another string holds it
@@ -57,7 +57,8 @@ def bind_steps(steps: list[dict], answers: list[Any], *, record_answers: bool = 
         elif "concurrently" in step:
             group = step["concurrently"]
             replies = answer if isinstance(answer, list) else [None] * len(group)
-            out.append({"concurrently": [_bound_call(c, r, names) for c, r in zip(group, replies)]})
+            bound = {"concurrently": [_bound_call(c, r, names) for c, r in zip(group, replies)]}
+            out.append({**bound, "expect": step["expect"]} if "expect" in step else bound)
         else:
             call = _bound_call(step, answer, names)
             kind = answered(answer)
@@ -65,6 +66,53 @@ def bind_steps(steps: list[dict], answers: list[Any], *, record_answers: bool = 
                 call["answered"] = kind
             out.append(call)
     return out
+
+
+def bind_recorded(steps: list[dict]) -> list[dict]:
+    """Scenario steps written from a recording (``check-trace --to-scenario``:
+    each call's ``expect`` is the answer it got) with the same bindings: a
+    string an answer holds and a later call passes, which the call that got
+    it did not pass itself, is a value the implementation chose there."""
+    mentioned: list[set[str]] = []  # strings the calls after step i pass
+    later: set[str] = set()
+    for step in reversed(steps):
+        mentioned.append(set(later))
+        for call in step.get("concurrently") or [step]:
+            _strings(call.get("args"), later)
+    mentioned.reverse()
+    answers, marked = [], []
+    for step, after in zip(steps, mentioned):
+        answer = step.get("expect") if "call" in step else None
+        answers.append(answer)
+        if "call" not in step or not isinstance(answer, dict):
+            marked.append(step)
+            continue
+        held: set[str] = set()
+        _strings({k: answer.get(k) for k in ("result", "effects")}, held)
+        chosen = sorted(v for v in held & after if not _mentions(step.get("args"), v))
+        marked.append({**step, "chosen": chosen})
+    return bind_steps(marked, answers, record_answers=False)
+
+
+def _strings(value: Any, out: set[str]) -> None:
+    if isinstance(value, str) and value:
+        out.add(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def _without_values(value: Any, gone: set[str]) -> Any:
+    """``value`` without the object entries whose value is one of ``gone``
+    (an expectation lists keys it checks: one left out is not checked)."""
+    if isinstance(value, dict):
+        return {k: _without_values(v, gone) for k, v in value.items() if not (isinstance(v, str) and v in gone)}
+    if isinstance(value, list):
+        return [_without_values(v, gone) for v in value]
+    return value
 
 
 def answered(answer: Any) -> Any:
@@ -105,7 +153,10 @@ def _bound_call(step: dict, answer: Any, names: dict[str, str]) -> dict:
     each value it chose that its answer holds and its arguments did not give."""
     args = step.get("args")
     call: dict = {"call": step["call"], "args": _templated(args, names) if names else args}
+    if "expect" in step:  # a recording's answer as the step's expectation (check-trace's scenarios)
+        call["expect"] = _templated(step["expect"], names) if names else step["expect"]
     save: dict[str, str] = {}
+    names_before = dict(names)
     for value in step.get("chosen") or ():
         if not isinstance(value, str) or not value or value in names or _mentions(args, value):
             continue
@@ -116,6 +167,8 @@ def _bound_call(step: dict, answer: Any, names: dict[str, str]) -> dict:
         names[value], save[name] = name, path
     if save:
         call["save"] = save
+        if "expect" in call:  # a value chosen here cannot be expected here: the next run chooses another
+            call["expect"] = _without_values(call["expect"], set(names) - set(names_before))
     return call
 
 
