@@ -332,3 +332,25 @@ def test_workers_and_merged_shards_print_replays_that_hold(tmp_path, monkeypatch
         for line in replays:
             assert _paste(line, tmp_path, monkeypatch, fixed=False).returncode == 1, line
             assert _paste(line, tmp_path, monkeypatch, fixed=True).returncode == 0, line
+
+
+def test_a_recorded_error_answered_as_a_result_is_not_reproducing_either(tmp_path):
+    (tmp_path / "hand.yaml").write_text(
+        "steps:\n"
+        "- call: register_task\n"
+        "  args: {kind: agent, mode: async, description: ''}\n"
+        "  save: {t: result.task_id}\n"
+        "  answered: result\n"
+        "- call: get_task\n"
+        "  args: {task_id: '${t}'}\n"
+        "  answered: {error: not_found}\n"
+        "- call: evict\n"
+        "  args: {}\n"
+    )
+    replayed = kit("replay", "task-progress", "hand.yaml", cwd=tmp_path)
+    assert replayed.returncode == 3, replayed.stdout + replayed.stderr
+    assert "step 2 (get_task at hand.yaml:6) answered a result where the recording had error not_found" in (
+        replayed.stdout.replace("\n", " ")
+    ), replayed.stdout
+    report = json.loads((tmp_path / "replay" / "report.json").read_text())
+    assert report["verdict"] == "not-reproducing" and report["scenarios"][0]["failure"]["kind"] == "not-reproducing"
