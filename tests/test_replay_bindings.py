@@ -354,3 +354,14 @@ def test_a_recorded_error_answered_as_a_result_is_not_reproducing_either(tmp_pat
     ), replayed.stdout
     report = json.loads((tmp_path / "replay" / "report.json").read_text())
     assert report["verdict"] == "not-reproducing" and report["scenarios"][0]["failure"]["kind"] == "not-reproducing"
+
+
+def test_a_racing_replay_is_not_reproducing_only_when_no_run_reaches_the_recorded_state(tmp_path):
+    start = "  - {call: register_task, args: {kind: agent, mode: async, description: ''}}\n"
+    racing = "requires: [concurrent]\nsteps:\n- concurrently:\n" + start + start
+    (tmp_path / "never.yaml").write_text(racing + "- call: evict\n  args: {}\n  answered: {error: not_found}\n")
+    never = kit("replay", "task-progress", "never.yaml", cwd=tmp_path)
+    assert never.returncode == 3, never.stdout + never.stderr
+    assert "in none of its 20 runs did its races reach the recorded state" in never.stdout.replace("\n", " ")
+    (tmp_path / "always.yaml").write_text(racing + "- call: evict\n  args: {}\n  answered: result\n")
+    assert kit("replay", "task-progress", "always.yaml", cwd=tmp_path).returncode == 0
