@@ -9,7 +9,7 @@ from .language.expressions import compile_expression, fill, text_of_size
 from .load.params import resolve_parameters
 from .load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
 from .load.spec import Scenario, Spec
-from .model.compiler import compile_spec, load_replay_file, load_spec, load_spec_data
+from .model.compiler import compile_spec, load_replay_file, load_scenario_file, load_spec, load_spec_data
 from .model.matchers import Difference, Matcher, first_difference, to_jsonable, use_file_reader
 from .model.model import Coverage, Model, Prediction
 from .tools.limits import EDGE_CLASSES, LimitEdges, exploration_applies, limit_edges
@@ -46,6 +46,7 @@ __all__ = [
     "fill",
     "first_difference",
     "load_replay_file",
+    "load_scenario_file",
     "load_spec",
     "load_spec_data",
     "render",

@@ -47,6 +47,17 @@ __all__ = ["replay", "check_trace", "merge_reports_command"]
     help="Where the replay's reports go (default: a replay/ directory beside STEPS_FILE, so the run "
     "that wrote it keeps its reports).",
 )
+@click.option(
+    "--to-scenario",
+    "to_scenario",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Keep the failure: write STEPS_FILE as a regression scenario to FILE (a `scenarios:` file, "
+    "bindings included) that `run --scenarios-file FILE` or a spec's `include:` runs; written when "
+    "the replay reached the failure's state (it fails, or passes once the bug is fixed).",
+)
+@click.option("--scenario-id", default="R1", show_default=True, help="The id of the scenario --to-scenario writes.")
 @deviations_option
 def replay(
     spec: str,
@@ -57,6 +68,8 @@ def replay(
     adapter_cli: str | None,
     timeout_s: float,
     report_dir: str | None,
+    to_scenario: str | None,
+    scenario_id: str,
     deviations: str | None,
 ) -> None:
     """Replay a counterexample STEPS_FILE (written by a failed run) against an
@@ -64,13 +77,16 @@ def replay(
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
-    terminated (SIGTERM)."""
+    adapter-loading error, 3 not reproducing (a recorded step answered
+    in another kind: the replay did not reach the failure's state),
+    130 interrupted (Ctrl-C, SIGINT), 143 terminated (SIGTERM)."""
     from ..adapters.python import parse_options
 
     spec_file(spec)
     counterexample_file(steps_file)
     check_adapter_choice(adapter, adapter_opts, adapter_cmd, adapter_cli)
+    if to_scenario:
+        check_scenario_id(scenario_id)
     config = RunConfig(
         spec_path=spec,
         adapter=adapter,
@@ -85,7 +101,48 @@ def replay(
         output_capture=capture_implementation_output(),
     )
     report = run_conformance(config)
+    if to_scenario:
+        keep_failure(report, spec, steps_file, to_scenario, scenario_id)
     finish(report)
+
+
+class _NotWritten(click.ClickException):
+    exit_code = 2  # the file asked for could not be written: not a verdict on the implementation
+
+
+def check_scenario_id(scenario_id: str) -> None:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", scenario_id):
+        raise click.UsageError(
+            f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, digits, '_', '.' or '-'"
+        )
+
+
+def keep_failure(report: dict, spec: str, steps_file: str, out: str, scenario_id: str) -> None:
+    """``--to-scenario``: the counterexample as a regression scenario, when
+    the replay reached the failure's state (verdict fail or pass); assuming
+    the parameters the replay ran under, as check-trace's scenarios do."""
+    from statemachines.load.source import load_yaml_file
+
+    from ..engine.bindings import regression_scenario
+    from ..traces.to_scenario import recorded_assumes, write_scenario_file
+
+    if report["verdict"] not in ("fail", "pass"):
+        console.print(f"the replay did not reach the failure's state: no scenario written to {out}", highlight=False)
+        return
+    loaded = load_spec(spec_file(spec))
+    declared = (report.get("implementation") or {}).get("parameters") or {}
+    assumes = recorded_assumes(loaded, report.get("parameters") or {}, declared.keys())
+    data, _ = load_yaml_file(steps_file)
+    scenario = regression_scenario(data, scenario_id, os.path.basename(steps_file), assumes)
+    note = (
+        f"# Written by `conformance replay --to-scenario`: run it with `conformance run {spec} --scenarios-file\n"
+        f"# {out} ...`, or add it to a spec's scenario matrix (an `include:`d scenarios file).\n"
+    )
+    try:
+        write_scenario_file(out, scenario, note)
+    except OSError as exc:
+        raise _NotWritten(f"cannot write {out}: {exc.strerror or exc}") from None
+    console.print(f"wrote scenario {scenario_id} to {out}", highlight=False)
 
 
 def counterexample_file(steps_file: str) -> None:
@@ -149,10 +206,8 @@ def check_trace(
 
     level = verbosity(quiet, verbose)
     spec_file(spec)
-    if to_scenario and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", scenario_id):
-        raise click.UsageError(
-            f"--scenario-id {scenario_id!r}: a scenario id starts with a letter, then letters, digits, '_', '.' or '-'"
-        )
+    if to_scenario:
+        check_scenario_id(scenario_id)
     report = check_trace_run(
         spec, list(traces), report_dir, to_scenario=to_scenario, scenario_id=scenario_id, deviations=deviations
     )

@@ -70,6 +70,15 @@ class RunRequest:
     help="Where report.json, junit.xml and summary.md are written.",
 )
 @click.option("--scenario", "only", multiple=True, metavar="ID", help="Run only these scenarios (repeatable).")
+@click.option(
+    "--scenarios-file",
+    "scenario_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A file of your own scenarios (a `scenarios:` list, as `conformance replay --to-scenario` writes "
+    "a kept failure) run after the spec's matrix (repeatable).",
+)
 @click.option("--no-scenarios", is_flag=True, help="Skip the scenario matrix.")
 @click.option("--no-stateful", is_flag=True, help="Skip the stateful exploration.")
 @click.option(
@@ -170,7 +179,8 @@ def run(**options: Any) -> None:
 
     \b
     Exit codes: 0 conforms, 1 does not conform, 2 usage, spec or
-    adapter-loading error, 130 interrupted (Ctrl-C, SIGINT), 143
+    adapter-loading error, 3 a kept scenario did not reach its recorded
+    state (not reproducing), 130 interrupted (Ctrl-C, SIGINT), 143
     terminated (SIGTERM). An interrupted run still writes every report,
     with the verdict `interrupted` and what finished."""
     request = run_request(options)
@@ -199,6 +209,7 @@ def run_request(options: Mapping[str, Any]) -> RunRequest:
         seed=parse_seed(options["seed"]),
         report_dir=options["report_dir"],
         only=tuple(options["only"]),
+        scenario_files=tuple(_readable(path) for path in options["scenario_files"]),
         scenarios=not options["no_scenarios"],
         stateful=not options["no_stateful"],
         min_coverage=minimums,
@@ -224,6 +235,13 @@ def _observations_file(options: Mapping[str, Any]) -> str | None:
         os.unlink(path)
     except OSError:
         pass
+    return path
+
+
+def _readable(path: str) -> str:
+    """A --scenarios-file that is not there is a usage error that names it, before anything runs."""
+    if not os.path.isfile(path):
+        raise click.UsageError(f"--scenarios-file {path}: no such file")
     return path
 
 

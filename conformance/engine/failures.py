@@ -6,7 +6,16 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Failure", "FAILURE_KINDS", "NOT_IMPLEMENTED", "INPUT_REFUSED", "DATA_ERRORS", "signature", "same_bug"]
+__all__ = [
+    "Failure",
+    "FAILURE_KINDS",
+    "NOT_IMPLEMENTED",
+    "NOT_REPRODUCING",
+    "INPUT_REFUSED",
+    "DATA_ERRORS",
+    "signature",
+    "same_bug",
+]
 
 FAILURE_KINDS = (
     "divergence",  # the implementation did something other than the model predicts
@@ -21,7 +30,15 @@ FAILURE_KINDS = (
     "not-implemented",  # the implementation answered an error of kind NOT_IMPLEMENTED (a stub)
     "coverage",  # the run exercised less of the spec than --min-coverage asks
     "input-refused",  # an adapter refused a call's arguments before anything ran (docs/trust-model.md)
+    "not-reproducing",  # a replayed call answered in another kind than recorded: the failure's state was not reached
 )
+
+# A replay (or a scenario kept from one) whose recorded call now answers in
+# another kind (a result where the recording had an error, or the reverse)
+# while the model agrees: it never reached the state the failure was in, so
+# its passing says nothing about a fix. The run's verdict is `not-reproducing`,
+# exit code 3 (engine/runner.py), never `pass`.
+NOT_REPRODUCING = "not-reproducing"
 
 # A step whose input was refused (a replay file naming a command the tool did
 # not print, a NUL byte a command line cannot carry): the input is at fault,

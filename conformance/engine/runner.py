@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from statemachines import ExpressionError, Spec, SpecError, load_replay_file, resolve_parameters
+from statemachines import ExpressionError, Spec, SpecError, load_replay_file, load_scenario_file, resolve_parameters
 
 from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError, HypothesisUnsupported
@@ -44,7 +44,7 @@ from .attribution import orderings_in_play
 from .budgets import REDUCE_REPLAYS, CallGuard, ReplayBudget
 from .causes import group_by_cause, length_of, steps_by_operation
 from .deviations import DeviationsError
-from .failures import DATA_ERRORS, Failure, same_bug, signature
+from .failures import DATA_ERRORS, NOT_REPRODUCING, Failure, same_bug, signature
 from .hunt import HuntSettings, met_again, more_failures, shorter_met
 from .interrupts import acknowledge, checkpoint, deferred, pending
 from .loaded_specs import load_spec_once
@@ -92,6 +92,8 @@ class RunConfig:
     stateful: bool = True
     only: tuple[str, ...] = ()
     replay_file: str | None = None
+    # A team's own scenario files (`scenarios:` lists, e.g. a kept counterexample), after the spec's.
+    scenario_files: tuple[str, ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
     # Seconds of shrinking after which an implementation slow per call stops it, and what its
     # calls slower than the guard's second may take in shrinking, and again in all the
@@ -215,7 +217,8 @@ def mark_interrupted(report: dict, exc: KeyboardInterrupt, done: str) -> None:
 
 def run_command(config: RunConfig, target: str) -> str:
     """``conformance run SPEC <adapter args>``: the start of every replay command."""
-    return f"conformance run {shlex.quote(config.spec_path)} {_adapter_args(config, target)}"
+    files = "".join(f" --scenarios-file {shlex.quote(path)}" for path in config.scenario_files)
+    return f"conformance run {shlex.quote(config.spec_path)}{files} {_adapter_args(config, target)}"
 
 
 def _adapter_args(config: RunConfig, target: str) -> str:
@@ -696,7 +699,7 @@ def _exception_text(exc: BaseException) -> str:
 def _inputs(config: RunConfig) -> list[str]:
     """The files a run reads that may sit in its report directory (a replayed
     counterexample above all): clearing the old reports never removes them."""
-    return [path for path in (config.replay_file, config.spec_path, config.deviations) if path]
+    return [path for path in (config.replay_file, config.spec_path, config.deviations, *config.scenario_files) if path]
 
 
 def _clear_reports(report_dir: str, result: RunResult, keep: list[str] | None = None) -> None:
@@ -821,17 +824,18 @@ class _Run:
         does not exist."""
         config, spec = self.config, self.spec
         if config.replay_file:
-            scenarios = [load_replay_file(spec, config.replay_file)]
-        elif config.only:
-            unknown = [s for s in config.only if s not in {sc.id for sc in spec.scenarios}]
+            return [load_replay_file(spec, config.replay_file)] if config.scenarios else []
+        matrix = list(spec.scenarios) + [s for path in config.scenario_files for s in load_scenario_file(spec, path)]
+        if config.only:
+            unknown = [s for s in config.only if s not in {sc.id for sc in matrix}]
             if unknown:
                 self.result.add_problem(
                     "usage-error", f"unknown scenario id(s): {', '.join(unknown)}", config.spec_path
                 )
                 return None
-            scenarios = [sc for sc in spec.scenarios if sc.id in config.only]
+            scenarios = [sc for sc in matrix if sc.id in config.only]
         else:
-            scenarios = list(spec.scenarios)
+            scenarios = matrix
         return scenarios if config.scenarios else []
 
     def cost(self, scenario: Any) -> int:
@@ -1207,7 +1211,9 @@ class _Run:
         faults of the implementation; a failed run gets the command that replays it."""
         config, result, session = self.config, self.result, self.session
         self.list_unimplemented()
-        verdicts = [entry.outcome.verdict for entry in result.scenarios]
+        # a replay that did not reach its failure's state (failures.NOT_REPRODUCING) is its own verdict
+        unreached = [e for e in result.scenarios if e.failure is not None and e.failure.kind == NOT_REPRODUCING]
+        verdicts = [entry.outcome.verdict for entry in result.scenarios if entry not in unreached]
         if result.stateful:
             verdicts.append(result.stateful["verdict"])
         sharded = config.shard is not None and config.shard[1] > 1
@@ -1218,8 +1224,8 @@ class _Run:
             result.problems += [Problem.from_dict(p) for p in session.deviations.expired_problems()]
             verdicts.append("fail")  # an accepted difference past its date: renew it or fix it
         failed = any(v in ("fail", "error") for v in verdicts) or self.tracker.faults > 0
-        result.set_verdict(*(("fail", 1) if failed else ("pass", 0)))
-        if failed:  # a command that reproduces this run's failures, whatever kind of run it was
+        result.set_verdict(*(("fail", 1) if failed else (NOT_REPRODUCING, 3) if unreached else ("pass", 0)))
+        if failed or unreached:  # a command that reproduces this run's failures, whatever kind of run it was
             result.replay = self.replay_command()
         if result.shard is not None:
             result.shard["rerun"] = f"{self.base_cmd} {_selection_args(config)}"
@@ -1678,11 +1684,11 @@ def _counterexample_title(spec: Spec, failure: Failure, config: RunConfig, part:
 def _write_counterexample(
     path: Path, spec: Spec, failure: Failure, config: RunConfig, part: tuple | None = None
 ) -> None:
-    from .reduce import steps_of_trace, without_choices
+    from .bindings import bound_steps
 
     # the replayable steps (a group's probe calls left out: its replay makes them again),
-    # without what the implementation chose when they were recorded
-    steps = without_choices(steps_of_trace(failure.steps))
+    # each value the implementation chose bound to the step that chose it (engine/bindings.py)
+    steps = bound_steps(failure.steps)
     doc = {
         "id": "stateful-counterexample",
         "title": _counterexample_title(spec, failure, config, part),

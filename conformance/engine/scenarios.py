@@ -24,8 +24,9 @@ from statemachines.load.source import list_index
 from statemachines.tools.dryrun import scenario_operations
 
 from ..errors import AdapterLoadError
+from .bindings import answered, describe_answer
 from .compare import without_path
-from .failures import DATA_ERRORS, INPUT_REFUSED, Failure
+from .failures import DATA_ERRORS, INPUT_REFUSED, NOT_REPRODUCING, Failure
 from .interrupts import checkpoint
 from .session import Session
 
@@ -234,19 +235,21 @@ def run_scenario(
         return ScenarioOutcome(scenario, NOT_APPLICABLE, None, 0.0, absent)
     runs, run = race_runs_of(scenario, race_runs), 0
     windows = RaceWindowRuns() if _races_calls(scenario) else None
+    unreached: list[_Stop] = []  # runs of a racing scenario whose race did not reach the recorded state
     try:
         for run in range(1, runs + 1):
             if run > 1:
                 checkpoint()
-            session.reset()
-            # Each run lets another of a group's calls lead (it tends to run first):
-            # a check-then-act window opens only when the checking call leads.
-            session.head_start = -run
             before = session.race_windows.met
             try:
-                run_steps(session, scenario.steps, {"params": session.params})
+                missed = _run_once(session, scenario, run, runs)
             finally:
                 _count_run(windows, session, before)
+            if missed is not None:
+                unreached.append(_Stop(missed))
+        if len(unreached) == runs:
+            run = 0
+            raise unreached[0]
     except _Avoided as avoided:
         d = avoided.deviation
         note = (
@@ -260,12 +263,15 @@ def run_scenario(
             return ScenarioOutcome(scenario, NOT_APPLICABLE, None, time.perf_counter() - started, why)
         failure = _confirm(session, scenario, stop.failure)
         failure.message = f"scenario {scenario.id} ({scenario.title}): {failure.message}"
-        if runs > 1:
+        if runs > 1 and not run:
+            failure.message += f"\n(in none of its {runs} runs did its races reach the recorded state)"
+        elif runs > 1:
             failure.message += (
                 f"\n(in run {run} of {runs}: this scenario races calls, so it runs {runs} times; "
                 f"{'it passed the runs before' if run > 1 else 'the first run failed'})"
             )
-        verdict = "error" if failure.kind in DATA_ERRORS else "fail"  # the spec or the input, not the implementation
+        # the spec or the input, not the implementation; or a replay that did not reach its state
+        verdict = "error" if failure.kind in DATA_ERRORS or failure.kind == NOT_REPRODUCING else "fail"
         _count_coverage(session, scenario, windows)
         return ScenarioOutcome(scenario, verdict, failure, time.perf_counter() - started, race_windows=windows)
     except AdapterLoadError as exc:
@@ -287,6 +293,12 @@ def run_scenario(
     if windows is not None:
         ran = f"all {runs} runs" if runs > 1 else "its one run"
         passed = f"passed {ran} (it races calls; the race window was met in {windows.met} of {runs})"
+    if unreached:
+        met = f"; the race window was met in {windows.met} of {runs}" if windows is not None else ""
+        passed = (
+            f"passed {runs - len(unreached)} of {runs} runs (it races calls{met}); in the other "
+            f"{len(unreached)} its races did not reach the recorded state"
+        )
     return ScenarioOutcome(scenario, "pass", None, time.perf_counter() - started, passed, race_windows=windows)
 
 
@@ -318,9 +330,28 @@ def _not_exercised(windows: RaceWindowRuns) -> str:
 # The failure kind of an answer of error kind not_implemented (engine/session.py).
 NOT_IMPLEMENTED_KIND = "not-implemented"
 
+
+def _run_once(session: Session, scenario: Scenario, run: int, runs: int) -> Failure | None:
+    """One run of ``scenario`` from a reset; the failure when a racing
+    scenario's run did not reach a recorded state (``NOT_REPRODUCING``: its
+    race went another way, the next run may not), else None. Any other
+    failure stops the scenario (``_Stop``)."""
+    session.reset()
+    # Each run lets another of a group's calls lead (it tends to run first):
+    # a check-then-act window opens only when the checking call leads.
+    session.head_start = -run
+    try:
+        run_steps(session, scenario.steps, {"params": session.params})
+    except _Stop as stop:
+        if runs == 1 or stop.failure.kind != NOT_REPRODUCING:
+            raise
+        return stop.failure
+    return None
+
+
 # Failures that are evidence by themselves: a race that broke an invariant
 # need not recur to be real.
-_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_REFUSED}
+_DEFINITIVE = {"linearizability", "invariant", "timeout", "spec-error", INPUT_REFUSED, NOT_REPRODUCING}
 
 
 def _confirm(session: Session, scenario: Scenario, failure: Failure) -> Failure:
@@ -453,6 +484,7 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
             failure.message = f"{step.where}: {failure.message}"
         raise _Stop(failure)
     assert response is not None  # a call answers None only with a failure
+    _check_answered(session, step, response)
     if step.expect:
         expect = render(step.expect, env)
         problem = _unmet(
@@ -478,6 +510,37 @@ def _call(session: Session, step: CallStep, env: dict) -> None:
             )
     for name, target in step.save.items():
         env[name] = _pick(response, target, step)
+
+
+def _check_answered(session: Session, step: CallStep, response: dict) -> None:
+    """A call that records the kind of answer it got (``answered``: a
+    counterexample file's calls, engine/bindings.py) and now, with the model
+    agreeing, answers in another kind: the run did not reach the recorded
+    state, and whatever follows proves nothing (``NOT_REPRODUCING``)."""
+    if step.answered is None:
+        return
+    now = answered(response)
+    if now == step.answered:
+        return
+    number = len(session.trace)
+    raise _Stop(
+        Failure(
+            kind=NOT_REPRODUCING,
+            operation=step.operation,
+            args=session.trace[-1].get("args") if session.trace else None,
+            step=number - 1,
+            expected=step.answered,
+            observed=now,
+            message=(
+                f"the replay did not reach the failure's state: step {number} ({step.operation} at {step.where}) "
+                f"answered {describe_answer(now)} where the recording had {describe_answer(step.answered)}, and "
+                f"the spec allows both here. A value the implementation chose may not be bound to the step that "
+                f"chose it (a file written by an older kit names the recorded values), or the implementation "
+                f"now takes another path to this step; the failure was not checked, so this is not a pass"
+            ),
+            steps=list(session.trace),
+        )
+    )
 
 
 def _unmet(expect: dict, response: dict, accept=None):

@@ -44,6 +44,7 @@ from typing import Any
 
 from ..errors import ConformanceError
 from ..reporting.safe_files import write_atomic
+from .failures import NOT_REPRODUCING
 
 __all__ = [
     "ShardError",
@@ -643,7 +644,7 @@ def _merged_coverage(reports: list[dict], out: dict, spec: Any, shard: dict, cou
 def _merged_verdict(reports: list[dict], gate_failed: bool) -> tuple[str, int]:
     """The merged report's verdict and exit code: interrupted (as the first
     interrupted shard exited), else error, else fail (a shard's or a gate's),
-    else pass."""
+    else not-reproducing (a shard's), else pass."""
     interrupted = next((r for r in reports if r.get("verdict") == "interrupted"), None)
     if interrupted is not None:
         return "interrupted", interrupted.get("exit_code", 130)
@@ -652,6 +653,8 @@ def _merged_verdict(reports: list[dict], gate_failed: bool) -> tuple[str, int]:
         return "error", 2
     if "fail" in verdicts or gate_failed:
         return "fail", 1
+    if NOT_REPRODUCING in verdicts:  # a kept scenario did not reach its recorded state
+        return NOT_REPRODUCING, 3
     return "pass", 0
 
 

@@ -40,6 +40,7 @@ VERDICT_STYLES = {
     "error": "bold yellow",
     "skip": "dim",
     "interrupted": "bold magenta",
+    "not-reproducing": "bold yellow",
 }
 
 

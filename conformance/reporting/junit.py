@@ -51,7 +51,7 @@ def _outcome(
 
 
 # The element a run's own testcase carries when no check carries its verdict.
-_RUN_TAGS = {"fail": "failure", "error": "error", "interrupted": "error"}
+_RUN_TAGS = {"fail": "failure", "error": "error", "interrupted": "error", "not-reproducing": "error"}
 _COUNT_NAMES = {"failure": "failures", "error": "errors", "skipped": "skipped"}
 
 

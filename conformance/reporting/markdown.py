@@ -29,7 +29,7 @@ __all__ = [
     "render_summary_markdown",
 ]
 
-VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "interrupted": "⏹"}
+VERDICT_ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "interrupted": "⏹", "not-reproducing": "❓"}
 
 
 def _icon(verdict: object) -> str:

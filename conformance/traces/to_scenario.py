@@ -2,7 +2,9 @@
 
 The scenario replays the failing session from its start (a scenario always
 starts from a reset) up to the event that broke the rule, with the answers
-the trace observed as its expectations. The last step therefore pins what
+the trace observed as its expectations (a value the system chose, such as
+an id a later call passes, saved from the answer that gave it and named
+``${name}`` after it: engine/bindings.py). The last step therefore pins what
 the recorded system did: the author decides whether the spec or the system
 is wrong, edits that expectation to what the spec demands, and adds the
 scenario to a matrix as a regression.
@@ -22,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from ..engine.bindings import bind_recorded
 from ..reporting.safe_files import write_atomic
 from .format import TraceEvent, read_trace
 
@@ -83,7 +86,8 @@ def scenario_from_trace(
         under = f"profile {profile}" if profile else "the spec's default parameters"
         scenario["assumes"] = assumes
         scenario["not_applicable"] = f"recorded under {under}: it holds only where these parameter values do"
-    scenario["steps"] = _steps(_events_between(path, first_line, last_line))
+    # what the recorded system chose (ids, paths) saved from its answer and named in later steps
+    scenario["steps"] = bind_recorded(_steps(_events_between(path, first_line, last_line)))
     return scenario
 
 
@@ -94,9 +98,9 @@ def _scenario(path: str | Path, first_line: int, last_line: int, scenario_id: st
         "category": "edge",
         "description": (
             f"Recorded in {Path(path).name}, lines {first_line}-{last_line}. check-trace said: "
-            f"{headline}. Every expectation is the answer the trace observed; review the last "
-            "step (what the spec demands there) and any id or path the implementation chose "
-            "before adding this scenario to a matrix."
+            f"{headline}. Every expectation is the answer the trace observed; ids and paths the "
+            "implementation chose are saved from the answer that gave them; review the last "
+            "step (what the spec demands there) before adding this scenario to a matrix."
         ),
     }
 
@@ -147,12 +151,15 @@ def _concurrent_step(calls: list[dict]) -> dict:
     return {"concurrently": [{"call": c["call"], "args": c["args"]} for c in calls], "expect": expect}
 
 
-def write_scenario_file(path: str | Path, scenario: dict) -> None:
-    header = (
-        "# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n"
-        "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
-        "# a spec's scenario matrix (an `include:`d scenarios file).\n"
-    )
+_TRACE_NOTE = (
+    "# Written by `conformance check-trace --to-scenario`: review it, then move the scenario into\n"
+    "# a spec's scenario matrix (an `include:`d scenarios file).\n"
+)
+
+
+def write_scenario_file(path: str | Path, scenario: dict, note: str = _TRACE_NOTE) -> None:
+    """``scenario`` as a scenarios file (a spec fragment), ``note`` (comment lines) under its schema line."""
+    header = "# yaml-language-server: $schema=./lifecycle-spec-fragment.schema.json\n" + note
     write_atomic(
         path, header + yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False, allow_unicode=True, width=110)
     )

@@ -33,6 +33,10 @@ class CallStep:
     save: dict[str, str]
     expect: Any | None
     where: str
+    # The kind of answer the call got when it was recorded ("result" or
+    # {"error": KIND}): a run where it answers otherwise did not reach the
+    # recorded state (a counterexample file's calls carry it).
+    answered: Any = None
 
 
 @dataclass

@@ -12,7 +12,13 @@ import jsonschema
 from ..errors import Problem
 from .source import SourceMap
 
-__all__ = ["SPEC_SCHEMA_PATH", "spec_format_schema", "check_structure", "check_replay_structure"]
+__all__ = [
+    "SPEC_SCHEMA_PATH",
+    "spec_format_schema",
+    "check_structure",
+    "check_replay_structure",
+    "check_scenarios_structure",
+]
 
 # Written in the repository's spec/ and shipped inside the installed package
 # ``lifecycle_specs`` (see setup.py): read as a package resource, never through
@@ -79,6 +85,22 @@ def _replay_schema() -> dict:
         "required": ["steps"],
         "properties": {"steps": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/scenario_step"}}},
     }
+
+
+@lru_cache(maxsize=1)
+def _scenarios_schema() -> dict:
+    """A team's scenario file: a `scenarios:` list of the spec format's scenarios."""
+    return {
+        "$defs": spec_format_schema()["$defs"],
+        "type": "object",
+        "required": ["scenarios"],
+        "properties": {"scenarios": {"type": "array", "items": {"$ref": "#/$defs/scenario"}}},
+    }
+
+
+def check_scenarios_structure(data, smap: SourceMap) -> list[Problem]:
+    """Every structural problem of a scenario file, each located to file:line."""
+    return check_structure(data, smap, _scenarios_schema())
 
 
 def check_replay_structure(data, smap: SourceMap) -> list[Problem]:

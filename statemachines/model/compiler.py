@@ -25,7 +25,12 @@ from ..errors import ExpressionError, Problem, SpecError
 from ..language.expressions import Expression, type_name
 from ..load.includes import IncludeRefused, is_spec_fragment, resolve_include
 from ..load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, ScenarioStep, template_names
-from ..load.schema_check import check_replay_structure, check_structure, spec_format_schema
+from ..load.schema_check import (
+    check_replay_structure,
+    check_scenarios_structure,
+    check_structure,
+    spec_format_schema,
+)
 from ..load.source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
 from ..load.spec import (
     EffectDecl,
@@ -45,7 +50,7 @@ from ..load.spec import (
 )
 from .compile_steps import StepCompiler
 
-__all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file"]
+__all__ = ["load_spec", "compile_spec", "load_spec_data", "load_replay_file", "load_scenario_file"]
 
 # Capabilities a scenario may require of an implementation (a closed list).
 FEATURES = frozenset({"concurrent"})
@@ -888,6 +893,7 @@ class _Builder(StepCompiler):
             dict(raw.get("save") or {}),
             self._template(expect, path + ("expect",), names) if expect else None,
             self.where(path),
+            raw.get("answered"),
         )
         for name, target in step.save.items():
             if target.split(".", 1)[0] not in ("result", "error", "effects"):
@@ -954,6 +960,31 @@ class _Builder(StepCompiler):
         steps = self._scenario_steps(rep["steps"], path + ("repeat", "steps"), inner)
         names.update(n for n in inner if n != rep.get("as"))
         return RepeatStep(times, rep.get("as"), steps, self.where(path)) if times is not None else None
+
+
+def load_scenario_file(spec: Spec, path: str | Path) -> list:
+    """A team's own scenarios (a file with a `scenarios:` list, as a spec
+    fragment holds it: a kept counterexample, for one) compiled against
+    ``spec``; an id the spec's matrix has already is a problem."""
+    data, smap = load_yaml_file(path)
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
+        raise SpecError([smap.problem((), "a scenario file needs a `scenarios:` list")])
+    shape = check_scenarios_structure(data, smap)
+    if shape:
+        raise SpecError(shape)
+    builder = _Builder({**spec.raw, "scenarios": data["scenarios"]}, smap, str(path))
+    builder.operations, builder.effects = spec.operations, spec.effects
+    builder.parameters, builder.profiles = spec.parameters, spec.profiles
+    scenarios = builder._scenarios()
+    known = {s.id: s.where for s in spec.scenarios}
+    for i, scenario in enumerate(scenarios):
+        if scenario.id in known:
+            builder.problem(
+                ("scenarios", i, "id"), f"scenario id {scenario.id!r} is the spec's already ({known[scenario.id]})"
+            )
+    if builder.problems:
+        raise SpecError(builder.problems)
+    return scenarios
 
 
 def load_replay_file(spec: Spec, path: str | Path):
