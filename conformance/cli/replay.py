@@ -9,7 +9,7 @@ import re
 
 import click
 
-from statemachines import SpecError, load_spec
+from statemachines import ExpressionError, SpecError, load_spec
 
 from ..engine.runner import RunConfig, clear_report_files, new_report, run_conformance, write_report_files
 from .common import (
@@ -185,9 +185,19 @@ def merge_reports_command(
     Exit codes: 0 conforms, 1 does not conform, 2 shards that cannot be
     merged (of different runs, missing or given twice) or a shard that
     could not run, 130/143 a shard was interrupted."""
-    from ..engine.shards import ShardError, load_shard_report
+    from statemachines.language.expressions import run_cost_budget
 
     level = verbosity(quiet, verbose)
+    with run_cost_budget():  # a spec a forged shard names is loaded and read within the command's budget
+        report = _merge(out_dir, shards, spec_name)
+    finish(report, level)
+
+
+def _merge(out_dir: str, shards: tuple[str, ...], spec_name: str | None) -> dict:
+    """The merged report of ``shards``, written to ``out_dir`` (verdict
+    ``error`` when one is refused)."""
+    from ..engine.shards import ShardError, load_shard_report
+
     loaded, refused = [], []
     for path in shards:
         try:
@@ -207,8 +217,7 @@ def merge_reports_command(
             spec = load_spec(spec_file(spec_name))
         except SpecError as exc:
             refused.append(str(exc))
-    report = _merged_or_refused(loaded, refused, out_dir, spec)
-    finish(report, level)
+    return _merged_or_refused(loaded, refused, out_dir, spec)
 
 
 def _merged_or_refused(loaded: list, refused: list[str], out_dir: str, spec) -> dict:
@@ -225,7 +234,7 @@ def _merged_or_refused(loaded: list, refused: list[str], out_dir: str, spec) -> 
             report["problems"] = cleared["problems"] + report["problems"]
             write_report_files(report, out_dir)
             return report
-        except ShardError as exc:
+        except (ShardError, ExpressionError) as exc:  # ExpressionError: the spec's expressions, over budget
             refused.append(str(exc))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             refused.append(f"a shard's report is not one the kit writes ({type(exc).__name__}: {str(exc)[:200]})")
