@@ -313,6 +313,7 @@ pytestmark_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is 
 
 
 def _repo(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for name in ("thread-jobs.yaml", "thread-jobs.scenarios.yaml"):
         shutil.copy(SPEC / name, tmp_path / name)
     _commit(tmp_path)
@@ -332,23 +333,25 @@ def _commit(where: Path) -> None:
 @pytest.mark.parametrize(
     "rev",
     [
-        "--output={out}/written",
-        "-o{out}/written",
-        "--output={out}/written^{{commit}}",
-        "HEAD --output={out}/written",
+        "--output={out}/w",
+        "-o{out}/w",
+        "--output={out}/w^{{commit}}",
+        "HEAD --output={out}/w",
         "HEAD:thread-jobs.yaml",
         "",
     ],
 )
 def test_a_hostile_rev_is_refused_before_git_takes_it_as_an_option(tmp_path, rev):
+    """``git show --output=OUT/w:./thread-jobs.yaml`` wrote a file into the
+    directory ``OUT/w:.`` before revisions were verified."""
     path = _repo(tmp_path / "repo")
     out = tmp_path / "out"
-    out.mkdir()
+    (out / "w:.").mkdir(parents=True)
     result = CliRunner().invoke(cli, ["diff", str(path), f"--rev={rev.format(out=out)}", "--no-behaviour"])
     text = clean(result.output)
     assert result.exit_code == 2, text
     assert "is not a revision" in text or "names no commit" in text, text
-    assert list(out.iterdir()) == []
+    assert [p for p in out.rglob("*") if not p.is_dir()] == []
 
 
 @pytestmark_git
