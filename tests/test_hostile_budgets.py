@@ -241,6 +241,7 @@ def test_fragments_over_the_whole_spec_bytes_are_refused(tmp_path):
 SLOW_WHEN = "size(indices(repeat('x', 30000)).filter(i, i % 7 == 0)) < 0"
 
 
+@pytest.mark.hypothesis  # the run it starts explores
 def test_an_expensive_avoid_when_ends_a_run_with_exit_2_and_a_report(tmp_path):
     deviations = tmp_path / "deviations.yaml"
     deviations.write_text(
