@@ -412,3 +412,19 @@ def test_a_fragment_listed_twice_in_git_is_read_once(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match="names the same file as include entry 1"):
         revision.load_spec_at_revision(path, "HEAD")
     assert shows == ["thread-jobs.yaml", "thread-jobs.scenarios.yaml"]
+
+
+def test_a_runs_search_of_a_wide_scope_is_bounded_in_moves(tmp_path):
+    """A run counts transition pairs over the spec's scope (search_counts):
+    its bound is in moves too, so one wide state whose moves all lead to
+    one state (the pools' values are interchangeable) cannot hold the run."""
+    from statemachines.tools.check import MOVES_PER_STATE, search_counts
+
+    path = wide_thread_jobs(tmp_path, values=32)
+    text = path.read_text().replace("tool_name: [search]", "tool_name: [" + ", ".join(f"n{i}" for i in range(32)) + "]")
+    others = "start_job, begin_turn, turn_boundary, cancel_job, restart"
+    text = text.replace("skip: [complete_sync, ", f"skip: [{others}, ", 1)
+    path.write_text(text)
+    counts = search_counts(load_spec(path), max_states=3)
+    taken = sum(counts["outcomes"].values())
+    assert 2 * MOVES_PER_STATE < taken <= 3 * MOVES_PER_STATE + 1, taken  # the first state alone has 32**3

@@ -887,16 +887,19 @@ def check_spec(
     return report
 
 
+MOVES_PER_STATE = 1000  # search_counts: moves per state it may take on average (one wide state has millions)
+
+
 def search_counts(spec: Spec, max_states: int = 400) -> dict[str, dict[str, int]]:
     """What the model counted (``Coverage`` counts: outcomes, transitions,
     triples, ...) over the breadth-first search of the spec's declared scope,
-    stopped after ``max_states`` states (a bound in states, not seconds, so
-    the answer is the same on every machine). Empty counts when the scope is
-    invalid."""
+    stopped after ``max_states`` states or ``MOVES_PER_STATE`` times as many
+    moves (bounds in counts, not seconds, so the answer is the same on every
+    machine). Empty counts when the scope is invalid."""
     scope, problems = scope_of(spec, {"max_states": max_states})
     if problems:
         return {}
-    explorer = _Explorer(spec, scope, SearchBudget())
+    explorer = _Explorer(spec, scope, SearchBudget(max_moves=max_states * MOVES_PER_STATE))
     try:
         explorer.run()
     except _ScopeError:

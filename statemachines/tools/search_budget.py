@@ -58,6 +58,7 @@ class SearchBudget:
 
     time_limit_s: float | None = None
     memory_mib: float = DEFAULT_MEMORY_MIB
+    max_moves: int | None = None  # a bound in moves, the same on every machine (a search inside a run)
     progress: Callable[[str], None] | None = None
     progress_every_s: float = PROGRESS_EVERY_S
     started: float = field(default_factory=time.perf_counter)
@@ -83,6 +84,8 @@ class SearchBudget:
         now = time.perf_counter()
         if self.time_limit_s is not None and now - self.started > self.time_limit_s:
             self.spent = f"its time limit of {self.time_limit_s:g} s"
+        elif self.max_moves is not None and self._moves > self.max_moves:
+            self.spent = f"its {self.max_moves:,} moves"
         elif run_cost_spent() is not None:
             self.spent = f"the expression cost budget of the command ({run_cost_spent()})"
         elif self._moves % _MEMORY_EVERY == 0 and self._grown_too_much():
