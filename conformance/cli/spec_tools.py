@@ -173,7 +173,8 @@ def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: b
     from check-spec's search of the declared scope when it is complete (the
     finding says so), else from a static guess (the finding says why). Exit 0
     (warnings), 1 with --strict when a finding is not suppressed, 2 when a
-    spec does not load."""
+    spec does not load or its search ran out of its budget (60 s, memory,
+    expression cost; the findings are printed all the same)."""
     import json
 
     from statemachines.language.expressions import run_cost_budget
@@ -289,7 +290,9 @@ def diff(
     other given as its shortest operation sequence and one sentence (a
     parameter the scope fixes, but the versions set differently, is searched
     at small values that keep the two apart). Markdown (for a pull-request
-    comment) or --json. Exit 0, 1 (--check-version), 2."""
+    comment) or --json. Exit 0, 1 (--check-version), 2 (a spec that does not
+    load, or a behaviour search that ran out of its budget: --time-limit,
+    memory, expression cost; the partial Markdown is written all the same)."""
     import json
 
     from statemachines.language.expressions import run_cost_budget
