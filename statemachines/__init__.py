@@ -4,7 +4,7 @@ compiles them into reference models built on ``transitions``.
 This package never imports Hypothesis or pytest.
 """
 
-from .errors import ExpressionError, ObservationError, Problem, SpecError, StatemachinesError
+from .errors import ExpressionError, ObservationError, Problem, RunCostError, SpecError, StatemachinesError
 from .language.expressions import compile_expression, fill, text_of_size
 from .load.params import resolve_parameters
 from .load.scenario import AdvanceStep, CallStep, ConcurrentStep, RepeatStep, render
@@ -39,6 +39,7 @@ __all__ = [
     "RepeatStep",
     "Scenario",
     "Spec",
+    "RunCostError",
     "SpecError",
     "StatemachinesError",
     "compile_expression",

@@ -11,6 +11,7 @@ __all__ = [
     "SpecError",
     "ExpressionError",
     "EvaluationBudgetError",
+    "RunCostError",
     "ObservationError",
 ]
 
@@ -63,6 +64,13 @@ class EvaluationBudgetError(ExpressionError):
     time or bytes): every later evaluation of it is likely to spend it too,
     each taking up to the budget's time, so a caller that evaluates it many
     times (a search of the spec's states) stops at the first."""
+
+
+class RunCostError(EvaluationBudgetError):
+    """The expressions of one command (a run, a search, a merge) spent the
+    command's cost budget in all: no further expression is evaluated, so the
+    command ends (exit 2, reports written) instead of going on for hours at
+    up to one evaluation's budget each."""
 
 
 class ObservationError(StatemachinesError):

@@ -24,6 +24,10 @@ INSTALLED = os.environ.get("CONFORMANCE_TEST_INSTALLED") == "1"
 # commands they check are those of a one-process run on any machine; the
 # tests of --workers and of that default (test_shards.py) say what they use.
 os.environ.setdefault("CONFORMANCE_WORKERS", "1")
+# Progress lines go to stderr, which CliRunner mixes into the output a test reads
+# as JSON; on a busy machine a search passes the default interval. Tests of the
+# progress lines set their own interval.
+os.environ.setdefault("CONFORMANCE_PROGRESS_INTERVAL", "600")
 
 
 def pytest_sessionstart(session):

@@ -9,7 +9,7 @@ import re
 
 import click
 
-from statemachines import SpecError, load_spec
+from statemachines import ExpressionError, SpecError, load_spec
 
 from ..engine.runner import (
     RunConfig,
@@ -247,6 +247,8 @@ def merge_reports_command(
     Exit codes: 0 conforms, 1 does not conform, 2 shards that cannot be
     merged (of different runs, missing or given twice) or a shard that
     could not run, 130/143 a shard was interrupted."""
+    from statemachines.language.expressions import run_cost_budget
+
     from ..engine.interrupts import deferred
 
     level = verbosity(quiet, verbose)
@@ -258,7 +260,9 @@ def merge_reports_command(
     clear_report_files(report, out_dir)
     with deferred():  # a signal while the reports are written is kept: it must not stop them
         try:
-            with deferred(False):  # loading and merging: a signal stops them
+            # loading and merging: a signal stops them; a spec a forged shard names is
+            # loaded and read within the command's expression budget
+            with deferred(False), run_cost_budget():
                 report = _merged_or_refused(shards, spec_name, out_dir, report["problems"])
         except KeyboardInterrupt as exc:
             mark_interrupted(report, exc, "the shards were not merged")
@@ -313,7 +317,7 @@ def _merged_or_refused(shards: tuple[str, ...], spec_name: str | None, out_dir: 
             report = merge_reports(loaded, out_dir, spec=spec)
             report["problems"] = problems + report["problems"]
             return report
-        except ShardError as exc:
+        except (ShardError, ExpressionError) as exc:  # ExpressionError: the spec's expressions, over budget
             refused.append(str(exc))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             refused.append(f"a shard's report is not one the kit writes ({type(exc).__name__}: {str(exc)[:200]})")

@@ -19,11 +19,40 @@ from ..specs import SpecNotFound, resolve_spec
 from .common import cli, console, errors
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from statemachines import Spec
     from statemachines.tools.check import CheckReport
     from statemachines.tools.lint import Finding, LintReport
+    from statemachines.tools.search_budget import SearchBudget
 
 __all__ = ["validate", "lint", "diff", "check_spec_command"]
+
+CHECK_TIME_LIMIT_S = 300.0  # check-spec's default: a received spec's scope cannot keep it going for hours
+
+
+def _progress(command: str) -> Callable[[str], None]:
+    """The line a search prints (stderr) every few seconds while it goes on."""
+
+    def say(line: str) -> None:
+        errors.print(Text(f"… {command}: {line}", style="dim"))
+
+    return say
+
+
+def _every() -> float:
+    """Seconds between two progress lines: as a run's (``CONFORMANCE_PROGRESS_INTERVAL``)."""
+    from ..progress import _interval
+
+    return _interval()
+
+
+def _ran_out(what: str, exhausted: str, hint: str) -> None:
+    """The message when a command's budget ran out (it then exits 2)."""
+    errors.print(
+        Text("error ", style="bold red")
+        + Text(f"{what}: the search ran out of {exhausted}; what it found so far is shown. {hint}")
+    )
 
 
 def _is_fragment(path: str) -> bool:
@@ -79,6 +108,16 @@ def validate(specs: tuple[str, ...]) -> None:
     """Check spec files: YAML, structure, expressions, references. Each
     SPECS item is a file or the name of an installed spec. Exit 0 (all valid)
     or 2."""
+    from statemachines.language.expressions import run_cost_budget
+
+    with run_cost_budget():  # constant expressions are evaluated: within the command's budget
+        bad = _validate_all(specs)
+    sys.exit(2 if bad else 0)
+
+
+def _validate_all(specs: tuple[str, ...]) -> int:
+    """Validate each spec (and those including a fragment given), printing
+    what each holds or its problems; how many do not load."""
     bad = 0
     queue = list(specs)
     for given in queue:
@@ -111,7 +150,7 @@ def validate(specs: tuple[str, ...]) -> None:
                 f"operations, {len(spec.scenarios)} scenarios, {len(spec.invariants)} invariants"
             )
         )
-    sys.exit(2 if bad else 0)
+    return bad
 
 
 # -- spec authors' tools (issue 13): lint ------------------------------------
@@ -135,14 +174,21 @@ def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: b
     from check-spec's search of the declared scope when it is complete (the
     finding says so), else from a static guess (the finding says why). Exit 0
     (warnings), 1 with --strict when a finding is not suppressed, 2 when a
-    spec does not load."""
+    spec does not load or its search ran out of its budget (60 s, memory,
+    expression cost; the findings are printed all the same)."""
     import json
 
+    from statemachines.language.expressions import run_cost_budget
     from statemachines.tools.lint import lint_spec
 
     paths = [_resolved(given) for given in specs]  # a file, or the name of an installed spec
     fragments = [path for path in paths if _is_fragment(path)]
-    reports = [lint_spec(path, search=search) for path in paths if path not in fragments]
+    with run_cost_budget():
+        reports = [
+            lint_spec(path, search=search, progress=_progress("lint"), progress_every_s=_every())
+            for path in paths
+            if path not in fragments
+        ]
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
@@ -153,6 +199,13 @@ def lint(specs: tuple[str, ...], strict: bool, as_json: bool, show_suppressed: b
             )
         for report in reports:
             _print_lint_report(report, show_suppressed)
+    for report in reports:
+        if report.exhausted:
+            _ran_out(
+                report.path,
+                report.exhausted,
+                "Unreachable states are a static guess; narrow check.scope or --no-search.",
+            )
     sys.exit(_lint_exit_code(reports, strict))
 
 
@@ -191,7 +244,7 @@ def _print_finding(finding: Finding) -> None:
 
 def _lint_exit_code(reports: list[LintReport], strict: bool) -> int:
     """2 when a spec does not load or has an error, 1 with --strict for an active finding, else 0."""
-    if any(r.problems or any(f.severity == "error" for f in r.findings) for r in reports):
+    if any(r.problems or r.exhausted or any(f.severity == "error" for f in r.findings) for r in reports):
         return 2
     return 1 if strict and any(r.active for r in reports) else 0
 
@@ -238,28 +291,38 @@ def diff(
     other given as its shortest operation sequence and one sentence (a
     parameter the scope fixes, but the versions set differently, is searched
     at small values that keep the two apart). Markdown (for a pull-request
-    comment) or --json. Exit 0, 1 (--check-version), 2."""
+    comment) or --json. Exit 0, 1 (--check-version), 2 (a spec that does not
+    load, or a behaviour search that ran out of its budget: --time-limit,
+    memory, expression cost; the partial Markdown is written all the same)."""
     import json
 
+    from statemachines.language.expressions import run_cost_budget
     from statemachines.tools.diff import diff_specs, render_diff_markdown
+    from statemachines.tools.search_budget import SearchBudget
 
     from ..spec_revision import load_spec_at_revision
 
     if (rev is None) == (new is None):
         raise click.UsageError("give two spec files (OLD NEW), or one spec and --rev GITREV")
-    try:
-        before = load_spec_at_revision(old, rev) if rev else load_spec(old)
-        after = load_spec(new if new is not None else old)  # with --rev: OLD as it is now
-    except SpecError as exc:
-        for problem in exc.problems:
-            errors.print(Text(f"error {problem}"))
-        sys.exit(2)
-    result = diff_specs(before, after, behaviour=behaviour, time_limit=time_limit)
+    with run_cost_budget():
+        try:
+            before = load_spec_at_revision(old, rev) if rev is not None else load_spec(old)
+            after = load_spec(new if new is not None else old)  # with --rev: OLD as it is now
+        except SpecError as exc:
+            for problem in exc.problems:
+                errors.print(Text(f"error {problem}"))
+            sys.exit(2)
+        budget = SearchBudget(time_limit_s=time_limit, progress=_progress("diff"), progress_every_s=_every())
+        result = diff_specs(before, after, behaviour=behaviour, budget=budget)
     markdown = visible(render_diff_markdown(result))  # received text shows escaped
     if output:
         with open_new(output) as handle:
             handle.write(markdown)
     click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else markdown)
+    exhausted = result.behaviour.exhausted if result.behaviour is not None else None
+    if exhausted:
+        _ran_out("diff", exhausted, "Raise --time-limit, narrow the new version's check.scope, or --no-behaviour.")
+        sys.exit(2)
     sys.exit(1 if check_version and not result.version_ok else 0)
 
 
@@ -286,6 +349,18 @@ def _parameter_overrides(given: tuple[str, ...]) -> dict:
 @click.option("--max-states", type=click.IntRange(min=1), help="Stop (incomplete) after this many distinct states.")
 @click.option("--max-records", type=click.IntRange(min=0), help="Records a state may hold and be explored further.")
 @click.option(
+    "--max-values",
+    type=click.IntRange(min=1),
+    help="Values a pool or an argument of the scope may list (the kit's ceiling for a received spec: 32).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=CHECK_TIME_LIMIT_S,
+    show_default=True,
+    help="Seconds the search of one spec may take; past it, exit 2 with what it found so far.",
+)
+@click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="A parameter value of the scope (repeatable)."
 )
 @click.option(
@@ -300,6 +375,8 @@ def check_spec_command(
     depth: int | None,
     max_states: int | None,
     max_records: int | None,
+    max_values: int | None,
+    time_limit: float,
     params: tuple[str, ...],
     mutants: bool,
     as_json: bool,
@@ -312,15 +389,36 @@ def check_spec_command(
     names: the spec with one rule changed, which must be caught (a mutants
     file given as SPECS checks its spec with its mutants). Exit 0
     (clean), 1 (violations, or a mutant missed), 2 (a spec or mutants file
-    that does not load, or an unusable scope)."""
-    import json
-
-    from statemachines.tools.check import check_spec
+    that does not load, an unusable scope, or a search that ran out of its
+    budget: --time-limit, memory, expression cost, or the kit's ceilings on
+    what a spec's own scope may ask for, which only these options raise)."""
+    from statemachines.language.expressions import run_cost_budget
 
     overrides: dict = {"parameters": _parameter_overrides(params)}
-    for name, value in (("max_depth", depth), ("max_states", max_states), ("max_records", max_records)):
+    for name, value in (
+        ("max_depth", depth),
+        ("max_states", max_states),
+        ("max_records", max_records),
+        ("max_values", max_values),
+    ):
         if value is not None:
             overrides[name] = value
+    with run_cost_budget():
+        code, results = _check_specs(specs, overrides, time_limit, mutants, as_json)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(results, indent=2, ensure_ascii=False))
+    sys.exit(code)
+
+
+def _check_specs(
+    specs: tuple[str, ...], overrides: dict, time_limit: float, mutants: bool, as_json: bool
+) -> tuple[int, list[dict]]:
+    """check-spec over each spec: (the exit code, each spec's result)."""
+    from statemachines.tools.check import check_spec
+    from statemachines.tools.search_budget import SearchBudget
+
     code, results = 0, []
     paths, through_mutants = _specs_of(specs)
     for given in paths:
@@ -332,25 +430,32 @@ def check_spec_command(
             for problem in exc.problems:
                 errors.print(Text(f"error {problem}"))
             continue
-        report = check_spec(spec, overrides)
-        code = max(code, 2 if report.problems else 1 if report.violations else 0)
+        budget = SearchBudget(
+            time_limit_s=time_limit, progress=_progress(f"check-spec {given}"), progress_every_s=_every()
+        )
+        report = check_spec(spec, overrides, budget=budget)
+        code = max(code, 2 if report.problems or report.stats.exhausted else 1 if report.violations else 0)
         results.append(report.to_dict())
         if not as_json:
             _print_check_report(spec, report)
+        if report.stats.exhausted:
+            _ran_out(given, report.stats.exhausted, "Raise --time-limit or --max-states, or narrow check.scope.")
+            continue  # the mutants would each spend as much
         if mutants or given in through_mutants:  # a changed mutants file (a pre-commit hook) runs its mutants
-            code = max(code, _check_mutants(spec, overrides, results[-1], as_json))
-    if as_json:
-        click.echo(json.dumps(results, indent=2, ensure_ascii=False))
-    sys.exit(code)
+            mutants_budget = SearchBudget(
+                time_limit_s=time_limit, progress=_progress(f"check-spec --mutants {given}"), progress_every_s=_every()
+            )
+            code = max(code, _check_mutants(spec, overrides, results[-1], as_json, mutants_budget))
+    return code, results
 
 
-def _check_mutants(spec: Spec, overrides: dict, result: dict, as_json: bool) -> int:
+def _check_mutants(spec: Spec, overrides: dict, result: dict, as_json: bool, budget: SearchBudget) -> int:
     """Run the spec's mutants into ``result["mutants"]`` (printing a table
-    unless ``as_json``); the exit code they call for."""
+    unless ``as_json``), all within ``budget``; the exit code they call for."""
     from statemachines.tools.spec_mutants import run_spec_mutants
 
     try:
-        outcomes = run_spec_mutants(spec, overrides)
+        outcomes = run_spec_mutants(spec, overrides, budget)
     except SpecError as exc:
         result["mutants_problems"] = [str(p) for p in exc.problems]
         for problem in exc.problems:
@@ -426,6 +531,8 @@ def _print_check_report(spec: Spec, report: CheckReport) -> None:
         errors.print(Text("error ", style="bold red") + Text(f"{report.path}: {problem}"))
     if not report.scope.declared:
         console.print(Text(f"· {report.path}: no check.scope declared; the default bounds apply", style="dim"))
+    for note in report.scope.ceilinged:
+        errors.print(Text(f"· {report.path}: {note}", style="yellow"))
     for finding in report.violations:
         line = Text(f"{finding.where or report.path}: ") + Text(f"error[{finding.kind}]", style="bold red")
         console.print(line + Text(f" {finding.subject}: {finding.message}"))

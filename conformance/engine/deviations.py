@@ -31,7 +31,7 @@ from typing import Any
 
 import jsonschema
 
-from statemachines import ExpressionError, SpecError, compile_expression
+from statemachines import ExpressionError, RunCostError, SpecError, compile_expression
 from statemachines.load.source import load_yaml_file
 
 from ..errors import ConformanceError
@@ -105,6 +105,8 @@ class Deviation:
             return True
         try:
             return self.when.evaluate_bool(env, role="a deviation's `when`")
+        except RunCostError:
+            raise  # the command's budget: the run ends (a spec error), never silently goes on
         except ExpressionError as exc:
             if len(self.errors) < 3:
                 self.errors.append(str(exc))

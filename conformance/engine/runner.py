@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from statemachines import ExpressionError, Spec, SpecError, load_replay_file, load_scenario_file, resolve_parameters
+from statemachines.language.expressions import run_cost_budget
 
 from ..adapters.python import adapter_factory
 from ..errors import AdapterLoadError, HypothesisUnsupported
@@ -445,7 +446,9 @@ def run_conformance(config: RunConfig, progress: Progress | None = None) -> dict
     tracker = _Tracker()
     prepared = None
     threads_before = set(threading.enumerate())
-    with deferred():  # a signal once the checks are over is kept: it must not stop the reports
+    # a signal once the checks are over is kept: it must not stop the reports; the expressions
+    # of the whole run share one cost budget (docs/trust-model.md)
+    with deferred(), run_cost_budget():
         try:
             with deferred(False):  # the checks: a signal stops them
                 prepared = _prepared_or_problems(config, result)

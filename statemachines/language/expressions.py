@@ -7,16 +7,18 @@ by Python's ``eval``; a spec can only call the functions listed here.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import json
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import EvaluationBudgetError, ExpressionError
+from ..errors import EvaluationBudgetError, ExpressionError, RunCostError
 from .cel_import import cel
 from .cel_subset import NotSubset, compile_subset
 
@@ -34,6 +36,11 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_EVALUATION_BYTES",
     "type_name",
+    "MAX_RUN_EXPRESSION_SECONDS",
+    "RunCost",
+    "run_cost_budget",
+    "run_cost_spent",
+    "RUN_EXPRESSION_BUDGET_ENV",
 ]
 
 # The cost budget of one evaluation: how many iterations of comprehension
@@ -58,6 +65,74 @@ MAX_EVALUATION_BYTES = 2 * MAX_TEXT_BYTES
 _ITEM_BYTES = 64
 # The function every comprehension body calls once per iteration (the budget).
 _TICK = "kit_tick"
+# The time all the expressions of one command (`run`, `check-spec`, `lint`,
+# `diff`, `merge-reports`, ...) may take together: an expression that spends
+# most of one evaluation's budget at every evaluation (a deviation's `when`
+# over a large range) would otherwise keep a quick run going for hours. Only
+# expressions that loop or call the kit's functions are timed (the others
+# cost microseconds), by the wall clock (reading the CPU clock is a system
+# call, too slow for every evaluation).
+MAX_RUN_EXPRESSION_SECONDS = 300.0
+
+
+class RunCost:
+    """The time the expressions of one command have taken, against its
+    limit; shared by the command's threads (a concurrent group's crew)."""
+
+    __slots__ = ("limit_s", "spent_s")
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.spent_s = 0.0
+
+    def charge(self, seconds: float) -> None:
+        self.spent_s += seconds
+
+    @property
+    def why(self) -> str | None:
+        """What was spent, once the limit is passed (None before)."""
+        if self.spent_s <= self.limit_s:
+            return None
+        return f"{self.limit_s:g} s spent evaluating expressions"
+
+
+_RUN_COST: RunCost | None = None  # the command's, while one runs (`run_cost_budget`)
+
+
+@contextlib.contextmanager
+def run_cost_budget(limit_s: float | None = None) -> Iterator[RunCost]:
+    """Count the CPU time of every expression evaluated inside, against
+    ``limit_s`` (default MAX_RUN_EXPRESSION_SECONDS); once it is spent, every
+    evaluation that runs a program raises RunCostError. A budget already
+    counting (a command inside another) goes on counting."""
+    global _RUN_COST
+    if _RUN_COST is not None:
+        yield _RUN_COST
+        return
+    _RUN_COST = RunCost(_run_limit() if limit_s is None else limit_s)
+    try:
+        yield _RUN_COST
+    finally:
+        _RUN_COST = None
+
+
+RUN_EXPRESSION_BUDGET_ENV = "CONFORMANCE_EXPRESSION_BUDGET_S"
+
+
+def _run_limit() -> float:
+    """The user's budget (``CONFORMANCE_EXPRESSION_BUDGET_S``, seconds), else the kit's."""
+    try:
+        value = float(os.environ.get(RUN_EXPRESSION_BUDGET_ENV, MAX_RUN_EXPRESSION_SECONDS))
+    except ValueError:
+        return MAX_RUN_EXPRESSION_SECONDS
+    return value if value > 0 else MAX_RUN_EXPRESSION_SECONDS
+
+
+def run_cost_spent() -> str | None:
+    """What the command's expressions spent, once past its budget (else None)."""
+    return None if _RUN_COST is None else _RUN_COST.why
+
+
 _MACROS = ("all", "exists", "exists_one", "filter", "map")
 
 # Variables bound by CEL comprehension macros (`xs.filter(x, ...)`) are
@@ -440,12 +515,19 @@ class Expression:
             return self._lookup(env, self.path)
         if not (self.functions or self.ticked):
             return self._evaluate_within(env, functions, None)
+        run = _RUN_COST
+        if run is not None:
+            if run.why is not None:
+                raise self._over_run_budget(run.why)
+            started = time.perf_counter()  # not the CPU clock: a system call, read by few evaluations
         budget = _Budget(MAX_EVALUATION_STEPS, MAX_EVALUATION_SECONDS)
         token = _CURRENT.set(budget)
         try:
             return self._evaluate_within(env, functions, budget)
         finally:
             _CURRENT.reset(token)
+            if run is not None:
+                run.charge(time.perf_counter() - started)
 
     def _evaluate_within(self, env: dict, functions: dict[str, Callable] | None, budget: _Budget | None) -> Any:
         if self.fast is not None:
@@ -559,6 +641,14 @@ class Expression:
         return EvaluationBudgetError(
             f"`{self.source}`: evaluation stopped after {budget.why} (the cost budget of one "
             f"evaluation); loop over fewer values, nest fewer comprehensions or build smaller values",
+            self.where,
+        )
+
+    def _over_run_budget(self, why: str) -> ExpressionError:
+        return RunCostError(
+            f"`{self.source}`: not evaluated: the expressions of this command spent its cost budget "
+            f"({why} in all); an expression that takes most of a second at every evaluation (a deviation's "
+            f"`when`, a guard over a large range) is the usual cause: loop over fewer values",
             self.where,
         )
 

@@ -16,9 +16,24 @@ import yaml
 
 from ..errors import Problem, SpecError
 
-__all__ = ["SourceMap", "load_yaml_file", "load_yaml_text", "read_spec_text", "list_index", "MAX_SPEC_BYTES"]
+__all__ = [
+    "SourceMap",
+    "WholeSpec",
+    "load_yaml_file",
+    "load_yaml_text",
+    "read_spec_text",
+    "list_index",
+    "MAX_SPEC_BYTES",
+    "MAX_WHOLE_SPEC_BYTES",
+    "MAX_WHOLE_SPEC_NODES",
+    "MAX_INCLUDES",
+]
 
 MAX_SPEC_BYTES = 2_000_000  # a lifecycle spec is a few hundred lines; refuse runaway files
+# ... and a spec with all its fragments: what one `include:` list may add up to.
+MAX_WHOLE_SPEC_BYTES = 8_000_000
+MAX_WHOLE_SPEC_NODES = 400_000
+MAX_INCLUDES = 256  # entries of one `include:` list (a spec has a handful)
 
 
 def list_index(part: str, size: int) -> int | None:
@@ -74,26 +89,63 @@ MAX_NODES = 200_000  # values a spec may expand to (guards against alias bombs)
 _STANDARD_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
-class _Budget:
+class WholeSpec:
+    """What a spec and all its fragments may add up to, read file by file."""
+
     def __init__(self) -> None:
+        self.bytes_left = MAX_WHOLE_SPEC_BYTES
+        self.nodes_left = MAX_WHOLE_SPEC_NODES
+
+    def take_text(self, text: str, file: str) -> None:
+        """Count a file's text against the whole spec's bytes (SpecError past them)."""
+        self.bytes_left -= len(text.encode("utf-8"))
+        if self.bytes_left < 0:
+            raise SpecError(
+                [
+                    Problem(
+                        f"with this file the spec and its fragments are over {MAX_WHOLE_SPEC_BYTES:,} bytes in all",
+                        file,
+                        hint="a spec with its fragments is a few hundred kilobytes at most; remove generated content",
+                    )
+                ]
+            )
+
+
+class _Budget:
+    def __init__(self, whole: WholeSpec | None = None) -> None:
         self.left = MAX_NODES
+        self.whole = whole
+
+
+def _over_budget(budget: _Budget, file: str, line: int) -> SpecError | None:
+    """The error once a file, or the whole spec, expands to too many values."""
+    budget.left -= 1
+    if budget.whole is not None:
+        budget.whole.nodes_left -= 1
+    if budget.left < 0:
+        what = f"the document expands to more than {MAX_NODES} values"
+    elif budget.whole is not None and budget.whole.nodes_left < 0:
+        what = f"the spec and its fragments expand to more than {MAX_WHOLE_SPEC_NODES} values in all"
+    else:
+        return None
+    return SpecError(
+        [
+            Problem(
+                f"{what} (YAML aliases repeated over and over?)",
+                file,
+                line,
+                "a spec needs no more than a few thousand values; remove the alias chain",
+            )
+        ]
+    )
 
 
 def _build(
     node: yaml.Node, path: tuple, file: str, smap: SourceMap, loader: _Builder, problems: list[Problem], budget: _Budget
 ) -> Any:
-    budget.left -= 1
-    if budget.left < 0:
-        raise SpecError(
-            [
-                Problem(
-                    f"the document expands to more than {MAX_NODES} values (YAML aliases repeated over and over?)",
-                    file,
-                    node.start_mark.line + 1,
-                    "a spec needs no more than a few thousand values; remove the alias chain",
-                )
-            ]
-        )
+    over = _over_budget(budget, file, node.start_mark.line + 1)
+    if over is not None:
+        raise over
     smap.add(path, file, node.start_mark.line + 1)
     if not isinstance(node, yaml.ScalarNode) and node.tag not in _STANDARD_TAGS:
         problems.append(
@@ -261,8 +313,9 @@ def load_yaml_file(path: str | Path) -> tuple[Any, SourceMap]:
     return load_yaml_text(read_spec_text(path, regular_only=True), str(path))
 
 
-def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
-    """Load the YAML text of ``file`` safely; raise SpecError with file:line on any problem."""
+def load_yaml_text(text: str, file: str, whole: WholeSpec | None = None) -> tuple[Any, SourceMap]:
+    """Load the YAML text of ``file`` safely; raise SpecError with file:line on
+    any problem. ``whole``: what the spec it belongs to may still add up to."""
     if not text.strip():
         raise SpecError([Problem("file is empty", file, 1, "a spec needs at least `format`, `id` and `version`")])
     deep = _too_deep(text, file)
@@ -291,7 +344,7 @@ def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
     smap = SourceMap()
     problems: list[Problem] = []
     try:
-        data = _build(node, (), file, smap, _Builder(""), problems, _Budget())
+        data = _build(node, (), file, smap, _Builder(""), problems, _Budget(whole))
     except RecursionError:
         raise SpecError(
             [Problem("the document is nested too deeply to be a spec", file, None, "flatten the structure")]

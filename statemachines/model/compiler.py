@@ -31,7 +31,7 @@ from ..load.schema_check import (
     check_structure,
     spec_format_schema,
 )
-from ..load.source import SourceMap, load_yaml_file, load_yaml_text, read_spec_text
+from ..load.source import MAX_INCLUDES, SourceMap, WholeSpec, load_yaml_file, load_yaml_text, read_spec_text
 from ..load.spec import (
     EffectDecl,
     Entity,
@@ -74,9 +74,13 @@ _POLICY_CONDITIONS = {"when", "serialised"}  # policy expressions that must be b
 
 
 def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
-    """Load a spec file and the fragments it includes, merged, with a source map."""
+    """Load a spec file and the fragments it includes, merged, with a source
+    map; each distinct fragment read once, the whole within ``WholeSpec``'s caps."""
     path = Path(path)
-    data, smap = load_yaml_file(path)
+    whole = WholeSpec()
+    text = read_spec_text(path, regular_only=True)
+    whole.take_text(text, str(path))
+    data, smap = load_yaml_text(text, str(path), whole)
     if not isinstance(data, dict):
         raise SpecError(
             [
@@ -89,10 +93,22 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
         )
     problems: list[Problem] = []
     includes = data.get("include") or []
-    for index, name in enumerate(includes if isinstance(includes, list) else []):
+    includes = includes if isinstance(includes, list) else []
+    if len(includes) > MAX_INCLUDES:
+        problems.append(
+            smap.problem(
+                ("include",),
+                f"`include:` lists {len(includes):,} entries, over the limit of {MAX_INCLUDES}; none was read",
+                "a spec includes a handful of fragments; list each once",
+            )
+        )
+        includes = []
+    seen: dict[str, int] = {}  # real path -> the entry that read it
+    for index, name in enumerate(includes):
         if not isinstance(name, str):
             continue  # the structure check names it
-        part, part_map = _load_fragment(path, name, smap.problem(("include", index), ""), problems)
+        entry = smap.problem(("include", index), "")
+        part, part_map = _load_fragment(path, name, entry, problems, (seen, index, whole))
         if part is None:
             continue
         if not isinstance(part, dict):
@@ -131,10 +147,15 @@ def load_spec_data(path: str | Path) -> tuple[dict, SourceMap]:
     return data, smap
 
 
-def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Problem]):
+def _load_fragment(
+    spec_path: Path, name: str, entry: Problem, problems: list[Problem], read: tuple[dict[str, int], int, WholeSpec]
+):
     """One included fragment, read only from where includes may come from
-    (``includes.py``); refusals are problems at the `include:` entry's line.
-    Returns (data, source map) or (None, None)."""
+    (``includes.py``), once (``read``: the real paths read so far, with the
+    index of the entry that read each; this entry's index; what the whole
+    spec may still add up to); refusals are problems at the `include:`
+    entry's line. Returns (data, source map) or (None, None)."""
+    seen, index, whole = read
 
     def refuse(message: str, hint: str) -> tuple[None, None]:
         problems.append(Problem(message, entry.file, entry.line, hint))
@@ -142,7 +163,14 @@ def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Pr
 
     try:
         shown, real = resolve_include(spec_path.parent, name)
+        if str(real) in seen:
+            return refuse(
+                f"include {name!r} names the same file as include entry {seen[str(real)] + 1}; it is read once",
+                "list each fragment once in `include:`",
+            )
+        seen[str(real)] = index
         text = read_spec_text(real, shown=str(shown), regular_only=True)
+        whole.take_text(text, str(shown))
     except IncludeRefused as exc:
         return refuse(str(exc), exc.hint)
     except SpecError as exc:  # unreadable, too big, not UTF-8, not a regular file by now
@@ -156,7 +184,7 @@ def _load_fragment(spec_path: Path, name: str, entry: Problem, problems: list[Pr
             f"known keys: {', '.join(sorted(_TOP_LEVEL_KEYS))}",
         )
     try:
-        return load_yaml_text(text, str(shown))
+        return load_yaml_text(text, str(shown), whole)
     except SpecError as exc:
         problems.extend(exc.problems)
         return None, None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from .check import (
     scope_of,
 )
 from .dryrun import _plain
+from .search_budget import SearchBudget
 
 __all__ = ["Behaviour", "BehaviourDiff", "StepOutcome", "diff_behaviour", "search_scopes"]
 
@@ -98,6 +100,7 @@ class BehaviourDiff:
     complete: bool = True
     stopped: str | None = None
     problems: list[str] = field(default_factory=list)
+    exhausted: str | None = None  # the command's budget that ran out (time, memory, expression cost, a ceiling)
 
     def to_dict(self) -> dict:
         return {
@@ -109,6 +112,7 @@ class BehaviourDiff:
             "seconds": round(self.seconds, 3),
             "complete": self.complete,
             "stopped": self.stopped,
+            "exhausted": self.exhausted,
             "problems": list(self.problems),
         }
 
@@ -397,7 +401,7 @@ class _Pair:
 class _Lockstep:
     """Both versions' models, breadth first over the same moves."""
 
-    def __init__(self, old: Spec, new: Spec, scopes: tuple[Scope, Scope], time_limit: float):
+    def __init__(self, old: Spec, new: Spec, scopes: tuple[Scope, Scope], budget: SearchBudget):
         self.old, self.new, self.scopes = old, new, scopes
         self.models = (
             ScopeModel(old, scopes[0].parameters, scopes[0].generated),
@@ -412,8 +416,9 @@ class _Lockstep:
         self.pairs: list[_Pair] = []
         self.index: dict[tuple, int] = {}
         self.found: dict[tuple, Behaviour] = {}
-        self.time_limit = time_limit
+        self.budget = budget
         self.stopped: str | None = None
+        self.exhausted: str | None = None
         self.closed = True
         self.words = _Words(new)
         self.last: tuple[StepOutcome, StepOutcome] = (StepOutcome(), StepOutcome())
@@ -433,18 +438,32 @@ class _Lockstep:
             pair_id = self.pairs[pair_id].parent
         return steps[::-1]
 
-    def moves(self, pair: _Pair) -> list[Transition]:
+    def moves(self, pair: _Pair) -> Iterator[Transition]:
+        """One pair's moves, one at a time (a wide scope has millions)."""
         keys = list(dict.fromkeys([*pair.snaps[1][1].records, *pair.snaps[0][1].records]))
-        out = [
-            Transition(op, args)
-            for op in self.operations
-            for args in operation_arguments(self.new, self.scope, op, keys)
-        ]
-        return out + [Transition(None, advance_ms=ms) for ms in self.scope.advance_ms]
+        for op in self.operations:
+            for args in operation_arguments(self.new, self.scope, op, keys):
+                yield Transition(op, args)
+        for ms in self.scope.advance_ms:
+            yield Transition(None, advance_ms=ms)
+
+    def out_of_budget(self, depth: int) -> bool:
+        """Checked at every move, inside one pair's expansion too."""
+        if self.stopped is not None:
+            return True
+        if len(self.pairs) >= self.scope.max_states:
+            self.stopped = f"max_states {self.scope.max_states}"
+            if any(note.startswith("check.scope.max_states ") for note in self.scope.ceilinged):
+                self.exhausted = f"the kit's ceiling of {self.scope.max_states:,} states"
+        elif self.budget.over(len(self.pairs), depth):
+            self.stopped = self.exhausted = self.budget.spent
+        return self.stopped is not None
 
     def expand(self, pair_id: int) -> None:
         pair = self.pairs[pair_id]
         for move in self.moves(pair):
+            if self.out_of_budget(pair.depth):
+                return
             outcomes = []
             for model, snap in zip(self.models, pair.snaps):
                 load_state(model, snap)
@@ -480,7 +499,6 @@ class _Lockstep:
         return walk
 
     def run(self) -> None:
-        start = time.perf_counter()
         queue = deque([self.add(None, None, 0)])
         while queue:
             pair_id = queue.popleft()
@@ -489,12 +507,7 @@ class _Lockstep:
             if self.pairs[pair_id].depth >= self.scope.max_depth:
                 self.closed = False
                 continue
-            if len(self.pairs) >= self.scope.max_states or time.perf_counter() - start > self.time_limit:
-                self.stopped = (
-                    f"max_states {self.scope.max_states}"
-                    if len(self.pairs) >= self.scope.max_states
-                    else f"time limit {self.time_limit:g} s"
-                )
+            if self.out_of_budget(self.pairs[pair_id].depth):
                 break
             before = len(self.pairs)
             self.expand(pair_id)
@@ -520,9 +533,15 @@ def _kind(aspect: str, outcome: StepOutcome) -> Any:
 
 
 def diff_behaviour(
-    old: Spec, new: Spec, overrides: dict | None = None, time_limit: float | None = None
+    old: Spec,
+    new: Spec,
+    overrides: dict | None = None,
+    time_limit: float | None = None,
+    budget: SearchBudget | None = None,
 ) -> BehaviourDiff:
-    """Behaviours possible under one version and not the other, within the new version's scope."""
+    """Behaviours possible under one version and not the other, within the
+    new version's scope and ``budget`` (default: ``time_limit`` seconds, the
+    kit's memory budget; ``exhausted`` says what ran out)."""
     old_scope, new_scope, notes, problems = search_scopes(old, new, overrides)
     parameters = {
         name: [old_scope.parameters.get(name), new_scope.parameters.get(name)]
@@ -533,7 +552,10 @@ def diff_behaviour(
     if problems:
         out.complete = False
         return out
-    search = _Lockstep(old, new, (old_scope, new_scope), DEFAULT_TIME_LIMIT_S if time_limit is None else time_limit)
+    if budget is None:
+        budget = SearchBudget(time_limit_s=DEFAULT_TIME_LIMIT_S if time_limit is None else time_limit)
+    search = _Lockstep(old, new, (old_scope, new_scope), budget)
+    out.notes += [note for note in new_scope.ceilinged if note not in out.notes]
     alone = sorted(set(old.operations) ^ set(new.operations))
     if alone:
         out.notes.append(f"not called (in one version only; see the changes above): {', '.join(alone)}")
@@ -542,10 +564,13 @@ def diff_behaviour(
         search.run()
     except StatemachinesError as exc:  # a scope without values for an argument
         out.problems.append(str(exc))
+    except MemoryError:  # what the memory budget did not see coming: the search ends, with what it found
+        search.stopped = search.exhausted = "the memory it could get"
     out.seconds = time.perf_counter() - start
     out.behaviours = sorted(search.found.values(), key=lambda b: len(b.path))
     out.states = len(search.pairs)
     out.depth = max((p.depth for p in search.pairs), default=0)
     out.stopped = search.stopped
+    out.exhausted = search.exhausted
     out.complete = search.stopped is None and not out.problems
     return out

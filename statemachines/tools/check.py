@@ -37,6 +37,7 @@ from ..load.spec import Spec
 from ..model.model import POLICY_ACTS, Model, Prediction
 from .dryrun import StandInModel, _plain
 from .limits import EDGE_CLASSES, limit_edges
+from .search_budget import CEILINGS, SearchBudget, ceiling_note
 
 __all__ = [
     "CheckFinding",
@@ -81,6 +82,7 @@ class Scope:
     max_records: int = DEFAULT_MAX_RECORDS
     max_states: int = DEFAULT_MAX_STATES
     declared: bool = True  # False: the spec declares no check.scope (defaults everywhere)
+    ceilinged: tuple[str, ...] = ()  # what the spec asked for over the kit's ceilings, and what was searched
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class CheckStats:
     closed: bool = True  # no state waited at the depth bound: the reachable states are exhausted
     stopped: str | None = None  # the bound that stopped the exploration
     pruned: int = 0  # successors over max_records, not explored further
+    exhausted: str | None = None  # the command's budget that ran out (time, memory, expression cost, a ceiling)
 
     @property
     def states_per_second(self) -> float:
@@ -170,6 +173,8 @@ class CheckReport:
             "complete": stats.complete,
             "closed": stats.closed,
             "stopped": stats.stopped,
+            "exhausted": stats.exhausted,
+            "ceilinged": list(self.scope.ceilinged),
             "pruned": stats.pruned,
             "problems": list(self.problems),
             "violations": [f.to_dict() for f in self.violations],
@@ -190,13 +195,52 @@ def declared_scope(spec: Spec) -> dict:
     return dict(((spec.raw.get("check") or {}).get("scope")) or {})
 
 
+_OPTIONS = {"max_depth": "--depth", "max_records": "--max-records", "max_states": "--max-states"}
+
+
+def _ceilinged(raw: dict, over: dict, problems: list[str], notes: list[str]) -> dict[str, int]:
+    """The scope's bounds: the user's overrides as given, the spec's own
+    values within the kit's ceilings (search_budget.CEILINGS)."""
+    bounds = {}
+    defaults = (
+        ("max_depth", DEFAULT_MAX_DEPTH),
+        ("max_records", DEFAULT_MAX_RECORDS),
+        ("max_states", DEFAULT_MAX_STATES),
+    )
+    for name, default in defaults:
+        if name in over:
+            bounds[name] = _int(over[name], name, problems)
+            continue
+        value = _int(raw.get(name, default), name, problems)
+        if value > CEILINGS[name]:
+            notes.append(ceiling_note(name, value, _OPTIONS[name]))
+            value = CEILINGS[name]
+        bounds[name] = value
+    return bounds
+
+
+def _few(values: Any, name: str, most: int, notes: list[str]) -> list:
+    """A list of values the spec gives (a pool, an argument's values), within ``most``."""
+    values = list(values) if isinstance(values, list | tuple) else []
+    if len(values) > most:
+        notes.append(
+            f"check.scope {name} lists {len(values):,} values, over the kit's ceiling of {most} for a received "
+            f"spec; searched with the first {most} (name a larger ceiling yourself with --max-values)"
+        )
+        return values[:most]
+    return values
+
+
 def scope_of(spec: Spec, overrides: dict | None = None, raw: dict | None = None) -> tuple[Scope, list[str]]:
     """The spec's declared scope (or ``raw``, another version's) with
-    ``overrides`` (max_depth, max_states, max_records, parameters) on top,
-    and the problems found in it."""
+    ``overrides`` (max_depth, max_states, max_records, max_values,
+    parameters: the user's) on top, and the problems found in it. What the
+    spec asks for beyond the kit's ceilings is cut to them (``ceilinged``)."""
     raw = declared_scope(spec) if raw is None else dict(raw)
     over = dict(overrides or {})
     problems: list[str] = []
+    notes: list[str] = []
+    most = over.pop("max_values", None) or CEILINGS["values"]
     params = spec.default_parameters()
     params.update(raw.get("parameters") or {})
     params.update(over.pop("parameters", None) or {})
@@ -205,26 +249,27 @@ def scope_of(spec: Spec, overrides: dict | None = None, raw: dict | None = None)
         bad = f"unknown parameter {name}" if declared is None else declared.violation(value)
         if bad:
             problems.append(f"check.scope parameter {name}: {bad}")
-    bounds = {
-        name: _int(over.get(name, raw.get(name, default)), name, problems)
-        for name, default in (
-            ("max_depth", DEFAULT_MAX_DEPTH),
-            ("max_records", DEFAULT_MAX_RECORDS),
-            ("max_states", DEFAULT_MAX_STATES),
-        )
-    }
+    bounds = _ceilinged(raw, over, problems, notes)
     skip = tuple(raw.get("skip") or ())
     problems += [f"check.scope.skip names no operation: {op}" for op in skip if op not in spec.operations]
+    pools = {**spec.exploration.pools, **(raw.get("pools") or {})}
+    args = {
+        op: {arg: _few(v, f"args.{op}.{arg}", most, notes) for arg, v in dict(values).items()}
+        for op, values in (raw.get("args") or {}).items()
+    }
     scope = Scope(
         parameters=params,
-        pools={**spec.exploration.pools, **(raw.get("pools") or {})},
-        unknown_keys=tuple(raw.get("unknown_keys", ["unknown"])),
-        generated=tuple(raw.get("generated") or ()),
-        args={op: dict(values) for op, values in (raw.get("args") or {}).items()},
+        pools={name: _few(values, f"pool {name}", most, notes) for name, values in pools.items()},
+        unknown_keys=tuple(_few(raw.get("unknown_keys", ["unknown"]), "unknown_keys", most, notes)),
+        generated=tuple(_few(raw.get("generated") or (), "generated", most, notes)),
+        args=args,
         skip=skip,
         optional=tuple(raw.get("optional") or ()),
-        advance_ms=tuple(_int(ms, "advance_ms", problems) for ms in raw.get("advance_ms") or ()),
+        advance_ms=tuple(
+            _int(ms, "advance_ms", problems) for ms in _few(raw.get("advance_ms") or (), "advance_ms", most, notes)
+        ),
         declared=bool(raw),
+        ceilinged=tuple(notes),
         **bounds,
     )
     return scope, problems + _unknown_arguments(spec, scope)
@@ -489,8 +534,8 @@ class _Node:
 
 
 class _Explorer:
-    def __init__(self, spec: Spec, scope: Scope, deadline: float | None):
-        self.spec, self.scope, self.deadline = spec, scope, deadline
+    def __init__(self, spec: Spec, scope: Scope, budget: SearchBudget):
+        self.spec, self.scope, self.budget = spec, scope, budget
         self.model = ScopeModel(spec, scope.parameters, scope.generated)
         self.model.reset(0)
         self.nodes: list[_Node] = []
@@ -548,7 +593,7 @@ class _Explorer:
         node = self.nodes[node_id]
         node.expanded = True
         for move in self.moves(node):
-            if self.budget_spent is not None:
+            if self.budget_spent is not None or self.out_of_budget(node.depth):
                 break
             load_state(self.model, node.snap)
             self.model.generated = []
@@ -680,16 +725,26 @@ class _Explorer:
         self.stats.states = len(self.nodes)
         self.stats.seconds = time.perf_counter() - start
 
+    def out_of_budget(self, depth: int) -> bool:
+        """Checked at every move, inside one state's expansion too: the states
+        bound and the command's budget (time, memory, expression cost)."""
+        if len(self.nodes) >= self.scope.max_states:
+            self.stats.stopped = f"max_states {self.scope.max_states}"
+            if any(note.startswith("check.scope.max_states ") for note in self.scope.ceilinged):
+                self.stats.exhausted = f"the kit's ceiling of {self.scope.max_states:,} states"
+        elif self.budget.over(len(self.nodes), depth):
+            self.stats.stopped = self.stats.exhausted = self.budget.spent
+        else:
+            return False
+        self.stats.complete = self.stats.closed = False
+        return True
+
     def bound_hit(self, start: float) -> bool:
         if self.budget_spent is not None:
             self.stats.stopped = f"{self.budget_spent} spent the cost budget of one evaluation"
         elif self.until_every_state and len(self.model.coverage.counts["states"]) >= len(self.spec.lifecycle.states):
             self.stats.stopped = EVERY_STATE_REACHED
-        elif len(self.nodes) >= self.scope.max_states:
-            self.stats.stopped = f"max_states {self.scope.max_states}"
-        elif self.deadline is not None and time.perf_counter() - start > self.deadline:
-            self.stats.stopped = f"time limit {self.deadline:g} s"
-        else:
+        elif self.stats.stopped is None and not self.out_of_budget(0):
             return False
         self.stats.complete = self.stats.closed = False
         return True
@@ -798,18 +853,24 @@ EVERY_STATE_REACHED = "every lifecycle state reached"  # CheckStats.stopped of a
 
 
 def check_spec(
-    spec: Spec, overrides: dict | None = None, time_limit: float | None = None, until_every_state: bool = False
+    spec: Spec,
+    overrides: dict | None = None,
+    time_limit: float | None = None,
+    until_every_state: bool = False,
+    budget: SearchBudget | None = None,
 ) -> CheckReport:
-    """Explore the spec's model over its declared scope (with ``overrides``).
-    ``until_every_state``: stop as soon as every lifecycle state has been
-    reached (``stopped`` is then EVERY_STATE_REACHED), for a caller that asks
-    only which states are unreachable (lint)."""
+    """Explore the spec's model over its declared scope (with ``overrides``),
+    within ``budget`` (default: ``time_limit`` seconds, the kit's memory
+    budget; ``stats.exhausted`` says what ran out). ``until_every_state``:
+    stop as soon as every lifecycle state has been reached (``stopped`` is
+    then EVERY_STATE_REACHED), for a caller that asks only which states are
+    unreachable (lint)."""
     scope, problems = scope_of(spec, overrides)
     report = CheckReport(spec.id, spec.path, scope, CheckStats(), problems=problems)
     if problems:
         report.stats.complete = report.stats.closed = False
         return report
-    explorer = _Explorer(spec, scope, time_limit)
+    explorer = _Explorer(spec, scope, budget or SearchBudget(time_limit_s=time_limit))
     explorer.until_every_state = until_every_state
     try:
         explorer.run()
@@ -817,21 +878,28 @@ def check_spec(
         report.problems.append(str(exc))
         report.stats.complete = report.stats.closed = False
         return report
+    except MemoryError:  # what the memory budget did not see coming: the search ends, with what it found
+        explorer.stats.stopped = explorer.stats.exhausted = "the memory it could get"
+        explorer.stats.complete = explorer.stats.closed = False
+        explorer.stats.states = len(explorer.nodes)
     report.stats = explorer.stats
     report.findings = list(explorer.found.values()) + _stuck(explorer) + _unreached(explorer)
     return report
 
 
+MOVES_PER_STATE = 1000  # search_counts: moves per state it may take on average (one wide state has millions)
+
+
 def search_counts(spec: Spec, max_states: int = 400) -> dict[str, dict[str, int]]:
     """What the model counted (``Coverage`` counts: outcomes, transitions,
     triples, ...) over the breadth-first search of the spec's declared scope,
-    stopped after ``max_states`` states (a bound in states, not seconds, so
-    the answer is the same on every machine). Empty counts when the scope is
-    invalid."""
+    stopped after ``max_states`` states or ``MOVES_PER_STATE`` times as many
+    moves (bounds in counts, not seconds, so the answer is the same on every
+    machine). Empty counts when the scope is invalid."""
     scope, problems = scope_of(spec, {"max_states": max_states})
     if problems:
         return {}
-    explorer = _Explorer(spec, scope, None)
+    explorer = _Explorer(spec, scope, SearchBudget(max_moves=max_states * MOVES_PER_STATE))
     try:
         explorer.run()
     except _ScopeError:

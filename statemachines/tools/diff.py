@@ -24,6 +24,7 @@ from ..load.spec import Spec
 from .behaviour import BehaviourDiff, diff_behaviour
 from .dryrun import ScenarioWalk, parameter_sets, scenario_operations, walk_scenarios
 from .lint import parameters_read
+from .search_budget import SearchBudget
 
 __all__ = [
     "Change",
@@ -850,12 +851,15 @@ def _clock_reads(spec: Spec) -> set[str]:
     return parameters_read({"on_clock": spec.raw.get("on_clock"), "policies": expiring})
 
 
-def diff_specs(old: Spec, new: Spec, behaviour: bool = False, time_limit: float | None = None) -> SpecDiff:
+def diff_specs(
+    old: Spec, new: Spec, behaviour: bool = False, time_limit: float | None = None, budget: SearchBudget | None = None
+) -> SpecDiff:
     """The changes between two versions; with ``behaviour``, also the
-    behaviours possible under one and not the other (``behaviour.py``)."""
+    behaviours possible under one and not the other (``behaviour.py``,
+    within ``budget``, or ``time_limit`` seconds)."""
     differ = _Differ(old, new)
     changes = differ.run()
-    found = diff_behaviour(old, new, time_limit=time_limit) if behaviour else None
+    found = diff_behaviour(old, new, time_limit=time_limit, budget=budget) if behaviour else None
     return SpecDiff(_identity(old), _identity(new), changes, differ.predictions, found)
 
 
@@ -908,6 +912,8 @@ def render_behaviour_markdown(found: BehaviourDiff | None) -> list[str]:
     )
     lines += [f"- scope: {_cell(note)}" for note in found.notes]
     lines += [f"- ⚠️ {_cell(problem)}" for problem in found.problems]
+    if found.exhausted:
+        lines.append(f"- ⚠️ the search ran out of {_cell(found.exhausted)}: the list below is partial")
     lines.append("")
     if not found.behaviours:
         lines += ["No behaviour within the scope differs between the two versions.", ""]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from ..model.compiler import compile_spec, load_spec_data
 from ..model.model import POLICY_ACTS
 from .check import EVERY_STATE_REACHED, CheckReport, check_spec, declared_scope
 from .dryrun import ScenarioWalk, scenario_operations, walk_scenarios
+from .search_budget import SearchBudget
 
 __all__ = [
     "RULES",
@@ -114,6 +115,7 @@ class LintReport:
     path: str
     findings: list[Finding] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # why the spec does not load (lint could not run)
+    exhausted: str | None = None  # the search's budget that ran out (time, memory, expression cost)
 
     @property
     def active(self) -> list[Finding]:
@@ -128,6 +130,7 @@ class LintReport:
             "spec": self.path,
             "findings": [f.to_dict() for f in self.findings],
             "problems": [{"where": p.where, "message": p.message, "hint": p.hint} for p in self.problems],
+            "exhausted": self.exhausted,
         }
 
 
@@ -512,7 +515,9 @@ def lint_loaded(spec: Spec, search: CheckReport | None = None) -> list[Finding]:
 SEARCH_TIME_LIMIT_S = 60.0
 
 
-def lint_spec(path: str | Path, search: bool = True) -> LintReport:
+def lint_spec(
+    path: str | Path, search: bool = True, progress: Callable[[str], None] | None = None, progress_every_s: float = 10.0
+) -> LintReport:
     """Load and lint one spec file (with ``search``, a spec declaring
     ``check.scope`` is searched first: ``lint_loaded``). A spec that does not
     load yields its problems (those a lint rule also names become error findings)."""
@@ -528,9 +533,14 @@ def lint_spec(path: str | Path, search: bool = True) -> LintReport:
                 report.problems.append(p)
         return report
     searched = (
-        check_spec(spec, time_limit=SEARCH_TIME_LIMIT_S, until_every_state=True)
+        check_spec(
+            spec,
+            until_every_state=True,
+            budget=SearchBudget(time_limit_s=SEARCH_TIME_LIMIT_S, progress=progress, progress_every_s=progress_every_s),
+        )
         if search and declared_scope(spec)
         else None
     )
+    report.exhausted = searched.stats.exhausted if searched is not None else None
     report.findings = lint_loaded(spec, searched)
     return report

@@ -37,6 +37,7 @@ from ..load.source import SourceMap, list_index, load_yaml_text, read_spec_text
 from ..load.spec import Spec
 from ..model.compiler import compile_spec, load_spec_data
 from .check import VIOLATIONS, CheckFinding, CheckReport, check_spec
+from .search_budget import SearchBudget
 
 __all__ = ["MUTANTS_SCHEMA", "MutantOutcome", "SpecEdit", "SpecMutant", "load_spec_mutants", "run_spec_mutants"]
 
@@ -277,17 +278,27 @@ def _matches(finding: CheckFinding, mutant: SpecMutant) -> bool:
 def _outcome(mutant: SpecMutant, report: CheckReport) -> MutantOutcome:
     found = sorted((f for f in report.violations if _matches(f, mutant)), key=lambda f: len(f.path))
     first = found[0] if found else None
-    return MutantOutcome(mutant, first, report.stats.complete, list(report.problems), report.scope.max_depth)
+    problems = list(report.problems)
+    if report.stats.exhausted:
+        problems.append(f"the search ran out of {report.stats.exhausted}")
+    return MutantOutcome(mutant, first, report.stats.complete, problems, report.scope.max_depth)
 
 
-def run_spec_mutants(spec: Spec, overrides: dict | None = None) -> list[MutantOutcome]:
-    """Each mutant the spec names, checked over the spec's declared scope (with ``overrides``)."""
+def run_spec_mutants(
+    spec: Spec, overrides: dict | None = None, budget: SearchBudget | None = None
+) -> list[MutantOutcome]:
+    """Each mutant the spec names, checked over the spec's declared scope
+    (with ``overrides``), all within one ``budget``: once it has run out,
+    the mutants left are not checked (a problem of each says why)."""
     out = []
     for mutant in load_spec_mutants(spec):
+        if budget is not None and budget.spent is not None:
+            out.append(MutantOutcome(mutant, None, False, [f"not checked: the search ran out of {budget.spent}"]))
+            continue
         try:
             changed = mutated_spec(spec, mutant)
         except SpecError as exc:
             out.append(MutantOutcome(mutant, None, False, [str(p) for p in exc.problems]))
             continue
-        out.append(_outcome(mutant, check_spec(changed, overrides)))
+        out.append(_outcome(mutant, check_spec(changed, overrides, budget=budget)))
     return out
