@@ -127,6 +127,10 @@ class RunConfig:
     # Where the default example databases go (None: REPORT_DIR/example-db);
     # worker processes write theirs under the final report directory.
     example_db_base: str | None = None
+    # The percent of a pool-drawn argument's draws that leave the pool: near misses of its
+    # values and values of its JSON Schema (engine/stateful.py _BeyondPools); None: the
+    # profile's (engine/profiles.py BEYOND_POOLS), 0: the pools' values alone.
+    beyond_pools: float | None = None
 
 
 def _reduce_replays(config: RunConfig) -> int:
@@ -953,6 +957,7 @@ class _Run:
             shrink_s=config.shrink_s,
             database=_example_db(config, self.prepared),
             max_examples=examples,
+            beyond_pools=config.beyond_pools,
         )
         tracker.phase = "verdict"
         self.found_more, self.reduced = [], False
@@ -1449,6 +1454,7 @@ def _hunt_settings(config: RunConfig, prepared: Prepared, seed: int, max_example
         replays=_reduce_replays(config),
         shrink_s=config.shrink_s,
         database=_example_db(config, prepared),
+        beyond_pools=config.beyond_pools,
     )
 
 
