@@ -166,3 +166,21 @@ def test_the_share_is_set_per_run_and_reported(tmp_path, share):
         assert beyond["near_miss"] > 0
     summary = (tmp_path / "summary.md").read_text()
     assert f"beyond pools {beyond['share']} %" in summary
+
+
+def test_a_run_in_parts_sums_each_part_s_draws_beyond_the_pools():
+    from conformance.engine.shards import combine_stateful
+
+    parts = [
+        {
+            "verdict": "pass",
+            "examples": 5,
+            "steps": 50,
+            "part": {"index": index, "count": 2, "seed": index},
+            "beyond_pools": {"share": 12, "pool": pool, "near_miss": near, "schema": drawn},
+        }
+        for index, pool, near, drawn in ((1, 80, 6, 3), (2, 70, 5, 2))
+    ]
+    combined = combine_stateful(parts, seed=1)
+    assert combined["beyond_pools"] == {"share": 12, "pool": 150, "near_miss": 11, "schema": 5}
+    assert "beyond_pools" not in combine_stateful([{**p, "beyond_pools": {}} for p in parts], seed=1)

@@ -4,9 +4,11 @@ Nothing here is written per lifecycle: the actions come from the spec's
 operations (weighted by ``exploration.weights``), its batches (long runs that
 reach deep states such as a full retention window), its concurrent groups
 (races, checked for linearizability) and clock moves. Arguments are drawn
-from the operations' JSON Schemas, from pools, from the bundle of entity
-keys seen so far (live and evicted, so forbidden calls are tried too) and
-from policies (payloads around the spill limits). After every step the
+from the operations' JSON Schemas, from pools (seeds, not limits: a share
+of the draws leaves the pool for near misses of its values and values of
+the argument's schema, ``_BeyondPools``), from the bundle of entity keys
+seen so far (live and evicted, so forbidden calls are tried too) and from
+policies (payloads around the spill limits). After every step the
 spec's probe compares the implementation's whole visible state with the model.
 
 The test is a plain ``@given(st.data())`` (``exploration_test``) running the
