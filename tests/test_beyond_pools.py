@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.engine.key_shapes import reshaped, value_variants
+from conformance.engine.pool_draws import FILE_NAME_CHARS
 from conformance.engine.reduce import _renamed
-from conformance.engine.stateful import FILE_NAME_CHARS, Explorer
+from conformance.engine.stateful import Explorer
 from statemachines import file_name_arguments, load_spec, resolve_parameters
 from statemachines.tools.limits import strip_hints
 
