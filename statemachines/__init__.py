@@ -13,7 +13,7 @@ from .model.compiler import compile_spec, load_replay_file, load_scenario_file, 
 from .model.matchers import Difference, Matcher, first_difference, to_jsonable, use_file_reader
 from .model.model import Coverage, Model, Prediction
 from .tools.limits import EDGE_CLASSES, LimitEdges, exploration_applies, limit_edges
-from .tools.naming import naming_arguments
+from .tools.naming import file_name_arguments, naming_arguments
 from .tools.races import derived_races, record_writers
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "exploration_applies",
     "limit_edges",
     "naming_arguments",
+    "file_name_arguments",
     "record_writers",
     "AdvanceStep",
     "CallStep",

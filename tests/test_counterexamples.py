@@ -1393,6 +1393,11 @@ def _growing_queue(monkeypatch) -> tuple:
     return factory, clock
 
 
+# GUARD_DRAW: the two tests below measure the guard, not the draw, so they pin the pools'
+# values alone (--beyond-pools 0). Which seed's shrinking meets the slowest calls, and how
+# soon, moves with every change to what the exploration draws: with 12 % of the draws beyond
+# the pools, seed 1 stops after 658 shrinking examples and 88 s of the implementation's time,
+# seed 4 never (under 1 s per call), seed 5 after 164 and 17 s (2026-11-29).
 @pytest.mark.hypothesis
 def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(monkeypatch):
     """The hole issue 33's guard had: an implementation that re-queues a
@@ -1441,6 +1446,7 @@ def test_shrinking_ends_once_calls_whose_cost_grows_took_the_guards_allowance(mo
                 shrink_s=5,
                 shrink_examples=1000,
                 on_example=on_example,
+                beyond_pools=0,  # the draw these bounds were measured on (GUARD_DRAW)
             )
         finally:
             session.close()
@@ -1479,6 +1485,7 @@ def test_a_run_against_calls_whose_cost_grows_ends_and_its_reports_say_why(tmp_p
             max_failures=3,
             report_dir=str(tmp_path),
             example_db="none",
+            beyond_pools=0,  # the draw these bounds were measured on (GUARD_DRAW)
         )
         report = run_conformance(config)
         if "(shrinking stopped early: " in ((report.get("stateful") or {}).get("failure") or {}).get("message", ""):

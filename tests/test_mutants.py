@@ -190,6 +190,9 @@ STEERED_CLASSES = [
     ("async-jobs", "task-table.idle_wait_stays_enrolled"),  # a wait nothing could wake, then one outcome
     ("thread-jobs", "llm_error_clears_cancel"),  # a pending cancel's field only inspect_job shows, lost
     ("async-jobs", "job-manager.cancel_report_outlives_eviction"),  # a cancel list's record kept across a wait
+    # Issue 63: values beyond the pools (near misses of a pool value, within the argument's schema)
+    ("async-jobs", "job-manager.preferred_ids_ignore_case"),  # BUILD taken once build is held
+    ("async-jobs", "job-manager.label_normalised_nfc"),  # a decomposed accent in a label comes back composed
 ]
 
 

@@ -115,6 +115,17 @@ class RunRequest:
     "failure leaves behind, later reads that differ because of it, is not counted again).",
 )
 @click.option(
+    "--beyond-pools",
+    "beyond_pools",
+    type=click.FloatRange(0, 50),
+    default=None,
+    metavar="PERCENT",
+    help="The percent of the draws of an argument drawn from a pool (exploration.pools) that leave "
+    "it: two thirds near misses of a pool value (other case, Unicode form, full width, white space, "
+    "a path, the longest value allowed), one third values of the argument's JSON Schema; every one "
+    "within that schema (default: the profile's, 12; 0: the pools' values alone).",
+)
+@click.option(
     "--example-db",
     "example_db",
     default=None,
@@ -215,6 +226,7 @@ def run_request(options: Mapping[str, Any]) -> RunRequest:
         min_coverage=minimums,
         record_dir=options["record_dir"],
         max_failures=options["max_failures"],
+        beyond_pools=options["beyond_pools"],
         example_db=options["example_db"],
         race_runs=options["race_runs"],
         shard=shard,

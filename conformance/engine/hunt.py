@@ -59,6 +59,7 @@ class HuntSettings:
     replays: int
     shrink_s: float | None = None
     database: str | None = None
+    beyond_pools: float | None = None  # the exploration's share of draws beyond the pools (None: the profile's)
 
 
 def more_failures(
@@ -284,6 +285,7 @@ def _explore_on(
         database=settings.database,
         max_examples=examples,
         shrink_examples=0,
+        beyond_pools=settings.beyond_pools,
     )
 
 

@@ -14,14 +14,23 @@ keeping a file per record takes it when it joins the id to its directory
 or keeps the id's last path part). Each of those is
 an id never issued, so the spec's answer is "not found"; an implementation
 that parses or abbreviates ids answers with someone else's record.
+
+Values drawn from a pool (``exploration.pools``) get near misses of their
+own (``value_variants``): the value in another case, in another Unicode
+normalisation form (for a value that has none, with an accented letter in
+its composed and decomposed forms), in full-width letters (what NFKC folds
+back), with white space around it, as a path, and at the longest length the
+argument allows. An implementation comparing names case-insensitively or
+normalising them stores or finds another value than the one it was given.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 
-__all__ = ["OWN_FRESH", "near_miss", "reshaped", "shaped_key"]
+__all__ = ["OWN_FRESH", "LONGEST", "near_miss", "reshaped", "shaped_key", "value_variants"]
 
 _NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, int() of it never fails
 OWN_FRESH = frozenset(f"k{n}" for n in range(1, 5))  # the fresh keys the kit names itself
@@ -82,6 +91,9 @@ def reshaped(value: str, before: str, now: str) -> str | None:
         return value.replace(before, now, 1)  # the same white space around the new id
     if value in _as_paths(before):
         return value[: -len(before)] + now  # the same path to the new id
+    again = _revariant(value, before, now)
+    if again is not None:
+        return again
     old, new = _NUMBERED.match(before), _NUMBERED.match(now)
     if old is None or new is None:
         return None
@@ -92,6 +104,58 @@ def reshaped(value: str, before: str, now: str) -> str | None:
         lambda m: f"{m.group(1)}0{m.group(2)}",
     )
     return next((form(new) for form in forms if form(old) == value), None)
+
+
+# Lengths a lengthened value is tried at, longest first, when the schema sets no maxLength
+# (the schema check keeps the longest that fits: a pattern's {1,16} keeps 16).
+LONGEST = (64, 32, 16, 12, 8)
+# An accented letter after the value, composed (NFC) and decomposed (NFD): a value of plain
+# letters has no other normalisation form, so these give it one.
+_ACCENTS = ("\u00e9", "e\u0301")
+
+
+def value_variants(
+    value: str, allowed: Callable[[str], bool], *, paths: bool = True, lengths: tuple[int, ...] = LONGEST
+) -> list[str]:
+    """Near misses of a pool value that ``allowed`` keeps, each other than
+    ``value``, in this order: other case, other normalisation forms, full
+    width, white space around, the value as a path (with ``paths``), and the
+    value repeated to the longest of ``lengths`` that ``allowed`` keeps."""
+    forms = [value.upper(), value.swapcase()]
+    forms += [unicodedata.normalize(form, value) for form in ("NFC", "NFD", "NFKC")]
+    forms += [value + accent for accent in _ACCENTS]
+    forms += [_full_width(value), f" {value}", f"{value} ", f"\t{value}"]
+    if paths:
+        forms += _as_paths(value)
+    out = [form for form in dict.fromkeys(forms) if form and form != value and allowed(form)]
+    longer = (_lengthened(value, n) for n in sorted(lengths, reverse=True) if n > len(value))
+    longest = next((form for form in longer if allowed(form)), None)
+    return out + [longest] if longest is not None and longest not in out else out
+
+
+def _full_width(value: str) -> str:
+    """``value`` with its printable ASCII characters in their full-width forms (NFKC folds them back)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+
+
+def _lengthened(value: str, size: int) -> str:
+    """``value`` repeated to ``size`` characters (``value`` itself when it is as long already)."""
+    return (value * (size // len(value) + 1))[:size] if value and len(value) < size else value
+
+
+def _revariant(value: str, before: str, now: str) -> str | None:
+    """``value`` as the same variant of ``now`` (value_variants) that it is of ``before``."""
+    for accent in _ACCENTS:
+        if value == before + accent:
+            return now + accent
+    if value == _full_width(before) and value != before:
+        return _full_width(now)
+    for form in ("NFC", "NFD", "NFKC"):
+        if value == unicodedata.normalize(form, before) != before:
+            return unicodedata.normalize(form, now)
+    if len(value) > len(before) and value == _lengthened(before, len(value)):
+        return _lengthened(now, len(value))
+    return None
 
 
 def _prefixes(key: str, seen: set[str], variant: int = 0) -> Iterator[str]:

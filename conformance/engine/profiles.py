@@ -5,7 +5,7 @@ Hypothesis, which only the exploration needs."""
 
 from __future__ import annotations
 
-__all__ = ["PROFILES"]
+__all__ = ["PROFILES", "BEYOND_POOLS"]
 
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
@@ -16,8 +16,31 @@ __all__ = ["PROFILES"]
 # The run's reductions together may spend shrink_s in such calls once more.
 # Fewer shrinking examples (30 at ci) left a longer counterexample for a retention bug
 # (async-jobs task-table.keeps_65_finished, seed 2: 72 steps where 100 examples give 67).
+#
+# beyond_pools: the percent of the draws of a pool-drawn argument that leave the pool
+# (engine/stateful.py: two thirds near misses of a pool value or one the example used,
+# one third values of the argument's JSON Schema); `run --beyond-pools PERCENT` sets it.
+BEYOND_POOLS = 12
 PROFILES = {
-    "quick": {"max_examples": 30, "stateful_step_count": 25, "shrink_s": 30, "shrink_examples": 50},
-    "ci": {"max_examples": 100, "stateful_step_count": 40, "shrink_s": 60, "shrink_examples": 100},
-    "deep": {"max_examples": 600, "stateful_step_count": 80, "shrink_s": 240, "shrink_examples": 400},
+    "quick": {
+        "max_examples": 30,
+        "stateful_step_count": 25,
+        "shrink_s": 30,
+        "shrink_examples": 50,
+        "beyond_pools": BEYOND_POOLS,
+    },
+    "ci": {
+        "max_examples": 100,
+        "stateful_step_count": 40,
+        "shrink_s": 60,
+        "shrink_examples": 100,
+        "beyond_pools": BEYOND_POOLS,
+    },
+    "deep": {
+        "max_examples": 600,
+        "stateful_step_count": 80,
+        "shrink_s": 240,
+        "shrink_examples": 400,
+        "beyond_pools": BEYOND_POOLS,
+    },
 }

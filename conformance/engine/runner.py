@@ -137,6 +137,10 @@ class RunConfig:
     # operation, outcome and transitions as features (None: only when
     # Hypothesis's own switch is on, into its own directory).
     observations: str | None = None
+    # The percent of a pool-drawn argument's draws that leave the pool: near misses of its
+    # values and values of its JSON Schema (engine/stateful.py _BeyondPools); None: the
+    # profile's (engine/profiles.py BEYOND_POOLS), 0: the pools' values alone.
+    beyond_pools: float | None = None
 
 
 def _reduce_replays(config: RunConfig) -> int:
@@ -969,6 +973,7 @@ class _Run:
             shrink_s=config.shrink_s,
             database=_example_db(config, self.prepared),
             max_examples=examples,
+            beyond_pools=config.beyond_pools,
         )
         tracker.phase = "verdict"
         self.found_more, self.reduced = [], False
@@ -1490,6 +1495,7 @@ def _hunt_settings(config: RunConfig, prepared: Prepared, seed: int, max_example
         replays=_reduce_replays(config),
         shrink_s=config.shrink_s,
         database=_example_db(config, prepared),
+        beyond_pools=config.beyond_pools,
     )
 
 

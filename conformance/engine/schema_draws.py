@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jsonschema
@@ -37,6 +37,7 @@ __all__ = [
     "enum_values",
     "check_supported",
     "from_schema",
+    "allows",
 ]
 
 # Keywords that only describe; they change nothing that is drawn.
@@ -119,6 +120,11 @@ def simplest_first(values: Iterable[Any]) -> list:
 
 def _validator(schema: Any) -> jsonschema.protocols.Validator:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
+def allows(schema: Any) -> Callable[[Any], bool]:
+    """Whether a JSON value fits ``schema`` (its validator's ``is_valid``, built once)."""
+    return _validator(schema).is_valid
 
 
 def enum_values(schema: Any) -> list | None:

@@ -178,7 +178,7 @@ def _part_entry(part: dict) -> dict:
 def combine_stateful(parts: list[dict], seed: int, spec: Any = None) -> dict:
     """One exploration entry from its parts' entries (each a report's
     ``stateful`` of one part, with ``part: {index, count, seed}``), in part
-    order: examples, steps and coverage summed; the failures, one per cause,
+    order: examples, steps, coverage and draws beyond the pools summed; the failures, one per cause,
     shortest first (``failure``, then ``more_failures``; ``spec``, when given,
     tells which operations share their steps); the verdict ``error`` if a
     part could not run, else ``fail`` if one failed, else ``pass``."""
@@ -199,6 +199,10 @@ def combine_stateful(parts: list[dict], seed: int, spec: Any = None) -> dict:
     }
     if len(failures) > 1:
         out["more_failures"] = failures[1:]
+    beyond = [p["beyond_pools"] for p in parts if p.get("beyond_pools")]
+    if beyond:  # the same share in every part; the draws of each way summed
+        ways = ("pool", "near_miss", "schema")
+        out["beyond_pools"] = {"share": beyond[0]["share"]} | {way: sum(b.get(way, 0) for b in beyond) for way in ways}
     outputs = [p["output"] for p in parts if p.get("output")]
     if outputs:
         out["output"] = outputs[-1]

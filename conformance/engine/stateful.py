@@ -4,9 +4,11 @@ Nothing here is written per lifecycle: the actions come from the spec's
 operations (weighted by ``exploration.weights``), its batches (long runs that
 reach deep states such as a full retention window), its concurrent groups
 (races, checked for linearizability) and clock moves. Arguments are drawn
-from the operations' JSON Schemas, from pools, from the bundle of entity
-keys seen so far (live and evicted, so forbidden calls are tried too) and
-from policies (payloads around the spill limits). After every step the
+from the operations' JSON Schemas, from pools (seeds, not limits: a share
+of the draws leaves the pool for near misses of its values and values of
+the argument's schema, ``engine/pool_draws.py``), from the bundle of entity keys
+seen so far (live and evicted, so forbidden calls are tried too) and from
+policies (payloads around the spill limits). After every step the
 spec's probe compares the implementation's whole visible state with the model.
 
 The test is a plain ``@given(st.data())`` (``exploration_test``) running the
@@ -68,6 +70,7 @@ from statemachines import (
     SpecError,
     derived_races,
     exploration_applies,
+    file_name_arguments,
     limit_edges,
     naming_arguments,
     text_of_size,
@@ -79,7 +82,8 @@ from . import choices, hypothesis_support, schema_draws, steering
 from .budgets import CallGuard, SlowCalls
 from .failures import DATA_ERRORS, Failure, same_bug, signature
 from .key_shapes import OWN_FRESH, near_miss, shaped_key
-from .profiles import PROFILES
+from .pool_draws import BeyondPools
+from .profiles import BEYOND_POOLS, PROFILES
 from .session import Session
 from .steering import RARE_PICK, Steering, Swarm
 
@@ -140,6 +144,9 @@ class StatefulOutcome:
     # What the time guard found when it ended shrinking early (engine/budgets.py), else "":
     # the runner's reduction replaces the message, and must say it again.
     guarded: str = ""
+    # Draws of pool-drawn arguments beyond their pools: the share set, and how many
+    # draws took the pool, a near miss, a value of the schema (pool_draws.BeyondPools.counts).
+    beyond_pools: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -151,6 +158,7 @@ class StatefulOutcome:
             "duration_s": round(self.duration_s, 3),
             "coverage": self.coverage,
             "failure": self.failure.to_dict() if self.failure else None,
+            **({"beyond_pools": self.beyond_pools} if self.beyond_pools else {}),
         }
 
 
@@ -214,7 +222,14 @@ def _edges_by_target(
 class Explorer:
     """Strategies for one spec and one set of parameter values."""
 
-    def __init__(self, spec: Spec, params: dict, concurrent: bool, absent: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        spec: Spec,
+        params: dict,
+        concurrent: bool,
+        absent: frozenset[str] = frozenset(),
+        beyond_pools: float = BEYOND_POOLS,
+    ):
         self.spec, self.params = spec, params
         # a profile may expose only some operations; ``absent``: those the implementation does not offer
         offered = spec.offered_operations(params) - absent
@@ -231,6 +246,9 @@ class Explorer:
         # Arguments naming the record their call creates (statemachines.tools.naming):
         # their near misses are never paths, which only a lookup may be given.
         self.naming = naming_arguments(spec)
+        # Pool-drawn arguments leave their pool in `beyond_pools` percent of the draws
+        # (engine/pool_draws.py); those that may end up in a file name are never paths there.
+        self.beyond = BeyondPools(beyond_pools, self.naming | file_name_arguments(spec, params))
         self.actions = self._weighted_actions(offered, concurrent)
         self._plans: dict = {}
         self.action_index = choices.integers(0, len(self.actions) - 1)
@@ -286,6 +304,7 @@ class Explorer:
         steers by the counts of the examples before it."""
         self._swarm_drawn = False
         self.sight = None
+        self.beyond.used.clear()
         self.steering.begin_example(getattr(self.model, "coverage", None))
 
     def _clock_moves(self) -> choices.Drawer | None:
@@ -334,7 +353,13 @@ class Explorer:
         if draw and "policy" in draw:
             drawer = self._payloads[draw["policy"]]
         elif draw and "pool" in draw:
-            drawer = choices.sampled(self.spec.exploration.pools[draw["pool"]])
+            values = self.spec.exploration.pools[draw["pool"]]
+            pooled = ("pool", draw["pool"], self.beyond.argument(op, prop, schema, values))
+            drawer = self.beyond.drawer(pooled[2])
+            edges = self.arg_edges.get((op, prop))
+            if edges:  # a third of the draws sit at a declared limit's edge
+                return choices.either(drawer, drawer, choices.sampled(list(edges))), ("edge", edges, pooled)
+            return drawer, pooled
         else:
             drawer = _schema_drawer(strip_hints(schema), f"operation {op}, argument {prop}")
         edges = self.arg_edges.get((op, prop))
@@ -365,7 +390,11 @@ class Explorer:
     def _resolve(self, raw: Any, kind: tuple, keys: list) -> Any:
         if kind[0] == "value":
             return raw
+        if kind[0] == "pool":
+            return self.beyond.resolve(raw, kind[1], kind[2])
         if kind[0] == "edge":
+            if len(kind) > 2:
+                raw = self.beyond.resolve(raw, kind[2][1], kind[2][2])
             self.hit_edges(kind[1].get(raw) if isinstance(raw, (str, int)) else None)
             return raw
         if kind[0] == "list":
@@ -1197,12 +1226,14 @@ def run_stateful(
     database: str | None = None,
     max_examples: int | None = None,
     shrink_examples: int | None = None,
+    beyond_pools: float | None = None,
 ) -> StatefulOutcome:
     """Explore generated step sequences; on failure, report the shrunk one.
     ``max_examples``: this many examples instead of the profile's (one part
     of a run split into parts: engine/shards.py); ``shrink_examples``: this
     many examples of shrinking instead of the profile's (a later failure's
-    share: engine/runner.py).
+    share: engine/runner.py); ``beyond_pools``: the percent of pool-drawn
+    arguments' draws that leave the pool, instead of the profile's.
     ``database``: a directory for Hypothesis's example database, so a re-run
     tries the failures found before, after its own examples found nothing
     (None: none kept).
@@ -1228,6 +1259,7 @@ def run_stateful(
                 database=database,
                 max_examples=max_examples,
                 shrink_examples=shrink_examples,
+                beyond_pools=beyond_pools,
             )
         except _NotOffered as stop:
             session.defer_model_invariants = False
@@ -1272,6 +1304,7 @@ def _explore_drawing(
     database: str | None = None,
     max_examples: int | None = None,
     shrink_examples: int | None = None,
+    beyond_pools: float | None = None,
 ) -> StatefulOutcome:
     """One exploration drawing the offered operations but ``absent``."""
     config = PROFILES[profile]
@@ -1284,7 +1317,8 @@ def _explore_drawing(
         calls=lambda: session.calls,
         slow_calls=session.slow_calls.now,
     )
-    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")), absent)
+    share = config.get("beyond_pools", BEYOND_POOLS) if beyond_pools is None else beyond_pools
+    explorer = Explorer(spec, session.params, bool(capabilities.get("concurrent")), absent, beyond_pools=share)
     session.defer_model_invariants = True
     example = build_example(spec, session, explorer, stats, on_example)
     phases = phases_without_explain(Settings().phases)  # a loaded profile's, but explain
@@ -1393,6 +1427,7 @@ def _explore_drawing(
     if outcome.failure is not None and outcome.failure.kind in DATA_ERRORS:
         outcome.verdict = "error"  # the spec or the input failed, not the implementation
     outcome.examples, outcome.steps = stats.examples, stats.steps
+    outcome.beyond_pools = explorer.beyond.report()
     outcome.explored = stats.first_failure_example if stats.first_failure_at is not None else stats.examples
     if outcome.verdict == "fail" and stats.first is not None and stats.first is not outcome.failure:
         outcome.found_first = stats.first

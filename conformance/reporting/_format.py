@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "beyond_pools_line",
     "CATEGORY_ORDER",
     "compact_json",
     "deviation_lines",
@@ -235,3 +236,15 @@ def failed_checks(report: dict) -> Iterator[tuple[str, dict | None]]:
     coverage = report.get("coverage") or {}
     if coverage.get("failure"):
         yield "coverage gate", coverage["failure"]
+
+
+def beyond_pools_line(beyond: dict | None) -> str | None:
+    """What the draws of pool-drawn arguments took beyond their pools (report.json's
+    stateful.beyond_pools), in a few words; None when nothing was drawn from a pool."""
+    if not beyond:
+        return None
+    total = sum(beyond.get(way) or 0 for way in ("pool", "near_miss", "schema"))
+    return (
+        f"beyond pools {beyond.get('share')} %: {beyond.get('near_miss') or 0} near misses and "
+        f"{beyond.get('schema') or 0} schema values of {total} pool draws"
+    )

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ._format import (
+    beyond_pools_line,
     compact_json,
     deviation_lines,
     failed_checks,
@@ -120,6 +121,7 @@ def _stateful_details(st: dict) -> list[str]:
         f"{st['steps']} steps" if st.get("steps") is not None else None,
         f"{st['duration_s']:.1f} s" if isinstance(st.get("duration_s"), (int, float)) else None,
         _never_exercised(st) if st.get("coverage") else None,
+        beyond_pools_line(st.get("beyond_pools")),
     ]
     return [d for d in details if d]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ._format import (
+    beyond_pools_line,
     compact_json,
     deviation_lines,
     failed_checks,
@@ -207,6 +208,9 @@ def _stateful(report: dict) -> list[str]:
         f"| {_cell(st.get('examples', ''))} | {_cell(st.get('steps', ''))} | {duration} |",
         "",
     ]
+    beyond = beyond_pools_line(st.get("beyond_pools"))
+    if beyond:
+        lines += [f"Arguments drawn from pools, {beyond} (`--beyond-pools`).", ""]
     cov = st.get("coverage") or {}
     if any(cov.get(key) for key in ("operations", "transitions", "states", "policies")):
         lines += [COUNTS_NOTE, ""]

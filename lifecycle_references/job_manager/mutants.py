@@ -7,6 +7,7 @@ JobManagerAdapter only in which class it builds.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import deque
 
 from ..mutant import Mutant
@@ -84,6 +85,25 @@ class _PreferredIdChecksRunningOnly(AsyncJobManager):
         if base and base not in {job.id for job in self.running_jobs()}:
             return base  # a finished job still held under that id is not seen, and is replaced
         return super()._resolve_id(preferred_id)
+
+
+class _PreferredIdsIgnoreCase(AsyncJobManager):
+    def _resolve_id(self, preferred_id: str | None) -> str:
+        # One file per job on a case-insensitive file system: "BUILD" is taken once "build" is.
+        base = (preferred_id or "").strip()
+        taken = {job_id.casefold() for job_id in self._registry.jobs}
+        if not base or base.casefold() not in taken:
+            return super()._resolve_id(preferred_id)
+        suffix = 2
+        while f"{base}-{suffix}".casefold() in taken:
+            suffix += 1
+        return f"{base}-{suffix}"
+
+
+class _LabelNormalisedNfc(AsyncJobManager):
+    def register(self, type_: str, label: str, body, preferred_id: str | None = None) -> Job:
+        # The label is stored as its NFC form: "e" + a combining accent comes back as one "é".
+        return super().register(type_, unicodedata.normalize("NFC", label), body, preferred_id)
 
 
 class _SuffixPerNameCounter(AsyncJobManager):
@@ -427,6 +447,16 @@ _TABLE = [
         "A preferred id is checked against the running jobs only, so a start replaces a finished job still held under that id.",
     ),
     (
+        "preferred_ids_ignore_case",
+        _PreferredIdsIgnoreCase,
+        "A preferred id is compared with the held ids case-insensitively, so BUILD gets BUILD-2 while build is held.",
+    ),
+    (
+        "label_normalised_nfc",
+        _LabelNormalisedNfc,
+        "A job's label is stored in Unicode normalisation form NFC, so a decomposed accent comes back composed.",
+    ),
+    (
         "suffix_per_name_counter",
         _SuffixPerNameCounter,
         "A taken preferred id gets its suffix from a counter per name, so it replaces a job that asked for that suffixed id.",
@@ -595,6 +625,10 @@ SHORTEST: dict[str, int] = {
     'preferred_id_checks_running_only': 3,
     'retry_from_clock_target': 3,
     'suffix_per_name_counter': 3,
+    # start_job {id: build}, then start_job {id: BUILD}: the second gets BUILD-2
+    'preferred_ids_ignore_case': 2,
+    # start_job {label: "builde\u0301"}, then get_job: the label comes back composed
+    'label_normalised_nfc': 2,
     'suffix_starts_at_one': 2,
     'watch_not_suppressing': 2,
     'stop_delay_ignores_earlier_end': 3,

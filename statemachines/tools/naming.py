@@ -12,7 +12,9 @@ name without leaving its directory, so drawing it would fail correct code.
 An argument names a new record when the key field of a ``create`` in its
 operation's steps takes its value: directly (``job_id: args.job_id``) or
 through ``let`` values (``let job_id: has(args.job_id) ? args.job_id :
-...``). Pure data: no Hypothesis here.
+...``). An argument a string parameter fills in by name (thread-jobs'
+``spill_file_name: "{tool_name}-{job_id}.log"``) ends up in a file name
+too (``file_name_arguments``). Pure data: no Hypothesis here.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from ..language.expressions import Expression
 from ..load.spec import Spec
 from ..model import steps as S
 
-__all__ = ["creating_operations", "naming_arguments"]
+__all__ = ["creating_operations", "file_name_arguments", "naming_arguments"]
 
 _ARGUMENT = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
+_FILLED_IN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def naming_arguments(spec: Spec) -> frozenset[tuple[str, str]]:
@@ -41,6 +44,19 @@ def naming_arguments(spec: Spec) -> frozenset[tuple[str, str]]:
             if isinstance(step, S.Create) and spec.entity.key in step.fields:
                 named.update((name, arg) for arg in _arguments_in(step.fields[spec.entity.key], lets, set()))
     return frozenset(named)
+
+
+def file_name_arguments(spec: Spec, params: dict) -> frozenset[tuple[str, str]]:
+    """(operation, argument) of each argument that a string parameter's
+    value names in braces, as a file name template does: under these
+    parameters its value may become part of a file name."""
+    filled = {name for value in params.values() if isinstance(value, str) for name in _FILLED_IN.findall(value)}
+    return frozenset(
+        (op_name, arg)
+        for op_name, op in spec.operations.items()
+        for arg in (op.args_schema.get("properties") or {})
+        if arg in filled
+    )
 
 
 def creating_operations(spec: Spec) -> frozenset[str]:
