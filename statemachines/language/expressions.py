@@ -71,8 +71,12 @@ _TICK = "kit_tick"
 # over a large range) would otherwise keep a quick run going for hours. Only
 # expressions that loop or call the kit's functions are timed (the others
 # cost microseconds), by the wall clock (reading the CPU clock is a system
-# call, too slow for every evaluation).
+# call, too slow for every evaluation), and only an evaluation that took
+# longer than CHARGED_FROM_SECONDS counts: a spec's own expressions take
+# microseconds each, so a long deep run never spends the budget on them,
+# while one that takes a second at every evaluation spends it in minutes.
 MAX_RUN_EXPRESSION_SECONDS = 300.0
+CHARGED_FROM_SECONDS = 0.005
 
 
 class RunCost:
@@ -527,7 +531,9 @@ class Expression:
         finally:
             _CURRENT.reset(token)
             if run is not None:
-                run.charge(time.perf_counter() - started)
+                spent = time.perf_counter() - started
+                if spent > CHARGED_FROM_SECONDS:
+                    run.charge(spent)
 
     def _evaluate_within(self, env: dict, functions: dict[str, Callable] | None, budget: _Budget | None) -> Any:
         if self.fast is not None:
