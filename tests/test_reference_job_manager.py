@@ -809,7 +809,21 @@ def _last_attempt_with_reused_id(a):
     return a.set_clock(360000)
 
 
+# ------------------------------------- values beyond the pools (async-jobs 2.3.0)
+def _preferred_ids_exact(a):
+    """A preferred id in another case is another id: BUILD is free while build runs."""
+    start(a, id="build")
+    return start(a, id="BUILD")
+
+
+def _label_kept_as_given(a):
+    """A label comes back code point for code point: a decomposed accent stays decomposed."""
+    return job(a, start(a, label="builde\u0301"))["label"]
+
+
 SCENARIOS = {
+    "preferred_ids_ignore_case": _preferred_ids_exact,
+    "label_normalised_nfc": _label_kept_as_given,
     "counter_ignores_preferred": _preferred_under_counter,
     "consumed_keeps_retention": _consumed_evicted,
     "due_time_in_queue_order": _due_now_not_held_back,

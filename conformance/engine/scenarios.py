@@ -240,11 +240,7 @@ def run_scenario(
         for run in range(1, runs + 1):
             if run > 1:
                 checkpoint()
-            before = session.race_windows.met
-            try:
-                missed = _run_once(session, scenario, run, runs)
-            finally:
-                _count_run(windows, session, before)
+            missed = _run_once(session, scenario, run, runs, windows)
             if missed is not None:
                 unreached.append(_Stop(missed))
         if len(unreached) == runs:
@@ -331,21 +327,26 @@ def _not_exercised(windows: RaceWindowRuns) -> str:
 NOT_IMPLEMENTED_KIND = "not-implemented"
 
 
-def _run_once(session: Session, scenario: Scenario, run: int, runs: int) -> Failure | None:
-    """One run of ``scenario`` from a reset; the failure when a racing
-    scenario's run did not reach a recorded state (``NOT_REPRODUCING``: its
-    race went another way, the next run may not), else None. Any other
-    failure stops the scenario (``_Stop``)."""
+def _run_once(
+    session: Session, scenario: Scenario, run: int, runs: int, windows: RaceWindowRuns | None = None
+) -> Failure | None:
+    """One run of ``scenario`` from a reset, counted in ``windows`` (a racing
+    scenario's); the failure when a racing scenario's run did not reach a
+    recorded state (``NOT_REPRODUCING``: its race went another way, the next
+    run may not), else None. Any other failure stops the scenario (``_Stop``)."""
     session.reset()
     # Each run lets another of a group's calls lead (it tends to run first):
     # a check-then-act window opens only when the checking call leads.
     session.head_start = -run
+    before = session.race_windows.met
     try:
         run_steps(session, scenario.steps, {"params": session.params})
     except _Stop as stop:
         if runs == 1 or stop.failure.kind != NOT_REPRODUCING:
             raise
         return stop.failure
+    finally:
+        _count_run(windows, session, before)
     return None
 
 
