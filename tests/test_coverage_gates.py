@@ -107,5 +107,10 @@ def test_following_a_failed_gates_replay_reaches_the_same_coverage(tmp_path):
     assert again.exit_code == 1, again.output
     followed = json.loads((tmp_path / "again" / "report.json").read_text())
     assert followed["stateful"] is None
-    assert followed["coverage"]["categories"] == report["coverage"]["categories"]
+    # races are counted when the racing calls were in flight together, which
+    # depends on the machine's timing; everything else follows from the options
+    timed = ("races",)
+    assert {k: v for k, v in followed["coverage"]["categories"].items() if k not in timed} == {
+        k: v for k, v in report["coverage"]["categories"].items() if k not in timed
+    }
     assert followed["coverage"]["failure"]["message"] == report["coverage"]["failure"]["message"]

@@ -333,7 +333,8 @@ def base_shard_report(failure_file: str | None) -> dict:
     value=values,
 )
 def test_fuzz_a_shard_report(tmp_path, spec, failure_file, value_entry, field, value):
-    from conformance.cli.replay import _merged_or_refused
+    from conformance.cli.replay import _merge_loaded
+    from conformance.engine.runner import write_report_files
 
     work = playground(tmp_path)
     shard = work / "shard"
@@ -365,7 +366,8 @@ def test_fuzz_a_shard_report(tmp_path, spec, failure_file, value_entry, field, v
             loaded.append(load_shard_report(shard))
         except ShardError as exc:
             refused.append(str(exc))
-        merged = _merged_or_refused(loaded, refused, str(out), spec)
+        merged = _merge_loaded(loaded, refused, str(out), spec, [])
+        write_report_files(merged, str(out))
     assert (merged["verdict"], merged["exit_code"]) in (("pass", 0), ("fail", 1), ("error", 2)), merged
     assert json.loads((out / "report.json").read_text())["verdict"] == merged["verdict"]
     for path in out.rglob("*"):

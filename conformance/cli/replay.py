@@ -297,7 +297,7 @@ def _merged_or_refused(shards: tuple[str, ...], spec_name: str | None, out_dir: 
     """The merged report (counterexample files copied into ``out_dir``); when
     a shard is refused (or cannot be merged), a report with verdict ``error``
     (exit 2) naming it. ``problems``: those of clearing ``out_dir``."""
-    from ..engine.shards import ShardError, load_shard_report, merge_reports
+    from ..engine.shards import ShardError, load_shard_report
 
     loaded, refused = [], []
     for path in shards:
@@ -311,6 +311,16 @@ def _merged_or_refused(shards: tuple[str, ...], spec_name: str | None, out_dir: 
             spec = load_spec(spec_file(spec_name))
         except SpecError as exc:
             refused.append(str(exc))
+    return _merge_loaded(loaded, refused, out_dir, spec, problems)
+
+
+def _merge_loaded(loaded: list, refused: list[str], out_dir: str, spec, problems: list) -> dict:
+    """``loaded`` shard reports merged into ``out_dir`` (unless one was
+    ``refused``, or they cannot be merged: then a report with verdict
+    ``error`` naming why)."""
+    from ..engine.shards import ShardError, merge_reports
+
+    refused = list(refused)
     if not refused:
         try:
             merge_reports(loaded, None, spec=spec)  # refuses (exit 2) before anything is copied

@@ -5,7 +5,7 @@ Hypothesis, which only the exploration needs."""
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "BEYOND_POOLS"]
+__all__ = ["PROFILES", "BEYOND_POOLS", "RECOMMENDED_BEYOND_POOLS"]
 
 # examples x steps per example; once a failure is found, Hypothesis shrinks it for at
 # most shrink_examples examples (so a seed gives the same counterexample whatever the
@@ -20,7 +20,12 @@ __all__ = ["PROFILES", "BEYOND_POOLS"]
 # beyond_pools: the percent of the draws of a pool-drawn argument that leave the pool
 # (engine/stateful.py: two thirds near misses of a pool value or one the example used,
 # one third values of the argument's JSON Schema); `run --beyond-pools PERCENT` sets it.
-BEYOND_POOLS = 12
+# Off by default for now: at 12 % the exploration found the case and Unicode bugs it
+# is for at every seed, but a timing bug the pools' exact values reach
+# (async-jobs job-manager.cancel_report_outlives_eviction) was missed at some seeds,
+# so the default waits until the all-mutant seed gate holds with the share on.
+BEYOND_POOLS = 0
+RECOMMENDED_BEYOND_POOLS = 12
 PROFILES = {
     "quick": {
         "max_examples": 30,
