@@ -98,6 +98,8 @@ def _kind(value: Any) -> str:
 
 
 def _equal(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and (a is None or type(a) is str or type(a) is bool):
+        return a == b  # the commonest comparisons, without classifying both sides
     ka, kb = _kind(a), _kind(b)
     if ka != kb:
         return False  # the binding's equality across kinds (int and double aside, refused above)
@@ -182,6 +184,11 @@ def _arith(op: str):
 
 def _contains(item: Any, pool: Any) -> bool:
     kind = _kind(pool)
+    if kind == "list" and type(item) is str:  # `x in [...]` over names: no classifying of plain strings
+        for x in pool:
+            if (x == item) if type(x) is str else _equal(item, x):
+                return True
+        return False
     if kind == "list":
         return any(_equal(item, x) for x in pool)
     if kind == "map" and isinstance(item, str) and all(isinstance(k, str) for k in pool):
