@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .reduce import group_checks, steps_of_trace
+from .reduce import group_checks, mentions, steps_of_trace
 
 __all__ = ["answered", "bind_recorded", "bound_steps", "bind_steps", "describe_answer", "regression_scenario"]
 
@@ -89,7 +89,7 @@ def bind_recorded(steps: list[dict]) -> list[dict]:
             continue
         held: set[str] = set()
         _strings({k: answer.get(k) for k in ("result", "effects")}, held)
-        chosen = sorted(v for v in held & after if not _mentions(step.get("args"), v))
+        chosen = sorted(v for v in held & after if not mentions(step.get("args"), v))
         marked.append({**step, "chosen": chosen})
     return bind_steps(marked, answers, record_answers=False)
 
@@ -158,7 +158,7 @@ def _bound_call(step: dict, answer: Any, names: dict[str, str]) -> dict:
     save: dict[str, str] = {}
     names_before = dict(names)
     for value in step.get("chosen") or ():
-        if not isinstance(value, str) or not value or value in names or _mentions(args, value):
+        if not isinstance(value, str) or not value or value in names or mentions(args, value):
             continue
         path = _path_to(answer, value)
         if path is None:
@@ -212,16 +212,6 @@ def _name(path: str, number: int) -> str:
     if not base[0].isalpha():
         base = f"v_{base}"
     return f"{base}_{number}"
-
-
-def _mentions(value: Any, text: str) -> bool:
-    if isinstance(value, str):
-        return value == text
-    if isinstance(value, dict):
-        return any(_mentions(v, text) for v in value.values())
-    if isinstance(value, list):
-        return any(_mentions(v, text) for v in value)
-    return False
 
 
 def _templated(value: Any, names: dict[str, str]) -> Any:

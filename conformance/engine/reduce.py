@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 __all__ = [
     "explain_race",
     "group_checks",
+    "mentions",
     "race_note",
     "race_tries",
     "reduce_failure",
@@ -1371,18 +1372,19 @@ def _names(step: dict, name: str) -> bool:
     for call in _calls_of(step):
         if name in (call.get("chosen") or ()):
             return True
-        if _mentions(call.get("args"), name):
+        if mentions(call.get("args"), name):
             return True
     return False
 
 
-def _mentions(value: Any, name: str) -> bool:
+def mentions(value: Any, name: str) -> bool:
+    """Whether ``name`` stands, whole, as a string anywhere in ``value``."""
     if isinstance(value, str):
         return value == name
     if isinstance(value, dict):
-        return any(_mentions(v, name) for v in value.values())
+        return any(mentions(v, name) for v in value.values())
     if isinstance(value, list):
-        return any(_mentions(v, name) for v in value)
+        return any(mentions(v, name) for v in value)
     return False
 
 
