@@ -86,6 +86,7 @@ def mutant_config(
     timeout_s: float,
     shrink_s: float = 0.0,
     reduce_replays: int = 0,
+    beyond_pools: float | None = None,
 ) -> RunConfig:
     """The run of one mutant (no report files; shrinking and the replay
     reduction off unless asked): ``run_mutant`` runs its scenarios and its
@@ -100,6 +101,7 @@ def mutant_config(
         timeout_s=timeout_s,
         shrink_s=shrink_s,
         reduce_replays=reduce_replays,
+        beyond_pools=beyond_pools,
     )
 
 

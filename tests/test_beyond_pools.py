@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from conformance.engine.key_shapes import reshaped, value_variants
 from conformance.engine.pool_draws import FILE_NAME_CHARS
+from conformance.engine.profiles import BEYOND_POOLS
 from conformance.engine.reduce import _renamed
 from conformance.engine.stateful import Explorer
 from statemachines import file_name_arguments, load_spec, resolve_parameters
@@ -142,7 +143,7 @@ def test_the_exploration_line_says_what_left_the_pools():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share", [None, 0])
+@pytest.mark.parametrize("share", [None, 0, 12])
 def test_the_share_is_set_per_run_and_reported(tmp_path, share):
     from conformance.engine.runner import RunConfig, run_conformance
 
@@ -159,9 +160,9 @@ def test_the_share_is_set_per_run_and_reported(tmp_path, share):
     stateful = report["stateful"]
     assert stateful["verdict"] == "pass", stateful.get("failure")
     beyond = stateful["beyond_pools"]
-    assert beyond["share"] == (12 if share is None else share)
+    assert beyond["share"] == (BEYOND_POOLS if share is None else share)
     assert beyond["pool"] > 0
-    if share == 0:
+    if beyond["share"] == 0:
         assert beyond["near_miss"] == beyond["schema"] == 0
     else:
         assert beyond["near_miss"] > 0

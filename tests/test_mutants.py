@@ -36,6 +36,15 @@ def test_there_are_enough_mutants(spec):
 
 REPLAYS = REDUCE_REPLAYS["ci"]  # the replay reduction's budget at the ci profile, as `conformance run` spends it
 SEEDS = (1, 2, 3)  # the exploration's seeds a mutant gets, in this order, until one finds it short enough
+# Mutants of values outside the pools: the exploration reaches them with pool-drawn arguments
+# leaving their pools (off by default for now: engine/profiles.py), so they get the share.
+BEYOND_THE_POOLS = ["job-manager.preferred_ids_ignore_case", "job-manager.label_normalised_nfc"]
+
+
+def _share(name: str) -> float | None:
+    from conformance.engine.profiles import RECOMMENDED_BEYOND_POOLS
+
+    return RECOMMENDED_BEYOND_POOLS if name in BEYOND_THE_POOLS else None
 
 
 def longest_acceptable(shortest: int) -> int:
@@ -54,7 +63,15 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     # found is reduced by replaying it (first without Hypothesis's shrinking, which is slower).
     record = tmp_path / "traces"
     result = run_mutant(
-        spec, name, mutant, profile="ci", seed=1, timeout_s=10, reduce_replays=REPLAYS, record_dir=str(record)
+        spec,
+        name,
+        mutant,
+        profile="ci",
+        seed=1,
+        timeout_s=10,
+        reduce_replays=REPLAYS,
+        record_dir=str(record),
+        beyond_pools=_share(name),
     )
     assert result.error is None, result.error
     assert result.killed_by_scenarios, f"{name} survived every scenario"
@@ -79,7 +96,9 @@ def test_mutant_is_killed_by_scenarios_and_by_exploration_alone_with_a_short_cou
     for as_run, seed in [(False, s) for s in SEEDS[1:]] + [(True, s) for s in SEEDS]:
         if best is not None and best.counterexample_steps <= limit:
             break
-        config = mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_replays=REPLAYS)
+        config = mutant_config(
+            spec, name, mutant, profile="ci", seed=seed, timeout_s=10, reduce_replays=REPLAYS, beyond_pools=_share(name)
+        )
         if as_run:
             config = as_run_reports(config)
         again = explore_mutant(config, mutant)
@@ -116,8 +135,8 @@ def test_each_seed_finds_the_mutant_with_a_short_counterexample(spec, name, seed
     profile's shrinking and replay reduction, --max-failures 3) is at most 1.5 times the
     mutant's declared shortest. A seed that misses or runs long fails on its own line."""
     mutant = SPECS_WITH_MUTANTS[spec][name]
-    config = as_run_reports(mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10))
-    result = explore_mutant(config, mutant)
+    config = mutant_config(spec, name, mutant, profile="ci", seed=seed, timeout_s=10, beyond_pools=_share(name))
+    result = explore_mutant(as_run_reports(config), mutant)
     assert result.error is None, result.error
     assert result.found_by_exploration, f"{name} survived the ci exploration at seed {seed}"
     limit = longest_acceptable(mutant.shortest)
@@ -208,9 +227,6 @@ def test_missed_bug_classes_are_found_by_the_exploration_alone_at_every_seed(ste
         if not result.found_by_exploration:
             missed.append(seed)
     assert not missed, f"{name} survived the ci exploration at seeds {missed}"
-
-
-BEYOND_THE_POOLS = ["job-manager.preferred_ids_ignore_case", "job-manager.label_normalised_nfc"]
 
 
 @pytest.mark.slow
